@@ -1,0 +1,223 @@
+//! The `topocomm` command line: every subcommand and option a user meets.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bytesize::ByteSize;
+use clap::{Args, Parser, Subcommand};
+use topocomm_node::daemon::NodeArgs;
+use topocomm_proto::TopologyKind;
+use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp};
+
+/// Run, measure and understand collective communication on interconnection networks.
+#[derive(Debug, Parser)]
+#[command(name = "topocomm", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a collective: on the coordinator that --coordinator names, or on a local
+    /// cluster of --nodes daemons started for this run.
+    Run(RunArgs),
+    /// Serve as the coordinator of a long-lived cluster that nodes register with.
+    Serve(ServeArgs),
+    /// Print a topology's ids, neighbours, edges and diameter (nothing is run).
+    Topology(TopologyArgs),
+    /// Ask a serving coordinator how the cluster stands.
+    Status(StatusArgs),
+    /// Run a node daemon (the same daemon as `topocomm-node`; local clusters use it).
+    #[command(hide = true)]
+    Node(NodeArgs),
+}
+
+/// Where a serving coordinator is and the token it wants.
+#[derive(Debug, Clone, Args)]
+pub struct RemoteArgs {
+    /// A serving coordinator, HOST:PORT. Without it, `run` starts a local cluster.
+    #[arg(long, env = "TOPOCOMM_COORDINATOR")]
+    pub coordinator: Option<String>,
+    /// The cluster token (local clusters make a random one).
+    #[arg(long, env = "TOPOCOMM_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+/// The shape to wire.
+#[derive(Debug, Clone, Args)]
+pub struct ShapeArgs {
+    /// Topology: ring, mesh, torus, mesh3d, torus3d, hypercube, full.
+    #[arg(long, short = 't', default_value = "hypercube", value_parser = parse_topology)]
+    pub topology: TopologyKind,
+    /// Extents for mesh/torus (RxC) and mesh3d/torus3d (AxBxC); default the squarest.
+    #[arg(long, value_parser = parse_dims)]
+    pub dims: Option<Vec<usize>>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// The collective: broadcast, reduce.
+    #[arg(value_parser = parse_collective)]
+    pub collective: Collective,
+    #[command(flatten)]
+    pub shape: ShapeArgs,
+    /// Nodes of the local cluster (ignored with --coordinator, whose cluster has its own size).
+    #[arg(long, short = 'n', default_value_t = 8)]
+    pub nodes: usize,
+    /// Algorithm: linear, ring, mesh, hypercube; default the one made for the topology.
+    #[arg(long, short = 'a', value_parser = parse_algorithm)]
+    pub algorithm: Option<Algorithm>,
+    /// The root of broadcast and reduce.
+    #[arg(long, default_value_t = 0)]
+    pub root: usize,
+    /// Bytes per node (B, KiB, MiB, GiB, or KB/MB), a whole number of elements.
+    #[arg(long, short = 's', default_value = "64KiB", value_parser = parse_size)]
+    pub size: u64,
+    /// Element type: i32, i64, f32, f64.
+    #[arg(long, default_value = "f64", value_parser = parse_dtype)]
+    pub dtype: Dtype,
+    /// Reduction operator: sum, prod, min, max.
+    #[arg(long, default_value = "sum", value_parser = parse_op)]
+    pub op: ReduceOp,
+    /// Timed iterations.
+    #[arg(long, short = 'i', default_value_t = 20)]
+    pub iterations: u32,
+    /// Untimed warm-up iterations before them.
+    #[arg(long, default_value_t = 3)]
+    pub warmup: u32,
+    /// Seed of the generated inputs.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Deadline of every wait of one iteration (and of forming the cluster).
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Write each node's input and output of the last iteration and run.json here.
+    #[arg(long)]
+    pub dump: Option<PathBuf>,
+    /// Local clusters: folder for the node daemons' logs (default: a topocomm-logs
+    /// folder in the system's temporary directory).
+    #[arg(long)]
+    pub logs: Option<PathBuf>,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// How many nodes form the cluster.
+    #[arg(long, short = 'n', default_value_t = 8)]
+    pub nodes: usize,
+    /// Address to accept nodes and clients on.
+    #[arg(long, default_value = "0.0.0.0:7700", env = "TOPOCOMM_LISTEN")]
+    pub listen: String,
+    /// The cluster token nodes and clients must present (default: a random one, printed).
+    #[arg(long, env = "TOPOCOMM_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TopologyArgs {
+    #[command(flatten)]
+    pub shape: ShapeArgs,
+    /// Number of nodes.
+    #[arg(long, short = 'n', default_value_t = 8)]
+    pub nodes: usize,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+fn parse_named<T: std::str::FromStr + strum::VariantNames>(
+    what: &str,
+    text: &str,
+) -> Result<T, String> {
+    text.parse().map_err(|_| {
+        format!(
+            "unknown {what} {text:?}; choose one of: {}",
+            T::VARIANTS.join(", ")
+        )
+    })
+}
+
+fn parse_topology(text: &str) -> Result<TopologyKind, String> {
+    parse_named("topology", text)
+}
+
+fn parse_collective(text: &str) -> Result<Collective, String> {
+    parse_named("collective", text)
+}
+
+fn parse_algorithm(text: &str) -> Result<Algorithm, String> {
+    parse_named("algorithm", text)
+}
+
+fn parse_dtype(text: &str) -> Result<Dtype, String> {
+    parse_named("dtype", text)
+}
+
+fn parse_op(text: &str) -> Result<ReduceOp, String> {
+    parse_named("op", text)
+}
+
+/// Parses `64KiB`, `1MiB`, `4096`, `8B`.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    text.trim()
+        .parse::<ByteSize>()
+        .map(|size| size.as_u64())
+        .map_err(|error| format!("{text:?} is not a size like 8B, 4096, 64KiB or 1MiB ({error})"))
+}
+
+/// Parses `4x4` or `2x2x2`.
+pub fn parse_dims(text: &str) -> Result<Vec<usize>, String> {
+    text.split(['x', 'X'])
+        .map(|part| part.trim().parse::<usize>().ok().filter(|&n| n > 0))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| {
+            format!(
+                "{text:?} is not a shape like 4x4 or 2x2x2 (positive whole numbers joined by x)"
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn sizes_and_dims_parse_or_say_why_not() {
+        assert_eq!(parse_size("64KiB").unwrap(), 65536);
+        assert_eq!(parse_size("1MiB").unwrap(), 1 << 20);
+        assert_eq!(parse_size("8B").unwrap(), 8);
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert!(parse_size("lots").unwrap_err().contains("not a size"));
+        assert_eq!(parse_dims("4x2").unwrap(), vec![4, 2]);
+        assert_eq!(parse_dims("2x2x2").unwrap(), vec![2, 2, 2]);
+        assert!(parse_dims("4x").is_err());
+        assert!(parse_dims("0x4").is_err());
+    }
+
+    #[test]
+    fn unknown_names_list_the_choices() {
+        let error = parse_topology("donut").unwrap_err();
+        assert!(
+            error.contains("ring") && error.contains("hypercube"),
+            "{error}"
+        );
+    }
+}

@@ -1,0 +1,377 @@
+//! The cluster as the coordinator holds it: who registered (by stable name), the id
+//! each got, each node's control session, and the wiring in force. Registration runs
+//! concurrently with everything; runs and wirings are driven by `run`, one at a time.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::sync::{Notify, mpsc};
+use tokio::time::Instant;
+use topocomm_proto::NodeId;
+use topocomm_proto::control::{ClusterStatus, ToCoordinator, ToNode, TopologySpec};
+
+/// A control session's number: a node that reconnects gets a new one.
+pub type SessionId = u64;
+
+/// What node sessions tell the orchestrator.
+#[derive(Debug)]
+pub enum Event {
+    Message {
+        session: SessionId,
+        message: ToCoordinator,
+    },
+    Closed {
+        session: SessionId,
+    },
+}
+
+/// One registered node.
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub name: String,
+    pub data_addr: String,
+    /// Assigned once the cluster has formed.
+    pub id: Option<NodeId>,
+    /// The live control session, if connected.
+    pub session: Option<(SessionId, mpsc::UnboundedSender<ToNode>)>,
+}
+
+/// A node as a run sees it: id, name, address, session.
+#[derive(Debug, Clone)]
+pub struct Participant {
+    pub id: NodeId,
+    pub name: String,
+    pub data_addr: String,
+    pub session: SessionId,
+    pub sender: mpsc::UnboundedSender<ToNode>,
+}
+
+#[derive(Default)]
+struct Roster {
+    members: Vec<Member>,
+    next_session: SessionId,
+    formed: bool,
+}
+
+/// Registration and membership.
+pub struct Cluster {
+    expected: usize,
+    token: String,
+    roster: Mutex<Roster>,
+    changed: Notify,
+    events: mpsc::UnboundedSender<Event>,
+    /// The wiring in force: its topology and the sessions it linked.
+    wiring: Mutex<Option<(TopologySpec, Vec<SessionId>)>>,
+}
+
+impl Cluster {
+    /// A cluster of `expected` nodes admitting those that present `token`; also returns
+    /// the receiver of node events, for the orchestrator.
+    pub fn new(expected: usize, token: String) -> (Self, mpsc::UnboundedReceiver<Event>) {
+        let (events, receiver) = mpsc::unbounded_channel();
+        let cluster = Cluster {
+            expected,
+            token,
+            roster: Mutex::new(Roster::default()),
+            changed: Notify::new(),
+            events,
+            wiring: Mutex::new(None),
+        };
+        (cluster, receiver)
+    }
+
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Admits a registering node; returns its session id or why it is refused.
+    pub fn register(
+        &self,
+        token: &str,
+        name: String,
+        data_addr: String,
+        sender: mpsc::UnboundedSender<ToNode>,
+    ) -> Result<SessionId, String> {
+        if token != self.token {
+            return Err("wrong cluster token".into());
+        }
+        let mut roster = self.roster.lock().expect("roster lock");
+        roster.next_session += 1;
+        let session = roster.next_session;
+        let index = match roster.members.iter().position(|m| m.name == name) {
+            Some(index) if roster.members[index].session.is_some() => {
+                return Err(format!(
+                    "a node named {name:?} is already connected; give each node its own --name"
+                ));
+            }
+            Some(index) => index,
+            None if roster.members.len() < self.expected => {
+                roster.members.push(Member {
+                    name: name.clone(),
+                    data_addr: String::new(),
+                    id: None,
+                    session: None,
+                });
+                roster.members.len() - 1
+            }
+            None => match roster.members.iter().position(|m| m.session.is_none()) {
+                // A replacement for a node that is gone takes its place and id.
+                Some(index) => {
+                    tracing::info!(old = %roster.members[index].name, new = %name, "a new node replaces a departed one");
+                    roster.members[index].name = name.clone();
+                    index
+                }
+                None => {
+                    return Err(format!(
+                        "the cluster is full ({} nodes, all connected)",
+                        self.expected
+                    ));
+                }
+            },
+        };
+        let member = &mut roster.members[index];
+        member.data_addr = data_addr;
+        member.session = Some((session, sender));
+        if !roster.formed && roster.members.len() == self.expected {
+            assign_ids(&mut roster.members);
+            roster.formed = true;
+            tracing::info!(nodes = self.expected, "cluster formed");
+        }
+        let member = roster
+            .members
+            .iter()
+            .find(|m| m.name == name)
+            .expect("just registered");
+        tracing::info!(%name, id = ?member.id, addr = %member.data_addr, session, "node registered");
+        drop(roster);
+        self.changed.notify_waiters();
+        Ok(session)
+    }
+
+    /// A node's control session ended.
+    pub fn disconnected(&self, session: SessionId) {
+        let mut roster = self.roster.lock().expect("roster lock");
+        if let Some(member) = roster
+            .members
+            .iter_mut()
+            .find(|m| m.session.as_ref().is_some_and(|(s, _)| *s == session))
+        {
+            tracing::warn!(name = %member.name, id = ?member.id, "node disconnected");
+            member.session = None;
+        }
+        drop(roster);
+        let _ = self.events.send(Event::Closed { session });
+        self.changed.notify_waiters();
+    }
+
+    /// Passes a node's message to the orchestrator.
+    pub fn forward(&self, session: SessionId, message: ToCoordinator) {
+        let _ = self.events.send(Event::Message { session, message });
+    }
+
+    /// Waits until every expected node is registered and connected; returns them by id.
+    pub async fn participants(&self, patience: Duration) -> Result<Vec<Participant>, String> {
+        let deadline = Instant::now() + patience;
+        loop {
+            let notified = self.changed.notified();
+            if let Some(all) = self.connected() {
+                return Ok(all);
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                let status = self.status();
+                let missing = self.expected - status.registered.len();
+                let names: Vec<String> = status
+                    .registered
+                    .iter()
+                    .map(|(id, name, _)| format!("{id}:{name}"))
+                    .collect();
+                return Err(format!(
+                    "the cluster is not complete after {patience:?}: {} of {} nodes connected [{}]{}",
+                    status.registered.len(),
+                    self.expected,
+                    names.join(", "),
+                    if missing > 0 {
+                        format!("; waiting for {missing} more")
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
+        }
+    }
+
+    fn connected(&self) -> Option<Vec<Participant>> {
+        let roster = self.roster.lock().expect("roster lock");
+        if !roster.formed {
+            return None;
+        }
+        let mut all: Vec<Participant> = roster
+            .members
+            .iter()
+            .map(|m| {
+                let (session, sender) = m.session.clone()?;
+                Some(Participant {
+                    id: m.id?,
+                    name: m.name.clone(),
+                    data_addr: m.data_addr.clone(),
+                    session,
+                    sender,
+                })
+            })
+            .collect::<Option<_>>()?;
+        all.sort_by_key(|p| p.id);
+        Some(all)
+    }
+
+    /// The wiring in force, if it linked exactly these sessions.
+    pub fn wiring_of(&self, sessions: &[SessionId]) -> Option<TopologySpec> {
+        let wiring = self.wiring.lock().expect("wiring lock");
+        wiring
+            .as_ref()
+            .filter(|(_, linked)| linked == sessions)
+            .map(|(spec, _)| spec.clone())
+    }
+
+    /// Records (or, with `None`, forgets) the wiring in force.
+    pub fn set_wiring(&self, wiring: Option<(TopologySpec, Vec<SessionId>)>) {
+        *self.wiring.lock().expect("wiring lock") = wiring;
+    }
+
+    /// Connected nodes and the wiring, for `topocomm status`.
+    pub fn status(&self) -> ClusterStatus {
+        let roster = self.roster.lock().expect("roster lock");
+        let mut registered: Vec<(NodeId, String, String)> = roster
+            .members
+            .iter()
+            .filter(|m| m.session.is_some())
+            .map(|m| {
+                (
+                    m.id.unwrap_or(usize::MAX),
+                    m.name.clone(),
+                    m.data_addr.clone(),
+                )
+            })
+            .collect();
+        registered.sort();
+        let topology = self
+            .wiring
+            .lock()
+            .expect("wiring lock")
+            .as_ref()
+            .map(|(spec, _)| spec.clone());
+        ClusterStatus {
+            expected: self.expected,
+            registered,
+            topology,
+        }
+    }
+}
+
+/// Ids in a stable order: the members' names, compared the way people sort them
+/// (`node-2` before `node-10`).
+fn assign_ids(members: &mut [Member]) {
+    let mut order: Vec<usize> = (0..members.len()).collect();
+    order.sort_by(|&a, &b| natural_key(&members[a].name).cmp(&natural_key(&members[b].name)));
+    for (id, index) in order.into_iter().enumerate() {
+        members[index].id = Some(id);
+    }
+}
+
+/// Splits a name into text and number runs so that numbers compare by value.
+fn natural_key(name: &str) -> Vec<(String, u128)> {
+    let mut key = Vec::new();
+    let mut text = String::new();
+    let mut digits = String::new();
+    for c in name.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+        } else {
+            if !digits.is_empty() {
+                key.push((
+                    std::mem::take(&mut text),
+                    digits.parse().unwrap_or(u128::MAX),
+                ));
+                digits.clear();
+            }
+            text.push(c);
+        }
+    }
+    key.push((
+        text,
+        if digits.is_empty() {
+            0
+        } else {
+            digits.parse().unwrap_or(u128::MAX)
+        },
+    ));
+    key
+}
+
+/// Each member's id by name.
+#[cfg(test)]
+fn ids_by_name(cluster: &Cluster) -> std::collections::BTreeMap<String, NodeId> {
+    let roster = cluster.roster.lock().expect("roster lock");
+    roster
+        .members
+        .iter()
+        .filter_map(|m| Some((m.name.clone(), m.id?)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sender() -> mpsc::UnboundedSender<ToNode> {
+        mpsc::unbounded_channel().0
+    }
+
+    #[test]
+    fn ids_follow_natural_name_order_and_survive_a_restart() {
+        let (cluster, _events) = Cluster::new(3, "t".into());
+        let s10 = cluster
+            .register("t", "node-10".into(), "a:1".into(), sender())
+            .unwrap();
+        cluster
+            .register("t", "node-2".into(), "a:2".into(), sender())
+            .unwrap();
+        cluster
+            .register("t", "node-1".into(), "a:3".into(), sender())
+            .unwrap();
+        let ids = ids_by_name(&cluster);
+        assert_eq!(ids["node-1"], 0);
+        assert_eq!(ids["node-2"], 1);
+        assert_eq!(ids["node-10"], 2);
+        cluster.disconnected(s10);
+        cluster
+            .register("t", "node-10".into(), "a:9".into(), sender())
+            .unwrap();
+        assert_eq!(ids_by_name(&cluster)["node-10"], 2);
+    }
+
+    #[test]
+    fn strangers_duplicates_and_extras_are_refused() {
+        let (cluster, _events) = Cluster::new(1, "t".into());
+        assert!(
+            cluster
+                .register("x", "n".into(), "a:1".into(), sender())
+                .unwrap_err()
+                .contains("token")
+        );
+        cluster
+            .register("t", "n".into(), "a:1".into(), sender())
+            .unwrap();
+        assert!(
+            cluster
+                .register("t", "n".into(), "a:1".into(), sender())
+                .unwrap_err()
+                .contains("already connected")
+        );
+        assert!(
+            cluster
+                .register("t", "m".into(), "a:2".into(), sender())
+                .unwrap_err()
+                .contains("full")
+        );
+    }
+}

@@ -1,0 +1,215 @@
+//! `topocomm`: the coordinator and the user's command line.
+
+mod cli;
+mod client;
+mod cluster;
+mod local;
+mod report;
+mod run;
+mod server;
+mod topology_view;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, anyhow, bail};
+use clap::Parser;
+use tokio::net::TcpListener;
+use topocomm_proto::Topology;
+use topocomm_proto::control::{ClientRequest, ClientResponse, RunOutcome, RunRequest};
+use topocomm_proto::spec::{Algorithm, RunSpec};
+
+use crate::cli::{Cli, Command, RunArgs, ServeArgs, StatusArgs};
+use crate::local::LocalCluster;
+use crate::run::Coordinator;
+
+/// Extra patience for wiring and reporting on top of the run's own deadlines.
+const CLIENT_SLACK: Duration = Duration::from_secs(60);
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let default_level = match &cli.command {
+        Command::Serve(_) | Command::Node(_) => "info",
+        _ => "error",
+    };
+    if std::env::var_os("RUST_LOG").is_none() {
+        // SAFETY: set before any other thread of this program reads the environment.
+        unsafe { std::env::set_var("RUST_LOG", default_level) };
+    }
+    topocomm_node::logging::init();
+    let result = match cli.command {
+        Command::Run(args) => run(args).await,
+        Command::Serve(args) => serve(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Topology(args) => topology_view::print(&args).map(|()| ExitCode::SUCCESS),
+        Command::Status(args) => status(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Node(args) => topocomm_node::daemon::run(args)
+            .await
+            .map(|()| ExitCode::SUCCESS),
+    };
+    result.unwrap_or_else(|error| {
+        eprintln!("error: {error:#}");
+        ExitCode::FAILURE
+    })
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let algorithm = args
+        .algorithm
+        .unwrap_or_else(|| Algorithm::default_for(args.collective, args.shape.topology));
+    let spec = RunSpec {
+        run: 0,
+        collective: args.collective,
+        algorithm,
+        root: args.root,
+        size_bytes: args.size,
+        dtype: args.dtype,
+        op: args.op,
+        seed: args.seed,
+        warmup: args.warmup,
+        iterations: args.iterations,
+        timeout_ms: args.timeout.as_millis() as u64,
+        dump: args.dump.is_some(),
+    };
+    let request = RunRequest {
+        topology: args.shape.topology,
+        dims: args.shape.dims.clone(),
+        spec,
+    };
+    let outcome = match &args.remote.coordinator {
+        Some(address) => run_remote(address, &args, request).await?,
+        None => run_local(&args, request).await?,
+    };
+    let summary = report::summarize(&outcome);
+    let json = match &summary {
+        Ok(summary) => serde_json::to_value(summary)?,
+        Err(failure) => serde_json::json!({ "verified": false, "error": failure }),
+    };
+    if let Some(dir) = &args.dump {
+        report::dump(dir, &outcome, &json)?;
+        eprintln!("dumped inputs, outputs and run.json to {}", dir.display());
+    }
+    match summary {
+        Ok(_) if args.json => println!("{}", serde_json::to_string_pretty(&json)?),
+        Ok(summary) => println!(
+            "{}\n{}",
+            report::headline(&summary),
+            report::table(&summary)
+        ),
+        Err(failure) => {
+            eprintln!("error: {failure}");
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run_remote(
+    address: &str,
+    args: &RunArgs,
+    request: RunRequest,
+) -> anyhow::Result<RunOutcome> {
+    let token = args
+        .remote
+        .token
+        .as_deref()
+        .context("a serving coordinator needs the cluster token: --token or TOPOCOMM_TOKEN")?;
+    let patience = args.timeout * (args.warmup + args.iterations + 1) + CLIENT_SLACK;
+    match client::request(address, token, ClientRequest::Run(request), patience).await? {
+        ClientResponse::RunDone(outcome) => Ok(*outcome),
+        ClientResponse::Error(error) => Err(anyhow!(error)),
+        other => bail!("unexpected answer from the coordinator: {other:?}"),
+    }
+}
+
+async fn run_local(args: &RunArgs, request: RunRequest) -> anyhow::Result<RunOutcome> {
+    // Refuse a bad shape or size before starting any process.
+    Topology::new(request.topology, args.nodes, request.dims.as_deref())?;
+    request.spec.validate(args.nodes)?;
+    let logs = args
+        .logs
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("topocomm-logs"));
+    let local = LocalCluster::start(args.nodes, &logs).await?;
+    eprintln!(
+        "local cluster: {} node processes, coordinator on {}, node logs in {}/node-*.log",
+        args.nodes,
+        local.address,
+        local.logs.display()
+    );
+    let result = tokio::select! {
+        result = local.coordinator.execute(request) => result.map_err(|e| anyhow!(e)),
+        _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted; every node process was stopped")),
+    };
+    local.shutdown().await;
+    result
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.nodes >= 1, "--nodes must be at least 1");
+    let token = args.token.clone().unwrap_or_else(local::random_token);
+    let listener = TcpListener::bind(&args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    let coordinator = Arc::new(Coordinator::new(args.nodes, token.clone()));
+    eprintln!(
+        "topocomm coordinator on {} for {} nodes",
+        listener.local_addr()?,
+        args.nodes
+    );
+    if args.token.is_none() {
+        eprintln!(
+            "cluster token (give it to nodes and clients as --token or TOPOCOMM_TOKEN): {token}"
+        );
+    }
+    tokio::select! {
+        () = server::serve(listener, coordinator) => Ok(()),
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("stopping");
+            Ok(())
+        }
+    }
+}
+
+async fn status(args: StatusArgs) -> anyhow::Result<()> {
+    let address = args
+        .remote
+        .coordinator
+        .context("--coordinator (or TOPOCOMM_COORDINATOR) is needed")?;
+    let token = args
+        .remote
+        .token
+        .context("--token (or TOPOCOMM_TOKEN) is needed")?;
+    match client::request(
+        &address,
+        &token,
+        ClientRequest::Status,
+        Duration::from_secs(10),
+    )
+    .await?
+    {
+        ClientResponse::Status(status) => {
+            println!(
+                "{} of {} nodes connected",
+                status.registered.len(),
+                status.expected
+            );
+            for (id, name, address) in &status.registered {
+                let id = if *id == usize::MAX {
+                    "-".to_string()
+                } else {
+                    id.to_string()
+                };
+                println!("  {id:>4}  {name}  {address}");
+            }
+            match status.topology {
+                Some(topology) => println!("wired as {} (dims {:?})", topology.kind, topology.dims),
+                None => println!("not wired"),
+            }
+            Ok(())
+        }
+        ClientResponse::Error(error) => Err(anyhow!(error)),
+        other => bail!("unexpected answer from the coordinator: {other:?}"),
+    }
+}

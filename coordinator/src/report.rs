@@ -1,0 +1,256 @@
+//! What a finished run says to people and programs: the run's verdict (every node
+//! verified, or which failed and how), timing statistics the OSU way (an iteration
+//! takes as long as its slowest node), traffic, a table, JSON, and raw dumps.
+
+use std::path::Path;
+
+use anyhow::Context;
+use bytesize::ByteSize;
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use serde::Serialize;
+use topocomm_proto::Topology;
+use topocomm_proto::control::RunOutcome;
+
+/// Minimum, median, mean and maximum of the per-iteration times, in µs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TimeStats {
+    pub min: f64,
+    pub median: f64,
+    pub mean: f64,
+    pub max: f64,
+}
+
+impl TimeStats {
+    /// Statistics of `samples` (at least one).
+    pub fn of(samples: &[f64]) -> Self {
+        let mut sorted = samples.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let median = if n % 2 == 1 {
+            sorted[n / 2]
+        } else {
+            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+        };
+        TimeStats {
+            min: sorted[0],
+            median,
+            mean: sorted.iter().sum::<f64>() / n as f64,
+            max: sorted[n - 1],
+        }
+    }
+}
+
+/// The link that carried the most bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BusiestLink {
+    pub from: usize,
+    pub to: usize,
+    pub bytes: u64,
+}
+
+/// A verified run, summarised.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunSummary {
+    pub run: u64,
+    pub collective: String,
+    pub algorithm: String,
+    pub topology: String,
+    pub dims: Vec<usize>,
+    pub nodes: usize,
+    pub size_bytes: u64,
+    pub root: usize,
+    pub dtype: String,
+    pub op: String,
+    pub warmup: u32,
+    pub iterations: u32,
+    pub verified: bool,
+    pub time_us: TimeStats,
+    /// Each timed iteration's time: its slowest node's.
+    pub iteration_us: Vec<f64>,
+    pub frames_sent: u64,
+    pub frames_forwarded: u64,
+    pub busiest_link: Option<BusiestLink>,
+}
+
+/// Holds every node's report to the reference verdict; a failed check names the nodes.
+pub fn summarize(outcome: &RunOutcome) -> Result<RunSummary, String> {
+    let wrong: Vec<String> = outcome
+        .reports
+        .iter()
+        .filter(|r| !r.verified)
+        .map(|r| {
+            format!(
+                "node {}: {}",
+                r.node,
+                r.mismatch
+                    .as_deref()
+                    .or(r.error.as_deref())
+                    .unwrap_or("not verified")
+            )
+        })
+        .collect();
+    if !wrong.is_empty() {
+        return Err(format!(
+            "run {} of {} ({}) FAILED verification on {} of {} nodes:\n  {}",
+            outcome.spec.run,
+            outcome.spec.collective,
+            outcome.spec.algorithm,
+            wrong.len(),
+            outcome.reports.len(),
+            wrong.join("\n  ")
+        ));
+    }
+    let iterations = outcome.spec.iterations as usize;
+    let iteration_us: Vec<f64> = (0..iterations)
+        .map(|i| {
+            outcome
+                .reports
+                .iter()
+                .map(|r| r.times_us.get(i).copied().unwrap_or(f64::NAN))
+                .fold(0.0, f64::max)
+        })
+        .collect();
+    let busiest_link = outcome
+        .reports
+        .iter()
+        .flat_map(|r| {
+            r.link_bytes.iter().map(move |&(to, bytes)| BusiestLink {
+                from: r.node,
+                to,
+                bytes,
+            })
+        })
+        .max_by_key(|link| (link.bytes, std::cmp::Reverse((link.from, link.to))));
+    let spec = &outcome.spec;
+    Ok(RunSummary {
+        run: spec.run,
+        collective: spec.collective.to_string(),
+        algorithm: spec.algorithm.to_string(),
+        topology: outcome.topology.kind.to_string(),
+        dims: outcome.topology.dims.clone(),
+        nodes: outcome.topology.p,
+        size_bytes: spec.size_bytes,
+        root: spec.root,
+        dtype: spec.dtype.to_string(),
+        op: spec.op.to_string(),
+        warmup: spec.warmup,
+        iterations: spec.iterations,
+        verified: true,
+        time_us: TimeStats::of(&iteration_us),
+        iteration_us,
+        frames_sent: outcome.reports.iter().map(|r| r.frames_sent).sum(),
+        frames_forwarded: outcome.reports.iter().map(|r| r.frames_forwarded).sum(),
+        busiest_link,
+    })
+}
+
+/// The summary as a table for people.
+pub fn table(summary: &RunSummary) -> String {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+        "collective",
+        "algorithm",
+        "topology",
+        "p",
+        "size",
+        "iters",
+        "min µs",
+        "median µs",
+        "mean µs",
+        "max µs",
+        "verified",
+    ]);
+    let t = summary.time_us;
+    table.add_row(vec![
+        summary.collective.clone(),
+        summary.algorithm.clone(),
+        summary.topology.clone(),
+        summary.nodes.to_string(),
+        ByteSize::b(summary.size_bytes).display().iec().to_string(),
+        summary.iterations.to_string(),
+        format!("{:.1}", t.min),
+        format!("{:.1}", t.median),
+        format!("{:.1}", t.mean),
+        format!("{:.1}", t.max),
+        if summary.verified {
+            "yes".into()
+        } else {
+            "NO".into()
+        },
+    ]);
+    let busiest = summary
+        .busiest_link
+        .map(|l| {
+            format!(
+                "busiest link {}→{}: {}",
+                l.from,
+                l.to,
+                ByteSize::b(l.bytes).display().iec()
+            )
+        })
+        .unwrap_or_else(|| "no link traffic".into());
+    format!(
+        "{table}\nframes sent {}, forwarded {}; {busiest} (per run of {} timed iterations)",
+        summary.frames_sent, summary.frames_forwarded, summary.iterations
+    )
+}
+
+/// A one-line description of what ran.
+pub fn headline(summary: &RunSummary) -> String {
+    let shape = Topology::new(
+        summary
+            .topology
+            .parse()
+            .expect("a topology name we printed"),
+        summary.nodes,
+        Some(&summary.dims),
+    )
+    .map(|t| t.to_string())
+    .unwrap_or_else(|_| summary.topology.clone());
+    format!(
+        "{} ({}) on a {shape}: {} per node, {} {} {}, root {}, {} iterations after {} warm-up — verified on all {} nodes",
+        summary.collective,
+        summary.algorithm,
+        ByteSize::b(summary.size_bytes).display().iec(),
+        summary.dtype,
+        summary.op,
+        if summary.collective == "reduce" {
+            "reduction"
+        } else {
+            "elements"
+        },
+        summary.root,
+        summary.iterations,
+        summary.warmup,
+        summary.nodes
+    )
+}
+
+/// Writes `node-<id>.input`, `node-<id>.output` (raw little-endian arrays) and `run.json`.
+pub fn dump(dir: &Path, outcome: &RunOutcome, json: &serde_json::Value) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for report in &outcome.reports {
+        if let Some(dump) = &report.dump {
+            std::fs::write(dir.join(format!("node-{}.input", report.node)), &dump.input)?;
+            std::fs::write(
+                dir.join(format!("node-{}.output", report.node)),
+                &dump.output,
+            )?;
+        }
+    }
+    std::fs::write(dir.join("run.json"), serde_json::to_string_pretty(json)?)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_of_odd_and_even_samples() {
+        let s = TimeStats::of(&[3.0, 1.0, 2.0]);
+        assert_eq!((s.min, s.median, s.mean, s.max), (1.0, 2.0, 2.0, 3.0));
+        let s = TimeStats::of(&[4.0, 1.0, 2.0, 3.0]);
+        assert_eq!(s.median, 2.5);
+    }
+}

@@ -1,0 +1,262 @@
+//! Drives runs, one at a time: waits for the cluster, re-wires it when the topology
+//! (or a node) changed, starts the run on every node and gathers their reports, failing
+//! with the names of the nodes at fault when anything goes wrong or runs out of time.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::sync::{Mutex, mpsc};
+use tokio::time::Instant;
+use topocomm_proto::Topology;
+use topocomm_proto::control::{
+    NodeReport, RunOutcome, RunRequest, ToCoordinator, ToNode, TopologySpec, Wiring,
+};
+
+use crate::cluster::{Cluster, Event, Participant, SessionId};
+
+/// How long every node has to bring its links up.
+const WIRE_DEADLINE: Duration = Duration::from_secs(20);
+
+/// After the first node reports a failure, how much longer the others get.
+const FAILURE_GRACE: Duration = Duration::from_secs(2);
+
+/// The coordinator: the cluster and the one-at-a-time run driver.
+pub struct Coordinator {
+    pub cluster: Cluster,
+    driver: Mutex<Driver>,
+}
+
+struct Driver {
+    events: mpsc::UnboundedReceiver<Event>,
+    epoch: u64,
+    run: u64,
+}
+
+impl Coordinator {
+    /// A coordinator for `expected` nodes sharing `token`.
+    pub fn new(expected: usize, token: String) -> Self {
+        let (cluster, events) = Cluster::new(expected, token);
+        Coordinator {
+            cluster,
+            driver: Mutex::new(Driver {
+                events,
+                epoch: 0,
+                run: 0,
+            }),
+        }
+    }
+
+    /// Runs `request` on the cluster: wires it as asked, then runs and gathers.
+    pub async fn execute(&self, request: RunRequest) -> Result<RunOutcome, String> {
+        let mut driver = self.driver.lock().await;
+        let timeout = Duration::from_millis(request.spec.timeout_ms);
+        let participants = self.cluster.participants(timeout).await?;
+        let p = participants.len();
+        let topology = Topology::new(request.topology, p, request.dims.as_deref())
+            .map_err(|e| e.to_string())?;
+        request.spec.validate(p).map_err(|e| e.to_string())?;
+        let topology_spec = TopologySpec {
+            kind: topology.kind(),
+            p,
+            dims: topology.dims().to_vec(),
+        };
+        let sessions: Vec<SessionId> = participants.iter().map(|p| p.session).collect();
+        driver.drain();
+        if self.cluster.wiring_of(&sessions).as_ref() != Some(&topology_spec) {
+            self.cluster.set_wiring(None);
+            driver
+                .wire(&participants, &topology, &topology_spec)
+                .await?;
+            self.cluster
+                .set_wiring(Some((topology_spec.clone(), sessions)));
+        }
+        driver.run += 1;
+        let spec = topocomm_proto::spec::RunSpec {
+            run: driver.run,
+            ..request.spec
+        };
+        match driver.start(&participants, &spec).await {
+            Ok(reports) => Ok(RunOutcome {
+                spec,
+                topology: topology_spec,
+                reports,
+            }),
+            Err(error) => {
+                // Whatever is left of this run dies with the next wiring.
+                self.cluster.set_wiring(None);
+                Err(error)
+            }
+        }
+    }
+}
+
+impl Driver {
+    /// Forgets events left over from earlier runs.
+    fn drain(&mut self) {
+        while self.events.try_recv().is_ok() {}
+    }
+
+    /// The next event before `deadline`, or `None` when it passes.
+    async fn next(&mut self, deadline: Instant) -> Option<Event> {
+        tokio::time::timeout_at(deadline, self.events.recv())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// Sends every participant its part of the wiring and waits for all links.
+    async fn wire(
+        &mut self,
+        participants: &[Participant],
+        topology: &Topology,
+        spec: &TopologySpec,
+    ) -> Result<(), String> {
+        self.epoch += 1;
+        let epoch = self.epoch;
+        tracing::info!(epoch, %topology, "wiring");
+        for participant in participants {
+            let neighbours = topology
+                .neighbours(participant.id)
+                .into_iter()
+                .map(|n| (n, participants[n].data_addr.clone()))
+                .collect();
+            let wiring = Wiring {
+                epoch,
+                id: participant.id,
+                topology: spec.clone(),
+                neighbours,
+            };
+            let _ = participant.sender.send(ToNode::Wire(wiring));
+        }
+        let by_session = index(participants);
+        let mut waiting: Vec<bool> = vec![true; participants.len()];
+        let deadline = Instant::now() + WIRE_DEADLINE;
+        while waiting.iter().any(|&w| w) {
+            let Some(event) = self.next(deadline).await else {
+                return Err(format!(
+                    "wiring the {topology} timed out after {WIRE_DEADLINE:?}; not linked: {}",
+                    names(participants, &waiting)
+                ));
+            };
+            match event {
+                Event::Closed { session } => {
+                    if let Some(node) = by_session.get(&session) {
+                        return Err(format!("{} disconnected while wiring", describe(node)));
+                    }
+                }
+                Event::Message { session, message } => {
+                    let Some(node) = by_session.get(&session) else {
+                        continue;
+                    };
+                    match message {
+                        ToCoordinator::Wired { epoch: e } if e == epoch => waiting[node.id] = false,
+                        ToCoordinator::WireFailed { epoch: e, reason } if e == epoch => {
+                            return Err(format!("{} could not wire: {reason}", describe(node)));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        tracing::info!(epoch, %topology, "every link is up");
+        Ok(())
+    }
+
+    /// Starts `spec` on every participant and gathers one report from each.
+    async fn start(
+        &mut self,
+        participants: &[Participant],
+        spec: &topocomm_proto::spec::RunSpec,
+    ) -> Result<Vec<NodeReport>, String> {
+        tracing::info!(run = spec.run, collective = %spec.collective, algorithm = %spec.algorithm, size = spec.size_bytes, "run started");
+        for participant in participants {
+            let _ = participant
+                .sender
+                .send(ToNode::Start(Box::new(spec.clone())));
+        }
+        let by_session = index(participants);
+        let per_iteration = Duration::from_millis(spec.timeout_ms);
+        let mut deadline =
+            Instant::now() + per_iteration * (spec.warmup + spec.iterations) + FAILURE_GRACE;
+        let mut reports: Vec<Option<NodeReport>> = vec![None; participants.len()];
+        while reports.iter().any(Option::is_none) {
+            let Some(event) = self.next(deadline).await else {
+                break;
+            };
+            match event {
+                Event::Closed { session } => {
+                    if let Some(node) = by_session.get(&session) {
+                        return Err(format!(
+                            "{} disconnected during run {}",
+                            describe(node),
+                            spec.run
+                        ));
+                    }
+                }
+                Event::Message {
+                    session,
+                    message: ToCoordinator::Report(report),
+                } => {
+                    let Some(node) = by_session.get(&session) else {
+                        continue;
+                    };
+                    if report.run != spec.run {
+                        continue;
+                    }
+                    if report.error.is_some() {
+                        // The others are bounded by their own per-iteration deadlines.
+                        deadline = deadline.min(Instant::now() + per_iteration + FAILURE_GRACE);
+                    }
+                    reports[node.id] = Some(NodeReport {
+                        node: node.id,
+                        ..*report
+                    });
+                }
+                Event::Message { .. } => {}
+            }
+        }
+        let failed: Vec<String> = reports
+            .iter()
+            .flatten()
+            .filter_map(|r| {
+                r.error
+                    .as_ref()
+                    .map(|e| format!("{}: {e}", describe(&participants[r.node])))
+            })
+            .collect();
+        let silent: Vec<bool> = reports.iter().map(Option::is_none).collect();
+        if !failed.is_empty() || silent.iter().any(|&s| s) {
+            let mut message = format!("run {} of {} failed", spec.run, spec.collective);
+            if silent.iter().any(|&s| s) {
+                message += &format!("; no report from {}", names(participants, &silent));
+            }
+            for failure in failed {
+                message += &format!("\n  {failure}");
+            }
+            tracing::error!(%message);
+            return Err(message);
+        }
+        tracing::info!(run = spec.run, "every node reported");
+        Ok(reports.into_iter().flatten().collect())
+    }
+}
+
+fn index(participants: &[Participant]) -> HashMap<SessionId, Participant> {
+    participants
+        .iter()
+        .map(|p| (p.session, p.clone()))
+        .collect()
+}
+
+fn describe(node: &Participant) -> String {
+    format!("node {} ({})", node.id, node.name)
+}
+
+fn names(participants: &[Participant], which: &[bool]) -> String {
+    participants
+        .iter()
+        .filter(|p| which[p.id])
+        .map(describe)
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,64 @@
+//! `topocomm topology`: a topology's ids, coordinates, neighbours, edges and diameter,
+//! as text or JSON, so a user can see what will be wired.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+
+use topocomm_proto::Topology;
+
+use crate::cli::TopologyArgs;
+
+/// Prints the topology `args` describes.
+pub fn print(args: &TopologyArgs) -> anyhow::Result<()> {
+    let topology = Topology::new(args.shape.topology, args.nodes, args.shape.dims.as_deref())?;
+    let p = topology.p();
+    let edges = topology.edges();
+    if args.json {
+        let json = serde_json::json!({
+            "topology": topology.kind().to_string(),
+            "nodes": p,
+            "dims": topology.dims(),
+            "diameter": topology.diameter(),
+            "neighbours": (0..p).map(|id| topology.neighbours(id)).collect::<Vec<_>>(),
+            "edges": edges,
+        });
+        return emit(serde_json::to_string_pretty(&json)? + "\n");
+    }
+    let mut text = String::new();
+    writeln!(
+        text,
+        "{topology}: {} edges, diameter {}",
+        edges.len(),
+        topology.diameter()
+    )?;
+    writeln!(text, "{:>4}  {:<12}  neighbours", "id", "coords")?;
+    for id in 0..p {
+        let coords: Vec<String> = topology
+            .coords(id)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let neighbours: Vec<String> = topology
+            .neighbours(id)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        writeln!(
+            text,
+            "{id:>4}  {:<12}  {}",
+            format!("({})", coords.join(",")),
+            neighbours.join(" ")
+        )?;
+    }
+    let edges: Vec<String> = edges.iter().map(|(a, b)| format!("{a}-{b}")).collect();
+    writeln!(text, "edges: {}", edges.join(" "))?;
+    emit(text)
+}
+
+/// Writes to stdout; a reader that went away (`| head`) is not an error.
+fn emit(text: String) -> anyhow::Result<()> {
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}

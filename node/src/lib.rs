@@ -1,0 +1,16 @@
+//! The topocomm node daemon as a library: neighbour links, the hop-by-hop router,
+//! the `Comm` handle algorithms get, the collective algorithms themselves, the run
+//! driver and the control loop that ties them to a coordinator.
+
+pub mod collectives;
+pub mod comm;
+pub mod daemon;
+pub mod handshake;
+pub mod links;
+pub mod logging;
+pub mod mailbox;
+pub mod router;
+pub mod run;
+pub mod testing;
+
+pub use comm::{Comm, CommError};

@@ -1,0 +1,19 @@
+//! Log set-up shared by the daemons: `RUST_LOG` filters (default `info`), and
+//! `TOPOCOMM_LOG=json` switches to JSON lines with the same fields as the text logs.
+
+use tracing_subscriber::EnvFilter;
+
+/// Installs the global subscriber, writing to stderr.
+pub fn init() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let json =
+        std::env::var("TOPOCOMM_LOG").is_ok_and(|format| format.eq_ignore_ascii_case("json"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}

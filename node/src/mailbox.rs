@@ -1,0 +1,149 @@
+//! Where delivered messages wait for the algorithm's `recv`, keyed by (run, iteration,
+//! source, tag). A link fault wakes every waiter with the fault's reason.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+use topocomm_proto::NodeId;
+use topocomm_proto::frame::Tag;
+
+/// Identifies one expected message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MessageKey {
+    pub run: u64,
+    pub iteration: u32,
+    pub src: NodeId,
+    pub tag: Tag,
+}
+
+type Waiter = oneshot::Sender<Result<Bytes, String>>;
+
+enum Slot {
+    /// Messages that arrived before anyone asked, oldest first.
+    Queued(VecDeque<Bytes>),
+    /// A `recv` waiting for the next message.
+    Waiting(Waiter),
+}
+
+#[derive(Default)]
+struct State {
+    slots: HashMap<MessageKey, Slot>,
+    /// Set once a link of this wiring failed; every wait fails with it from then on.
+    fault: Option<String>,
+    /// Messages of runs older than this are dropped.
+    oldest_run: u64,
+}
+
+/// The per-wiring mailbox of one node.
+#[derive(Default)]
+pub struct Mailbox {
+    state: Mutex<State>,
+}
+
+/// What `Mailbox::take` hands back: the message, or a receiver to wait on.
+pub enum Take {
+    Ready(Bytes),
+    Wait(oneshot::Receiver<Result<Bytes, String>>),
+}
+
+impl Mailbox {
+    /// Hands a message to its waiter, or queues it.
+    pub fn deliver(&self, key: MessageKey, payload: Bytes) {
+        let mut state = self.state.lock().expect("mailbox lock");
+        if key.run < state.oldest_run {
+            tracing::debug!(run = key.run, "dropping a frame of a finished run");
+            return;
+        }
+        match state.slots.remove(&key) {
+            Some(Slot::Waiting(waiter)) => {
+                if let Err(Ok(payload)) = waiter.send(Ok(payload)) {
+                    // The waiter gave up (deadline): keep the message for a later recv.
+                    state
+                        .slots
+                        .insert(key, Slot::Queued(VecDeque::from([payload])));
+                }
+            }
+            Some(Slot::Queued(mut queue)) => {
+                queue.push_back(payload);
+                state.slots.insert(key, Slot::Queued(queue));
+            }
+            None => {
+                state
+                    .slots
+                    .insert(key, Slot::Queued(VecDeque::from([payload])));
+            }
+        }
+    }
+
+    /// Takes the oldest message for `key`, or registers to wait for it.
+    pub fn take(&self, key: MessageKey) -> Result<Take, String> {
+        let mut state = self.state.lock().expect("mailbox lock");
+        if let Some(Slot::Queued(queue)) = state.slots.get_mut(&key) {
+            let payload = queue.pop_front().expect("queues are never left empty");
+            if queue.is_empty() {
+                state.slots.remove(&key);
+            }
+            return Ok(Take::Ready(payload));
+        }
+        if let Some(fault) = &state.fault {
+            return Err(fault.clone());
+        }
+        let (tx, rx) = oneshot::channel();
+        state.slots.insert(key, Slot::Waiting(tx));
+        Ok(Take::Wait(rx))
+    }
+
+    /// Forgets a waiter that timed out, so a late message is queued instead.
+    pub fn abandon(&self, key: MessageKey) {
+        let mut state = self.state.lock().expect("mailbox lock");
+        if matches!(state.slots.get(&key), Some(Slot::Waiting(_))) {
+            state.slots.remove(&key);
+        }
+    }
+
+    /// Marks the wiring broken: every present and future wait fails with `reason`.
+    pub fn fail(&self, reason: String) {
+        let mut state = self.state.lock().expect("mailbox lock");
+        if state.fault.is_none() {
+            state.fault = Some(reason.clone());
+        }
+        let waiters: Vec<Slot> = state
+            .slots
+            .extract_if(|_, slot| matches!(slot, Slot::Waiting(_)))
+            .map(|(_, slot)| slot)
+            .collect();
+        drop(state);
+        for slot in waiters {
+            if let Slot::Waiting(waiter) = slot {
+                let _ = waiter.send(Err(reason.clone()));
+            }
+        }
+    }
+
+    /// The fault of this wiring, if any.
+    pub fn fault(&self) -> Option<String> {
+        self.state.lock().expect("mailbox lock").fault.clone()
+    }
+
+    /// Starts run `run`: drops what is left of older runs, keeps early frames of this one.
+    pub fn begin_run(&self, run: u64) {
+        let mut state = self.state.lock().expect("mailbox lock");
+        state.oldest_run = run;
+        state.slots.retain(|key, _| key.run >= run);
+    }
+
+    /// Messages queued and not yet taken (for tests and diagnostics).
+    pub fn queued(&self) -> usize {
+        let state = self.state.lock().expect("mailbox lock");
+        state
+            .slots
+            .values()
+            .map(|slot| match slot {
+                Slot::Queued(q) => q.len(),
+                Slot::Waiting(_) => 0,
+            })
+            .sum()
+    }
+}

@@ -1,0 +1,19 @@
+//! `topocomm-node`: the node daemon binary.
+
+use clap::Parser;
+use topocomm_node::daemon::{self, NodeArgs};
+
+/// A topocomm node: links to its topological neighbours and runs collectives on the
+/// coordinator's command.
+#[derive(Parser)]
+#[command(name = "topocomm-node", version, about)]
+struct Cli {
+    #[command(flatten)]
+    node: NodeArgs,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    topocomm_node::logging::init();
+    daemon::run(Cli::parse().node).await
+}

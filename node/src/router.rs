@@ -1,0 +1,284 @@
+//! The hop-by-hop router of one node for one wiring: a frame for this node goes to the
+//! mailbox, any other frame goes to the link towards the next hop of the topology's
+//! route (store-and-forward: a frame is forwarded only once it has been read whole).
+//! It knows links only as queues of frames; it never touches a socket.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use topocomm_proto::frame::{Frame, FrameHeader, SYSTEM_TAG_BASE};
+use topocomm_proto::{NodeId, Topology};
+
+use crate::links;
+use crate::mailbox::{Mailbox, MessageKey};
+
+/// The sending side of one neighbour link, with what it carried.
+struct LinkQueue {
+    frames: mpsc::UnboundedSender<Frame>,
+    /// Payload + header bytes handed to this link for algorithm traffic.
+    bytes: AtomicU64,
+}
+
+/// Traffic counts of algorithm frames (runtime frames such as barriers are not counted).
+#[derive(Default)]
+struct Counters {
+    sent: AtomicU64,
+    forwarded: AtomicU64,
+}
+
+/// A snapshot of the counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Traffic {
+    pub frames_sent: u64,
+    pub frames_forwarded: u64,
+    /// Bytes written to each neighbour, sorted by neighbour id.
+    pub link_bytes: Vec<(NodeId, u64)>,
+}
+
+/// Why a frame could not be routed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    #[error("frame names node {node}, but this cluster has {p} nodes")]
+    UnknownNode { node: u32, p: usize },
+    #[error(
+        "frame from node {src} to node {dst} has crossed {hops} links, more than the diameter {diameter}"
+    )]
+    TooManyHops {
+        src: u32,
+        dst: u32,
+        hops: u16,
+        diameter: usize,
+    },
+    #[error("the link to node {0} is closed")]
+    LinkClosed(NodeId),
+}
+
+/// One node's router for one wiring epoch.
+pub struct Router {
+    id: NodeId,
+    topology: Topology,
+    /// `next_hop[dst]`: the neighbour a frame for `dst` leaves through.
+    next_hop: Vec<NodeId>,
+    links: HashMap<NodeId, LinkQueue>,
+    mailbox: Mailbox,
+    counters: Counters,
+    /// Cancelled when this wiring is replaced: every link task of it ends.
+    shutdown: CancellationToken,
+}
+
+impl Router {
+    /// Builds the router of node `id` over already handshaken streams, one per
+    /// neighbour, and starts a reader and a writer task per link.
+    pub fn start<S>(
+        id: NodeId,
+        topology: Topology,
+        streams: Vec<(NodeId, S)>,
+        max_frame: usize,
+    ) -> Arc<Self>
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
+        let next_hop = (0..topology.p())
+            .map(|dst| {
+                if dst == id {
+                    id
+                } else {
+                    topology.next_hop(id, dst)
+                }
+            })
+            .collect();
+        let mut links = HashMap::new();
+        let mut outgoing = Vec::new();
+        for (peer, stream) in streams {
+            let (tx, rx) = mpsc::unbounded_channel();
+            links.insert(
+                peer,
+                LinkQueue {
+                    frames: tx,
+                    bytes: AtomicU64::new(0),
+                },
+            );
+            outgoing.push((peer, stream, rx));
+        }
+        let router = Arc::new(Router {
+            id,
+            topology,
+            next_hop,
+            links,
+            mailbox: Mailbox::default(),
+            counters: Counters::default(),
+            shutdown: CancellationToken::new(),
+        });
+        for (peer, stream, rx) in outgoing {
+            links::spawn(
+                peer,
+                stream,
+                rx,
+                router.clone(),
+                max_frame,
+                router.shutdown.child_token(),
+            );
+        }
+        router
+    }
+
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    pub fn mailbox(&self) -> &Mailbox {
+        &self.mailbox
+    }
+
+    /// Closes every link of this wiring.
+    pub fn shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// Sends a message this node originates.
+    pub fn originate(&self, header: FrameHeader, payload: Bytes) -> Result<(), RouteError> {
+        let dst = header.dst();
+        if dst >= self.topology.p() {
+            return Err(RouteError::UnknownNode {
+                node: header.dst,
+                p: self.topology.p(),
+            });
+        }
+        tracing::debug!(
+            run = header.run,
+            iteration = header.iteration,
+            tag = header.tag,
+            src = header.src,
+            dst = header.dst,
+            hop = 0,
+            bytes = payload.len(),
+            "send"
+        );
+        if header.tag < SYSTEM_TAG_BASE {
+            self.counters.sent.fetch_add(1, Ordering::Relaxed);
+        }
+        if dst == self.id {
+            self.deliver(header, payload);
+            return Ok(());
+        }
+        self.push(Frame { header, payload })
+    }
+
+    /// Takes a frame that arrived on the link from `from`: delivers or forwards it.
+    pub fn on_frame(&self, from: NodeId, frame: Frame) -> Result<(), RouteError> {
+        let header = frame.header;
+        let p = self.topology.p();
+        for node in [header.src, header.dst] {
+            if node as usize >= p {
+                return Err(RouteError::UnknownNode { node, p });
+            }
+        }
+        if header.dst() == self.id {
+            tracing::debug!(
+                run = header.run,
+                iteration = header.iteration,
+                tag = header.tag,
+                src = header.src,
+                dst = header.dst,
+                hop = header.hops,
+                from,
+                bytes = frame.payload.len(),
+                "deliver"
+            );
+            self.deliver(header, frame.payload);
+            return Ok(());
+        }
+        let diameter = self.topology.diameter();
+        if header.hops as usize >= diameter.max(1) {
+            return Err(RouteError::TooManyHops {
+                src: header.src,
+                dst: header.dst,
+                hops: header.hops,
+                diameter,
+            });
+        }
+        let forwarded = FrameHeader {
+            hops: header.hops + 1,
+            ..header
+        };
+        tracing::debug!(
+            run = header.run,
+            iteration = header.iteration,
+            tag = header.tag,
+            src = header.src,
+            dst = header.dst,
+            hop = forwarded.hops,
+            from,
+            to = self.next_hop[header.dst()],
+            bytes = frame.payload.len(),
+            "forward"
+        );
+        if header.tag < SYSTEM_TAG_BASE {
+            self.counters.forwarded.fetch_add(1, Ordering::Relaxed);
+        }
+        self.push(Frame {
+            header: forwarded,
+            payload: frame.payload,
+        })
+    }
+
+    /// A link failed: the wiring is broken and every wait fails with `reason`.
+    pub fn link_failed(&self, reason: String) {
+        self.mailbox.fail(reason);
+    }
+
+    /// Zeroes the traffic counters (at the start of the timed iterations).
+    pub fn reset_traffic(&self) {
+        self.counters.sent.store(0, Ordering::Relaxed);
+        self.counters.forwarded.store(0, Ordering::Relaxed);
+        for link in self.links.values() {
+            link.bytes.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// The traffic counted since the last reset.
+    pub fn traffic(&self) -> Traffic {
+        let mut link_bytes: Vec<(NodeId, u64)> = self
+            .links
+            .iter()
+            .map(|(peer, link)| (*peer, link.bytes.load(Ordering::Relaxed)))
+            .collect();
+        link_bytes.sort_unstable();
+        Traffic {
+            frames_sent: self.counters.sent.load(Ordering::Relaxed),
+            frames_forwarded: self.counters.forwarded.load(Ordering::Relaxed),
+            link_bytes,
+        }
+    }
+
+    fn deliver(&self, header: FrameHeader, payload: Bytes) {
+        let key = MessageKey {
+            run: header.run,
+            iteration: header.iteration,
+            src: header.src(),
+            tag: header.tag,
+        };
+        self.mailbox.deliver(key, payload);
+    }
+
+    fn push(&self, frame: Frame) -> Result<(), RouteError> {
+        let via = self.next_hop[frame.header.dst()];
+        let link = self.links.get(&via).ok_or(RouteError::LinkClosed(via))?;
+        if frame.header.tag < SYSTEM_TAG_BASE {
+            link.bytes
+                .fetch_add(frame.body_len() as u64, Ordering::Relaxed);
+        }
+        link.frames
+            .send(frame)
+            .map_err(|_| RouteError::LinkClosed(via))
+    }
+}

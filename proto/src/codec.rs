@@ -1,0 +1,100 @@
+//! The one place that knows the binary encoding of headers and control messages
+//! (bincode 2 through serde). Swapping the encoding (postcard is the drop-in) touches
+//! only this file.
+
+use serde::{Serialize, de::DeserializeOwned};
+
+/// An encoding or decoding failure, with the encoder's own words.
+#[derive(Debug, thiserror::Error)]
+pub enum CodecError {
+    #[error("cannot encode: {0}")]
+    Encode(String),
+    #[error("cannot decode: {0}")]
+    Decode(String),
+    #[error("{trailing} trailing bytes after a decoded value")]
+    Trailing { trailing: usize },
+}
+
+/// Fixed-width integers, so that a frame header always has the same length.
+fn config() -> impl bincode::config::Config {
+    bincode::config::standard()
+        .with_fixed_int_encoding()
+        .with_little_endian()
+}
+
+/// Encodes a value into a fresh vector.
+pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, CodecError> {
+    bincode::serde::encode_to_vec(value, config()).map_err(|e| CodecError::Encode(e.to_string()))
+}
+
+/// Encodes a value onto the end of `out`.
+pub fn encode_into<T: Serialize>(value: &T, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    let bytes = encode(value)?;
+    out.extend_from_slice(&bytes);
+    Ok(())
+}
+
+/// Decodes a value that must take up all of `bytes`.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
+    let (value, read) = decode_prefix(bytes)?;
+    if read != bytes.len() {
+        return Err(CodecError::Trailing {
+            trailing: bytes.len() - read,
+        });
+    }
+    Ok(value)
+}
+
+/// Decodes a value from the start of `bytes`, returning it and how many bytes it took.
+pub fn decode_prefix<T: DeserializeOwned>(bytes: &[u8]) -> Result<(T, usize), CodecError> {
+    bincode::serde::decode_from_slice(bytes, config())
+        .map_err(|e| CodecError::Decode(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+    struct Sample {
+        a: u32,
+        b: String,
+        c: Vec<u8>,
+    }
+
+    #[test]
+    fn round_trips() {
+        let s = Sample {
+            a: 7,
+            b: "x".into(),
+            c: vec![1, 2, 3],
+        };
+        let bytes = encode(&s).unwrap();
+        assert_eq!(decode::<Sample>(&bytes).unwrap(), s);
+    }
+
+    #[test]
+    fn refuses_truncated_and_trailing_input() {
+        let bytes = encode(&Sample {
+            a: 7,
+            b: "xyz".into(),
+            c: vec![9; 4],
+        })
+        .unwrap();
+        assert!(decode::<Sample>(&bytes[..bytes.len() - 1]).is_err());
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(matches!(
+            decode::<Sample>(&longer),
+            Err(CodecError::Trailing { trailing: 1 })
+        ));
+    }
+
+    #[test]
+    fn refuses_garbage_without_panicking() {
+        for len in 0..64 {
+            let junk: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
+            let _ = decode::<Sample>(&junk);
+        }
+    }
+}

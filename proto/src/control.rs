@@ -1,0 +1,144 @@
+//! Control messages between the coordinator, the nodes and CLI clients. They travel
+//! length-delimited over one TCP connection per party, encoded by `codec`.
+//!
+//! A control connection starts with one `ToCoordinator` message: `Register` makes it a
+//! node's link, `Client` a CLI request.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::spec::RunSpec;
+use crate::topology::{NodeId, TopologyKind};
+
+/// The largest control message either side accepts (dumps of large runs ride on these).
+pub const MAX_CONTROL_FRAME: usize = 512 * 1024 * 1024;
+
+/// The protocol version: a node and a coordinator of different versions refuse each other.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// A topology as the coordinator hands it out: each node rebuilds (and so re-validates) it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopologySpec {
+    pub kind: TopologyKind,
+    pub p: usize,
+    pub dims: Vec<usize>,
+}
+
+/// What a node must wire: its id in the topology and where its neighbours listen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Wiring {
+    /// Increases with every re-wiring; links of an older epoch are closed.
+    pub epoch: u64,
+    pub id: NodeId,
+    pub topology: TopologySpec,
+    /// Each neighbour's id and data address (`host:port`).
+    pub neighbours: Vec<(NodeId, String)>,
+}
+
+/// Messages to the coordinator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ToCoordinator {
+    /// A node introduces itself with the cluster token, a stable name (for getting its id
+    /// back after a restart) and the address its data listener accepts neighbour links on.
+    Register {
+        version: u32,
+        token: String,
+        name: String,
+        data_addr: String,
+    },
+    /// Every link of this epoch is up.
+    Wired { epoch: u64 },
+    /// The node could not wire this epoch.
+    WireFailed { epoch: u64, reason: String },
+    /// The node's part of a run.
+    Report(Box<NodeReport>),
+    /// A CLI request, with the cluster token; the connection is the client's.
+    Client {
+        token: String,
+        request: ClientRequest,
+    },
+}
+
+/// Messages from the coordinator to a node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ToNode {
+    /// Close the old links and open these.
+    Wire(Wiring),
+    /// Take part in a run.
+    Start(Box<RunSpec>),
+    /// Refused registration (wrong version, cluster full...): the node exits with this reason.
+    Refused { reason: String },
+}
+
+/// What a node reports after a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeReport {
+    pub run: u64,
+    pub node: NodeId,
+    /// Wall time of this node's part of every timed iteration, in microseconds.
+    pub times_us: Vec<f64>,
+    /// Result of the last iteration held against `reference`.
+    pub verified: bool,
+    /// What differed, when not verified.
+    pub mismatch: Option<String>,
+    /// xxh3 of the node's output of the last iteration.
+    pub digest: u64,
+    /// Frames this node originated during the timed iterations.
+    pub frames_sent: u64,
+    /// Frames this node passed on for others during the timed iterations.
+    pub frames_forwarded: u64,
+    /// Bytes this node wrote to each neighbour during the timed iterations.
+    pub link_bytes: Vec<(NodeId, u64)>,
+    /// The run failed on this node: why.
+    pub error: Option<String>,
+    /// Input and output of the last iteration, when the run asked for a dump.
+    pub dump: Option<NodeDump>,
+}
+
+/// A node's raw little-endian input and output arrays.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeDump {
+    pub input: Bytes,
+    pub output: Bytes,
+}
+
+/// A CLI request to a serving coordinator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ClientRequest {
+    /// Run a collective on this topology (re-wiring first if it differs).
+    Run(RunRequest),
+    /// How the cluster stands.
+    Status,
+}
+
+/// A run as the user asked for it; the coordinator fills in run id and topology size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRequest {
+    pub topology: TopologyKind,
+    pub dims: Option<Vec<usize>>,
+    pub spec: RunSpec,
+}
+
+/// The coordinator's answer to a client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ClientResponse {
+    RunDone(Box<RunOutcome>),
+    Status(ClusterStatus),
+    Error(String),
+}
+
+/// The cluster as the coordinator sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClusterStatus {
+    pub expected: usize,
+    pub registered: Vec<(NodeId, String, String)>,
+    pub topology: Option<TopologySpec>,
+}
+
+/// A finished run: the spec that ran, the topology it ran on and every node's report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunOutcome {
+    pub spec: RunSpec,
+    pub topology: TopologySpec,
+    pub reports: Vec<NodeReport>,
+}

@@ -1,0 +1,263 @@
+//! The names users type: collectives, algorithms, reduction operators, element types,
+//! and the run specification the coordinator hands every node.
+
+use serde::{Deserialize, Serialize};
+use strum::{Display, EnumIter, EnumString, IntoStaticStr, VariantNames};
+
+use crate::topology::{NodeId, TopologyKind};
+
+/// A basic communication operation (Grama et al., "Basic Communication Operations").
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    EnumIter,
+    IntoStaticStr,
+    VariantNames,
+)]
+#[strum(serialize_all = "kebab-case")]
+#[serde(rename_all = "kebab-case")]
+pub enum Collective {
+    /// One-to-all broadcast: the root's message ends on every node.
+    Broadcast,
+    /// All-to-one reduction: the element-wise reduction of every node's vector ends on the root.
+    Reduce,
+}
+
+/// An algorithm for a collective. Each is written once, in `node::collectives`.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    EnumIter,
+    IntoStaticStr,
+    VariantNames,
+)]
+#[strum(serialize_all = "kebab-case")]
+#[serde(rename_all = "kebab-case")]
+pub enum Algorithm {
+    /// The root talks to every other node directly: p - 1 messages (the naive baseline).
+    Linear,
+    /// Store-and-forward along a ring, both ways from the root (seed 002).
+    Ring,
+    /// Ring phases along the root's row, then along every column (and layer, in 3-D).
+    Mesh,
+    /// Dimension by dimension, highest first (Algorithms 4.1-4.3).
+    Hypercube,
+}
+
+impl Algorithm {
+    /// The algorithm made for `topology`: what runs when the user names none.
+    /// A fully connected network gets the hypercube (binomial-tree) schedule, whose
+    /// log p steps every pair of nodes can carry directly.
+    pub fn default_for(collective: Collective, topology: TopologyKind) -> Algorithm {
+        let _ = collective;
+        match topology {
+            TopologyKind::Ring => Algorithm::Ring,
+            TopologyKind::Mesh
+            | TopologyKind::Torus
+            | TopologyKind::Mesh3d
+            | TopologyKind::Torus3d => Algorithm::Mesh,
+            TopologyKind::Hypercube | TopologyKind::Full => Algorithm::Hypercube,
+        }
+    }
+}
+
+/// An associative, commutative element-wise reduction operator.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    EnumIter,
+    IntoStaticStr,
+    VariantNames,
+)]
+#[strum(serialize_all = "kebab-case")]
+#[serde(rename_all = "kebab-case")]
+pub enum ReduceOp {
+    Sum,
+    Prod,
+    Min,
+    Max,
+}
+
+/// The element type of the vectors a collective moves and reduces (little-endian).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    EnumIter,
+    IntoStaticStr,
+    VariantNames,
+)]
+#[strum(serialize_all = "kebab-case")]
+#[serde(rename_all = "kebab-case")]
+pub enum Dtype {
+    I32,
+    I64,
+    F32,
+    F64,
+}
+
+impl Dtype {
+    /// Bytes per element.
+    pub const fn size(self) -> usize {
+        match self {
+            Dtype::I32 | Dtype::F32 => 4,
+            Dtype::I64 | Dtype::F64 => 8,
+        }
+    }
+
+    pub const fn is_float(self) -> bool {
+        matches!(self, Dtype::F32 | Dtype::F64)
+    }
+}
+
+/// Why a run specification cannot run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error(
+        "size {size} bytes is not a whole number of {dtype} elements ({elem} bytes each); try {below} or {above}"
+    )]
+    SizeNotWholeElements {
+        size: u64,
+        dtype: Dtype,
+        elem: usize,
+        below: u64,
+        above: u64,
+    },
+    #[error("root {root} is not a node of this {p}-node cluster (valid roots: 0..={last})", last = p.saturating_sub(1))]
+    RootOutOfRange { root: NodeId, p: usize },
+    #[error("at least one timed iteration is needed")]
+    NoIterations,
+}
+
+/// Everything a node needs to take part in one run (warm-up + timed iterations).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunSpec {
+    /// Unique per coordinator: frames of another run are dropped.
+    pub run: u64,
+    pub collective: Collective,
+    pub algorithm: Algorithm,
+    pub root: NodeId,
+    /// Bytes per node (see the README for each collective's layout).
+    pub size_bytes: u64,
+    pub dtype: Dtype,
+    pub op: ReduceOp,
+    /// Inputs are generated from (seed, node id).
+    pub seed: u64,
+    pub warmup: u32,
+    pub iterations: u32,
+    /// Every wait of the run ends by this deadline, counted from the start of the run.
+    pub timeout_ms: u64,
+    /// Send each node's input and output of the last iteration back with its report.
+    pub dump: bool,
+}
+
+impl RunSpec {
+    /// Number of elements of `dtype` in `size_bytes`.
+    pub fn elements(&self) -> usize {
+        self.size_bytes as usize / self.dtype.size()
+    }
+
+    /// Checks the parts of the spec that do not depend on the topology.
+    pub fn validate(&self, p: usize) -> Result<(), SpecError> {
+        let elem = self.dtype.size() as u64;
+        if !self.size_bytes.is_multiple_of(elem) {
+            let below = self.size_bytes / elem * elem;
+            return Err(SpecError::SizeNotWholeElements {
+                size: self.size_bytes,
+                dtype: self.dtype,
+                elem: elem as usize,
+                below,
+                above: below + elem,
+            });
+        }
+        if self.root >= p {
+            return Err(SpecError::RootOutOfRange { root: self.root, p });
+        }
+        if self.iterations == 0 {
+            return Err(SpecError::NoIterations);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::str::FromStr;
+
+    #[test]
+    fn names_are_kebab_case_both_ways() {
+        assert_eq!(Algorithm::Hypercube.to_string(), "hypercube");
+        assert_eq!(Dtype::from_str("f64").unwrap(), Dtype::F64);
+        assert_eq!(ReduceOp::from_str("prod").unwrap(), ReduceOp::Prod);
+        assert!(Collective::from_str("bogus").is_err());
+    }
+
+    #[test]
+    fn size_must_be_whole_elements() {
+        let spec = RunSpec {
+            run: 1,
+            collective: Collective::Reduce,
+            algorithm: Algorithm::Ring,
+            root: 0,
+            size_bytes: 10,
+            dtype: Dtype::F64,
+            op: ReduceOp::Sum,
+            seed: 1,
+            warmup: 0,
+            iterations: 1,
+            timeout_ms: 1000,
+            dump: false,
+        };
+        let err = spec.validate(4).unwrap_err();
+        assert!(err.to_string().contains("try 8 or 16"), "{err}");
+        assert!(
+            RunSpec {
+                size_bytes: 16,
+                ..spec.clone()
+            }
+            .validate(4)
+            .is_ok()
+        );
+        assert!(
+            RunSpec {
+                size_bytes: 16,
+                root: 4,
+                ..spec
+            }
+            .validate(4)
+            .is_err()
+        );
+    }
+}
