@@ -4,6 +4,7 @@
 
 pub mod barrier;
 pub mod broadcast;
+pub mod patterns;
 pub mod reduce;
 
 use bytes::Bytes;

@@ -1,12 +1,25 @@
 //! All-to-one reduction: the element-wise reduction of every node's vector ends on the root.
+//!
+//! Each schedule is the dual of the broadcast of the same name in [`super::broadcast`]:
+//! the same messages in reverse order and direction, each node combining what it
+//! receives into its partial result before passing that on. Costs are those of the
+//! broadcast plus the combines (store-and-forward, on the topology each schedule was
+//! made for; t_s start-up, t_w per byte, m bytes per vector).
+//!
+//! Combining goes through [`topocomm_proto::elements::combine`]; a vector that cannot be
+//! combined (lengths differ, partial elements) fails the run with `CommError::Elements`.
 
 use bytes::Bytes;
 use topocomm_proto::NodeId;
 use topocomm_proto::spec::{Algorithm, Dtype, ReduceOp};
 
+use super::patterns::{
+    Grid, LineGroup, Phase, Reduction, Relabelling, hypercube_dimension, reduce_along,
+};
 use crate::comm::{Comm, CommError};
 
-/// Runs the reduction `algorithm` names.
+/// Runs the reduction `algorithm` names: the root returns the reduction of every node's
+/// `vector` (`dtype` elements combined with `op`), every other node an empty buffer.
 pub async fn run(
     comm: &Comm,
     algorithm: Algorithm,
@@ -15,11 +28,169 @@ pub async fn run(
     dtype: Dtype,
     op: ReduceOp,
 ) -> Result<Bytes, CommError> {
-    let _ = (algorithm, dtype, op);
-    if comm.id() == root {
-        Ok(vector)
+    if root >= comm.p() {
+        return Err(CommError::NoSuchPeer {
+            me: comm.id(),
+            peer: root,
+            p: comm.p(),
+        });
+    }
+    let reduction = Reduction { dtype, op };
+    match algorithm {
+        Algorithm::Linear => linear(comm, root, vector, reduction).await,
+        Algorithm::Ring => ring(comm, root, vector, reduction).await,
+        Algorithm::Mesh => mesh(comm, root, vector, reduction).await,
+        Algorithm::Hypercube => hypercube(comm, root, vector, reduction).await,
+    }
+}
+
+/// Linear reduction: the root receives every other node's vector and combines it into
+/// its own (the naive p - 1 step baseline of seed 002, dual of the linear broadcast).
+///
+/// ```text
+/// if my_id = root then
+///     sum := X
+///     for k := 1 to p - 1 do receive Y from (root + k) mod p; sum := sum op Y
+/// else
+///     send X to root
+/// ```
+///
+/// Steps: p - 1, all into the root. Cost (p - 1)(t_s + t_w m) on a fully connected
+/// network (plus p - 1 combines); elsewhere each message crosses l links.
+pub async fn linear(
+    comm: &Comm,
+    root: NodeId,
+    vector: Bytes,
+    reduction: Reduction,
+) -> Result<Bytes, CommError> {
+    let (my_id, p) = (comm.id(), comm.p());
+    let phase = Phase(0);
+    if my_id == root {
+        let mut sum = vector;
+        for k in 1..p {
+            let y = comm.recv((root + k) % p, phase.tag(k)).await?;
+            sum = reduction.combine(comm, sum, &y)?;
+        }
+        Ok(sum)
     } else {
-        comm.send(root, 0, vector).await?;
+        let k = (my_id + p - root) % p;
+        comm.send(root, phase.tag(k), vector).await?;
         Ok(Bytes::new())
     }
+}
+
+/// Ring reduction, dual of the ring broadcast (seed 002): the two halves of the ring
+/// 0, 1, ..., p-1 (clockwise distances 1..=⌊p/2⌋, counter-clockwise 1..=⌊(p-1)/2⌋) each
+/// pass a running reduction from their far end towards the root, every node combining
+/// its own vector in on the way.
+///
+/// ```text
+/// reduce X along the ring of all nodes to root   /* see reduce_along */
+/// ```
+///
+/// Steps: ⌈p/2⌉. Cost (t_s + t_w m)⌈p/2⌉ plus p - 1 combines, ⌈p/2⌉ on the longest path.
+pub async fn ring(
+    comm: &Comm,
+    root: NodeId,
+    vector: Bytes,
+    reduction: Reduction,
+) -> Result<Bytes, CommError> {
+    let result = reduce_along(
+        comm,
+        &LineGroup::ring(comm.p()),
+        root,
+        vector,
+        reduction,
+        Phase(0),
+    )
+    .await?;
+    Ok(result.unwrap_or_default())
+}
+
+/// Mesh reduction, dual of the mesh broadcast: every column reduces towards the root's
+/// row, then the root's row reduces to the root; on a 3-D grid the first dimension goes
+/// first, then the second, then the root's row. Grid and wrapping as for the broadcast
+/// (the topology's own grid on mesh/torus/mesh3d/torus3d, else the squarest 2-D grid;
+/// ring method only on a torus or torus3d).
+///
+/// ```text
+/// sum := X
+/// for dim := 0 to last do              /* 2-D: the columns (dim 0), then the row (dim 1) */
+///     reduce sum along my line of dim to the root's coordinate in dim
+///     if I am not at the root's coordinate in dim then return   /* passed it on */
+/// ```
+///
+/// Steps and cost: those of the mesh broadcast, plus the combines.
+pub async fn mesh(
+    comm: &Comm,
+    root: NodeId,
+    vector: Bytes,
+    reduction: Reduction,
+) -> Result<Bytes, CommError> {
+    let grid = Grid::of(comm.topology());
+    let mut sum = vector;
+    for (dim, &root_coordinate) in grid.coords(root).iter().enumerate() {
+        let line = grid.line(comm.id(), dim);
+        match reduce_along(
+            comm,
+            &line,
+            root_coordinate,
+            sum,
+            reduction,
+            Phase(dim as u8),
+        )
+        .await?
+        {
+            Some(partial) => sum = partial,
+            None => return Ok(Bytes::new()),
+        }
+    }
+    Ok(sum)
+}
+
+/// Hypercube reduction: Algorithm 4.3 (ALL_TO_ONE_REDUCE), line by line, with the
+/// relabelling of Algorithm 4.2 so that any node can be the destination: virtual id =
+/// my_id XOR root when p is a power of two (d = log2 p).
+///
+/// For any other p this is its MPI-style extension, the binomial tree: virtual id =
+/// (my_id - root) mod p, d = ⌈log2 p⌉, and a receive from a virtual partner ≥ p is
+/// skipped (that node does not exist).
+///
+/// Steps: d = ⌈log2 p⌉. Cost (t_s + t_w m) log p plus log p combines.
+pub async fn hypercube(
+    comm: &Comm,
+    root: NodeId,
+    vector: Bytes,
+    reduction: Reduction,
+) -> Result<Bytes, CommError> {
+    let (my_id, p) = (comm.id(), comm.p());
+    let d = hypercube_dimension(p);
+    let labels = Relabelling::new(root, p);
+    let phase = Phase(0);
+    let my_virtual_id = labels.to_virtual(my_id);
+    let mut sum = vector;
+    let mut mask = 0usize;
+    for i in 0..d {
+        if my_virtual_id & mask == 0 {
+            if my_virtual_id & (1 << i) != 0 {
+                let virtual_dest = my_virtual_id ^ (1 << i);
+                comm.send(labels.to_physical(virtual_dest), phase.tag(i), sum.clone())
+                    .await?;
+            } else {
+                let virtual_source = my_virtual_id ^ (1 << i);
+                if virtual_source < p {
+                    let x = comm
+                        .recv(labels.to_physical(virtual_source), phase.tag(i))
+                        .await?;
+                    sum = reduction.combine(comm, sum, &x)?;
+                }
+            }
+        }
+        mask ^= 1 << i;
+    }
+    Ok(if my_virtual_id == 0 {
+        sum
+    } else {
+        Bytes::new()
+    })
 }

@@ -1,0 +1,518 @@
+//! Building blocks the one-to-all broadcast and its dual, the all-to-one reduction,
+//! share: the virtual-id relabelling of the hypercube algorithms, the grid a mesh
+//! algorithm walks, the line group (a ring, a row or a column) with its store-and-forward
+//! broadcast and reduction, the element-wise reduction step, and the tag of each step.
+//!
+//! Everything here speaks `Comm` (send, recv) and plain ids; nothing touches links or
+//! timers, and nothing knows which collective called it.
+
+use bytes::Bytes;
+use topocomm_proto::elements::combine;
+use topocomm_proto::frame::Tag;
+use topocomm_proto::spec::{Dtype, ReduceOp};
+use topocomm_proto::topology::squarest_grid;
+use topocomm_proto::{NodeId, Topology, TopologyKind};
+
+use crate::comm::{Comm, CommError};
+
+/// One phase of an algorithm (a hypercube sweep, the row part of a mesh broadcast, ...),
+/// numbered 0..=254. Each step of a phase gets its own tag, so messages of different
+/// phases or steps between the same two nodes can never be taken for one another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Phase(pub u8);
+
+impl Phase {
+    /// Steps a phase can tell apart by tag (the low 24 bits of the tag).
+    pub const MAX_STEPS: usize = 1 << 24;
+
+    /// The tag of `step` in this phase: the phase in the high byte, the step below it
+    /// (always under the runtime's `SYSTEM_TAG_BASE`).
+    pub fn tag(self, step: usize) -> Tag {
+        debug_assert!(self.0 < u8::MAX, "phase 255 would reach the runtime's tags");
+        debug_assert!(step < Self::MAX_STEPS, "step {step} does not fit in a tag");
+        (Tag::from(self.0) << 24) | (step as Tag & 0x00FF_FFFF)
+    }
+}
+
+/// The number of hypercube dimensions a `p`-node schedule needs: d = ⌈log2 p⌉
+/// (0 for one node).
+pub fn hypercube_dimension(p: usize) -> usize {
+    p.next_power_of_two().trailing_zeros() as usize
+}
+
+/// How the hypercube algorithms renumber nodes so that the root becomes virtual node 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Relabelling {
+    /// `virtual = id XOR root` (Algorithm 4.2, line 3): p is a power of two.
+    Xor { root: NodeId },
+    /// `virtual = (id - root) mod p`: the MPI-style binomial tree for any other p.
+    Rotate { root: NodeId, p: usize },
+}
+
+impl Relabelling {
+    /// The textbook XOR relabelling when `p` is a power of two, the rotation otherwise.
+    pub fn new(root: NodeId, p: usize) -> Self {
+        if p.is_power_of_two() {
+            Relabelling::Xor { root }
+        } else {
+            Relabelling::Rotate { root, p }
+        }
+    }
+
+    /// The virtual id of physical node `id` (the root is 0).
+    pub fn to_virtual(self, id: NodeId) -> usize {
+        match self {
+            Relabelling::Xor { root } => id ^ root,
+            Relabelling::Rotate { root, p } => (id + p - root) % p,
+        }
+    }
+
+    /// The physical node of `virtual_id`; the inverse of [`Relabelling::to_virtual`].
+    pub fn to_physical(self, virtual_id: usize) -> NodeId {
+        match self {
+            Relabelling::Xor { root } => virtual_id ^ root,
+            Relabelling::Rotate { root, p } => (virtual_id + root) % p,
+        }
+    }
+}
+
+/// The grid a mesh algorithm walks: the topology's own dims on a mesh, torus, mesh3d or
+/// torus3d, the squarest 2-D grid of p otherwise. Ids are row-major, the last dimension
+/// fastest (as in `Topology`), so a row of a 2-D grid is a run of consecutive ids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grid {
+    dims: Vec<usize>,
+    /// Whether every line wraps around (torus, torus3d): then the ring method runs
+    /// along it, otherwise the line method.
+    wraps: bool,
+}
+
+impl Grid {
+    /// The grid of `topology` (see the type's docs).
+    pub fn of(topology: &Topology) -> Self {
+        match topology.kind() {
+            TopologyKind::Mesh | TopologyKind::Mesh3d => Grid {
+                dims: topology.dims().to_vec(),
+                wraps: false,
+            },
+            TopologyKind::Torus | TopologyKind::Torus3d => Grid {
+                dims: topology.dims().to_vec(),
+                wraps: true,
+            },
+            TopologyKind::Ring | TopologyKind::Hypercube | TopologyKind::Full => {
+                let (rows, cols) = squarest_grid(topology.p());
+                Grid {
+                    dims: vec![rows, cols],
+                    wraps: false,
+                }
+            }
+        }
+    }
+
+    /// The extent of each dimension.
+    pub fn dims(&self) -> &[usize] {
+        &self.dims
+    }
+
+    /// The coordinates of `id`, one per dimension, the last one fastest.
+    pub fn coords(&self, id: NodeId) -> Vec<usize> {
+        let mut coords = vec![0; self.dims.len()];
+        let mut rest = id;
+        for (c, &extent) in coords.iter_mut().zip(&self.dims).rev() {
+            *c = rest % extent;
+            rest /= extent;
+        }
+        coords
+    }
+
+    /// The line through `id` along dimension `dim`: every node that differs from `id`
+    /// only in coordinate `dim`, in order of that coordinate (so member `k` has
+    /// coordinate `k`). Along the last dimension that is `id`'s row.
+    pub fn line(&self, id: NodeId, dim: usize) -> LineGroup {
+        let stride: usize = self.dims[dim + 1..].iter().product();
+        let first = id - self.coords(id)[dim] * stride;
+        LineGroup {
+            members: (0..self.dims[dim]).map(|k| first + k * stride).collect(),
+            wraps: self.wraps,
+        }
+    }
+}
+
+/// A direction along a line group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    /// Towards higher positions (clockwise on a ring).
+    Up,
+    /// Towards lower positions (counter-clockwise on a ring).
+    Down,
+}
+
+impl Direction {
+    fn reverse(self) -> Self {
+        match self {
+            Direction::Up => Direction::Down,
+            Direction::Down => Direction::Up,
+        }
+    }
+}
+
+/// Where a member stands in a store-and-forward pass that starts at the root position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Root,
+    /// `distance` hops from the root, in the half that goes `direction`.
+    Half {
+        direction: Direction,
+        distance: usize,
+    },
+}
+
+/// An ordered group of nodes that pass a message along from member to member: the whole
+/// ring, or one row or column of a grid. Members next to each other in the list are
+/// neighbours; with `wraps`, so are the last and the first.
+///
+/// A pass from the root position goes both ways, one hop per step (store-and-forward,
+/// seed 002): on a wrapping group of n members the `Up` (clockwise) half reaches
+/// distances 1..=⌊n/2⌋ and the `Down` half 1..=⌊(n-1)/2⌋; on a line each half runs to
+/// its end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineGroup {
+    pub members: Vec<NodeId>,
+    pub wraps: bool,
+}
+
+impl LineGroup {
+    /// All `p` nodes as one ring, 0, 1, ..., p-1 and back to 0.
+    pub fn ring(p: usize) -> Self {
+        LineGroup {
+            members: (0..p).collect(),
+            wraps: true,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// The position of node `id` in the group.
+    fn position(&self, comm: &Comm, id: NodeId) -> Result<usize, CommError> {
+        self.members
+            .iter()
+            .position(|&m| m == id)
+            .ok_or_else(|| CommError::Unsupported {
+                me: comm.id(),
+                algorithm: "line group".into(),
+                reason: format!("node {id} is not a member of {:?}", self.members),
+            })
+    }
+
+    /// How far the half going `direction` reaches from position `root`.
+    fn reach(&self, root: usize, direction: Direction) -> usize {
+        let n = self.len();
+        match (self.wraps, direction) {
+            (true, Direction::Up) => n / 2,
+            (true, Direction::Down) => (n - 1) / 2,
+            (false, Direction::Up) => n - 1 - root,
+            (false, Direction::Down) => root,
+        }
+    }
+
+    /// Where position `at` stands in a pass from position `root`.
+    fn place(&self, at: usize, root: usize) -> Place {
+        let n = self.len();
+        let up = (at + n - root) % n;
+        if up == 0 {
+            Place::Root
+        } else if up <= self.reach(root, Direction::Up) {
+            Place::Half {
+                direction: Direction::Up,
+                distance: up,
+            }
+        } else {
+            Place::Half {
+                direction: Direction::Down,
+                distance: n - up,
+            }
+        }
+    }
+
+    /// The member one hop from position `at` going `direction`.
+    fn next(&self, at: usize, direction: Direction) -> NodeId {
+        let n = self.len();
+        let position = match direction {
+            Direction::Up => (at + 1) % n,
+            Direction::Down => (at + n - 1) % n,
+        };
+        self.members[position]
+    }
+}
+
+/// Store-and-forward broadcast along `group` from the member at `root_position` (seed
+/// 002, "Store-and-forward Routing on Ring", and its line variant):
+///
+/// ```text
+/// if I am the root then
+///     send X to my Up neighbour   (if the Up half is not empty)
+///     send X to my Down neighbour (if the Down half is not empty)
+/// else                            /* distance δ from the root, in the half going dir */
+///     receive X from my neighbour against dir
+///     if δ < reach(dir) then send X to my neighbour along dir
+/// ```
+///
+/// Every member returns X. The message to distance δ travels with tag `phase.tag(δ)`.
+/// Steps: the larger reach, plus one when the root sends both ways (one port);
+/// ⌈n/2⌉ on a ring of n, cost (t_s + t_w m)⌈n/2⌉.
+pub async fn broadcast_along(
+    comm: &Comm,
+    group: &LineGroup,
+    root_position: usize,
+    message: Bytes,
+    phase: Phase,
+) -> Result<Bytes, CommError> {
+    let me = group.position(comm, comm.id())?;
+    match group.place(me, root_position) {
+        Place::Root => {
+            for direction in [Direction::Up, Direction::Down] {
+                if group.reach(root_position, direction) >= 1 {
+                    comm.send(group.next(me, direction), phase.tag(1), message.clone())
+                        .await?;
+                }
+            }
+            Ok(message)
+        }
+        Place::Half {
+            direction,
+            distance,
+        } => {
+            let x = comm
+                .recv(group.next(me, direction.reverse()), phase.tag(distance))
+                .await?;
+            if distance < group.reach(root_position, direction) {
+                comm.send(
+                    group.next(me, direction),
+                    phase.tag(distance + 1),
+                    x.clone(),
+                )
+                .await?;
+            }
+            Ok(x)
+        }
+    }
+}
+
+/// Store-and-forward reduction along `group` to the member at `root_position`: the dual
+/// of [`broadcast_along`], the same hops in reverse order, combining on the way.
+///
+/// ```text
+/// sum := X
+/// if I am the root then
+///     receive Y from my Up neighbour   (if the Up half is not empty);  sum := sum op Y
+///     receive Y from my Down neighbour (if the Down half is not empty); sum := sum op Y
+/// else                            /* distance δ from the root, in the half going dir */
+///     if δ < reach(dir) then receive Y from my neighbour along dir; sum := sum op Y
+///     send sum to my neighbour against dir
+/// ```
+///
+/// The root position gets `Some(reduction of every member's vector)`, every other member
+/// `None`. The hop from distance δ to δ-1 carries tag `phase.tag(δ)`. Steps and cost as
+/// for the broadcast, plus the time of the combines.
+pub async fn reduce_along(
+    comm: &Comm,
+    group: &LineGroup,
+    root_position: usize,
+    vector: Bytes,
+    reduction: Reduction,
+    phase: Phase,
+) -> Result<Option<Bytes>, CommError> {
+    let me = group.position(comm, comm.id())?;
+    let mut sum = vector;
+    match group.place(me, root_position) {
+        Place::Root => {
+            for direction in [Direction::Up, Direction::Down] {
+                if group.reach(root_position, direction) >= 1 {
+                    let y = comm.recv(group.next(me, direction), phase.tag(1)).await?;
+                    sum = reduction.combine(comm, sum, &y)?;
+                }
+            }
+            Ok(Some(sum))
+        }
+        Place::Half {
+            direction,
+            distance,
+        } => {
+            if distance < group.reach(root_position, direction) {
+                let y = comm
+                    .recv(group.next(me, direction), phase.tag(distance + 1))
+                    .await?;
+                sum = reduction.combine(comm, sum, &y)?;
+            }
+            comm.send(
+                group.next(me, direction.reverse()),
+                phase.tag(distance),
+                sum,
+            )
+            .await?;
+            Ok(None)
+        }
+    }
+}
+
+/// An element-wise reduction: vectors of `dtype` elements combined with `op`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reduction {
+    pub dtype: Dtype,
+    pub op: ReduceOp,
+}
+
+impl Reduction {
+    /// `sum[j] := sum[j] op x[j]` for every element j (in place when `sum` is not shared).
+    pub fn combine(self, comm: &Comm, sum: Bytes, x: &[u8]) -> Result<Bytes, CommError> {
+        let mut acc = Vec::from(sum);
+        combine(self.dtype, self.op, &mut acc, x).map_err(|error| comm.elements_error(error))?;
+        Ok(acc.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn places(group: &LineGroup, root: usize) -> Vec<Place> {
+        (0..group.len()).map(|at| group.place(at, root)).collect()
+    }
+
+    fn half(direction: Direction, distance: usize) -> Place {
+        Place::Half {
+            direction,
+            distance,
+        }
+    }
+
+    #[test]
+    fn ring_halves_split_the_distances() {
+        use Direction::{Down, Up};
+        // Ring of 8 from 2: clockwise 3,4,5,6 (distances 1..=4), counter-clockwise 1,0,7.
+        let ring = LineGroup::ring(8);
+        assert_eq!(
+            places(&ring, 2),
+            [
+                half(Down, 2),
+                half(Down, 1),
+                Place::Root,
+                half(Up, 1),
+                half(Up, 2),
+                half(Up, 3),
+                half(Up, 4),
+                half(Down, 3)
+            ]
+        );
+        assert_eq!((ring.reach(2, Up), ring.reach(2, Down)), (4, 3));
+        let ring = LineGroup::ring(7);
+        assert_eq!((ring.reach(0, Up), ring.reach(0, Down)), (3, 3));
+        assert_eq!(places(&LineGroup::ring(2), 1), [half(Up, 1), Place::Root]);
+        assert_eq!(places(&LineGroup::ring(1), 0), [Place::Root]);
+        // Every distance is within its half's reach.
+        for n in 1..20 {
+            let ring = LineGroup::ring(n);
+            for root in 0..n {
+                for place in places(&ring, root) {
+                    if let Place::Half {
+                        direction,
+                        distance,
+                    } = place
+                    {
+                        assert!(
+                            (1..=ring.reach(root, direction)).contains(&distance),
+                            "{n} {root} {place:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn line_halves_run_to_the_ends() {
+        use Direction::{Down, Up};
+        let line = LineGroup {
+            members: vec![10, 11, 12, 13],
+            wraps: false,
+        };
+        assert_eq!(
+            places(&line, 1),
+            [half(Down, 1), Place::Root, half(Up, 1), half(Up, 2)]
+        );
+        assert_eq!((line.reach(1, Up), line.reach(1, Down)), (2, 1));
+        assert_eq!(line.next(3, Down), 12);
+        assert_eq!(
+            places(&line, 3),
+            [half(Down, 3), half(Down, 2), half(Down, 1), Place::Root]
+        );
+    }
+
+    #[test]
+    fn grid_lines() {
+        let torus = Topology::new(TopologyKind::Torus, 12, Some(&[3, 4])).unwrap();
+        let grid = Grid::of(&torus);
+        assert_eq!(grid.coords(7), [1, 3]);
+        assert_eq!(
+            grid.line(7, 1),
+            LineGroup {
+                members: vec![4, 5, 6, 7],
+                wraps: true
+            }
+        );
+        assert_eq!(
+            grid.line(7, 0),
+            LineGroup {
+                members: vec![3, 7, 11],
+                wraps: true
+            }
+        );
+        let mesh3d = Topology::new(TopologyKind::Mesh3d, 24, Some(&[2, 3, 4])).unwrap();
+        let grid = Grid::of(&mesh3d);
+        assert_eq!(grid.coords(13), [1, 0, 1]);
+        assert_eq!(grid.line(13, 2).members, [12, 13, 14, 15]);
+        assert_eq!(grid.line(13, 1).members, [13, 17, 21]);
+        assert_eq!(grid.line(13, 0).members, [1, 13]);
+        assert!(!grid.line(13, 0).wraps);
+        let ring = Topology::new(TopologyKind::Ring, 6, None).unwrap();
+        assert_eq!(
+            Grid::of(&ring),
+            Grid {
+                dims: vec![2, 3],
+                wraps: false
+            }
+        );
+    }
+
+    #[test]
+    fn relabelling_round_trips() {
+        for p in 1..=17 {
+            for root in 0..p {
+                let r = Relabelling::new(root, p);
+                assert_eq!(r.to_virtual(root), 0);
+                let mut seen: Vec<usize> = (0..p).map(|id| r.to_virtual(id)).collect();
+                assert!((0..p).all(|id| r.to_physical(r.to_virtual(id)) == id));
+                seen.sort_unstable();
+                assert_eq!(seen, (0..p).collect::<Vec<_>>());
+            }
+        }
+        assert_eq!(Relabelling::new(5, 8), Relabelling::Xor { root: 5 });
+        assert_eq!(Relabelling::new(5, 6).to_virtual(1), 2);
+    }
+
+    #[test]
+    fn dimensions_and_tags() {
+        let dims: Vec<usize> = [1, 2, 3, 4, 5, 8, 9, 16, 17]
+            .iter()
+            .map(|&p| hypercube_dimension(p))
+            .collect();
+        assert_eq!(dims, [0, 1, 2, 2, 3, 3, 4, 4, 5]);
+        assert_eq!(Phase(0).tag(3), 3);
+        assert_eq!(Phase(2).tag(1), (2 << 24) | 1);
+        assert!(
+            Phase(u8::MAX - 1).tag(Phase::MAX_STEPS - 1) < topocomm_proto::frame::SYSTEM_TAG_BASE
+        );
+    }
+}
