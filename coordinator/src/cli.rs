@@ -51,13 +51,15 @@ pub struct ShapeArgs {
     #[arg(long, short = 't', default_value = "hypercube", value_parser = parse_topology)]
     pub topology: TopologyKind,
     /// Extents for mesh/torus (RxC) and mesh3d/torus3d (AxBxC); default the squarest.
+    // `std::vec::Vec`, not `Vec`: clap would read `Option<Vec<_>>` as many values of usize.
     #[arg(long, value_parser = parse_dims)]
-    pub dims: Option<Vec<usize>>,
+    pub dims: Option<std::vec::Vec<usize>>,
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// The collective: broadcast, reduce.
+    /// The collective: broadcast, reduce, allgather, reduce-scatter, allreduce, scan,
+    /// scatter, gather, alltoall, shift, barrier (`topocomm list` shows their algorithms).
     #[arg(value_parser = parse_collective)]
     pub collective: Collective,
     #[command(flatten)]
@@ -65,10 +67,11 @@ pub struct RunArgs {
     /// Nodes of the local cluster (ignored with --coordinator, whose cluster has its own size).
     #[arg(long, short = 'n', default_value_t = 8)]
     pub nodes: usize,
-    /// Algorithm: linear, ring, mesh, hypercube; default the one made for the topology.
+    /// Algorithm (`topocomm list` shows each collective's); default the one made for
+    /// the topology; `auto` picks by size and p.
     #[arg(long, short = 'a', value_parser = parse_algorithm)]
     pub algorithm: Option<Algorithm>,
-    /// The root of broadcast and reduce.
+    /// The root of broadcast, reduce, scatter and gather.
     #[arg(long, default_value_t = 0)]
     pub root: usize,
     /// Bytes per node (B, KiB, MiB, GiB, or KB/MB), a whole number of elements.
@@ -80,6 +83,12 @@ pub struct RunArgs {
     /// Reduction operator: sum, prod, min, max.
     #[arg(long, default_value = "sum", value_parser = parse_op)]
     pub op: ReduceOp,
+    /// Shift: how many places the data moves (node i's vector ends on node i + Q mod p).
+    #[arg(long, default_value_t = 1)]
+    pub shift: usize,
+    /// Scan: exclusive prefix (node i reduces nodes 0..i; node 0 ends with nothing).
+    #[arg(long)]
+    pub exclusive: bool,
     /// Timed iterations.
     #[arg(long, short = 'i', default_value_t = 20)]
     pub iterations: u32,

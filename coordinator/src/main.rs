@@ -17,8 +17,9 @@ use anyhow::{Context, anyhow, bail};
 use clap::Parser;
 use tokio::net::TcpListener;
 use topocomm_proto::Topology;
+use topocomm_proto::catalogue;
 use topocomm_proto::control::{ClientRequest, ClientResponse, RunOutcome, RunRequest};
-use topocomm_proto::spec::{Algorithm, RunSpec};
+use topocomm_proto::spec::RunSpec;
 
 use crate::cli::{Cli, Command, RunArgs, ServeArgs, StatusArgs};
 use crate::local::LocalCluster;
@@ -57,7 +58,8 @@ async fn main() -> ExitCode {
 async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let algorithm = args
         .algorithm
-        .unwrap_or_else(|| Algorithm::default_for(args.collective, args.shape.topology));
+        .unwrap_or_else(|| catalogue::default_algorithm(args.collective, args.shape.topology));
+    catalogue::check(args.collective, algorithm).map_err(|e| anyhow!(e))?;
     let spec = RunSpec {
         run: 0,
         collective: args.collective,
@@ -71,6 +73,8 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         iterations: args.iterations,
         timeout_ms: args.timeout.as_millis() as u64,
         dump: args.dump.is_some(),
+        shift: args.shift,
+        exclusive: args.exclusive,
     };
     let request = RunRequest {
         topology: args.shape.topology,

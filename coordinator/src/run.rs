@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use tokio::sync::{Mutex, mpsc};
 use tokio::time::Instant;
-use topocomm_proto::Topology;
 use topocomm_proto::control::{
     NodeReport, RunOutcome, RunRequest, ToCoordinator, ToNode, TopologySpec, Wiring,
 };
+use topocomm_proto::{Topology, catalogue};
 
 use crate::cluster::{Cluster, Event, Participant, SessionId};
 
@@ -70,9 +70,19 @@ impl Coordinator {
             self.cluster
                 .set_wiring(Some((topology_spec.clone(), sessions)));
         }
+        catalogue::check(request.spec.collective, request.spec.algorithm)?;
+        let spec = &request.spec;
+        let algorithm = catalogue::resolve(
+            spec.collective,
+            spec.algorithm,
+            topology.kind(),
+            p,
+            spec.size_bytes,
+        );
         driver.run += 1;
         let spec = topocomm_proto::spec::RunSpec {
             run: driver.run,
+            algorithm,
             ..request.spec
         };
         match driver.start(&participants, &spec).await {

@@ -49,6 +49,8 @@ fn spec(
         iterations: 1,
         timeout_ms: TIMEOUT.as_millis() as u64,
         dump: false,
+        shift: 1,
+        exclusive: false,
     }
 }
 

@@ -15,11 +15,16 @@ pub enum CodecError {
     Trailing { trailing: usize },
 }
 
+/// The most a decoded value may claim to hold. A hostile length prefix beyond it is an
+/// error, not an allocation (without a limit bincode would try, and abort on overflow).
+pub const DECODE_LIMIT: usize = 1 << 30;
+
 /// Fixed-width integers, so that a frame header always has the same length.
 fn config() -> impl bincode::config::Config {
     bincode::config::standard()
         .with_fixed_int_encoding()
         .with_little_endian()
+        .with_limit::<DECODE_LIMIT>()
 }
 
 /// Encodes a value into a fresh vector.

@@ -46,9 +46,26 @@ pub const TOLERANCE_SLACK: f64 = 2.0;
 /// `spec.dtype` elements drawn from ChaCha8 seeded with `spec.seed` on stream `node`.
 /// Integers are full-range; floats have a magnitude uniform in [0.5, 2) and a random sign.
 pub fn node_vector(spec: &RunSpec, node: NodeId) -> Vec<u8> {
+    node_data(spec, node, 0, spec.size_bytes as usize)
+}
+
+/// Block `block` of node `node`'s p-block input (reduce-scatter, alltoall, the root of
+/// scatter): bytes `block·size .. (block+1)·size` of the node's stream. Block 0 is
+/// `node_vector(node)`.
+pub fn node_block(spec: &RunSpec, node: NodeId, block: usize) -> Vec<u8> {
+    let size = spec.size_bytes as usize;
+    node_data(spec, node, block * size, size)
+}
+
+/// `len` bytes of node `node`'s element stream from byte `offset` (a multiple of 4, so
+/// any block boundary of whole elements): the generator seeks there, so a block costs
+/// only its own length.
+pub fn node_data(spec: &RunSpec, node: NodeId, offset: usize, len: usize) -> Vec<u8> {
+    debug_assert!(offset % 4 == 0, "offset {offset} is not word-aligned");
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
     rng.set_stream(node as u64);
-    let mut bytes = vec![0u8; spec.size_bytes as usize];
+    rng.set_word_pos((offset / 4) as u128);
+    let mut bytes = vec![0u8; len];
     rng.fill_bytes(&mut bytes);
     match spec.dtype {
         Dtype::I32 | Dtype::I64 => {}
@@ -76,16 +93,27 @@ pub fn node_vector(spec: &RunSpec, node: NodeId) -> Vec<u8> {
     bytes
 }
 
-/// What node `node` of a `p`-node run starts with.
+/// What node `node` of a `p`-node run starts with (`size` is `spec.size_bytes`).
 ///
-/// * Broadcast: the root holds `node_vector(root)`, every other node an empty buffer.
-/// * Reduce: every node holds its own `node_vector(node)`.
+/// * Broadcast: the root holds `node_vector(root)`, every other node nothing.
+/// * Scatter: the root holds p blocks of `size` (block i for node i), every other node nothing.
+/// * Reduce-scatter, alltoall: every node holds p blocks of `size` (block i for node i).
+/// * Barrier: nothing.
+/// * Every other collective: every node holds its own `node_vector(node)`.
 pub fn input(spec: &RunSpec, p: usize, node: NodeId) -> Bytes {
     debug_assert!(node < p, "node {node} is not one of {p} nodes");
+    let blocks = |owner| node_data(spec, owner, 0, p * spec.size_bytes as usize).into();
     match spec.collective {
         Collective::Broadcast if node == spec.root => node_vector(spec, spec.root).into(),
-        Collective::Broadcast => Bytes::new(),
-        Collective::Reduce => node_vector(spec, node).into(),
+        Collective::Scatter if node == spec.root => blocks(node),
+        Collective::Broadcast | Collective::Scatter | Collective::Barrier => Bytes::new(),
+        Collective::ReduceScatter | Collective::Alltoall => blocks(node),
+        Collective::Reduce
+        | Collective::Allgather
+        | Collective::Allreduce
+        | Collective::Scan
+        | Collective::Gather
+        | Collective::Shift => node_vector(spec, node).into(),
     }
 }
 
@@ -208,21 +236,48 @@ fn describe_tolerance(tolerance: &f64) -> String {
     }
 }
 
-/// What node `node` of a `p`-node run must end with.
+/// What node `node` of a `p`-node run must end with. Reductions are computed in node
+/// order (see the module docs for the float tolerance); "nothing" is an empty buffer.
 ///
-/// * Broadcast: every node ends with the root's vector.
-/// * Reduce: the root ends with the element-wise reduction of all `p` node vectors in node
-///   order 0..p-1 (see the module docs for the float tolerance); every other node ends
-///   with an empty buffer.
+/// * Broadcast: the root's vector, on every node.
+/// * Reduce: at the root, the reduction of every node's vector; nothing elsewhere.
+/// * Allreduce: the reduction of every node's vector, on every node.
+/// * Scan: node i, the reduction of the vectors of nodes 0..=i (0..i when exclusive;
+///   node 0 then ends with nothing).
+/// * Allgather: every node's vector, in node order, on every node.
+/// * Gather: at the root, every node's vector in node order; nothing elsewhere.
+/// * Reduce-scatter: node i, the reduction of every node's block i.
+/// * Scatter: node i, the root's block i.
+/// * Alltoall: node i, block i of every node, in node order.
+/// * Shift: node i, the vector of node (i - q) mod p.
+/// * Barrier: nothing.
 ///
 /// A spec whose size is not a whole number of elements (refused by
 /// [`RunSpec::validate`]) reduces its whole elements only.
 pub fn expected(spec: &RunSpec, p: usize, node: NodeId) -> Expected {
     debug_assert!(node < p, "node {node} is not one of {p} nodes");
+    let nothing = || Expected::exact(spec.dtype, Vec::new());
+    let concat = |blocks: &mut dyn Iterator<Item = Vec<u8>>| {
+        Expected::exact(spec.dtype, blocks.flatten().collect())
+    };
+    let vectors = |nodes: std::ops::Range<NodeId>| nodes.map(|k| node_vector(spec, k));
     match spec.collective {
         Collective::Broadcast => Expected::exact(spec.dtype, node_vector(spec, spec.root)),
-        Collective::Reduce if node == spec.root => reduction(spec, p),
-        Collective::Reduce => Expected::exact(spec.dtype, Vec::new()),
+        Collective::Reduce if node == spec.root => reduction(spec, vectors(0..p)),
+        Collective::Allreduce => reduction(spec, vectors(0..p)),
+        Collective::Scan if spec.exclusive && node == 0 => nothing(),
+        Collective::Scan if spec.exclusive => reduction(spec, vectors(0..node)),
+        Collective::Scan => reduction(spec, vectors(0..node + 1)),
+        Collective::Allgather => concat(&mut vectors(0..p)),
+        Collective::Gather if node == spec.root => concat(&mut vectors(0..p)),
+        Collective::ReduceScatter => reduction(spec, (0..p).map(|k| node_block(spec, k, node))),
+        Collective::Scatter => Expected::exact(spec.dtype, node_block(spec, spec.root, node)),
+        Collective::Alltoall => concat(&mut (0..p).map(|k| node_block(spec, k, node))),
+        Collective::Shift => Expected::exact(
+            spec.dtype,
+            node_vector(spec, (node + p - spec.shift % p) % p),
+        ),
+        Collective::Reduce | Collective::Gather | Collective::Barrier => nothing(),
     }
 }
 
@@ -236,21 +291,22 @@ pub fn digest(bytes: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(bytes)
 }
 
-/// The element-wise reduction of the vectors of nodes 0..p-1, in node order, with its
-/// tolerance.
-fn reduction(spec: &RunSpec, p: usize) -> Expected {
+/// The element-wise reduction of `vectors` (at least one), in the order given, with
+/// its tolerance.
+fn reduction(spec: &RunSpec, mut vectors: impl Iterator<Item = Vec<u8>>) -> Expected {
     let (dtype, op) = (spec.dtype, spec.op);
     let whole = spec.elements() * dtype.size();
     let float_sum = dtype.is_float() && op == ReduceOp::Sum;
-    let mut acc = node_vector(spec, 0);
+    let mut acc = vectors.next().expect("a reduction of at least one vector");
     // Σ_k |x_k[i]|, only needed for float sums.
     let mut magnitudes: Vec<f64> = if float_sum {
         iter_f64(dtype, &acc).map(f64::abs).collect()
     } else {
         Vec::new()
     };
-    for node in 1..p {
-        let x = node_vector(spec, node);
+    let mut count = 1usize;
+    for x in vectors {
+        count += 1;
         if float_sum {
             for (m, v) in magnitudes.iter_mut().zip(iter_f64(dtype, &x)) {
                 *m += v.abs();
@@ -259,6 +315,7 @@ fn reduction(spec: &RunSpec, p: usize) -> Expected {
         combine(dtype, op, &mut acc[..whole], &x[..whole])
             .expect("vectors of one spec have equal lengths of whole elements");
     }
+    let p = count;
     let eps = match dtype {
         Dtype::F32 => f64::from(f32::EPSILON),
         _ => f64::EPSILON,
@@ -309,6 +366,8 @@ mod tests {
             iterations: 1,
             timeout_ms: 1000,
             dump: false,
+            shift: 1,
+            exclusive: false,
         }
     }
 

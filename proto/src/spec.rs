@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use strum::{Display, EnumIter, EnumString, IntoStaticStr, VariantNames};
 
-use crate::topology::{NodeId, TopologyKind};
+use crate::topology::NodeId;
 
 /// A basic communication operation (Grama et al., "Basic Communication Operations").
 #[derive(
@@ -29,6 +29,46 @@ pub enum Collective {
     Broadcast,
     /// All-to-one reduction: the element-wise reduction of every node's vector ends on the root.
     Reduce,
+    /// All-to-all broadcast: every node ends with every node's block, in node order.
+    Allgather,
+    /// All-to-all reduction: node i ends with the reduction of every node's block i.
+    ReduceScatter,
+    /// Every node ends with the element-wise reduction of every node's vector.
+    Allreduce,
+    /// Prefix sums: node i ends with the reduction of the vectors of nodes 0..=i
+    /// (0..i with `exclusive`; node 0 then ends with nothing).
+    Scan,
+    /// One-to-all personalized: node i ends with block i of the root's p blocks.
+    Scatter,
+    /// All-to-one personalized: the root ends with every node's block, in node order.
+    Gather,
+    /// All-to-all personalized: node i ends with block i of every node, in node order.
+    Alltoall,
+    /// Circular q-shift: node (i + q) mod p ends with node i's vector.
+    Shift,
+    /// No node leaves before every node has arrived; no data.
+    Barrier,
+}
+
+impl Collective {
+    /// Whether the collective has a root (`--root`).
+    pub const fn has_root(self) -> bool {
+        matches!(
+            self,
+            Collective::Broadcast | Collective::Reduce | Collective::Scatter | Collective::Gather
+        )
+    }
+
+    /// Whether the collective combines elements with a reduction operator (`--op`).
+    pub const fn reduces(self) -> bool {
+        matches!(
+            self,
+            Collective::Reduce
+                | Collective::ReduceScatter
+                | Collective::Allreduce
+                | Collective::Scan
+        )
+    }
 }
 
 /// An algorithm for a collective. Each is written once, in `node::collectives`.
@@ -52,29 +92,34 @@ pub enum Collective {
 pub enum Algorithm {
     /// The root talks to every other node directly: p - 1 messages (the naive baseline).
     Linear,
-    /// Store-and-forward along a ring, both ways from the root (seed 002).
+    /// Store-and-forward along a ring of the ids.
     Ring,
-    /// Ring phases along the root's row, then along every column (and layer, in 3-D).
+    /// Ring (or line) phases along rows, then columns (and layers, in 3-D).
     Mesh,
-    /// Dimension by dimension, highest first (Algorithms 4.1-4.3).
+    /// Dimension by dimension, on a hypercube of the ids (Algorithms 4.1-4.10).
     Hypercube,
-}
-
-impl Algorithm {
-    /// The algorithm made for `topology`: what runs when the user names none.
-    /// A fully connected network gets the hypercube (binomial-tree) schedule, whose
-    /// log p steps every pair of nodes can carry directly.
-    pub fn default_for(collective: Collective, topology: TopologyKind) -> Algorithm {
-        let _ = collective;
-        match topology {
-            TopologyKind::Ring => Algorithm::Ring,
-            TopologyKind::Mesh
-            | TopologyKind::Torus
-            | TopologyKind::Mesh3d
-            | TopologyKind::Torus3d => Algorithm::Mesh,
-            TopologyKind::Hypercube | TopologyKind::Full => Algorithm::Hypercube,
-        }
-    }
+    /// Distances doubling (or halving) each step: log p steps, any p.
+    RecursiveDoubling,
+    /// Recursive halving of the data or the distance: log p steps, any p.
+    RecursiveHalving,
+    /// Reduce-scatter by recursive halving, then all-gather by recursive doubling.
+    HalvingDoubling,
+    /// Reduce to the root, then broadcast from it.
+    ReduceBroadcast,
+    /// Broadcast as a scatter followed by an all-gather (large messages).
+    ScatterAllgather,
+    /// Reduction as a reduce-scatter followed by a gather (large messages).
+    ReduceScatterGather,
+    /// Bruck et al.: ⌈log p⌉ steps at distances 2^k, then a local rotation.
+    Bruck,
+    /// Step i exchanges with (id + i) and (id - i) mod p: p - 1 steps, any p.
+    Pairwise,
+    /// Step i exchanges with id XOR i (Algorithm 4.10, E-cube routes).
+    PairwiseXor,
+    /// Dissemination barrier: round k signals id + 2^k.
+    Dissemination,
+    /// Pick by collective, topology, p and size (the output names what ran).
+    Auto,
 }
 
 /// An associative, commutative element-wise reduction operator.
@@ -180,9 +225,34 @@ pub struct RunSpec {
     pub timeout_ms: u64,
     /// Send each node's input and output of the last iteration back with its report.
     pub dump: bool,
+    /// Shift: how many places data moves (`--shift Q`, from node i to node i + Q mod p).
+    pub shift: usize,
+    /// Scan: exclusive prefix (node i reduces 0..i) instead of inclusive (0..=i).
+    pub exclusive: bool,
 }
 
 impl RunSpec {
+    /// A spec with everyday defaults (no data, one timed iteration, f64 sum, seed 1,
+    /// a 30 s deadline), to be refined with struct update syntax.
+    pub fn new(collective: Collective, algorithm: Algorithm) -> Self {
+        RunSpec {
+            run: 1,
+            collective,
+            algorithm,
+            root: 0,
+            size_bytes: 0,
+            dtype: Dtype::F64,
+            op: ReduceOp::Sum,
+            seed: 1,
+            warmup: 0,
+            iterations: 1,
+            timeout_ms: 30_000,
+            dump: false,
+            shift: 1,
+            exclusive: false,
+        }
+    }
+
     /// Number of elements of `dtype` in `size_bytes`.
     pub fn elements(&self) -> usize {
         self.size_bytes as usize / self.dtype.size()
@@ -201,7 +271,7 @@ impl RunSpec {
                 above: below + elem,
             });
         }
-        if self.root >= p {
+        if self.collective.has_root() && self.root >= p {
             return Err(SpecError::RootOutOfRange { root: self.root, p });
         }
         if self.iterations == 0 {
@@ -239,6 +309,8 @@ mod tests {
             iterations: 1,
             timeout_ms: 1000,
             dump: false,
+            shift: 1,
+            exclusive: false,
         };
         let err = spec.validate(4).unwrap_err();
         assert!(err.to_string().contains("try 8 or 16"), "{err}");

@@ -2,8 +2,20 @@
 
 use bytes::Bytes;
 use topocomm_proto::frame::{SYSTEM_TAG_BASE, Tag};
+use topocomm_proto::spec::{Algorithm, Collective};
 
 use crate::comm::{Comm, CommError};
+
+/// Tag of the `barrier` collective's own rounds (below the runtime's range).
+const BARRIER_TAG: Tag = 0;
+
+/// Runs the barrier `algorithm` names.
+pub async fn run(comm: &Comm, algorithm: Algorithm) -> Result<(), CommError> {
+    match algorithm {
+        Algorithm::Dissemination => dissemination(comm, BARRIER_TAG).await,
+        other => Err(super::unsupported(comm, Collective::Barrier, other)),
+    }
+}
 
 /// Tags of the runtime's own barrier (before every iteration), out of the algorithms' range.
 pub const RUNTIME_BARRIER_TAG: Tag = SYSTEM_TAG_BASE;

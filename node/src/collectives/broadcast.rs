@@ -12,7 +12,7 @@
 
 use bytes::Bytes;
 use topocomm_proto::NodeId;
-use topocomm_proto::spec::Algorithm;
+use topocomm_proto::spec::{Algorithm, Collective};
 
 use super::patterns::{Grid, LineGroup, Phase, Relabelling, broadcast_along, hypercube_dimension};
 use crate::comm::{Comm, CommError};
@@ -37,6 +37,7 @@ pub async fn run(
         Algorithm::Ring => ring(comm, root, message).await,
         Algorithm::Mesh => mesh(comm, root, message).await,
         Algorithm::Hypercube => hypercube(comm, root, message).await,
+        other => Err(super::unsupported(comm, Collective::Broadcast, other)),
     }
 }
 

@@ -1,24 +1,60 @@
 //! The collective algorithms, one file per operation family, each algorithm one async
 //! fn over `Comm` that reads like its pseudocode and cites it. `run` picks the one a
-//! run specification names.
+//! run specification names; `patterns` and `blocks` hold the building blocks they share.
 
+pub mod allgather;
+pub mod allreduce;
+pub mod alltoall;
 pub mod barrier;
+pub mod blocks;
 pub mod broadcast;
 pub mod patterns;
 pub mod reduce;
+pub mod reduce_scatter;
+pub mod scan;
+pub mod scatter_gather;
+pub mod shift;
 
 use bytes::Bytes;
-use topocomm_proto::spec::{Collective, RunSpec};
+use topocomm_proto::spec::{Algorithm, Collective, RunSpec};
 
 use crate::comm::{Comm, CommError};
+use patterns::Reduction;
 
 /// Runs this node's part of the collective `spec` names, from `input`; returns what the
-/// node ends with (see `topocomm_proto::reference` for what that must be).
+/// node ends with (see `topocomm_proto::reference` for what that must be, and for the
+/// data layout of each collective: `block` below is `spec.size_bytes`).
 pub async fn run(comm: &Comm, spec: &RunSpec, input: Bytes) -> Result<Bytes, CommError> {
+    let (algorithm, root, block) = (spec.algorithm, spec.root, spec.size_bytes as usize);
+    let reduction = Reduction {
+        dtype: spec.dtype,
+        op: spec.op,
+    };
     match spec.collective {
-        Collective::Broadcast => broadcast::run(comm, spec.algorithm, spec.root, input).await,
-        Collective::Reduce => {
-            reduce::run(comm, spec.algorithm, spec.root, input, spec.dtype, spec.op).await
+        Collective::Broadcast => broadcast::run(comm, algorithm, root, input).await,
+        Collective::Reduce => reduce::run(comm, algorithm, root, input, spec.dtype, spec.op).await,
+        Collective::Allgather => allgather::run(comm, algorithm, input).await,
+        Collective::ReduceScatter => {
+            reduce_scatter::run(comm, algorithm, input, block, reduction).await
         }
+        Collective::Allreduce => allreduce::run(comm, algorithm, input, reduction).await,
+        Collective::Scan => scan::run(comm, algorithm, input, reduction, spec.exclusive).await,
+        Collective::Scatter => scatter_gather::scatter(comm, algorithm, root, input, block).await,
+        Collective::Gather => scatter_gather::gather(comm, algorithm, root, input).await,
+        Collective::Alltoall => alltoall::run(comm, algorithm, input, block).await,
+        Collective::Shift => shift::run(comm, algorithm, input, spec.shift).await,
+        Collective::Barrier => barrier::run(comm, algorithm).await.map(|()| Bytes::new()),
+    }
+}
+
+/// The error for an algorithm a collective does not have.
+pub fn unsupported(comm: &Comm, collective: Collective, algorithm: Algorithm) -> CommError {
+    let reason = topocomm_proto::catalogue::check(collective, algorithm)
+        .err()
+        .unwrap_or_else(|| format!("{collective} with {algorithm} is not implemented on the node"));
+    CommError::Unsupported {
+        me: comm.id(),
+        algorithm: algorithm.to_string(),
+        reason,
     }
 }

@@ -11,7 +11,7 @@
 
 use bytes::Bytes;
 use topocomm_proto::NodeId;
-use topocomm_proto::spec::{Algorithm, Dtype, ReduceOp};
+use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp};
 
 use super::patterns::{
     Grid, LineGroup, Phase, Reduction, Relabelling, hypercube_dimension, reduce_along,
@@ -41,6 +41,7 @@ pub async fn run(
         Algorithm::Ring => ring(comm, root, vector, reduction).await,
         Algorithm::Mesh => mesh(comm, root, vector, reduction).await,
         Algorithm::Hypercube => hypercube(comm, root, vector, reduction).await,
+        other => Err(super::unsupported(comm, Collective::Reduce, other)),
     }
 }
 

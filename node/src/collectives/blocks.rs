@@ -1,0 +1,119 @@
+//! Block layouts: how a buffer splits into p blocks — equal blocks of `--size` bytes
+//! for the personalized and all-to-all collectives, or near-equal element-aligned pieces
+//! when a large-message algorithm cuts one vector into p parts — and the zero-copy
+//! slicing and the concatenation of block ranges that every block algorithm needs.
+
+use std::ops::Range;
+
+use bytes::{Bytes, BytesMut};
+
+/// Where each of p blocks lies in a buffer: block i is `offsets[i]..offsets[i + 1]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockLayout {
+    offsets: Vec<usize>,
+}
+
+impl BlockLayout {
+    /// p blocks of `block` bytes each.
+    pub fn uniform(p: usize, block: usize) -> Self {
+        BlockLayout {
+            offsets: (0..=p).map(|i| i * block).collect(),
+        }
+    }
+
+    /// `total` bytes of `elem`-byte elements cut into p element-aligned pieces whose
+    /// element counts differ by at most one (the first `n mod p` pieces get the extra).
+    pub fn split(total: usize, p: usize, elem: usize) -> Self {
+        let elements = total / elem;
+        let (base, extra) = (elements / p, elements % p);
+        let mut offsets = Vec::with_capacity(p + 1);
+        let mut at = 0;
+        offsets.push(0);
+        for i in 0..p {
+            at += (base + usize::from(i < extra)) * elem;
+            offsets.push(at);
+        }
+        BlockLayout { offsets }
+    }
+
+    /// The number of blocks.
+    pub fn p(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// Bytes of block `i`.
+    pub fn len(&self, i: usize) -> usize {
+        self.offsets[i + 1] - self.offsets[i]
+    }
+
+    /// Bytes of all blocks.
+    pub fn total(&self) -> usize {
+        self.offsets[self.p()]
+    }
+
+    /// The byte range of block `i`.
+    pub fn range(&self, i: usize) -> Range<usize> {
+        self.offsets[i]..self.offsets[i + 1]
+    }
+
+    /// The byte range of the contiguous blocks `blocks`.
+    pub fn span(&self, blocks: Range<usize>) -> Range<usize> {
+        self.offsets[blocks.start]..self.offsets[blocks.end]
+    }
+
+    /// Blocks `blocks` of `buffer`, without copying.
+    pub fn slice(&self, buffer: &Bytes, blocks: Range<usize>) -> Bytes {
+        buffer.slice(self.span(blocks))
+    }
+
+    /// Cuts a buffer holding the contiguous `blocks` into one `Bytes` per block, without copying.
+    pub fn cut(&self, buffer: &Bytes, blocks: Range<usize>) -> Vec<Bytes> {
+        let base = self.offsets[blocks.start];
+        blocks
+            .map(|i| buffer.slice(self.offsets[i] - base..self.offsets[i + 1] - base))
+            .collect()
+    }
+}
+
+/// The parts one after another in one buffer (one copy; a single part is not copied).
+pub fn concat<'a>(parts: impl IntoIterator<Item = &'a Bytes>) -> Bytes {
+    let parts: Vec<&Bytes> = parts.into_iter().collect();
+    if let [only] = parts.as_slice() {
+        return (*only).clone();
+    }
+    let mut out = BytesMut::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for part in parts {
+        out.extend_from_slice(part);
+    }
+    out.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_is_element_aligned_and_near_equal() {
+        let layout = BlockLayout::split(10 * 8, 4, 8);
+        let lens: Vec<usize> = (0..4).map(|i| layout.len(i)).collect();
+        assert_eq!(lens, vec![24, 24, 16, 16]);
+        assert_eq!(layout.total(), 80);
+        let tiny = BlockLayout::split(2 * 4, 5, 4);
+        assert_eq!(
+            (0..5).map(|i| tiny.len(i)).collect::<Vec<_>>(),
+            vec![4, 4, 0, 0, 0]
+        );
+    }
+
+    #[test]
+    fn slice_cut_and_concat_agree() {
+        let layout = BlockLayout::uniform(4, 3);
+        let buffer = Bytes::from((0u8..12).collect::<Vec<_>>());
+        let middle = layout.slice(&buffer, 1..3);
+        assert_eq!(&middle[..], &[3, 4, 5, 6, 7, 8]);
+        let parts = layout.cut(&middle, 1..3);
+        assert_eq!(&parts[1][..], &[6, 7, 8]);
+        assert_eq!(concat(&parts), middle);
+        assert_eq!(concat(&[]), Bytes::new());
+    }
+}

@@ -1,0 +1,542 @@
+//! Which algorithms serve which collective: for each, the topology it is made for, the
+//! node counts it serves, its step count and its source; the default algorithm of each
+//! (collective, topology) pair and the size-based choice of `auto`. `topocomm list`
+//! prints this table, and the node refuses a pair that is not in it.
+
+use crate::spec::{Algorithm, Collective};
+use crate::topology::TopologyKind;
+
+/// One algorithm of one collective.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    pub collective: Collective,
+    pub algorithm: Algorithm,
+    /// The topology whose edges carry every message of the algorithm.
+    pub made_for: &'static str,
+    /// Node counts the algorithm serves.
+    pub nodes: &'static str,
+    /// Communication steps, as a formula in p.
+    pub steps: &'static str,
+    /// Where the algorithm comes from.
+    pub source: &'static str,
+}
+
+const fn entry(
+    collective: Collective,
+    algorithm: Algorithm,
+    made_for: &'static str,
+    nodes: &'static str,
+    steps: &'static str,
+    source: &'static str,
+) -> Entry {
+    Entry {
+        collective,
+        algorithm,
+        made_for,
+        nodes,
+        steps,
+        source,
+    }
+}
+
+use Algorithm as A;
+use Collective as C;
+
+const ANY: &str = "any p";
+const FOLDS: &str = "any p (extra nodes fold into partners)";
+
+/// Every (collective, algorithm) pair topocomm runs.
+pub const ENTRIES: &[Entry] = &[
+    entry(
+        C::Broadcast,
+        A::Linear,
+        "full",
+        ANY,
+        "p-1",
+        "seed 002 (naive)",
+    ),
+    entry(
+        C::Broadcast,
+        A::Ring,
+        "ring",
+        ANY,
+        "⌈p/2⌉",
+        "seed 002, SF ring",
+    ),
+    entry(
+        C::Broadcast,
+        A::Mesh,
+        "mesh, torus, mesh3d, torus3d",
+        ANY,
+        "2⌈√p/2⌉ (torus)",
+        "seeds 002, 003",
+    ),
+    entry(
+        C::Broadcast,
+        A::Hypercube,
+        "hypercube",
+        ANY,
+        "⌈log p⌉",
+        "Algorithms 4.1, 4.2",
+    ),
+    entry(
+        C::Broadcast,
+        A::RecursiveDoubling,
+        "ring (cut-through)",
+        ANY,
+        "⌈log p⌉",
+        "seed 002, CT ring",
+    ),
+    entry(
+        C::Broadcast,
+        A::ScatterAllgather,
+        "ring",
+        ANY,
+        "⌈log p⌉ + p-1",
+        "textbook 4.7 (large messages)",
+    ),
+    entry(
+        C::Reduce,
+        A::Linear,
+        "full",
+        ANY,
+        "p-1",
+        "dual of linear broadcast",
+    ),
+    entry(
+        C::Reduce,
+        A::Ring,
+        "ring",
+        ANY,
+        "⌈p/2⌉",
+        "dual of ring broadcast",
+    ),
+    entry(
+        C::Reduce,
+        A::Mesh,
+        "mesh, torus, mesh3d, torus3d",
+        ANY,
+        "2⌈√p/2⌉ (torus)",
+        "dual of mesh broadcast",
+    ),
+    entry(
+        C::Reduce,
+        A::Hypercube,
+        "hypercube",
+        ANY,
+        "⌈log p⌉",
+        "Algorithm 4.3",
+    ),
+    entry(
+        C::Reduce,
+        A::RecursiveHalving,
+        "ring (cut-through)",
+        ANY,
+        "⌈log p⌉",
+        "dual of recursive-doubling broadcast",
+    ),
+    entry(
+        C::Reduce,
+        A::ReduceScatterGather,
+        "ring",
+        ANY,
+        "p-1 + ⌈log p⌉",
+        "seed 004 (large messages)",
+    ),
+    entry(C::Allgather, A::Ring, "ring", ANY, "p-1", "Algorithm 4.4"),
+    entry(
+        C::Allgather,
+        A::Mesh,
+        "mesh, torus, mesh3d, torus3d",
+        ANY,
+        "2(√p-1)",
+        "Algorithm 4.6",
+    ),
+    entry(
+        C::Allgather,
+        A::Hypercube,
+        "hypercube",
+        FOLDS,
+        "log p",
+        "Algorithm 4.7",
+    ),
+    entry(
+        C::Allgather,
+        A::RecursiveDoubling,
+        "hypercube",
+        FOLDS,
+        "⌈log p⌉",
+        "seed 004",
+    ),
+    entry(
+        C::Allgather,
+        A::Bruck,
+        "full",
+        ANY,
+        "⌈log p⌉",
+        "Bruck et al. 1997",
+    ),
+    entry(
+        C::ReduceScatter,
+        A::Ring,
+        "ring",
+        ANY,
+        "p-1",
+        "Algorithm 4.5",
+    ),
+    entry(
+        C::ReduceScatter,
+        A::Hypercube,
+        "hypercube",
+        FOLDS,
+        "log p",
+        "Algorithm 4.8",
+    ),
+    entry(
+        C::ReduceScatter,
+        A::RecursiveHalving,
+        "hypercube",
+        FOLDS,
+        "⌈log p⌉",
+        "seed 004, Fig. 13.3",
+    ),
+    entry(
+        C::ReduceScatter,
+        A::Pairwise,
+        "full",
+        ANY,
+        "p-1",
+        "MPI libraries",
+    ),
+    entry(
+        C::Allreduce,
+        A::ReduceBroadcast,
+        "hypercube",
+        ANY,
+        "2⌈log p⌉",
+        "seed 004, Fig. 13.1",
+    ),
+    entry(
+        C::Allreduce,
+        A::RecursiveDoubling,
+        "hypercube",
+        FOLDS,
+        "⌈log p⌉",
+        "seed 004, Fig. 13.2",
+    ),
+    entry(
+        C::Allreduce,
+        A::HalvingDoubling,
+        "hypercube",
+        FOLDS,
+        "2⌈log p⌉",
+        "seed 004, Fig. 13.3",
+    ),
+    entry(
+        C::Allreduce,
+        A::Ring,
+        "ring",
+        ANY,
+        "2(p-1)",
+        "ring reduce-scatter + ring all-gather",
+    ),
+    entry(
+        C::Allreduce,
+        A::Mesh,
+        "mesh, torus, mesh3d, torus3d",
+        ANY,
+        "rows, then columns",
+        "textbook 4.3",
+    ),
+    entry(
+        C::Scan,
+        A::Hypercube,
+        "hypercube",
+        FOLDS,
+        "⌈log p⌉",
+        "Algorithm 4.9",
+    ),
+    entry(C::Scan, A::Linear, "ring", ANY, "p-1", "seed 000, pipeline"),
+    entry(
+        C::Scatter,
+        A::Linear,
+        "full",
+        ANY,
+        "p-1",
+        "seed 002 (naive)",
+    ),
+    entry(C::Scatter, A::Ring, "ring", ANY, "⌈p/2⌉", "seed 002"),
+    entry(
+        C::Scatter,
+        A::Mesh,
+        "mesh, torus, mesh3d, torus3d",
+        ANY,
+        "rows, then columns",
+        "seed 002",
+    ),
+    entry(
+        C::Scatter,
+        A::Hypercube,
+        "hypercube",
+        ANY,
+        "⌈log p⌉",
+        "seed 002",
+    ),
+    entry(
+        C::Gather,
+        A::Linear,
+        "full",
+        ANY,
+        "p-1",
+        "dual of linear scatter",
+    ),
+    entry(
+        C::Gather,
+        A::Ring,
+        "ring",
+        ANY,
+        "⌈p/2⌉",
+        "dual of ring scatter",
+    ),
+    entry(
+        C::Gather,
+        A::Mesh,
+        "mesh, torus, mesh3d, torus3d",
+        ANY,
+        "columns, then the row",
+        "dual of mesh scatter",
+    ),
+    entry(
+        C::Gather,
+        A::Hypercube,
+        "hypercube",
+        ANY,
+        "⌈log p⌉",
+        "dual of hypercube scatter",
+    ),
+    entry(C::Alltoall, A::Ring, "ring", ANY, "p-1", "seed 002"),
+    entry(
+        C::Alltoall,
+        A::Mesh,
+        "mesh, torus, mesh3d, torus3d",
+        ANY,
+        "2(√p-1)",
+        "seed 002",
+    ),
+    entry(
+        C::Alltoall,
+        A::Hypercube,
+        "hypercube",
+        FOLDS,
+        "log p",
+        "seed 002",
+    ),
+    entry(
+        C::Alltoall,
+        A::PairwiseXor,
+        "hypercube (E-cube)",
+        ANY,
+        "2^⌈log p⌉ - 1",
+        "Algorithm 4.10",
+    ),
+    entry(
+        C::Alltoall,
+        A::Pairwise,
+        "full",
+        ANY,
+        "p-1",
+        "MPI libraries",
+    ),
+    entry(
+        C::Alltoall,
+        A::Bruck,
+        "full",
+        ANY,
+        "⌈log p⌉",
+        "Bruck et al. 1997",
+    ),
+    entry(
+        C::Shift,
+        A::Ring,
+        "ring",
+        ANY,
+        "min(q, p-q)",
+        "textbook 4.6",
+    ),
+    entry(
+        C::Shift,
+        A::Mesh,
+        "mesh, torus",
+        ANY,
+        "row shift + column shift",
+        "textbook 4.6",
+    ),
+    entry(
+        C::Shift,
+        A::Hypercube,
+        "hypercube",
+        ANY,
+        "≤ 2⌈log p⌉",
+        "textbook 4.6",
+    ),
+    entry(
+        C::Barrier,
+        A::Dissemination,
+        "full",
+        ANY,
+        "⌈log p⌉",
+        "Hensgen, Finkel, Manber 1988",
+    ),
+    entry(
+        C::Barrier,
+        A::Hypercube,
+        "hypercube",
+        FOLDS,
+        "log p",
+        "butterfly barrier",
+    ),
+];
+
+/// The algorithms of `collective`, in table order.
+pub fn algorithms(collective: Collective) -> impl Iterator<Item = &'static Entry> {
+    ENTRIES.iter().filter(move |e| e.collective == collective)
+}
+
+/// The entry of a pair, if the collective has that algorithm.
+pub fn find(collective: Collective, algorithm: Algorithm) -> Option<&'static Entry> {
+    ENTRIES
+        .iter()
+        .find(|e| e.collective == collective && e.algorithm == algorithm)
+}
+
+/// Refuses a pair that is not in the table, naming the algorithms that are.
+pub fn check(collective: Collective, algorithm: Algorithm) -> Result<(), String> {
+    if algorithm == Algorithm::Auto || find(collective, algorithm).is_some() {
+        return Ok(());
+    }
+    let names: Vec<&str> = algorithms(collective).map(|e| e.algorithm.into()).collect();
+    Err(format!(
+        "{collective} has no algorithm {algorithm}; choose one of: auto, {}",
+        names.join(", ")
+    ))
+}
+
+/// The algorithm made for `topology`: what runs when the user names none.
+pub fn default_algorithm(collective: Collective, topology: TopologyKind) -> Algorithm {
+    use TopologyKind as T;
+    let grid = matches!(topology, T::Mesh | T::Torus | T::Mesh3d | T::Torus3d);
+    match collective {
+        C::Barrier if topology == T::Hypercube => A::Hypercube,
+        C::Barrier => A::Dissemination,
+        C::Scan if topology == T::Hypercube || topology == T::Full => A::Hypercube,
+        C::Scan => A::Linear,
+        C::ReduceScatter if grid => A::Ring,
+        C::Allreduce if topology == T::Hypercube || topology == T::Full => A::RecursiveDoubling,
+        C::Alltoall if topology == T::Full => A::Pairwise,
+        C::Shift if topology == T::Full => A::Ring,
+        _ if topology == T::Ring => A::Ring,
+        _ if grid => A::Mesh,
+        _ => A::Hypercube,
+    }
+}
+
+/// Message size (bytes per node) from which `auto` prefers the large-message algorithms.
+pub const LARGE_MESSAGE: u64 = 64 * 1024;
+
+/// What `auto` runs: the large-message algorithm where the textbook and MPI libraries
+/// prefer one (scatter-allgather broadcast, reduce-scatter-gather reduction,
+/// halving-doubling or ring all-reduce), the topology's default otherwise.
+pub fn auto(
+    collective: Collective,
+    topology: TopologyKind,
+    p: usize,
+    size_bytes: u64,
+) -> Algorithm {
+    let large = size_bytes >= LARGE_MESSAGE && p >= 4;
+    match collective {
+        C::Broadcast if large => A::ScatterAllgather,
+        C::Reduce if large => A::ReduceScatterGather,
+        C::Allreduce if large && topology == TopologyKind::Ring => A::Ring,
+        C::Allreduce if large => A::HalvingDoubling,
+        _ => default_algorithm(collective, topology),
+    }
+}
+
+/// The algorithm a run uses: `auto` resolved, anything else as named.
+pub fn resolve(
+    collective: Collective,
+    algorithm: Algorithm,
+    topology: TopologyKind,
+    p: usize,
+    size_bytes: u64,
+) -> Algorithm {
+    match algorithm {
+        Algorithm::Auto => auto(collective, topology, p, size_bytes),
+        named => named,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strum::IntoEnumIterator;
+
+    #[test]
+    fn every_collective_has_algorithms_and_its_defaults_are_in_the_table() {
+        for collective in Collective::iter() {
+            assert!(algorithms(collective).count() >= 2, "{collective}");
+            for topology in TopologyKind::iter() {
+                let default = default_algorithm(collective, topology);
+                assert!(
+                    find(collective, default).is_some(),
+                    "{collective} on {topology}: {default}"
+                );
+                for size in [8, LARGE_MESSAGE] {
+                    let auto = auto(collective, topology, 16, size);
+                    assert!(
+                        find(collective, auto).is_some(),
+                        "{collective} auto on {topology}: {auto}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pairs_are_unique() {
+        for (i, a) in ENTRIES.iter().enumerate() {
+            for b in &ENTRIES[i + 1..] {
+                assert!(
+                    !(a.collective == b.collective && a.algorithm == b.algorithm),
+                    "{a:?} twice"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_wrong_pair_names_the_right_ones() {
+        let error = check(Collective::Scan, Algorithm::Bruck).unwrap_err();
+        assert!(
+            error.contains("hypercube") && error.contains("linear"),
+            "{error}"
+        );
+        assert!(check(Collective::Scan, Algorithm::Auto).is_ok());
+    }
+
+    #[test]
+    fn auto_picks_large_message_algorithms() {
+        assert_eq!(
+            auto(Collective::Broadcast, TopologyKind::Hypercube, 8, 1 << 20),
+            Algorithm::ScatterAllgather
+        );
+        assert_eq!(
+            auto(Collective::Broadcast, TopologyKind::Hypercube, 8, 8),
+            Algorithm::Hypercube
+        );
+        assert_eq!(
+            auto(Collective::Allreduce, TopologyKind::Ring, 8, 1 << 20),
+            Algorithm::Ring
+        );
+    }
+}
