@@ -26,6 +26,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Print a topology's ids, neighbours, edges and diameter (nothing is run).
     Topology(TopologyArgs),
+    /// Print every collective's algorithms: the topology each is made for, the node
+    /// counts it serves, its steps and its source.
+    List(ListArgs),
     /// Ask a serving coordinator how the cluster stands.
     Status(StatusArgs),
     /// Run a node daemon (the same daemon as `topocomm-node`; local clusters use it).
@@ -141,21 +144,23 @@ pub struct TopologyArgs {
 }
 
 #[derive(Debug, Clone, Args)]
+pub struct ListArgs {
+    /// Only this collective's algorithms.
+    #[arg(value_parser = parse_collective)]
+    pub collective: Option<Collective>,
+    /// Print a Markdown table (as in the README).
+    #[arg(long)]
+    pub markdown: bool,
+}
+
+#[derive(Debug, Clone, Args)]
 pub struct StatusArgs {
     #[command(flatten)]
     pub remote: RemoteArgs,
 }
 
-fn parse_named<T: std::str::FromStr + strum::VariantNames>(
-    what: &str,
-    text: &str,
-) -> Result<T, String> {
-    text.parse().map_err(|_| {
-        format!(
-            "unknown {what} {text:?}; choose one of: {}",
-            T::VARIANTS.join(", ")
-        )
-    })
+fn parse_named<T: std::str::FromStr + strum::VariantNames>(what: &str, text: &str) -> Result<T, String> {
+    text.parse().map_err(|_| format!("unknown {what} {text:?}; choose one of: {}", T::VARIANTS.join(", ")))
 }
 
 fn parse_topology(text: &str) -> Result<TopologyKind, String> {
@@ -191,11 +196,7 @@ pub fn parse_dims(text: &str) -> Result<Vec<usize>, String> {
     text.split(['x', 'X'])
         .map(|part| part.trim().parse::<usize>().ok().filter(|&n| n > 0))
         .collect::<Option<Vec<_>>>()
-        .ok_or_else(|| {
-            format!(
-                "{text:?} is not a shape like 4x4 or 2x2x2 (positive whole numbers joined by x)"
-            )
-        })
+        .ok_or_else(|| format!("{text:?} is not a shape like 4x4 or 2x2x2 (positive whole numbers joined by x)"))
 }
 
 #[cfg(test)]
@@ -224,9 +225,6 @@ mod tests {
     #[test]
     fn unknown_names_list_the_choices() {
         let error = parse_topology("donut").unwrap_err();
-        assert!(
-            error.contains("ring") && error.contains("hypercube"),
-            "{error}"
-        );
+        assert!(error.contains("ring") && error.contains("hypercube"), "{error}");
     }
 }

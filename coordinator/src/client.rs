@@ -21,14 +21,7 @@ pub async fn request(
         .with_context(|| format!("connecting to the coordinator at {address} timed out"))?
         .with_context(|| format!("cannot reach the coordinator at {address}"))?;
     let mut control = framed(stream);
-    send(
-        &mut control,
-        &ToCoordinator::Client {
-            token: token.to_owned(),
-            request,
-        },
-    )
-    .await?;
+    send(&mut control, &ToCoordinator::Client { token: token.to_owned(), request }).await?;
     match tokio::time::timeout(patience, receive::<ClientResponse>(&mut control)).await {
         Err(_) => bail!("the coordinator at {address} did not answer within {patience:?}"),
         Ok(Err(error)) => Err(error),

@@ -16,13 +16,8 @@ pub type SessionId = u64;
 /// What node sessions tell the orchestrator.
 #[derive(Debug)]
 pub enum Event {
-    Message {
-        session: SessionId,
-        message: ToCoordinator,
-    },
-    Closed {
-        session: SessionId,
-    },
+    Message { session: SessionId, message: ToCoordinator },
+    Closed { session: SessionId },
 }
 
 /// One registered node.
@@ -100,18 +95,11 @@ impl Cluster {
         let session = roster.next_session;
         let index = match roster.members.iter().position(|m| m.name == name) {
             Some(index) if roster.members[index].session.is_some() => {
-                return Err(format!(
-                    "a node named {name:?} is already connected; give each node its own --name"
-                ));
+                return Err(format!("a node named {name:?} is already connected; give each node its own --name"));
             }
             Some(index) => index,
             None if roster.members.len() < self.expected => {
-                roster.members.push(Member {
-                    name: name.clone(),
-                    data_addr: String::new(),
-                    id: None,
-                    session: None,
-                });
+                roster.members.push(Member { name: name.clone(), data_addr: String::new(), id: None, session: None });
                 roster.members.len() - 1
             }
             None => match roster.members.iter().position(|m| m.session.is_none()) {
@@ -122,10 +110,7 @@ impl Cluster {
                     index
                 }
                 None => {
-                    return Err(format!(
-                        "the cluster is full ({} nodes, all connected)",
-                        self.expected
-                    ));
+                    return Err(format!("the cluster is full ({} nodes, all connected)", self.expected));
                 }
             },
         };
@@ -137,11 +122,7 @@ impl Cluster {
             roster.formed = true;
             tracing::info!(nodes = self.expected, "cluster formed");
         }
-        let member = roster
-            .members
-            .iter()
-            .find(|m| m.name == name)
-            .expect("just registered");
+        let member = roster.members.iter().find(|m| m.name == name).expect("just registered");
         tracing::info!(%name, id = ?member.id, addr = %member.data_addr, session, "node registered");
         drop(roster);
         self.changed.notify_waiters();
@@ -151,10 +132,7 @@ impl Cluster {
     /// A node's control session ended.
     pub fn disconnected(&self, session: SessionId) {
         let mut roster = self.roster.lock().expect("roster lock");
-        if let Some(member) = roster
-            .members
-            .iter_mut()
-            .find(|m| m.session.as_ref().is_some_and(|(s, _)| *s == session))
+        if let Some(member) = roster.members.iter_mut().find(|m| m.session.as_ref().is_some_and(|(s, _)| *s == session))
         {
             tracing::warn!(name = %member.name, id = ?member.id, "node disconnected");
             member.session = None;
@@ -180,21 +158,13 @@ impl Cluster {
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
                 let status = self.status();
                 let missing = self.expected - status.registered.len();
-                let names: Vec<String> = status
-                    .registered
-                    .iter()
-                    .map(|(id, name, _)| format!("{id}:{name}"))
-                    .collect();
+                let names: Vec<String> = status.registered.iter().map(|(id, name, _)| format!("{id}:{name}")).collect();
                 return Err(format!(
                     "the cluster is not complete after {patience:?}: {} of {} nodes connected [{}]{}",
                     status.registered.len(),
                     self.expected,
                     names.join(", "),
-                    if missing > 0 {
-                        format!("; waiting for {missing} more")
-                    } else {
-                        String::new()
-                    }
+                    if missing > 0 { format!("; waiting for {missing} more") } else { String::new() }
                 ));
             }
         }
@@ -210,13 +180,7 @@ impl Cluster {
             .iter()
             .map(|m| {
                 let (session, sender) = m.session.clone()?;
-                Some(Participant {
-                    id: m.id?,
-                    name: m.name.clone(),
-                    data_addr: m.data_addr.clone(),
-                    session,
-                    sender,
-                })
+                Some(Participant { id: m.id?, name: m.name.clone(), data_addr: m.data_addr.clone(), session, sender })
             })
             .collect::<Option<_>>()?;
         all.sort_by_key(|p| p.id);
@@ -226,10 +190,7 @@ impl Cluster {
     /// The wiring in force, if it linked exactly these sessions.
     pub fn wiring_of(&self, sessions: &[SessionId]) -> Option<TopologySpec> {
         let wiring = self.wiring.lock().expect("wiring lock");
-        wiring
-            .as_ref()
-            .filter(|(_, linked)| linked == sessions)
-            .map(|(spec, _)| spec.clone())
+        wiring.as_ref().filter(|(_, linked)| linked == sessions).map(|(spec, _)| spec.clone())
     }
 
     /// Records (or, with `None`, forgets) the wiring in force.
@@ -244,26 +205,11 @@ impl Cluster {
             .members
             .iter()
             .filter(|m| m.session.is_some())
-            .map(|m| {
-                (
-                    m.id.unwrap_or(usize::MAX),
-                    m.name.clone(),
-                    m.data_addr.clone(),
-                )
-            })
+            .map(|m| (m.id.unwrap_or(usize::MAX), m.name.clone(), m.data_addr.clone()))
             .collect();
         registered.sort();
-        let topology = self
-            .wiring
-            .lock()
-            .expect("wiring lock")
-            .as_ref()
-            .map(|(spec, _)| spec.clone());
-        ClusterStatus {
-            expected: self.expected,
-            registered,
-            topology,
-        }
+        let topology = self.wiring.lock().expect("wiring lock").as_ref().map(|(spec, _)| spec.clone());
+        ClusterStatus { expected: self.expected, registered, topology }
     }
 }
 
@@ -287,23 +233,13 @@ fn natural_key(name: &str) -> Vec<(String, u128)> {
             digits.push(c);
         } else {
             if !digits.is_empty() {
-                key.push((
-                    std::mem::take(&mut text),
-                    digits.parse().unwrap_or(u128::MAX),
-                ));
+                key.push((std::mem::take(&mut text), digits.parse().unwrap_or(u128::MAX)));
                 digits.clear();
             }
             text.push(c);
         }
     }
-    key.push((
-        text,
-        if digits.is_empty() {
-            0
-        } else {
-            digits.parse().unwrap_or(u128::MAX)
-        },
-    ));
+    key.push((text, if digits.is_empty() { 0 } else { digits.parse().unwrap_or(u128::MAX) }));
     key
 }
 
@@ -311,11 +247,7 @@ fn natural_key(name: &str) -> Vec<(String, u128)> {
 #[cfg(test)]
 fn ids_by_name(cluster: &Cluster) -> std::collections::BTreeMap<String, NodeId> {
     let roster = cluster.roster.lock().expect("roster lock");
-    roster
-        .members
-        .iter()
-        .filter_map(|m| Some((m.name.clone(), m.id?)))
-        .collect()
+    roster.members.iter().filter_map(|m| Some((m.name.clone(), m.id?))).collect()
 }
 
 #[cfg(test)]
@@ -329,49 +261,24 @@ mod tests {
     #[test]
     fn ids_follow_natural_name_order_and_survive_a_restart() {
         let (cluster, _events) = Cluster::new(3, "t".into());
-        let s10 = cluster
-            .register("t", "node-10".into(), "a:1".into(), sender())
-            .unwrap();
-        cluster
-            .register("t", "node-2".into(), "a:2".into(), sender())
-            .unwrap();
-        cluster
-            .register("t", "node-1".into(), "a:3".into(), sender())
-            .unwrap();
+        let s10 = cluster.register("t", "node-10".into(), "a:1".into(), sender()).unwrap();
+        cluster.register("t", "node-2".into(), "a:2".into(), sender()).unwrap();
+        cluster.register("t", "node-1".into(), "a:3".into(), sender()).unwrap();
         let ids = ids_by_name(&cluster);
         assert_eq!(ids["node-1"], 0);
         assert_eq!(ids["node-2"], 1);
         assert_eq!(ids["node-10"], 2);
         cluster.disconnected(s10);
-        cluster
-            .register("t", "node-10".into(), "a:9".into(), sender())
-            .unwrap();
+        cluster.register("t", "node-10".into(), "a:9".into(), sender()).unwrap();
         assert_eq!(ids_by_name(&cluster)["node-10"], 2);
     }
 
     #[test]
     fn strangers_duplicates_and_extras_are_refused() {
         let (cluster, _events) = Cluster::new(1, "t".into());
-        assert!(
-            cluster
-                .register("x", "n".into(), "a:1".into(), sender())
-                .unwrap_err()
-                .contains("token")
-        );
-        cluster
-            .register("t", "n".into(), "a:1".into(), sender())
-            .unwrap();
-        assert!(
-            cluster
-                .register("t", "n".into(), "a:1".into(), sender())
-                .unwrap_err()
-                .contains("already connected")
-        );
-        assert!(
-            cluster
-                .register("t", "m".into(), "a:2".into(), sender())
-                .unwrap_err()
-                .contains("full")
-        );
+        assert!(cluster.register("x", "n".into(), "a:1".into(), sender()).unwrap_err().contains("token"));
+        cluster.register("t", "n".into(), "a:1".into(), sender()).unwrap();
+        assert!(cluster.register("t", "n".into(), "a:1".into(), sender()).unwrap_err().contains("already connected"));
+        assert!(cluster.register("t", "m".into(), "a:2".into(), sender()).unwrap_err().contains("full"));
     }
 }

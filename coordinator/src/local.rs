@@ -41,23 +41,18 @@ impl LocalCluster {
     /// Starts the coordinator and `nodes` daemons, logging to `logs/node-<i>.log`.
     pub async fn start(nodes: usize, logs: &Path) -> anyhow::Result<Self> {
         anyhow::ensure!(nodes >= 1, "--nodes must be at least 1");
-        std::fs::create_dir_all(logs)
-            .with_context(|| format!("creating the log folder {}", logs.display()))?;
+        std::fs::create_dir_all(logs).with_context(|| format!("creating the log folder {}", logs.display()))?;
         let token = random_token();
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .context("binding the coordinator on 127.0.0.1")?;
+        let listener = TcpListener::bind("127.0.0.1:0").await.context("binding the coordinator on 127.0.0.1")?;
         let address = listener.local_addr()?.to_string();
         let coordinator = Arc::new(Coordinator::new(nodes, token.clone()));
         let server = tokio::spawn(server::serve(listener, coordinator.clone()));
-        let executable =
-            std::env::current_exe().context("finding this executable to start nodes")?;
+        let executable = std::env::current_exe().context("finding this executable to start nodes")?;
         let mut children = Vec::with_capacity(nodes);
         for index in 0..nodes {
             let name = node_name(index, nodes);
             let log_path = logs.join(format!("{name}.log"));
-            let log = std::fs::File::create(&log_path)
-                .with_context(|| format!("creating {}", log_path.display()))?;
+            let log = std::fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
             let child = Command::new(&executable)
                 .args([
                     "node",
@@ -78,13 +73,7 @@ impl LocalCluster {
                 .with_context(|| format!("starting node process {name}"))?;
             children.push(child);
         }
-        Ok(LocalCluster {
-            coordinator,
-            address,
-            logs: logs.to_owned(),
-            children,
-            server,
-        })
+        Ok(LocalCluster { coordinator, address, logs: logs.to_owned(), children, server })
     }
 
     /// Stops every node process and waits for each to be gone.

@@ -35,19 +35,14 @@ async fn main() -> ExitCode {
         Command::Serve(_) | Command::Node(_) => "info",
         _ => "error",
     };
-    if std::env::var_os("RUST_LOG").is_none() {
-        // SAFETY: set before any other thread of this program reads the environment.
-        unsafe { std::env::set_var("RUST_LOG", default_level) };
-    }
-    topocomm_node::logging::init();
+    topocomm_node::logging::init_with_default(default_level);
     let result = match cli.command {
         Command::Run(args) => run(args).await,
         Command::Serve(args) => serve(args).await.map(|()| ExitCode::SUCCESS),
         Command::Topology(args) => topology_view::print(&args).map(|()| ExitCode::SUCCESS),
+        Command::List(args) => topology_view::list(&args).map(|()| ExitCode::SUCCESS),
         Command::Status(args) => status(args).await.map(|()| ExitCode::SUCCESS),
-        Command::Node(args) => topocomm_node::daemon::run(args)
-            .await
-            .map(|()| ExitCode::SUCCESS),
+        Command::Node(args) => topocomm_node::daemon::run(args).await.map(|()| ExitCode::SUCCESS),
     };
     result.unwrap_or_else(|error| {
         eprintln!("error: {error:#}");
@@ -56,9 +51,8 @@ async fn main() -> ExitCode {
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let algorithm = args
-        .algorithm
-        .unwrap_or_else(|| catalogue::default_algorithm(args.collective, args.shape.topology));
+    let algorithm =
+        args.algorithm.unwrap_or_else(|| catalogue::default_algorithm(args.collective, args.shape.topology));
     catalogue::check(args.collective, algorithm).map_err(|e| anyhow!(e))?;
     let spec = RunSpec {
         run: 0,
@@ -75,12 +69,9 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         dump: args.dump.is_some(),
         shift: args.shift,
         exclusive: args.exclusive,
+        emulation: None,
     };
-    let request = RunRequest {
-        topology: args.shape.topology,
-        dims: args.shape.dims.clone(),
-        spec,
-    };
+    let request = RunRequest { topology: args.shape.topology, dims: args.shape.dims.clone(), spec };
     let outcome = match &args.remote.coordinator {
         Some(address) => run_remote(address, &args, request).await?,
         None => run_local(&args, request).await?,
@@ -96,11 +87,7 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     match summary {
         Ok(_) if args.json => println!("{}", serde_json::to_string_pretty(&json)?),
-        Ok(summary) => println!(
-            "{}\n{}",
-            report::headline(&summary),
-            report::table(&summary)
-        ),
+        Ok(summary) => println!("{}\n{}", report::headline(&summary), report::table(&summary)),
         Err(failure) => {
             eprintln!("error: {failure}");
             return Ok(ExitCode::FAILURE);
@@ -109,11 +96,7 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn run_remote(
-    address: &str,
-    args: &RunArgs,
-    request: RunRequest,
-) -> anyhow::Result<RunOutcome> {
+async fn run_remote(address: &str, args: &RunArgs, request: RunRequest) -> anyhow::Result<RunOutcome> {
     let token = args
         .remote
         .token
@@ -131,10 +114,7 @@ async fn run_local(args: &RunArgs, request: RunRequest) -> anyhow::Result<RunOut
     // Refuse a bad shape or size before starting any process.
     Topology::new(request.topology, args.nodes, request.dims.as_deref())?;
     request.spec.validate(args.nodes)?;
-    let logs = args
-        .logs
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join("topocomm-logs"));
+    let logs = args.logs.clone().unwrap_or_else(|| std::env::temp_dir().join("topocomm-logs"));
     let local = LocalCluster::start(args.nodes, &logs).await?;
     eprintln!(
         "local cluster: {} node processes, coordinator on {}, node logs in {}/node-*.log",
@@ -153,19 +133,11 @@ async fn run_local(args: &RunArgs, request: RunRequest) -> anyhow::Result<RunOut
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.nodes >= 1, "--nodes must be at least 1");
     let token = args.token.clone().unwrap_or_else(local::random_token);
-    let listener = TcpListener::bind(&args.listen)
-        .await
-        .with_context(|| format!("binding {}", args.listen))?;
+    let listener = TcpListener::bind(&args.listen).await.with_context(|| format!("binding {}", args.listen))?;
     let coordinator = Arc::new(Coordinator::new(args.nodes, token.clone()));
-    eprintln!(
-        "topocomm coordinator on {} for {} nodes",
-        listener.local_addr()?,
-        args.nodes
-    );
+    eprintln!("topocomm coordinator on {} for {} nodes", listener.local_addr()?, args.nodes);
     if args.token.is_none() {
-        eprintln!(
-            "cluster token (give it to nodes and clients as --token or TOPOCOMM_TOKEN): {token}"
-        );
+        eprintln!("cluster token (give it to nodes and clients as --token or TOPOCOMM_TOKEN): {token}");
     }
     tokio::select! {
         () = server::serve(listener, coordinator) => Ok(()),
@@ -177,34 +149,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 async fn status(args: StatusArgs) -> anyhow::Result<()> {
-    let address = args
-        .remote
-        .coordinator
-        .context("--coordinator (or TOPOCOMM_COORDINATOR) is needed")?;
-    let token = args
-        .remote
-        .token
-        .context("--token (or TOPOCOMM_TOKEN) is needed")?;
-    match client::request(
-        &address,
-        &token,
-        ClientRequest::Status,
-        Duration::from_secs(10),
-    )
-    .await?
-    {
+    let address = args.remote.coordinator.context("--coordinator (or TOPOCOMM_COORDINATOR) is needed")?;
+    let token = args.remote.token.context("--token (or TOPOCOMM_TOKEN) is needed")?;
+    match client::request(&address, &token, ClientRequest::Status, Duration::from_secs(10)).await? {
         ClientResponse::Status(status) => {
-            println!(
-                "{} of {} nodes connected",
-                status.registered.len(),
-                status.expected
-            );
+            println!("{} of {} nodes connected", status.registered.len(), status.expected);
             for (id, name, address) in &status.registered {
-                let id = if *id == usize::MAX {
-                    "-".to_string()
-                } else {
-                    id.to_string()
-                };
+                let id = if *id == usize::MAX { "-".to_string() } else { id.to_string() };
                 println!("  {id:>4}  {name}  {address}");
             }
             match status.topology {

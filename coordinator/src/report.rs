@@ -26,17 +26,8 @@ impl TimeStats {
         let mut sorted = samples.to_vec();
         sorted.sort_by(f64::total_cmp);
         let n = sorted.len();
-        let median = if n % 2 == 1 {
-            sorted[n / 2]
-        } else {
-            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-        };
-        TimeStats {
-            min: sorted[0],
-            median,
-            mean: sorted.iter().sum::<f64>() / n as f64,
-            max: sorted[n - 1],
-        }
+        let median = if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 };
+        TimeStats { min: sorted[0], median, mean: sorted.iter().sum::<f64>() / n as f64, max: sorted[n - 1] }
     }
 }
 
@@ -78,16 +69,7 @@ pub fn summarize(outcome: &RunOutcome) -> Result<RunSummary, String> {
         .reports
         .iter()
         .filter(|r| !r.verified)
-        .map(|r| {
-            format!(
-                "node {}: {}",
-                r.node,
-                r.mismatch
-                    .as_deref()
-                    .or(r.error.as_deref())
-                    .unwrap_or("not verified")
-            )
-        })
+        .map(|r| format!("node {}: {}", r.node, r.mismatch.as_deref().or(r.error.as_deref()).unwrap_or("not verified")))
         .collect();
     if !wrong.is_empty() {
         return Err(format!(
@@ -102,24 +84,12 @@ pub fn summarize(outcome: &RunOutcome) -> Result<RunSummary, String> {
     }
     let iterations = outcome.spec.iterations as usize;
     let iteration_us: Vec<f64> = (0..iterations)
-        .map(|i| {
-            outcome
-                .reports
-                .iter()
-                .map(|r| r.times_us.get(i).copied().unwrap_or(f64::NAN))
-                .fold(0.0, f64::max)
-        })
+        .map(|i| outcome.reports.iter().map(|r| r.times_us.get(i).copied().unwrap_or(f64::NAN)).fold(0.0, f64::max))
         .collect();
     let busiest_link = outcome
         .reports
         .iter()
-        .flat_map(|r| {
-            r.link_bytes.iter().map(move |&(to, bytes)| BusiestLink {
-                from: r.node,
-                to,
-                bytes,
-            })
-        })
+        .flat_map(|r| r.link_bytes.iter().map(move |&(to, bytes)| BusiestLink { from: r.node, to, bytes }))
         .max_by_key(|link| (link.bytes, std::cmp::Reverse((link.from, link.to))));
     let spec = &outcome.spec;
     Ok(RunSummary {
@@ -172,22 +142,11 @@ pub fn table(summary: &RunSummary) -> String {
         format!("{:.1}", t.median),
         format!("{:.1}", t.mean),
         format!("{:.1}", t.max),
-        if summary.verified {
-            "yes".into()
-        } else {
-            "NO".into()
-        },
+        if summary.verified { "yes".into() } else { "NO".into() },
     ]);
     let busiest = summary
         .busiest_link
-        .map(|l| {
-            format!(
-                "busiest link {}→{}: {}",
-                l.from,
-                l.to,
-                ByteSize::b(l.bytes).display().iec()
-            )
-        })
+        .map(|l| format!("busiest link {}→{}: {}", l.from, l.to, ByteSize::b(l.bytes).display().iec()))
         .unwrap_or_else(|| "no link traffic".into());
     format!(
         "{table}\nframes sent {}, forwarded {}; {busiest} (per run of {} timed iterations)",
@@ -198,10 +157,7 @@ pub fn table(summary: &RunSummary) -> String {
 /// A one-line description of what ran.
 pub fn headline(summary: &RunSummary) -> String {
     let shape = Topology::new(
-        summary
-            .topology
-            .parse()
-            .expect("a topology name we printed"),
+        summary.topology.parse().expect("a topology name we printed"),
         summary.nodes,
         Some(&summary.dims),
     )
@@ -214,11 +170,7 @@ pub fn headline(summary: &RunSummary) -> String {
         ByteSize::b(summary.size_bytes).display().iec(),
         summary.dtype,
         summary.op,
-        if summary.collective == "reduce" {
-            "reduction"
-        } else {
-            "elements"
-        },
+        if summary.collective == "reduce" { "reduction" } else { "elements" },
         summary.root,
         summary.iterations,
         summary.warmup,
@@ -232,10 +184,7 @@ pub fn dump(dir: &Path, outcome: &RunOutcome, json: &serde_json::Value) -> anyho
     for report in &outcome.reports {
         if let Some(dump) = &report.dump {
             std::fs::write(dir.join(format!("node-{}.input", report.node)), &dump.input)?;
-            std::fs::write(
-                dir.join(format!("node-{}.output", report.node)),
-                &dump.output,
-            )?;
+            std::fs::write(dir.join(format!("node-{}.output", report.node)), &dump.output)?;
         }
     }
     std::fs::write(dir.join("run.json"), serde_json::to_string_pretty(json)?)?;

@@ -7,9 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::{Mutex, mpsc};
 use tokio::time::Instant;
-use topocomm_proto::control::{
-    NodeReport, RunOutcome, RunRequest, ToCoordinator, ToNode, TopologySpec, Wiring,
-};
+use topocomm_proto::control::{NodeReport, RunOutcome, RunRequest, ToCoordinator, ToNode, TopologySpec, Wiring};
 use topocomm_proto::{Topology, catalogue};
 
 use crate::cluster::{Cluster, Event, Participant, SessionId};
@@ -36,14 +34,7 @@ impl Coordinator {
     /// A coordinator for `expected` nodes sharing `token`.
     pub fn new(expected: usize, token: String) -> Self {
         let (cluster, events) = Cluster::new(expected, token);
-        Coordinator {
-            cluster,
-            driver: Mutex::new(Driver {
-                events,
-                epoch: 0,
-                run: 0,
-            }),
-        }
+        Coordinator { cluster, driver: Mutex::new(Driver { events, epoch: 0, run: 0 }) }
     }
 
     /// Runs `request` on the cluster: wires it as asked, then runs and gathers.
@@ -52,45 +43,23 @@ impl Coordinator {
         let timeout = Duration::from_millis(request.spec.timeout_ms);
         let participants = self.cluster.participants(timeout).await?;
         let p = participants.len();
-        let topology = Topology::new(request.topology, p, request.dims.as_deref())
-            .map_err(|e| e.to_string())?;
+        let topology = Topology::new(request.topology, p, request.dims.as_deref()).map_err(|e| e.to_string())?;
         request.spec.validate(p).map_err(|e| e.to_string())?;
-        let topology_spec = TopologySpec {
-            kind: topology.kind(),
-            p,
-            dims: topology.dims().to_vec(),
-        };
+        catalogue::check(request.spec.collective, request.spec.algorithm)?;
+        let topology_spec = TopologySpec { kind: topology.kind(), p, dims: topology.dims().to_vec() };
         let sessions: Vec<SessionId> = participants.iter().map(|p| p.session).collect();
         driver.drain();
         if self.cluster.wiring_of(&sessions).as_ref() != Some(&topology_spec) {
             self.cluster.set_wiring(None);
-            driver
-                .wire(&participants, &topology, &topology_spec)
-                .await?;
-            self.cluster
-                .set_wiring(Some((topology_spec.clone(), sessions)));
+            driver.wire(&participants, &topology, &topology_spec).await?;
+            self.cluster.set_wiring(Some((topology_spec.clone(), sessions)));
         }
-        catalogue::check(request.spec.collective, request.spec.algorithm)?;
         let spec = &request.spec;
-        let algorithm = catalogue::resolve(
-            spec.collective,
-            spec.algorithm,
-            topology.kind(),
-            p,
-            spec.size_bytes,
-        );
+        let algorithm = catalogue::resolve(spec.collective, spec.algorithm, topology.kind(), p, spec.size_bytes);
         driver.run += 1;
-        let spec = topocomm_proto::spec::RunSpec {
-            run: driver.run,
-            algorithm,
-            ..request.spec
-        };
+        let spec = topocomm_proto::spec::RunSpec { run: driver.run, algorithm, ..request.spec };
         match driver.start(&participants, &spec).await {
-            Ok(reports) => Ok(RunOutcome {
-                spec,
-                topology: topology_spec,
-                reports,
-            }),
+            Ok(reports) => Ok(RunOutcome { spec, topology: topology_spec, reports }),
             Err(error) => {
                 // Whatever is left of this run dies with the next wiring.
                 self.cluster.set_wiring(None);
@@ -108,10 +77,7 @@ impl Driver {
 
     /// The next event before `deadline`, or `None` when it passes.
     async fn next(&mut self, deadline: Instant) -> Option<Event> {
-        tokio::time::timeout_at(deadline, self.events.recv())
-            .await
-            .ok()
-            .flatten()
+        tokio::time::timeout_at(deadline, self.events.recv()).await.ok().flatten()
     }
 
     /// Sends every participant its part of the wiring and waits for all links.
@@ -130,12 +96,7 @@ impl Driver {
                 .into_iter()
                 .map(|n| (n, participants[n].data_addr.clone()))
                 .collect();
-            let wiring = Wiring {
-                epoch,
-                id: participant.id,
-                topology: spec.clone(),
-                neighbours,
-            };
+            let wiring = Wiring { epoch, id: participant.id, topology: spec.clone(), neighbours };
             let _ = participant.sender.send(ToNode::Wire(wiring));
         }
         let by_session = index(participants);
@@ -180,14 +141,11 @@ impl Driver {
     ) -> Result<Vec<NodeReport>, String> {
         tracing::info!(run = spec.run, collective = %spec.collective, algorithm = %spec.algorithm, size = spec.size_bytes, "run started");
         for participant in participants {
-            let _ = participant
-                .sender
-                .send(ToNode::Start(Box::new(spec.clone())));
+            let _ = participant.sender.send(ToNode::Start(Box::new(spec.clone())));
         }
         let by_session = index(participants);
         let per_iteration = Duration::from_millis(spec.timeout_ms);
-        let mut deadline =
-            Instant::now() + per_iteration * (spec.warmup + spec.iterations) + FAILURE_GRACE;
+        let mut deadline = Instant::now() + per_iteration * (spec.warmup + spec.iterations) + FAILURE_GRACE;
         let mut reports: Vec<Option<NodeReport>> = vec![None; participants.len()];
         while reports.iter().any(Option::is_none) {
             let Some(event) = self.next(deadline).await else {
@@ -196,17 +154,10 @@ impl Driver {
             match event {
                 Event::Closed { session } => {
                     if let Some(node) = by_session.get(&session) {
-                        return Err(format!(
-                            "{} disconnected during run {}",
-                            describe(node),
-                            spec.run
-                        ));
+                        return Err(format!("{} disconnected during run {}", describe(node), spec.run));
                     }
                 }
-                Event::Message {
-                    session,
-                    message: ToCoordinator::Report(report),
-                } => {
+                Event::Message { session, message: ToCoordinator::Report(report) } => {
                     let Some(node) = by_session.get(&session) else {
                         continue;
                     };
@@ -217,10 +168,7 @@ impl Driver {
                         // The others are bounded by their own per-iteration deadlines.
                         deadline = deadline.min(Instant::now() + per_iteration + FAILURE_GRACE);
                     }
-                    reports[node.id] = Some(NodeReport {
-                        node: node.id,
-                        ..*report
-                    });
+                    reports[node.id] = Some(NodeReport { node: node.id, ..*report });
                 }
                 Event::Message { .. } => {}
             }
@@ -228,11 +176,7 @@ impl Driver {
         let failed: Vec<String> = reports
             .iter()
             .flatten()
-            .filter_map(|r| {
-                r.error
-                    .as_ref()
-                    .map(|e| format!("{}: {e}", describe(&participants[r.node])))
-            })
+            .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", describe(&participants[r.node]))))
             .collect();
         let silent: Vec<bool> = reports.iter().map(Option::is_none).collect();
         if !failed.is_empty() || silent.iter().any(|&s| s) {
@@ -252,10 +196,7 @@ impl Driver {
 }
 
 fn index(participants: &[Participant]) -> HashMap<SessionId, Participant> {
-    participants
-        .iter()
-        .map(|p| (p.session, p.clone()))
-        .collect()
+    participants.iter().map(|p| (p.session, p.clone())).collect()
 }
 
 fn describe(node: &Participant) -> String {
@@ -263,10 +204,5 @@ fn describe(node: &Participant) -> String {
 }
 
 fn names(participants: &[Participant], which: &[bool]) -> String {
-    participants
-        .iter()
-        .filter(|p| which[p.id])
-        .map(describe)
-        .collect::<Vec<_>>()
-        .join(", ")
+    participants.iter().filter(|p| which[p.id]).map(describe).collect::<Vec<_>>().join(", ")
 }

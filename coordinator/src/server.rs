@@ -26,32 +26,20 @@ pub type Control = Framed<TcpStream, LengthDelimitedCodec>;
 /// Wraps a TCP stream in the control framing.
 pub fn framed(stream: TcpStream) -> Control {
     let _ = stream.set_nodelay(true);
-    Framed::new(
-        stream,
-        LengthDelimitedCodec::builder()
-            .max_frame_length(MAX_CONTROL_FRAME)
-            .new_codec(),
-    )
+    Framed::new(stream, LengthDelimitedCodec::builder().max_frame_length(MAX_CONTROL_FRAME).new_codec())
 }
 
 /// Sends one control message.
 pub async fn send<T: serde::Serialize>(control: &mut Control, message: &T) -> anyhow::Result<()> {
     let body = codec::encode(message)?;
-    control
-        .send(Bytes::from(body))
-        .await
-        .context("sending a control message")
+    control.send(Bytes::from(body)).await.context("sending a control message")
 }
 
 /// Receives one control message; `None` when the peer closed the connection.
-pub async fn receive<T: serde::de::DeserializeOwned>(
-    control: &mut Control,
-) -> anyhow::Result<Option<T>> {
+pub async fn receive<T: serde::de::DeserializeOwned>(control: &mut Control) -> anyhow::Result<Option<T>> {
     match control.next().await {
         None => Ok(None),
-        Some(body) => Ok(Some(codec::decode(
-            &body.context("reading a control message")?,
-        )?)),
+        Some(body) => Ok(Some(codec::decode(&body.context("reading a control message")?)?)),
     }
 }
 
@@ -80,16 +68,9 @@ async fn connection(mut control: Control, coordinator: &Coordinator) -> anyhow::
         .await
         .context("no hello within the deadline")??;
     match first {
-        Some(ToCoordinator::Register {
-            version,
-            token,
-            name,
-            data_addr,
-        }) => {
+        Some(ToCoordinator::Register { version, token, name, data_addr }) => {
             if version != PROTOCOL_VERSION {
-                let reason = format!(
-                    "protocol version {version}; this coordinator speaks {PROTOCOL_VERSION}"
-                );
+                let reason = format!("protocol version {version}; this coordinator speaks {PROTOCOL_VERSION}");
                 return send(&mut control, &ToNode::Refused { reason }).await;
             }
             node_session(control, coordinator, &token, name, data_addr).await
@@ -123,10 +104,7 @@ async fn node_session(
     data_addr: String,
 ) -> anyhow::Result<()> {
     let (sender, mut outgoing) = mpsc::unbounded_channel();
-    let session = match coordinator
-        .cluster
-        .register(token, name.clone(), data_addr, sender)
-    {
+    let session = match coordinator.cluster.register(token, name.clone(), data_addr, sender) {
         Ok(session) => session,
         Err(reason) => {
             tracing::warn!(%name, %reason, "refused a node");

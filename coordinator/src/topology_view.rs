@@ -4,9 +4,10 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use topocomm_proto::Topology;
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use topocomm_proto::{Topology, catalogue};
 
-use crate::cli::TopologyArgs;
+use crate::cli::{ListArgs, TopologyArgs};
 
 /// Prints the topology `args` describes.
 pub fn print(args: &TopologyArgs) -> anyhow::Result<()> {
@@ -25,34 +26,50 @@ pub fn print(args: &TopologyArgs) -> anyhow::Result<()> {
         return emit(serde_json::to_string_pretty(&json)? + "\n");
     }
     let mut text = String::new();
-    writeln!(
-        text,
-        "{topology}: {} edges, diameter {}",
-        edges.len(),
-        topology.diameter()
-    )?;
+    writeln!(text, "{topology}: {} edges, diameter {}", edges.len(), topology.diameter())?;
     writeln!(text, "{:>4}  {:<12}  neighbours", "id", "coords")?;
     for id in 0..p {
-        let coords: Vec<String> = topology
-            .coords(id)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        let neighbours: Vec<String> = topology
-            .neighbours(id)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        writeln!(
-            text,
-            "{id:>4}  {:<12}  {}",
-            format!("({})", coords.join(",")),
-            neighbours.join(" ")
-        )?;
+        let coords: Vec<String> = topology.coords(id).iter().map(ToString::to_string).collect();
+        let neighbours: Vec<String> = topology.neighbours(id).iter().map(ToString::to_string).collect();
+        writeln!(text, "{id:>4}  {:<12}  {}", format!("({})", coords.join(",")), neighbours.join(" "))?;
     }
     let edges: Vec<String> = edges.iter().map(|(a, b)| format!("{a}-{b}")).collect();
     writeln!(text, "edges: {}", edges.join(" "))?;
     emit(text)
+}
+
+/// Prints the algorithm catalogue: `topocomm list`.
+pub fn list(args: &ListArgs) -> anyhow::Result<()> {
+    let entries = catalogue::ENTRIES.iter().filter(|e| args.collective.is_none_or(|c| c == e.collective));
+    let header = ["collective", "algorithm", "made for", "nodes", "steps", "source"];
+    let rows: Vec<[String; 6]> = entries
+        .map(|e| {
+            [
+                e.collective.to_string(),
+                e.algorithm.to_string(),
+                e.made_for.to_owned(),
+                e.nodes.to_owned(),
+                e.steps.to_owned(),
+                e.source.to_owned(),
+            ]
+        })
+        .collect();
+    if args.markdown {
+        let mut text = format!("| {} |\n|{}\n", header.join(" | "), " --- |".repeat(header.len()));
+        for row in &rows {
+            writeln!(text, "| {} |", row.join(" | "))?;
+        }
+        return emit(text);
+    }
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_header(header.to_vec());
+    for row in rows {
+        table.add_row(row.to_vec());
+    }
+    let defaults = "default: the algorithm made for the topology; --algorithm auto picks the large-message \
+                    algorithms (scatter-allgather, reduce-scatter-gather, halving-doubling/ring all-reduce) \
+                    from 64 KiB per node on 4 or more nodes";
+    emit(format!("{table}\n{defaults}\n"))
 }
 
 /// Writes to stdout; a reader that went away (`| head`) is not an error.

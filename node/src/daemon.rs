@@ -16,13 +16,12 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use topocomm_proto::codec;
-use topocomm_proto::control::{
-    MAX_CONTROL_FRAME, NodeReport, PROTOCOL_VERSION, ToCoordinator, ToNode, Wiring,
-};
+use topocomm_proto::control::{MAX_CONTROL_FRAME, NodeReport, PROTOCOL_VERSION, ToCoordinator, ToNode, Wiring};
 use topocomm_proto::frame::DEFAULT_MAX_FRAME;
 use topocomm_proto::{NodeId, Topology};
 
 use crate::handshake::{self, LinkHello};
+use crate::pacing::Clock;
 use crate::router::Router;
 use crate::run;
 
@@ -86,10 +85,7 @@ pub async fn run(args: NodeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding the data listener on {}", args.listen))?;
     let bound = listener.local_addr()?;
-    let shared = Arc::new(Shared {
-        token: args.token.clone(),
-        admission: Mutex::new(None),
-    });
+    let shared = Arc::new(Shared { token: args.token.clone(), admission: Mutex::new(None) });
     tokio::spawn(accept_links(listener, shared.clone()));
     tracing::info!(%bound, coordinator = %args.coordinator, "node daemon listening");
     loop {
@@ -130,26 +126,15 @@ async fn connect(address: &str, patience: Duration) -> anyhow::Result<TcpStream>
 }
 
 /// One control session: register, then serve wirings and runs.
-async fn session(
-    stream: TcpStream,
-    bound: SocketAddr,
-    args: &NodeArgs,
-    shared: &Arc<Shared>,
-) -> anyhow::Result<()> {
+async fn session(stream: TcpStream, bound: SocketAddr, args: &NodeArgs, shared: &Arc<Shared>) -> anyhow::Result<()> {
     let data_addr = match &args.advertise {
         Some(address) => address.clone(),
-        None if bound.ip().is_unspecified() => {
-            SocketAddr::new(stream.local_addr()?.ip(), bound.port()).to_string()
-        }
+        None if bound.ip().is_unspecified() => SocketAddr::new(stream.local_addr()?.ip(), bound.port()).to_string(),
         None => bound.to_string(),
     };
     let name = args.name.clone().unwrap_or_else(host_name);
-    let mut control = Framed::new(
-        stream,
-        LengthDelimitedCodec::builder()
-            .max_frame_length(MAX_CONTROL_FRAME)
-            .new_codec(),
-    );
+    let mut control =
+        Framed::new(stream, LengthDelimitedCodec::builder().max_frame_length(MAX_CONTROL_FRAME).new_codec());
     send(
         &mut control,
         &ToCoordinator::Register {
@@ -160,7 +145,7 @@ async fn session(
         },
     )
     .await?;
-    tracing::info!(%name, %data_addr, "registered with the coordinator");
+    tracing::info!(%name, %data_addr, "registering with the coordinator");
 
     let (reports_tx, mut reports) = mpsc::unbounded_channel::<NodeReport>();
     let mut router: Option<Arc<Router>> = None;
@@ -250,18 +235,11 @@ fn failed_report(spec: &topocomm_proto::spec::RunSpec, reason: &str) -> NodeRepo
 
 async fn send(control: &mut Control, message: &ToCoordinator) -> anyhow::Result<()> {
     let body = codec::encode(message)?;
-    control
-        .send(bytes::Bytes::from(body))
-        .await
-        .context("sending to the coordinator")
+    control.send(bytes::Bytes::from(body)).await.context("sending to the coordinator")
 }
 
 /// Opens every link of `wiring`: dials neighbours with higher ids, admits lower ones.
-async fn wire(
-    wiring: &Wiring,
-    shared: &Arc<Shared>,
-    max_frame: usize,
-) -> anyhow::Result<Arc<Router>> {
+async fn wire(wiring: &Wiring, shared: &Arc<Shared>, max_frame: usize) -> anyhow::Result<Arc<Router>> {
     let spec = &wiring.topology;
     let topology = Topology::new(spec.kind, spec.p, Some(&spec.dims))?;
     let me = wiring.id;
@@ -272,11 +250,7 @@ async fn wire(
             bail!("the wiring gives no address for neighbour {neighbour}");
         }
     }
-    let expected: BTreeSet<NodeId> = topology
-        .neighbours(me)
-        .into_iter()
-        .filter(|&n| n < me)
-        .collect();
+    let expected: BTreeSet<NodeId> = topology.neighbours(me).into_iter().filter(|&n| n < me).collect();
     let (linked, mut inbound) = mpsc::unbounded_channel();
     *shared.admission.lock().expect("admission lock") = Some(Admission {
         epoch: wiring.epoch,
@@ -292,11 +266,7 @@ async fn wire(
         .map(|peer| {
             let hello = LinkHello::new(&shared.token, wiring.epoch, me, peer);
             let address = addresses[&peer].clone();
-            tokio::spawn(async move {
-                dial(peer, address, hello, deadline)
-                    .await
-                    .map(|stream| (peer, stream))
-            })
+            tokio::spawn(async move { dial(peer, address, hello, deadline).await.map(|stream| (peer, stream)) })
         })
         .collect();
     let mut streams = Vec::new();
@@ -315,16 +285,11 @@ async fn wire(
         }
     }
     tracing::info!(epoch = wiring.epoch, id = me, %topology, links = streams.len(), "wired");
-    Ok(Router::start(me, topology, streams, max_frame))
+    Ok(Router::start(me, topology, streams, max_frame, Clock::Real))
 }
 
 /// Dials one higher-id neighbour until it admits us or the deadline passes.
-async fn dial(
-    peer: NodeId,
-    address: String,
-    hello: LinkHello,
-    deadline: Instant,
-) -> anyhow::Result<TcpStream> {
+async fn dial(peer: NodeId, address: String, hello: LinkHello, deadline: Instant) -> anyhow::Result<TcpStream> {
     loop {
         let attempt = async {
             let mut stream = TcpStream::connect(&address).await?;
@@ -386,16 +351,10 @@ fn admissible(shared: &Shared, hello: &LinkHello) -> Result<(), String> {
         return Err("this node is not wired yet".into());
     };
     if hello.epoch != admission.epoch {
-        return Err(format!(
-            "wiring epoch {} is not the current one ({})",
-            hello.epoch, admission.epoch
-        ));
+        return Err(format!("wiring epoch {} is not the current one ({})", hello.epoch, admission.epoch));
     }
     if hello.to != admission.id {
-        return Err(format!(
-            "this is node {}, not node {}",
-            admission.id, hello.to
-        ));
+        return Err(format!("this is node {}, not node {}", admission.id, hello.to));
     }
     if !admission.expected.remove(&hello.from) {
         return Err(format!(

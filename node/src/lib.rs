@@ -9,6 +9,7 @@ pub mod handshake;
 pub mod links;
 pub mod logging;
 pub mod mailbox;
+pub mod pacing;
 pub mod router;
 pub mod run;
 pub mod testing;

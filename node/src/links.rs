@@ -11,18 +11,19 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures::StreamExt;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 use tokio_util::sync::CancellationToken;
 use topocomm_proto::NodeId;
-use topocomm_proto::frame::{Frame, FrameHeader};
+use topocomm_proto::frame::{Frame, FrameHeader, SYSTEM_TAG_BASE};
 
-use crate::router::Router;
+use crate::router::{Outgoing, Router};
 
 /// Starts the reader and writer tasks of the link to `peer`.
 pub fn spawn<S>(
     peer: NodeId,
     stream: S,
-    frames: mpsc::UnboundedReceiver<Frame>,
+    frames: mpsc::UnboundedReceiver<Outgoing>,
     router: Arc<Router>,
     max_frame: usize,
     cancel: CancellationToken,
@@ -34,7 +35,7 @@ pub fn spawn<S>(
     let write_router = router.clone();
     tokio::spawn(async move {
         tokio::select! {
-            result = write_frames(writer, frames) => {
+            result = write_frames(writer, frames, &write_router) => {
                 if let Err(error) = result {
                     let reason = format!("link to node {peer}: write failed: {error}");
                     tracing::warn!(peer, %error, "link write failed");
@@ -58,15 +59,8 @@ pub fn spawn<S>(
 }
 
 /// Reads frames until the stream fails; returns why it stopped.
-async fn read_frames<R: AsyncRead>(
-    reader: R,
-    peer: NodeId,
-    router: &Router,
-    max_frame: usize,
-) -> String {
-    let codec = LengthDelimitedCodec::builder()
-        .max_frame_length(max_frame)
-        .new_codec();
+async fn read_frames<R: AsyncRead>(reader: R, peer: NodeId, router: &Router, max_frame: usize) -> String {
+    let codec = LengthDelimitedCodec::builder().max_frame_length(max_frame).new_codec();
     let mut frames = std::pin::pin!(FramedRead::new(reader, codec));
     loop {
         let body = match frames.next().await {
@@ -84,13 +78,32 @@ async fn read_frames<R: AsyncRead>(
     }
 }
 
-/// Writes frames until the router drops the queue.
+/// Writes frames until the router drops the queue. Under emulation the link carries one
+/// frame at a time: a frame starts when it is queued or when the link frees up, whichever
+/// is later, and occupies the link for t_w · bytes, plus t_h on its first packet, plus
+/// t_s when its source sends it. Deadlines come from that schedule, not from when the
+/// previous write happened to finish, so timing errors do not add up.
 async fn write_frames<W: AsyncWrite>(
     writer: W,
-    mut frames: mpsc::UnboundedReceiver<Frame>,
+    mut frames: mpsc::UnboundedReceiver<Outgoing>,
+    router: &Router,
 ) -> std::io::Result<()> {
     let mut writer = std::pin::pin!(writer);
-    while let Some(frame) = frames.recv().await {
+    let clock = router.clock();
+    let mut free_at = Instant::now();
+    while let Some(Outgoing { frame, queued_at }) = frames.recv().await {
+        let header = &frame.header;
+        if let Some(model) = router.emulation().filter(|_| header.tag < SYSTEM_TAG_BASE) {
+            let mut busy = model.transfer_ns(frame.payload.len());
+            if header.packet == 0 {
+                busy += model.th_ns;
+                if header.hops == 0 {
+                    busy += model.ts_ns;
+                }
+            }
+            free_at = free_at.max(queued_at) + clock.duration(busy);
+            clock.wait_until(free_at).await;
+        }
         let mut head = BytesMut::with_capacity(4 + FrameHeader::ENCODED_LEN);
         head.put_u32(frame.body_len() as u32);
         head.extend_from_slice(&frame.header.encode());

@@ -3,17 +3,15 @@
 
 use tracing_subscriber::EnvFilter;
 
-/// Installs the global subscriber, writing to stderr.
+/// Installs the global subscriber, writing to stderr, at `info` unless `RUST_LOG` says otherwise.
 pub fn init() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let json =
-        std::env::var("TOPOCOMM_LOG").is_ok_and(|format| format.eq_ignore_ascii_case("json"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = if json {
-        builder.json().try_init()
-    } else {
-        builder.try_init()
-    };
+    init_with_default("info");
+}
+
+/// Installs the global subscriber at `default` unless `RUST_LOG` says otherwise.
+pub fn init_with_default(default: &str) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let json = std::env::var("TOPOCOMM_LOG").is_ok_and(|format| format.eq_ignore_ascii_case("json"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = if json { builder.json().try_init() } else { builder.try_init() };
 }

@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 use tokio::sync::oneshot;
+
 use topocomm_proto::NodeId;
 use topocomm_proto::frame::Tag;
 
@@ -18,11 +19,18 @@ pub struct MessageKey {
     pub tag: Tag,
 }
 
-type Waiter = oneshot::Sender<Result<Bytes, String>>;
+/// A delivered message and the step its sender was at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub payload: Bytes,
+    pub step: u16,
+}
+
+type Waiter = oneshot::Sender<Result<Delivery, String>>;
 
 enum Slot {
     /// Messages that arrived before anyone asked, oldest first.
-    Queued(VecDeque<Bytes>),
+    Queued(VecDeque<Delivery>),
     /// A `recv` waiting for the next message.
     Waiting(Waiter),
 }
@@ -44,13 +52,13 @@ pub struct Mailbox {
 
 /// What `Mailbox::take` hands back: the message, or a receiver to wait on.
 pub enum Take {
-    Ready(Bytes),
-    Wait(oneshot::Receiver<Result<Bytes, String>>),
+    Ready(Delivery),
+    Wait(oneshot::Receiver<Result<Delivery, String>>),
 }
 
 impl Mailbox {
     /// Hands a message to its waiter, or queues it.
-    pub fn deliver(&self, key: MessageKey, payload: Bytes) {
+    pub fn deliver(&self, key: MessageKey, payload: Delivery) {
         let mut state = self.state.lock().expect("mailbox lock");
         if key.run < state.oldest_run {
             tracing::debug!(run = key.run, "dropping a frame of a finished run");
@@ -60,9 +68,7 @@ impl Mailbox {
             Some(Slot::Waiting(waiter)) => {
                 if let Err(Ok(payload)) = waiter.send(Ok(payload)) {
                     // The waiter gave up (deadline): keep the message for a later recv.
-                    state
-                        .slots
-                        .insert(key, Slot::Queued(VecDeque::from([payload])));
+                    state.slots.insert(key, Slot::Queued(VecDeque::from([payload])));
                 }
             }
             Some(Slot::Queued(mut queue)) => {
@@ -70,9 +76,7 @@ impl Mailbox {
                 state.slots.insert(key, Slot::Queued(queue));
             }
             None => {
-                state
-                    .slots
-                    .insert(key, Slot::Queued(VecDeque::from([payload])));
+                state.slots.insert(key, Slot::Queued(VecDeque::from([payload])));
             }
         }
     }
@@ -109,11 +113,8 @@ impl Mailbox {
         if state.fault.is_none() {
             state.fault = Some(reason.clone());
         }
-        let waiters: Vec<Slot> = state
-            .slots
-            .extract_if(|_, slot| matches!(slot, Slot::Waiting(_)))
-            .map(|(_, slot)| slot)
-            .collect();
+        let waiters: Vec<Slot> =
+            state.slots.extract_if(|_, slot| matches!(slot, Slot::Waiting(_))).map(|(_, slot)| slot).collect();
         drop(state);
         for slot in waiters {
             if let Slot::Waiting(waiter) = slot {

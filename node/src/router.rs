@@ -4,22 +4,32 @@
 //! It knows links only as queues of frames; it never touches a socket.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use topocomm_proto::frame::{Frame, FrameHeader, SYSTEM_TAG_BASE};
+use topocomm_proto::spec::{LinkModel, Routing};
 use topocomm_proto::{NodeId, Topology};
 
 use crate::links;
-use crate::mailbox::{Mailbox, MessageKey};
+use crate::mailbox::{Delivery, Mailbox, MessageKey};
+use crate::pacing::Clock;
+
+/// A frame waiting for its link, with the moment it was handed over (emulated links
+/// schedule from it, so software delays do not add up along a route).
+pub struct Outgoing {
+    pub frame: Frame,
+    pub queued_at: Instant,
+}
 
 /// The sending side of one neighbour link, with what it carried.
 struct LinkQueue {
-    frames: mpsc::UnboundedSender<Frame>,
+    frames: mpsc::UnboundedSender<Outgoing>,
     /// Payload + header bytes handed to this link for algorithm traffic.
     bytes: AtomicU64,
 }
@@ -45,15 +55,8 @@ pub struct Traffic {
 pub enum RouteError {
     #[error("frame names node {node}, but this cluster has {p} nodes")]
     UnknownNode { node: u32, p: usize },
-    #[error(
-        "frame from node {src} to node {dst} has crossed {hops} links, more than the diameter {diameter}"
-    )]
-    TooManyHops {
-        src: u32,
-        dst: u32,
-        hops: u16,
-        diameter: usize,
-    },
+    #[error("frame from node {src} to node {dst} has crossed {hops} links, more than the diameter {diameter}")]
+    TooManyHops { src: u32, dst: u32, hops: u16, diameter: usize },
     #[error("the link to node {0} is closed")]
     LinkClosed(NodeId),
 }
@@ -69,6 +72,12 @@ pub struct Router {
     counters: Counters,
     /// Cancelled when this wiring is replaced: every link task of it ends.
     shutdown: CancellationToken,
+    /// The link physics of the current run (`None`: full speed).
+    emulation: RwLock<Option<LinkModel>>,
+    /// The clock emulated delays are measured on.
+    clock: Clock,
+    /// Cut-through messages whose last packet has not arrived yet.
+    partial: Mutex<HashMap<MessageKey, BytesMut>>,
 }
 
 impl Router {
@@ -79,30 +88,17 @@ impl Router {
         topology: Topology,
         streams: Vec<(NodeId, S)>,
         max_frame: usize,
+        clock: Clock,
     ) -> Arc<Self>
     where
         S: AsyncRead + AsyncWrite + Send + 'static,
     {
-        let next_hop = (0..topology.p())
-            .map(|dst| {
-                if dst == id {
-                    id
-                } else {
-                    topology.next_hop(id, dst)
-                }
-            })
-            .collect();
+        let next_hop = (0..topology.p()).map(|dst| if dst == id { id } else { topology.next_hop(id, dst) }).collect();
         let mut links = HashMap::new();
         let mut outgoing = Vec::new();
         for (peer, stream) in streams {
             let (tx, rx) = mpsc::unbounded_channel();
-            links.insert(
-                peer,
-                LinkQueue {
-                    frames: tx,
-                    bytes: AtomicU64::new(0),
-                },
-            );
+            links.insert(peer, LinkQueue { frames: tx, bytes: AtomicU64::new(0) });
             outgoing.push((peer, stream, rx));
         }
         let router = Arc::new(Router {
@@ -113,16 +109,12 @@ impl Router {
             mailbox: Mailbox::default(),
             counters: Counters::default(),
             shutdown: CancellationToken::new(),
+            emulation: RwLock::new(None),
+            clock,
+            partial: Mutex::new(HashMap::new()),
         });
         for (peer, stream, rx) in outgoing {
-            links::spawn(
-                peer,
-                stream,
-                rx,
-                router.clone(),
-                max_frame,
-                router.shutdown.child_token(),
-            );
+            links::spawn(peer, stream, rx, router.clone(), max_frame, router.shutdown.child_token());
         }
         router
     }
@@ -139,6 +131,21 @@ impl Router {
         &self.mailbox
     }
 
+    /// The clock emulated delays are measured on.
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// Sets the link physics for the run that starts (`None`: full speed).
+    pub fn set_emulation(&self, model: Option<LinkModel>) {
+        *self.emulation.write().expect("emulation lock") = model;
+    }
+
+    /// The link physics in force.
+    pub fn emulation(&self) -> Option<LinkModel> {
+        *self.emulation.read().expect("emulation lock")
+    }
+
     /// Closes every link of this wiring.
     pub fn shutdown(&self) {
         self.shutdown.cancel();
@@ -148,10 +155,7 @@ impl Router {
     pub fn originate(&self, header: FrameHeader, payload: Bytes) -> Result<(), RouteError> {
         let dst = header.dst();
         if dst >= self.topology.p() {
-            return Err(RouteError::UnknownNode {
-                node: header.dst,
-                p: self.topology.p(),
-            });
+            return Err(RouteError::UnknownNode { node: header.dst, p: self.topology.p() });
         }
         tracing::debug!(
             run = header.run,
@@ -170,7 +174,19 @@ impl Router {
             self.deliver(header, payload);
             return Ok(());
         }
-        self.push(Frame { header, payload })
+        let model = self.emulation().filter(|m| m.routing == Routing::Ct && header.tag < SYSTEM_TAG_BASE);
+        let Some(model) = model else {
+            return self.push(Frame { header, payload });
+        };
+        // Cut-through: the message leaves in packets that every hop passes on as they arrive.
+        let packet = model.packet_len(payload.len());
+        let count = payload.len().div_ceil(packet).max(1);
+        for index in 0..count {
+            let part = payload.slice((index * packet).min(payload.len())..((index + 1) * packet).min(payload.len()));
+            let header = FrameHeader { packet: index as u32, last: index + 1 == count, ..header };
+            self.push(Frame { header, payload: part })?;
+        }
+        Ok(())
     }
 
     /// Takes a frame that arrived on the link from `from`: delivers or forwards it.
@@ -199,17 +215,9 @@ impl Router {
         }
         let diameter = self.topology.diameter();
         if header.hops as usize >= diameter.max(1) {
-            return Err(RouteError::TooManyHops {
-                src: header.src,
-                dst: header.dst,
-                hops: header.hops,
-                diameter,
-            });
+            return Err(RouteError::TooManyHops { src: header.src, dst: header.dst, hops: header.hops, diameter });
         }
-        let forwarded = FrameHeader {
-            hops: header.hops + 1,
-            ..header
-        };
+        let forwarded = FrameHeader { hops: header.hops + 1, ..header };
         tracing::debug!(
             run = header.run,
             iteration = header.iteration,
@@ -222,13 +230,10 @@ impl Router {
             bytes = frame.payload.len(),
             "forward"
         );
-        if header.tag < SYSTEM_TAG_BASE {
+        if header.tag < SYSTEM_TAG_BASE && header.packet == 0 {
             self.counters.forwarded.fetch_add(1, Ordering::Relaxed);
         }
-        self.push(Frame {
-            header: forwarded,
-            payload: frame.payload,
-        })
+        self.push(Frame { header: forwarded, payload: frame.payload })
     }
 
     /// A link failed: the wiring is broken and every wait fails with `reason`.
@@ -247,11 +252,8 @@ impl Router {
 
     /// The traffic counted since the last reset.
     pub fn traffic(&self) -> Traffic {
-        let mut link_bytes: Vec<(NodeId, u64)> = self
-            .links
-            .iter()
-            .map(|(peer, link)| (*peer, link.bytes.load(Ordering::Relaxed)))
-            .collect();
+        let mut link_bytes: Vec<(NodeId, u64)> =
+            self.links.iter().map(|(peer, link)| (*peer, link.bytes.load(Ordering::Relaxed))).collect();
         link_bytes.sort_unstable();
         Traffic {
             frames_sent: self.counters.sent.load(Ordering::Relaxed),
@@ -260,25 +262,30 @@ impl Router {
         }
     }
 
+    /// Hands a message (or, under cut-through, one of its packets) to the mailbox.
     fn deliver(&self, header: FrameHeader, payload: Bytes) {
-        let key = MessageKey {
-            run: header.run,
-            iteration: header.iteration,
-            src: header.src(),
-            tag: header.tag,
+        let key = MessageKey { run: header.run, iteration: header.iteration, src: header.src(), tag: header.tag };
+        let payload = if header.packet == 0 && header.last {
+            payload
+        } else {
+            let mut partial = self.partial.lock().expect("reassembly lock");
+            let message = partial.entry(key).or_default();
+            message.extend_from_slice(&payload);
+            if !header.last {
+                return;
+            }
+            partial.remove(&key).expect("just extended").freeze()
         };
-        self.mailbox.deliver(key, payload);
+        self.mailbox.deliver(key, Delivery { payload, step: header.step });
     }
 
     fn push(&self, frame: Frame) -> Result<(), RouteError> {
         let via = self.next_hop[frame.header.dst()];
         let link = self.links.get(&via).ok_or(RouteError::LinkClosed(via))?;
         if frame.header.tag < SYSTEM_TAG_BASE {
-            link.bytes
-                .fetch_add(frame.body_len() as u64, Ordering::Relaxed);
+            link.bytes.fetch_add(frame.body_len() as u64, Ordering::Relaxed);
         }
-        link.frames
-            .send(frame)
-            .map_err(|_| RouteError::LinkClosed(via))
+        let outgoing = Outgoing { frame, queued_at: Instant::now() };
+        link.frames.send(outgoing).map_err(|_| RouteError::LinkClosed(via))
     }
 }

@@ -19,6 +19,7 @@ use crate::router::Router;
 pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
     let (id, p) = (router.id(), router.topology().p());
     router.mailbox().begin_run(spec.run);
+    router.set_emulation(spec.emulation);
     let input = reference::input(spec, p, id);
     let mut report = NodeReport {
         run: spec.run,
@@ -72,12 +73,7 @@ async fn iterate(
         if iteration == spec.warmup {
             router.reset_traffic();
         }
-        let comm = Comm::new(
-            router.clone(),
-            spec.run,
-            iteration,
-            Instant::now() + timeout,
-        );
+        let comm = Comm::new(router.clone(), spec.run, iteration, Instant::now() + timeout);
         barrier::dissemination(&comm, barrier::RUNTIME_BARRIER_TAG).await?;
         let started = Instant::now();
         output = collectives::run(&comm, spec, input.clone()).await?;

@@ -10,6 +10,7 @@ use topocomm_proto::frame::DEFAULT_MAX_FRAME;
 use topocomm_proto::{NodeId, Topology};
 
 use crate::comm::{Comm, CommError};
+use crate::pacing::Clock;
 use crate::router::Router;
 
 /// Bytes an in-memory pipe buffers per direction before its writer waits.
@@ -21,11 +22,17 @@ pub struct MemoryCluster {
 }
 
 impl MemoryCluster {
-    /// Wires `topology` (call inside a tokio runtime).
+    /// Wires `topology` with full-speed links measured on the wall clock (call inside a
+    /// tokio runtime).
     pub fn start(topology: &Topology) -> Self {
+        Self::with_clock(topology, Clock::Real)
+    }
+
+    /// Wires `topology`, measuring emulated delays on `clock` (`Clock::Virtual` in a
+    /// paused runtime makes every run take exactly its emulated time).
+    pub fn with_clock(topology: &Topology, clock: Clock) -> Self {
         let p = topology.p();
-        let mut streams: Vec<Vec<(NodeId, tokio::io::DuplexStream)>> =
-            (0..p).map(|_| Vec::new()).collect();
+        let mut streams: Vec<Vec<(NodeId, tokio::io::DuplexStream)>> = (0..p).map(|_| Vec::new()).collect();
         for (a, b) in topology.edges() {
             let (end_a, end_b) = tokio::io::duplex(PIPE_CAPACITY);
             streams[a].push((b, end_a));
@@ -34,7 +41,7 @@ impl MemoryCluster {
         let routers = streams
             .into_iter()
             .enumerate()
-            .map(|(id, links)| Router::start(id, topology.clone(), links, DEFAULT_MAX_FRAME))
+            .map(|(id, links)| Router::start(id, topology.clone(), links, DEFAULT_MAX_FRAME, clock))
             .collect();
         MemoryCluster { routers }
     }
@@ -47,35 +54,19 @@ impl MemoryCluster {
     /// One `Comm` per node for `iteration` of `run`, each with `timeout` to finish.
     pub fn comms(&self, run: u64, iteration: u32, timeout: Duration) -> Vec<Comm> {
         let deadline = Instant::now() + timeout;
-        self.routers
-            .iter()
-            .map(|router| Comm::new(router.clone(), run, iteration, deadline))
-            .collect()
+        self.routers.iter().map(|router| Comm::new(router.clone(), run, iteration, deadline)).collect()
     }
 
     /// Runs `algorithm` on every node at once (each on its own task) and returns each
     /// node's result in id order.
-    pub async fn run_all<T, F, Fut>(
-        &self,
-        run: u64,
-        timeout: Duration,
-        algorithm: F,
-    ) -> Vec<Result<T, CommError>>
+    pub async fn run_all<T, F, Fut>(&self, run: u64, timeout: Duration, algorithm: F) -> Vec<Result<T, CommError>>
     where
         T: Send + 'static,
         F: Fn(Comm) -> Fut,
         Fut: Future<Output = Result<T, CommError>> + Send + 'static,
     {
-        let tasks: Vec<_> = self
-            .comms(run, 0, timeout)
-            .into_iter()
-            .map(|comm| tokio::spawn(algorithm(comm)))
-            .collect();
-        join_all(tasks)
-            .await
-            .into_iter()
-            .map(|joined| joined.expect("algorithm task panicked"))
-            .collect()
+        let tasks: Vec<_> = self.comms(run, 0, timeout).into_iter().map(|comm| tokio::spawn(algorithm(comm))).collect();
+        join_all(tasks).await.into_iter().map(|joined| joined.expect("algorithm task panicked")).collect()
     }
 }
 

@@ -16,12 +16,7 @@ use topocomm_proto::{Topology, TopologyKind};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
-const ALGORITHMS: [Algorithm; 4] = [
-    Algorithm::Linear,
-    Algorithm::Ring,
-    Algorithm::Mesh,
-    Algorithm::Hypercube,
-];
+const ALGORITHMS: [Algorithm; 4] = [Algorithm::Linear, Algorithm::Ring, Algorithm::Mesh, Algorithm::Hypercube];
 const COLLECTIVES: [Collective; 2] = [Collective::Broadcast, Collective::Reduce];
 const DTYPES: [Dtype; 4] = [Dtype::I32, Dtype::I64, Dtype::F32, Dtype::F64];
 const OPS: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max];
@@ -51,6 +46,7 @@ fn spec(
         dump: false,
         shift: 1,
         exclusive: false,
+        emulation: None,
     }
 }
 
@@ -73,18 +69,14 @@ async fn verify(cluster: &MemoryCluster, topology: &Topology, spec: &RunSpec) {
         })
         .await;
     for (node, output) in outputs.into_iter().enumerate() {
-        let output =
-            output.unwrap_or_else(|error| panic!("{context}: node {node} failed: {error}"));
+        let output = output.unwrap_or_else(|error| panic!("{context}: node {node} failed: {error}"));
         if let Err(mismatch) = reference::check(spec, p, node, &output) {
             panic!("{context}: node {node}: {mismatch}");
         }
     }
     for node in 0..p {
         let queued = cluster.router(node).mailbox().queued();
-        assert_eq!(
-            queued, 0,
-            "{context}: node {node} holds {queued} messages nobody took"
-        );
+        assert_eq!(queued, 0, "{context}: node {node} holds {queued} messages nobody took");
     }
 }
 
@@ -110,12 +102,7 @@ async fn sweep(kind: TopologyKind) {
                         run += 1;
                         let dtype = DTYPES[run as usize % 4];
                         let op = OPS[run as usize / 4 % 4];
-                        verify(
-                            &cluster,
-                            &topology,
-                            &spec(run, collective, algorithm, root, elements, dtype, op),
-                        )
-                        .await;
+                        verify(&cluster, &topology, &spec(run, collective, algorithm, root, elements, dtype, op)).await;
                     }
                 }
             }
@@ -177,15 +164,7 @@ async fn on_explicit_grid_shapes() {
         for collective in COLLECTIVES {
             for root in 0..p {
                 run += 1;
-                let s = spec(
-                    run,
-                    collective,
-                    Algorithm::Mesh,
-                    root,
-                    3,
-                    Dtype::I64,
-                    ReduceOp::Sum,
-                );
+                let s = spec(run, collective, Algorithm::Mesh, root, 3, Dtype::I64, ReduceOp::Sum);
                 verify(&cluster, &topology, &s).await;
             }
         }
@@ -197,28 +176,16 @@ async fn on_explicit_grid_shapes() {
 async fn on_32_and_64_nodes() {
     let mut run = 0;
     for p in [32, 64] {
-        for kind in [
-            TopologyKind::Ring,
-            TopologyKind::Torus,
-            TopologyKind::Mesh3d,
-            TopologyKind::Hypercube,
-            TopologyKind::Full,
-        ] {
+        for kind in
+            [TopologyKind::Ring, TopologyKind::Torus, TopologyKind::Mesh3d, TopologyKind::Hypercube, TopologyKind::Full]
+        {
             let topology = topology(kind, p).unwrap();
             let cluster = MemoryCluster::start(&topology);
             for algorithm in ALGORITHMS {
                 for collective in COLLECTIVES {
                     for root in [0, p - 1, 21] {
                         run += 1;
-                        let s = spec(
-                            run,
-                            collective,
-                            algorithm,
-                            root,
-                            5,
-                            Dtype::F64,
-                            ReduceOp::Sum,
-                        );
+                        let s = spec(run, collective, algorithm, root, 5, Dtype::F64, ReduceOp::Sum);
                         verify(&cluster, &topology, &s).await;
                     }
                 }
@@ -250,87 +217,24 @@ async fn reduce_every_dtype_and_op() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_mebibyte() {
     let cases = [
-        (
-            Collective::Broadcast,
-            Algorithm::Ring,
-            TopologyKind::Ring,
-            7,
-            3,
-            Dtype::I32,
-            ReduceOp::Sum,
-        ),
-        (
-            Collective::Broadcast,
-            Algorithm::Mesh,
-            TopologyKind::Torus,
-            16,
-            5,
-            Dtype::F32,
-            ReduceOp::Sum,
-        ),
-        (
-            Collective::Broadcast,
-            Algorithm::Hypercube,
-            TopologyKind::Ring,
-            8,
-            6,
-            Dtype::I64,
-            ReduceOp::Sum,
-        ),
-        (
-            Collective::Reduce,
-            Algorithm::Hypercube,
-            TopologyKind::Hypercube,
-            8,
-            1,
-            Dtype::F64,
-            ReduceOp::Sum,
-        ),
-        (
-            Collective::Reduce,
-            Algorithm::Mesh,
-            TopologyKind::Mesh3d,
-            8,
-            7,
-            Dtype::I32,
-            ReduceOp::Prod,
-        ),
-        (
-            Collective::Reduce,
-            Algorithm::Ring,
-            TopologyKind::Ring,
-            5,
-            2,
-            Dtype::F32,
-            ReduceOp::Max,
-        ),
+        (Collective::Broadcast, Algorithm::Ring, TopologyKind::Ring, 7, 3, Dtype::I32, ReduceOp::Sum),
+        (Collective::Broadcast, Algorithm::Mesh, TopologyKind::Torus, 16, 5, Dtype::F32, ReduceOp::Sum),
+        (Collective::Broadcast, Algorithm::Hypercube, TopologyKind::Ring, 8, 6, Dtype::I64, ReduceOp::Sum),
+        (Collective::Reduce, Algorithm::Hypercube, TopologyKind::Hypercube, 8, 1, Dtype::F64, ReduceOp::Sum),
+        (Collective::Reduce, Algorithm::Mesh, TopologyKind::Mesh3d, 8, 7, Dtype::I32, ReduceOp::Prod),
+        (Collective::Reduce, Algorithm::Ring, TopologyKind::Ring, 5, 2, Dtype::F32, ReduceOp::Max),
     ];
     for (run, (collective, algorithm, kind, p, root, dtype, op)) in cases.into_iter().enumerate() {
         let topology = topology(kind, p).unwrap();
         let cluster = MemoryCluster::start(&topology);
         let elements = (1 << 20) / dtype.size();
-        verify(
-            &cluster,
-            &topology,
-            &spec(
-                run as u64 + 1,
-                collective,
-                algorithm,
-                root,
-                elements,
-                dtype,
-                op,
-            ),
-        )
-        .await;
+        verify(&cluster, &topology, &spec(run as u64 + 1, collective, algorithm, root, elements, dtype, op)).await;
     }
 }
 
 /// Frames forwarded by the routers of every node of `cluster`.
 fn forwarded(cluster: &MemoryCluster, p: usize) -> u64 {
-    (0..p)
-        .map(|node| cluster.router(node).traffic().frames_forwarded)
-        .sum()
+    (0..p).map(|node| cluster.router(node).traffic().frames_forwarded).sum()
 }
 
 /// Runs broadcast and reduce with `algorithm` on a fresh cluster wired as `kind` with p
@@ -339,15 +243,7 @@ async fn forwarded_by(algorithm: Algorithm, kind: TopologyKind, p: usize) -> u64
     let topology = topology(kind, p).unwrap();
     let cluster = MemoryCluster::start(&topology);
     for (run, collective) in COLLECTIVES.into_iter().enumerate() {
-        let s = spec(
-            run as u64 + 1,
-            collective,
-            algorithm,
-            p / 2 + 1,
-            4,
-            Dtype::I32,
-            ReduceOp::Sum,
-        );
+        let s = spec(run as u64 + 1, collective, algorithm, p / 2 + 1, 4, Dtype::I32, ReduceOp::Sum);
         verify(&cluster, &topology, &s).await;
     }
     forwarded(&cluster, p)
@@ -373,11 +269,7 @@ async fn mismatched_topologies_forward_frames() {
         (Algorithm::Linear, TopologyKind::Full, 7),
     ];
     for (algorithm, kind, p) in native {
-        assert_eq!(
-            forwarded_by(algorithm, kind, p).await,
-            0,
-            "{algorithm} on {kind} of {p} forwarded frames"
-        );
+        assert_eq!(forwarded_by(algorithm, kind, p).await, 0, "{algorithm} on {kind} of {p} forwarded frames");
     }
 }
 
@@ -388,15 +280,7 @@ async fn a_root_outside_the_cluster_is_refused() {
     let cluster = MemoryCluster::start(&topology);
     for (run, collective) in COLLECTIVES.into_iter().enumerate() {
         for algorithm in ALGORITHMS {
-            let s = Arc::new(spec(
-                run as u64 + 1,
-                collective,
-                algorithm,
-                4,
-                2,
-                Dtype::I32,
-                ReduceOp::Sum,
-            ));
+            let s = Arc::new(spec(run as u64 + 1, collective, algorithm, 4, 2, Dtype::I32, ReduceOp::Sum));
             let outputs = cluster
                 .run_all(s.run, TIMEOUT, move |comm| {
                     let s = s.clone();
@@ -404,11 +288,7 @@ async fn a_root_outside_the_cluster_is_refused() {
                 })
                 .await;
             for (me, output) in outputs.into_iter().enumerate() {
-                assert_eq!(
-                    output,
-                    Err(CommError::NoSuchPeer { me, peer: 4, p: 4 }),
-                    "{algorithm} {collective}"
-                );
+                assert_eq!(output, Err(CommError::NoSuchPeer { me, peer: 4, p: 4 }), "{algorithm} {collective}");
             }
         }
     }
@@ -422,15 +302,7 @@ async fn unequal_vectors_fail_the_reduction() {
     let outputs = cluster
         .run_all(1, Duration::from_secs(5), |comm: Comm| async move {
             let vector = Bytes::from(vec![1u8; 4 * (comm.id() + 1)]);
-            reduce::run(
-                &comm,
-                Algorithm::Linear,
-                0,
-                vector,
-                Dtype::I32,
-                ReduceOp::Sum,
-            )
-            .await
+            reduce::run(&comm, Algorithm::Linear, 0, vector, Dtype::I32, ReduceOp::Sum).await
         })
         .await;
     let source = ElementsError::LengthMismatch { acc: 4, other: 8 };

@@ -36,11 +36,18 @@ pub struct FrameHeader {
     pub tag: Tag,
     /// Links crossed so far.
     pub hops: u16,
+    /// The sender's step: one more than the deepest step it had received from when it
+    /// sent (so the deepest step anyone receives is the schedule's step count).
+    pub step: u16,
+    /// Index of this packet within its message (cut-through moves messages in packets).
+    pub packet: u32,
+    /// Whether this is the message's last packet (always, under store-and-forward).
+    pub last: bool,
 }
 
 impl FrameHeader {
     /// The header's encoded length: fixed, because integers are fixed-width.
-    pub const ENCODED_LEN: usize = 8 + 4 + 4 + 4 + 4 + 2;
+    pub const ENCODED_LEN: usize = 8 + 4 + 4 + 4 + 4 + 2 + 2 + 4 + 1;
 
     pub fn src(&self) -> NodeId {
         self.src as NodeId
@@ -79,10 +86,7 @@ impl Frame {
         }
         let header_bytes = body.split_to(FrameHeader::ENCODED_LEN);
         let header = FrameHeader::decode(&header_bytes)?;
-        Ok(Frame {
-            header,
-            payload: body,
-        })
+        Ok(Frame { header, payload: body })
     }
 
     /// Header plus payload length: what the length prefix says.
@@ -96,14 +100,7 @@ mod tests {
     use super::*;
 
     fn header() -> FrameHeader {
-        FrameHeader {
-            run: 9,
-            iteration: 3,
-            src: 1,
-            dst: 6,
-            tag: 42,
-            hops: 2,
-        }
+        FrameHeader { run: 9, iteration: 3, src: 1, dst: 6, tag: 42, hops: 2 }
     }
 
     #[test]
@@ -120,10 +117,7 @@ mod tests {
         assert_eq!(frame.header, header());
         assert_eq!(&frame.payload[..], b"payload");
         // Same allocation: the payload points into the received body.
-        assert_eq!(
-            frame.payload.as_ptr(),
-            body[FrameHeader::ENCODED_LEN..].as_ptr()
-        );
+        assert_eq!(frame.payload.as_ptr(), body[FrameHeader::ENCODED_LEN..].as_ptr());
     }
 
     #[test]

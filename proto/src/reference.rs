@@ -61,7 +61,7 @@ pub fn node_block(spec: &RunSpec, node: NodeId, block: usize) -> Vec<u8> {
 /// any block boundary of whole elements): the generator seeks there, so a block costs
 /// only its own length.
 pub fn node_data(spec: &RunSpec, node: NodeId, offset: usize, len: usize) -> Vec<u8> {
-    debug_assert!(offset % 4 == 0, "offset {offset} is not word-aligned");
+    debug_assert!(offset.is_multiple_of(4), "offset {offset} is not word-aligned");
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
     rng.set_stream(node as u64);
     rng.set_word_pos((offset / 4) as u128);
@@ -141,11 +141,7 @@ pub struct Expected {
 impl Expected {
     /// A result that must match `bytes` exactly.
     pub fn exact(dtype: Dtype, bytes: Vec<u8>) -> Self {
-        Expected {
-            dtype,
-            bytes,
-            tolerance: Tolerance::Exact,
-        }
+        Expected { dtype, bytes, tolerance: Tolerance::Exact }
     }
 
     /// The tolerance of element `index` (0 for an exact match).
@@ -159,10 +155,7 @@ impl Expected {
     /// Holds a node's output against the reference.
     pub fn check(&self, output: &[u8]) -> Result<(), Mismatch> {
         if output.len() != self.bytes.len() {
-            return Err(Mismatch::Length {
-                got: output.len(),
-                expected: self.bytes.len(),
-            });
+            return Err(Mismatch::Length { got: output.len(), expected: self.bytes.len() });
         }
         if output == self.bytes.as_slice() {
             return Ok(());
@@ -197,8 +190,7 @@ impl Expected {
         }
         match &self.tolerance {
             Tolerance::PerElement(bounds) if got.len() == self.dtype.size() => {
-                let diff = elements::element_to_f64(self.dtype, got)
-                    - elements::element_to_f64(self.dtype, want);
+                let diff = elements::element_to_f64(self.dtype, got) - elements::element_to_f64(self.dtype, want);
                 // A NaN difference is never within tolerance.
                 diff.abs() <= bounds.get(index).copied().unwrap_or(0.0)
             }
@@ -218,22 +210,11 @@ pub enum Mismatch {
         "{differing} of {total} elements differ; first at element {first}: got {got}, expected {expected} ({})",
         describe_tolerance(.tolerance)
     )]
-    Elements {
-        differing: usize,
-        total: usize,
-        first: usize,
-        got: String,
-        expected: String,
-        tolerance: f64,
-    },
+    Elements { differing: usize, total: usize, first: usize, got: String, expected: String, tolerance: f64 },
 }
 
 fn describe_tolerance(tolerance: &f64) -> String {
-    if *tolerance == 0.0 {
-        "must match exactly".to_owned()
-    } else {
-        format!("tolerance {tolerance:.3e}")
-    }
+    if *tolerance == 0.0 { "must match exactly".to_owned() } else { format!("tolerance {tolerance:.3e}") }
 }
 
 /// What node `node` of a `p`-node run must end with. Reductions are computed in node
@@ -257,9 +238,7 @@ fn describe_tolerance(tolerance: &f64) -> String {
 pub fn expected(spec: &RunSpec, p: usize, node: NodeId) -> Expected {
     debug_assert!(node < p, "node {node} is not one of {p} nodes");
     let nothing = || Expected::exact(spec.dtype, Vec::new());
-    let concat = |blocks: &mut dyn Iterator<Item = Vec<u8>>| {
-        Expected::exact(spec.dtype, blocks.flatten().collect())
-    };
+    let concat = |blocks: &mut dyn Iterator<Item = Vec<u8>>| Expected::exact(spec.dtype, blocks.flatten().collect());
     let vectors = |nodes: std::ops::Range<NodeId>| nodes.map(|k| node_vector(spec, k));
     match spec.collective {
         Collective::Broadcast => Expected::exact(spec.dtype, node_vector(spec, spec.root)),
@@ -273,10 +252,7 @@ pub fn expected(spec: &RunSpec, p: usize, node: NodeId) -> Expected {
         Collective::ReduceScatter => reduction(spec, (0..p).map(|k| node_block(spec, k, node))),
         Collective::Scatter => Expected::exact(spec.dtype, node_block(spec, spec.root, node)),
         Collective::Alltoall => concat(&mut (0..p).map(|k| node_block(spec, k, node))),
-        Collective::Shift => Expected::exact(
-            spec.dtype,
-            node_vector(spec, (node + p - spec.shift % p) % p),
-        ),
+        Collective::Shift => Expected::exact(spec.dtype, node_vector(spec, (node + p - spec.shift % p) % p)),
         Collective::Reduce | Collective::Gather | Collective::Barrier => nothing(),
     }
 }
@@ -299,11 +275,7 @@ fn reduction(spec: &RunSpec, mut vectors: impl Iterator<Item = Vec<u8>>) -> Expe
     let float_sum = dtype.is_float() && op == ReduceOp::Sum;
     let mut acc = vectors.next().expect("a reduction of at least one vector");
     // Σ_k |x_k[i]|, only needed for float sums.
-    let mut magnitudes: Vec<f64> = if float_sum {
-        iter_f64(dtype, &acc).map(f64::abs).collect()
-    } else {
-        Vec::new()
-    };
+    let mut magnitudes: Vec<f64> = if float_sum { iter_f64(dtype, &acc).map(f64::abs).collect() } else { Vec::new() };
     let mut count = 1usize;
     for x in vectors {
         count += 1;
@@ -333,11 +305,7 @@ fn reduction(spec: &RunSpec, mut vectors: impl Iterator<Item = Vec<u8>>) -> Expe
             Tolerance::PerElement(iter_f64(dtype, &acc).map(|v| scale * v.abs()).collect())
         }
     };
-    Expected {
-        dtype,
-        bytes: acc,
-        tolerance,
-    }
+    Expected { dtype, bytes: acc, tolerance }
 }
 
 #[cfg(test)]
@@ -346,13 +314,7 @@ mod tests {
     use crate::spec::Algorithm;
     use strum::IntoEnumIterator;
 
-    fn spec(
-        collective: Collective,
-        dtype: Dtype,
-        op: ReduceOp,
-        size: u64,
-        root: NodeId,
-    ) -> RunSpec {
+    fn spec(collective: Collective, dtype: Dtype, op: ReduceOp, size: u64, root: NodeId) -> RunSpec {
         RunSpec {
             run: 7,
             collective,
@@ -368,6 +330,7 @@ mod tests {
             dump: false,
             shift: 1,
             exclusive: false,
+            emulation: None,
         }
     }
 
@@ -433,21 +396,16 @@ mod tests {
 
     #[test]
     fn large_float_reductions_stay_within_tolerance() {
-        for (dtype, op, p) in [
-            (Dtype::F32, ReduceOp::Sum, 17),
-            (Dtype::F32, ReduceOp::Prod, 9),
-            (Dtype::F64, ReduceOp::Sum, 5),
-        ] {
+        for (dtype, op, p) in
+            [(Dtype::F32, ReduceOp::Sum, 17), (Dtype::F32, ReduceOp::Prod, 9), (Dtype::F64, ReduceOp::Sum, 5)]
+        {
             let s = spec(Collective::Reduce, dtype, op, 1 << 20, 2);
             let exp = expected(&s, p, 2);
             assert_eq!(exp.bytes.len(), 1 << 20);
             assert!(matches!(&exp.tolerance, Tolerance::PerElement(b) if b.len() == s.elements()));
             let rev = reverse_fold(&s, p);
             if dtype == Dtype::F32 {
-                assert_ne!(
-                    rev, exp.bytes,
-                    "a reverse f32 fold rounds differently somewhere"
-                );
+                assert_ne!(rev, exp.bytes, "a reverse f32 fold rounds differently somewhere");
             }
             if let Err(m) = exp.check(&rev) {
                 panic!("{dtype} {op} p={p}: {m}");
@@ -473,9 +431,7 @@ mod tests {
         let Tolerance::PerElement(bounds) = expected(&s, p, 0).tolerance else {
             panic!("float sums have per-element tolerances")
         };
-        let vectors: Vec<Vec<f64>> = (0..p)
-            .map(|n| elements::to_f64s(s.dtype, &node_vector(&s, n)))
-            .collect();
+        let vectors: Vec<Vec<f64>> = (0..p).map(|n| elements::to_f64s(s.dtype, &node_vector(&s, n))).collect();
         for (i, bound) in bounds.iter().enumerate() {
             let magnitude: f64 = vectors.iter().map(|v| v[i].abs()).sum();
             let want = 2.0 * 3.0 * f64::from(f32::EPSILON) * magnitude;
@@ -484,24 +440,14 @@ mod tests {
         let prod = spec(Collective::Reduce, Dtype::F64, ReduceOp::Prod, 16, 0);
         let exp = expected(&prod, p, 0);
         for (i, v) in elements::to_f64s(Dtype::F64, &exp.bytes).iter().enumerate() {
-            assert_eq!(
-                exp.tolerance_of(i),
-                2.0 * 2.0 * 3.0 * f64::EPSILON * v.abs()
-            );
+            assert_eq!(exp.tolerance_of(i), 2.0 * 2.0 * 3.0 * f64::EPSILON * v.abs());
         }
-        for (dtype, op) in [
-            (Dtype::F64, ReduceOp::Min),
-            (Dtype::F32, ReduceOp::Max),
-            (Dtype::I32, ReduceOp::Sum),
-        ] {
+        for (dtype, op) in [(Dtype::F64, ReduceOp::Min), (Dtype::F32, ReduceOp::Max), (Dtype::I32, ReduceOp::Sum)] {
             let exact = spec(Collective::Reduce, dtype, op, 16, 0);
             assert_eq!(expected(&exact, p, 0).tolerance, Tolerance::Exact);
         }
         // One node: nothing is rounded, so nothing may differ.
-        assert_eq!(
-            expected(&s, 1, 0).tolerance,
-            Tolerance::PerElement(vec![0.0; 4])
-        );
+        assert_eq!(expected(&s, 1, 0).tolerance, Tolerance::PerElement(vec![0.0; 4]));
     }
 
     #[test]
@@ -531,10 +477,7 @@ mod tests {
             for node in 0..p {
                 let want: &[u8] = if node == 4 { &root_vector } else { &[] };
                 assert_eq!(input(&s, p, node), want);
-                assert_eq!(
-                    expected(&s, p, node),
-                    Expected::exact(dtype, root_vector.clone())
-                );
+                assert_eq!(expected(&s, p, node), Expected::exact(dtype, root_vector.clone()));
                 check(&s, p, node, &root_vector).unwrap();
             }
         }
@@ -549,29 +492,12 @@ mod tests {
                 let mut out = expected(&s, p, 3).bytes;
                 spoil(dtype, &mut out, 6);
                 let err = check(&s, p, 3, &out).unwrap_err();
-                assert!(
-                    matches!(
-                        err,
-                        Mismatch::Elements {
-                            differing: 1,
-                            total: 8,
-                            first: 6,
-                            ..
-                        }
-                    ),
-                    "{err:?}"
-                );
+                assert!(matches!(err, Mismatch::Elements { differing: 1, total: 8, first: 6, .. }), "{err:?}");
                 let msg = err.to_string();
-                assert!(
-                    msg.starts_with("1 of 8 elements differ; first at element 6: got "),
-                    "{msg}"
-                );
+                assert!(msg.starts_with("1 of 8 elements differ; first at element 6: got "), "{msg}");
                 spoil(dtype, &mut out, 2);
                 let msg = check(&s, p, 3, &out).unwrap_err().to_string();
-                assert!(
-                    msg.starts_with("2 of 8 elements differ; first at element 2"),
-                    "{msg}"
-                );
+                assert!(msg.starts_with("2 of 8 elements differ; first at element 2"), "{msg}");
             }
         }
     }
@@ -602,22 +528,11 @@ mod tests {
         let s = spec(Collective::Reduce, Dtype::F32, ReduceOp::Max, 12, 0);
         let good = expected(&s, 3, 0).bytes;
         let err = check(&s, 3, 0, &good[..8]).unwrap_err();
-        assert_eq!(
-            err,
-            Mismatch::Length {
-                got: 8,
-                expected: 12
-            }
-        );
+        assert_eq!(err, Mismatch::Length { got: 8, expected: 12 });
         assert_eq!(err.to_string(), "length differs: got 8 bytes, expected 12");
         let mut longer = good.clone();
         longer.push(0);
-        assert!(
-            check(&s, 3, 0, &longer)
-                .unwrap_err()
-                .to_string()
-                .contains("got 13 bytes, expected 12")
-        );
+        assert!(check(&s, 3, 0, &longer).unwrap_err().to_string().contains("got 13 bytes, expected 12"));
         let err = check(&s, 3, 1, &good).unwrap_err();
         assert_eq!(err.to_string(), "length differs: got 12 bytes, expected 0");
     }
@@ -631,23 +546,9 @@ mod tests {
             assert_eq!(v, node_vector(&s.clone(), 3));
             assert_eq!(input(&s, 8, 3), v);
             assert_ne!(v, node_vector(&s, 4));
-            assert_ne!(
-                v,
-                node_vector(
-                    &RunSpec {
-                        seed: s.seed + 1,
-                        ..s.clone()
-                    },
-                    3
-                )
-            );
+            assert_ne!(v, node_vector(&RunSpec { seed: s.seed + 1, ..s.clone() }, 3));
             // The run id, algorithm and op do not change the inputs.
-            let other = RunSpec {
-                run: 99,
-                algorithm: Algorithm::Ring,
-                op: ReduceOp::Min,
-                ..s.clone()
-            };
+            let other = RunSpec { run: 99, algorithm: Algorithm::Ring, op: ReduceOp::Min, ..s.clone() };
             assert_eq!(v, node_vector(&other, 3));
             assert_eq!(digest(&v), digest(&node_vector(&s, 3)));
             assert_ne!(digest(&v), digest(&node_vector(&s, 4)));
@@ -670,23 +571,12 @@ mod tests {
         for dtype in [Dtype::F32, Dtype::F64] {
             let s = spec(Collective::Reduce, dtype, ReduceOp::Prod, 1 << 16, 0);
             let values = elements::to_f64s(dtype, &node_vector(&s, 1));
-            assert!(
-                values.iter().all(|v| (0.5..2.0).contains(&v.abs())),
-                "{dtype}"
-            );
+            assert!(values.iter().all(|v| (0.5..2.0).contains(&v.abs())), "{dtype}");
             let negative = values.iter().filter(|v| **v < 0.0).count();
             let n = values.len();
-            assert!(
-                negative > n * 45 / 100 && negative < n * 55 / 100,
-                "{negative} of {n}"
-            );
-            let (lo, hi) = values.iter().fold((2.0f64, 0.0f64), |(lo, hi), v| {
-                (lo.min(v.abs()), hi.max(v.abs()))
-            });
-            assert!(
-                lo < 0.51 && hi > 1.99,
-                "{dtype}: magnitudes span [{lo}, {hi}]"
-            );
+            assert!(negative > n * 45 / 100 && negative < n * 55 / 100, "{negative} of {n}");
+            let (lo, hi) = values.iter().fold((2.0f64, 0.0f64), |(lo, hi), v| (lo.min(v.abs()), hi.max(v.abs())));
+            assert!(lo < 0.51 && hi > 1.99, "{dtype}: magnitudes span [{lo}, {hi}]");
         }
     }
 }

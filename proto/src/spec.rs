@@ -53,21 +53,12 @@ pub enum Collective {
 impl Collective {
     /// Whether the collective has a root (`--root`).
     pub const fn has_root(self) -> bool {
-        matches!(
-            self,
-            Collective::Broadcast | Collective::Reduce | Collective::Scatter | Collective::Gather
-        )
+        matches!(self, Collective::Broadcast | Collective::Reduce | Collective::Scatter | Collective::Gather)
     }
 
     /// Whether the collective combines elements with a reduction operator (`--op`).
     pub const fn reduces(self) -> bool {
-        matches!(
-            self,
-            Collective::Reduce
-                | Collective::ReduceScatter
-                | Collective::Allreduce
-                | Collective::Scan
-        )
+        matches!(self, Collective::Reduce | Collective::ReduceScatter | Collective::Allreduce | Collective::Scan)
     }
 }
 
@@ -186,19 +177,68 @@ impl Dtype {
     }
 }
 
+/// How a message crosses intermediate nodes (seed 002; seed 000 for the figures).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    EnumIter,
+    IntoStaticStr,
+    VariantNames,
+)]
+#[strum(serialize_all = "kebab-case")]
+#[serde(rename_all = "kebab-case")]
+pub enum Routing {
+    /// Store-and-forward: each hop receives the whole message, then sends it on.
+    Sf,
+    /// Cut-through: the message moves in packets that each hop passes on as they arrive.
+    Ct,
+}
+
+/// The physics emulated links give every message: start-up time t_s (paid once, when the
+/// source sends), per-hop time t_h and per-byte time t_w, and the routing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LinkModel {
+    pub ts_ns: u64,
+    pub th_ns: u64,
+    /// Per-byte time in picoseconds (10 ns/byte = 10_000).
+    pub tw_ps: u64,
+    pub routing: Routing,
+    /// Cut-through packet size in bytes (the whole message is one packet under
+    /// store-and-forward).
+    pub packet_bytes: u32,
+}
+
+impl LinkModel {
+    /// Default cut-through packet size.
+    pub const DEFAULT_PACKET: u32 = 1024;
+
+    /// t_w · bytes, in nanoseconds.
+    pub fn transfer_ns(&self, bytes: usize) -> u64 {
+        (bytes as u128 * self.tw_ps as u128 / 1000) as u64
+    }
+
+    /// Bytes a message travels per packet under this routing.
+    pub fn packet_len(&self, message: usize) -> usize {
+        match self.routing {
+            Routing::Sf => message.max(1),
+            Routing::Ct => (self.packet_bytes.max(1) as usize).min(message.max(1)),
+        }
+    }
+}
+
 /// Why a run specification cannot run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
-    #[error(
-        "size {size} bytes is not a whole number of {dtype} elements ({elem} bytes each); try {below} or {above}"
-    )]
-    SizeNotWholeElements {
-        size: u64,
-        dtype: Dtype,
-        elem: usize,
-        below: u64,
-        above: u64,
-    },
+    #[error("size {size} bytes is not a whole number of {dtype} elements ({elem} bytes each); try {below} or {above}")]
+    SizeNotWholeElements { size: u64, dtype: Dtype, elem: usize, below: u64, above: u64 },
     #[error("root {root} is not a node of this {p}-node cluster (valid roots: 0..={last})", last = p.saturating_sub(1))]
     RootOutOfRange { root: NodeId, p: usize },
     #[error("at least one timed iteration is needed")]
@@ -229,6 +269,8 @@ pub struct RunSpec {
     pub shift: usize,
     /// Scan: exclusive prefix (node i reduces 0..i) instead of inclusive (0..=i).
     pub exclusive: bool,
+    /// Emulated link physics; `None` runs the links at full speed.
+    pub emulation: Option<LinkModel>,
 }
 
 impl RunSpec {
@@ -250,6 +292,7 @@ impl RunSpec {
             dump: false,
             shift: 1,
             exclusive: false,
+            emulation: None,
         }
     }
 
@@ -311,25 +354,11 @@ mod tests {
             dump: false,
             shift: 1,
             exclusive: false,
+            emulation: None,
         };
         let err = spec.validate(4).unwrap_err();
         assert!(err.to_string().contains("try 8 or 16"), "{err}");
-        assert!(
-            RunSpec {
-                size_bytes: 16,
-                ..spec.clone()
-            }
-            .validate(4)
-            .is_ok()
-        );
-        assert!(
-            RunSpec {
-                size_bytes: 16,
-                root: 4,
-                ..spec
-            }
-            .validate(4)
-            .is_err()
-        );
+        assert!(RunSpec { size_bytes: 16, ..spec.clone() }.validate(4).is_ok());
+        assert!(RunSpec { size_bytes: 16, root: 4, ..spec }.validate(4).is_err());
     }
 }

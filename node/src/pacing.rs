@@ -1,0 +1,181 @@
+//! Clocks for emulated links. `Clock::Virtual` waits on tokio's clock, which tests and
+//! the cost model pause and let jump, so a run takes exactly its emulated time; since
+//! tokio's timer wheel ticks in milliseconds, one emulated nanosecond lasts one tokio
+//! millisecond there (`Clock::duration` and `Clock::nanos` convert). `Clock::Real`
+//! waits on the wall clock at microsecond accuracy: tokio's timer ticks in milliseconds, so
+//! the last stretch of every wait goes to one pacer thread per process that sleeps with a
+//! 1 ns timer slack and spins only for the final few microseconds.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::OnceLock;
+use std::sync::mpsc as std_mpsc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+/// Waits longer than this start on tokio's timer, which may wake up to a tick late.
+const COARSE_MARGIN: Duration = Duration::from_millis(2);
+
+/// The pacer spins (instead of sleeping) for at most this long before a deadline.
+const SPIN: Duration = Duration::from_micros(20);
+
+/// Which clock emulated delays are measured on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Clock {
+    /// The wall clock, at microsecond accuracy (the daemon).
+    #[default]
+    Real,
+    /// tokio's clock, which a paused runtime advances instantly (tests, the cost model).
+    Virtual,
+}
+
+impl Clock {
+    /// How long `ns` emulated nanoseconds last on this clock.
+    pub fn duration(self, ns: u64) -> Duration {
+        match self {
+            Clock::Real => Duration::from_nanos(ns),
+            Clock::Virtual => Duration::from_millis(ns),
+        }
+    }
+
+    /// The emulated nanoseconds in `span` of this clock.
+    pub fn nanos(self, span: Duration) -> u64 {
+        match self {
+            Clock::Real => span.as_nanos() as u64,
+            Clock::Virtual => span.as_millis() as u64,
+        }
+    }
+
+    /// Returns at `deadline` (at once if it has passed).
+    pub async fn wait_until(self, deadline: Instant) {
+        match self {
+            Clock::Virtual => tokio::time::sleep_until(deadline).await,
+            Clock::Real => {
+                let now = Instant::now();
+                if deadline <= now {
+                    return;
+                }
+                if deadline - now > COARSE_MARGIN + COARSE_MARGIN {
+                    tokio::time::sleep_until(deadline - COARSE_MARGIN).await;
+                }
+                let (done, wake) = oneshot::channel();
+                if pacer().send((deadline.into_std(), done)).is_ok() {
+                    let _ = wake.await;
+                } else {
+                    tokio::time::sleep_until(deadline).await;
+                }
+            }
+        }
+    }
+}
+
+type Request = (std::time::Instant, oneshot::Sender<()>);
+
+/// The process's pacer thread, started on first use.
+fn pacer() -> &'static std_mpsc::Sender<Request> {
+    static PACER: OnceLock<std_mpsc::Sender<Request>> = OnceLock::new();
+    PACER.get_or_init(|| {
+        let (requests, incoming) = std_mpsc::channel();
+        std::thread::Builder::new()
+            .name("topocomm-pacer".into())
+            .spawn(move || pace(incoming))
+            .expect("starting the pacer thread");
+        requests
+    })
+}
+
+/// A pending wake-up, ordered by deadline (then by arrival, so equal deadlines keep order).
+struct Pending {
+    deadline: std::time::Instant,
+    order: u64,
+    wake: oneshot::Sender<()>,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, other: &Self) -> bool {
+        (self.deadline, self.order) == (other.deadline, other.order)
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Pending {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.deadline, self.order).cmp(&(other.deadline, other.order))
+    }
+}
+
+/// The pacer thread: wakes every request at its deadline, until the process ends.
+fn pace(incoming: std_mpsc::Receiver<Request>) {
+    precise_timer_slack();
+    let mut pending: BinaryHeap<Reverse<Pending>> = BinaryHeap::new();
+    let mut order = 0u64;
+    let mut accept = |pending: &mut BinaryHeap<Reverse<Pending>>, (deadline, wake): Request| {
+        order += 1;
+        pending.push(Reverse(Pending { deadline, order, wake }));
+    };
+    loop {
+        let now = std::time::Instant::now();
+        while pending.peek().is_some_and(|next| next.0.deadline <= now) {
+            let Reverse(due) = pending.pop().expect("peeked");
+            let _ = due.wake.send(());
+        }
+        let Some(next) = pending.peek().map(|next| next.0.deadline) else {
+            match incoming.recv() {
+                Ok(request) => accept(&mut pending, request),
+                Err(_) => return,
+            }
+            continue;
+        };
+        let wait = next - now;
+        if wait > SPIN {
+            match incoming.recv_timeout(wait - SPIN) {
+                Ok(request) => accept(&mut pending, request),
+                Err(std_mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
+            }
+        } else {
+            while std::time::Instant::now() < next {
+                if let Ok(request) = incoming.try_recv() {
+                    accept(&mut pending, request);
+                }
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+/// Asks the kernel to wake this thread's timed sleeps on time (the default slack is 50 µs).
+fn precise_timer_slack() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_TIMERSLACK takes one integer argument and changes only this thread.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_virtual_clock_waits_exactly() {
+        let start = Instant::now();
+        Clock::Virtual.wait_until(start + Clock::Virtual.duration(12_345)).await;
+        assert_eq!(Clock::Virtual.nanos(Instant::now() - start), 12_345);
+    }
+
+    #[tokio::test]
+    async fn the_real_clock_never_wakes_early() {
+        for micros in [0u64, 15, 150, 2500] {
+            let deadline = Instant::now() + Duration::from_micros(micros);
+            Clock::Real.wait_until(deadline).await;
+            assert!(Instant::now() >= deadline, "woke before a {micros} µs deadline");
+        }
+    }
+}

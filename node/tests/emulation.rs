@@ -1,0 +1,103 @@
+//! Emulated links on tokio's paused clock, where a run takes exactly its emulated time:
+//! store-and-forward pays t_s + l (t_h + t_w m), cut-through t_s + l t_h + t_w m plus
+//! the pipeline fill of one packet per extra hop, and two messages sharing a link queue.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+use topocomm_node::pacing::Clock;
+use topocomm_node::testing::MemoryCluster;
+use topocomm_proto::spec::{LinkModel, Routing};
+use topocomm_proto::{NodeId, Topology, TopologyKind};
+
+const TS: u64 = 200_000;
+const TH: u64 = 20_000;
+const TW_PS: u64 = 10_000; // 10 ns per byte
+
+fn model(routing: Routing, packet_bytes: u32) -> LinkModel {
+    LinkModel { ts_ns: TS, th_ns: TH, tw_ps: TW_PS, routing, packet_bytes }
+}
+
+/// Runs `sends` (source, destination, bytes) at once on a ring of `p` under `model`
+/// and returns the virtual nanoseconds until every message has arrived.
+async fn elapsed_ns(p: usize, model: Option<LinkModel>, sends: &[(NodeId, NodeId, usize)]) -> u64 {
+    let topology = Topology::new(TopologyKind::Ring, p, None).unwrap();
+    let cluster = MemoryCluster::with_clock(&topology, Clock::Virtual);
+    for id in 0..p {
+        cluster.router(id).set_emulation(model);
+    }
+    let sends = sends.to_vec();
+    let start = Instant::now();
+    let results = cluster
+        .run_all(1, Duration::from_secs(1 << 40), move |comm| {
+            let sends = sends.clone();
+            async move {
+                for (tag, &(src, dst, bytes)) in sends.iter().enumerate() {
+                    if src == comm.id() {
+                        comm.send(dst, tag as u32, Bytes::from(vec![7u8; bytes])).await?;
+                    }
+                }
+                for (tag, &(src, dst, bytes)) in sends.iter().enumerate() {
+                    if dst == comm.id() {
+                        assert_eq!(comm.recv(src, tag as u32).await?.len(), bytes);
+                    }
+                }
+                Ok(Instant::now())
+            }
+        })
+        .await;
+    let finished = results.into_iter().map(Result::unwrap).max().unwrap();
+    Clock::Virtual.nanos(finished - start)
+}
+
+#[tokio::test(start_paused = true)]
+async fn full_speed_links_take_no_emulated_time() {
+    assert_eq!(elapsed_ns(8, None, &[(0, 4, 4096)]).await, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn store_and_forward_pays_every_hop_in_full() {
+    for (dst, hops) in [(1, 1), (2, 2), (4, 4), (6, 2)] {
+        let m = 64 * 1024;
+        let expected = TS + hops * (TH + m * TW_PS / 1000);
+        let got = elapsed_ns(8, Some(model(Routing::Sf, 1024)), &[(0, dst, m as usize)]).await;
+        assert_eq!(got, expected, "SF 0 -> {dst} over {hops} hops");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn cut_through_pipelines_packets_across_hops() {
+    let (m, packet) = (64 * 1024u64, 1024u64);
+    for hops in [1u64, 2, 4] {
+        let expected = TS + hops * TH + m * TW_PS / 1000 + (hops - 1) * packet * TW_PS / 1000;
+        let got = elapsed_ns(8, Some(model(Routing::Ct, packet as u32)), &[(0, hops as usize, m as usize)]).await;
+        assert_eq!(got, expected, "CT over {hops} hops");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn messages_sharing_a_link_queue() {
+    // 0 -> 2 crosses links 0-1 and 1-2; 1 -> 2 uses 1-2 too. Alone, each takes its own
+    // time; together the second to reach link 1-2 waits for the first.
+    let m = 10_000u64;
+    let hop = TH + m * TW_PS / 1000;
+    let sf = Some(model(Routing::Sf, 1024));
+    assert_eq!(elapsed_ns(8, sf, &[(1, 2, m as usize)]).await, TS + hop);
+    assert_eq!(elapsed_ns(8, sf, &[(0, 2, m as usize)]).await, TS + 2 * hop);
+    // 1 -> 2 holds link 1-2 until TS + hop; 0 -> 2 arrives at node 1 at TS + hop and
+    // then takes its second hop: no overlap on link 1-2, so the pair ends at TS + 2 hop.
+    assert_eq!(elapsed_ns(8, sf, &[(1, 2, m as usize), (0, 2, m as usize)]).await, TS + 2 * hop);
+    // Two messages from node 1 to node 2 share the link outright: the second one waits
+    // for the first (t_s is paid on the link, once per message).
+    assert_eq!(elapsed_ns(8, sf, &[(1, 2, m as usize), (1, 2, m as usize)]).await, 2 * (TS + hop));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_sends_on_two_links_at_once() {
+    // The ring broadcast's first step: both neighbours in one step.
+    let m = 10_000usize;
+    let one = elapsed_ns(8, Some(model(Routing::Sf, 1024)), &[(0, 1, m)]).await;
+    let both = elapsed_ns(8, Some(model(Routing::Sf, 1024)), &[(0, 1, m), (0, 7, m)]).await;
+    assert_eq!(one, both);
+}
