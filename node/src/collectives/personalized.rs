@@ -1,0 +1,374 @@
+//! Building blocks the personalized collectives share (scatter, gather, all-to-all):
+//! a [`Hand`] of blocks a node holds under known keys, packed into one message and
+//! unpacked from one; and the three store-and-forward passes along a line group (a ring,
+//! a row or a column of a grid) that seed 002 builds them from —
+//! [`scatter_along`], its dual [`gather_along`], and [`alltoall_along`].
+//!
+//! Messages are raw concatenations of blocks: sender and receiver both compute which
+//! blocks a message holds, in which order (the schedule says), and the receiver checks
+//! the length before it cuts. A message of the wrong length fails the run with a
+//! `CommError::Link` naming the sender; nothing here panics on what a peer sent.
+//!
+//! Everything here speaks `Comm` (send, recv) and plain ids; nothing touches links or
+//! timers, and nothing knows which collective called it.
+
+use bytes::Bytes;
+use topocomm_proto::NodeId;
+
+use super::blocks::{BlockLayout, concat};
+use super::patterns::{LineGroup, Phase};
+use crate::comm::{Comm, CommError};
+
+/// Fails the run unless `data`, received from `src`, has the `expected` length.
+pub fn expect_len(comm: &Comm, src: NodeId, data: &Bytes, expected: usize) -> Result<(), CommError> {
+    if data.len() == expected {
+        return Ok(());
+    }
+    Err(CommError::Link {
+        me: comm.id(),
+        reason: format!("node {src} sent {} bytes where the schedule expects {expected}", data.len()),
+    })
+}
+
+/// Fails the run unless `layout` has one block per node.
+pub fn expect_one_block_per_node(comm: &Comm, layout: &BlockLayout) -> Result<(), CommError> {
+    if layout.p() == comm.p() {
+        return Ok(());
+    }
+    Err(CommError::Unsupported {
+        me: comm.id(),
+        algorithm: "personalized".into(),
+        reason: format!("a layout of {} blocks on {} nodes (one block per node is needed)", layout.p(), comm.p()),
+    })
+}
+
+/// Fails the run unless this node's own input has the `expected` length.
+pub fn expect_input(comm: &Comm, input: &Bytes, expected: usize) -> Result<(), CommError> {
+    if input.len() == expected {
+        return Ok(());
+    }
+    Err(CommError::Unsupported {
+        me: comm.id(),
+        algorithm: "personalized".into(),
+        reason: format!("this node holds {} bytes where the layout needs {expected}", input.len()),
+    })
+}
+
+/// The blocks a node holds in the middle of a personalized schedule, each under its key:
+/// the index of the block in `layout` (a node id for scatter and gather; `s·p + d` for
+/// the block node s sends to node d in an all-to-all). The layout gives every block's
+/// length, so a message of several blocks needs no header.
+pub struct Hand<'a> {
+    layout: &'a BlockLayout,
+    blocks: Vec<Option<Bytes>>,
+}
+
+impl<'a> Hand<'a> {
+    /// Holding nothing.
+    pub fn empty(layout: &'a BlockLayout) -> Self {
+        Hand { layout, blocks: vec![None; layout.p()] }
+    }
+
+    /// Holding every block of `buffer` (which must be `layout.total()` bytes), uncopied.
+    pub fn whole(comm: &Comm, layout: &'a BlockLayout, buffer: Bytes) -> Result<Self, CommError> {
+        expect_input(comm, &buffer, layout.total())?;
+        Ok(Hand { layout, blocks: layout.cut(&buffer, 0..layout.p()).into_iter().map(Some).collect() })
+    }
+
+    /// Bytes the blocks `keys` take, by the layout.
+    pub fn len_of(&self, keys: &[usize]) -> usize {
+        keys.iter().map(|&key| self.layout.len(key)).sum()
+    }
+
+    /// Puts block `key` in hand.
+    pub fn put(&mut self, key: usize, block: Bytes) {
+        self.blocks[key] = Some(block);
+    }
+
+    /// Takes block `key` out of hand.
+    pub fn take(&mut self, comm: &Comm, key: usize) -> Result<Bytes, CommError> {
+        self.blocks[key].take().ok_or_else(|| CommError::Unsupported {
+            me: comm.id(),
+            algorithm: "personalized".into(),
+            reason: format!("the schedule lost block {key}"),
+        })
+    }
+
+    /// Takes the blocks `keys` out of hand, one after another in one message.
+    pub fn pack(&mut self, comm: &Comm, keys: &[usize]) -> Result<Bytes, CommError> {
+        let parts = keys.iter().map(|&key| self.take(comm, key)).collect::<Result<Vec<_>, _>>()?;
+        Ok(concat(&parts))
+    }
+
+    /// Puts the blocks `keys` of a message from `src` in hand (cut without copying).
+    pub fn unpack(&mut self, comm: &Comm, src: NodeId, keys: &[usize], data: Bytes) -> Result<(), CommError> {
+        expect_len(comm, src, &data, self.len_of(keys))?;
+        let mut at = 0;
+        for &key in keys {
+            let len = self.layout.len(key);
+            self.put(key, data.slice(at..at + len));
+            at += len;
+        }
+        Ok(())
+    }
+}
+
+/// The position of `id` in `group`.
+pub fn position(comm: &Comm, group: &LineGroup, id: NodeId) -> Result<usize, CommError> {
+    group.members.iter().position(|&m| m == id).ok_or_else(|| CommError::Unsupported {
+        me: comm.id(),
+        algorithm: "line group".into(),
+        reason: format!("node {id} is not a member of {:?}", group.members),
+    })
+}
+
+/// The members (as positions) a store-and-forward pass from position `root` reaches,
+/// each half nearest first: the Up half (towards higher positions, clockwise), then the
+/// Down half. On a wrapping group of n the Up half reaches ⌊n/2⌋ members and the Down
+/// half ⌊(n-1)/2⌋ (as for `patterns::broadcast_along`); on a line each half runs to its end.
+pub fn halves(group: &LineGroup, root: usize) -> [Vec<usize>; 2] {
+    let n = group.members.len();
+    let (up, down) = if group.wraps { (n / 2, (n - 1) / 2) } else { (n - 1 - root, root) };
+    [(1..=up).map(|delta| (root + delta) % n).collect(), (1..=down).map(|delta| (root + n - delta) % n).collect()]
+}
+
+/// Where position `at` stands in a pass whose halves are `halves`: the half it is in
+/// and its distance δ ≥ 1 from the root (so it is `half[δ - 1]`); `None` for the root.
+fn place(halves: &[Vec<usize>; 2], at: usize) -> Option<(&[usize], usize)> {
+    halves
+        .iter()
+        .find_map(|half| half.iter().position(|&member| member == at).map(|index| (half.as_slice(), index + 1)))
+}
+
+/// Store-and-forward scatter along `group` from the member at position `root` (seed
+/// 002, one-to-all personalized on a ring, and its line variant): the root sends each
+/// half, in one message, the parcels of its members nearest first; every member keeps
+/// the first parcel of what it receives and passes the rest on.
+///
+/// ```text
+/// if I am the root then
+///     for each half (Up, Down) that is not empty:
+///         send the parcels of its members, nearest first, to its first member
+/// else                          /* the δ-th member of my half */
+///     receive the parcels of members δ, δ+1, ... of my half from the member before me
+///     keep the first (mine); send the rest to the member after me (if any)
+/// ```
+///
+/// The root passes `parcels`, one per position (others pass none); `parcel_len(j)` is
+/// the length of position j's parcel, known to every member. Every member returns its
+/// parcel. The message to distance δ travels with tag `phase.tag(δ)`.
+///
+/// Steps: the larger half, plus one when the root sends both ways: ⌈n/2⌉ on a ring of
+/// n. With parcels of M bytes, the half of h members costs Σ_{δ=1..h} (t_s + t_w M (h-δ+1))
+/// = h t_s + t_w M h(h+1)/2; on a ring of p with one block each, about
+/// t_s⌈p/2⌉ + t_w m p²/8.
+pub async fn scatter_along(
+    comm: &Comm,
+    group: &LineGroup,
+    root: usize,
+    mut parcels: Vec<Bytes>,
+    parcel_len: impl Fn(usize) -> usize,
+    phase: Phase,
+) -> Result<Bytes, CommError> {
+    let me = position(comm, group, comm.id())?;
+    let halves = halves(group, root);
+    match place(&halves, me) {
+        None => {
+            if parcels.len() != group.members.len() {
+                return Err(CommError::Unsupported {
+                    me: comm.id(),
+                    algorithm: "scatter along a line".into(),
+                    reason: format!("the root holds {} parcels for {} members", parcels.len(), group.members.len()),
+                });
+            }
+            for half in &halves {
+                if let Some(&first) = half.first() {
+                    let message = concat(half.iter().map(|&j| &parcels[j]));
+                    comm.send(group.members[first], phase.tag(1), message).await?;
+                }
+            }
+            Ok(std::mem::take(&mut parcels[root]))
+        }
+        Some((half, delta)) => {
+            let previous = if delta == 1 { root } else { half[delta - 2] };
+            let from = group.members[previous];
+            let x = comm.recv(from, phase.tag(delta)).await?;
+            let expected = half[delta - 1..].iter().map(|&j| parcel_len(j)).sum();
+            expect_len(comm, from, &x, expected)?;
+            let mine = x.slice(..parcel_len(me));
+            if let Some(&next) = half.get(delta) {
+                let rest = x.slice(parcel_len(me)..);
+                comm.send(group.members[next], phase.tag(delta + 1), rest).await?;
+            }
+            Ok(mine)
+        }
+    }
+}
+
+/// Store-and-forward gather along `group` to the member at position `root`: the dual of
+/// [`scatter_along`], the same hops in reverse order. The far end of each half sends its
+/// parcel towards the root; every member puts its own parcel in front of what it
+/// received from further out and passes the lot on.
+///
+/// ```text
+/// if I am the root then
+///     for each half (Up, Down) that is not empty:
+///         receive the parcels of its members, nearest first, from its first member
+/// else                          /* the δ-th member of my half */
+///     X := my parcel
+///     if there is a member after me then
+///         receive the parcels of members δ+1, ... from it;  X := X followed by them
+///     send X to the member before me
+/// ```
+///
+/// The root gets `Some(parcels)`, one per position (its own included), every other
+/// member `None`. The hop from distance δ to δ-1 carries tag `phase.tag(δ)`. Steps and
+/// cost as for the scatter.
+pub async fn gather_along(
+    comm: &Comm,
+    group: &LineGroup,
+    root: usize,
+    mine: Bytes,
+    parcel_len: impl Fn(usize) -> usize,
+    phase: Phase,
+) -> Result<Option<Vec<Bytes>>, CommError> {
+    let me = position(comm, group, comm.id())?;
+    let halves = halves(group, root);
+    match place(&halves, me) {
+        None => {
+            let mut parcels = vec![Bytes::new(); group.members.len()];
+            parcels[root] = mine;
+            for half in &halves {
+                if let Some(&first) = half.first() {
+                    let from = group.members[first];
+                    let x = comm.recv(from, phase.tag(1)).await?;
+                    let expected = half.iter().map(|&j| parcel_len(j)).sum();
+                    expect_len(comm, from, &x, expected)?;
+                    let mut at = 0;
+                    for &j in half {
+                        parcels[j] = x.slice(at..at + parcel_len(j));
+                        at += parcel_len(j);
+                    }
+                }
+            }
+            Ok(Some(parcels))
+        }
+        Some((half, delta)) => {
+            let mut x = mine;
+            if let Some(&next) = half.get(delta) {
+                let from = group.members[next];
+                let further = comm.recv(from, phase.tag(delta + 1)).await?;
+                let expected = half[delta..].iter().map(|&j| parcel_len(j)).sum();
+                expect_len(comm, from, &further, expected)?;
+                x = concat([&x, &further]);
+            }
+            let previous = if delta == 1 { root } else { half[delta - 2] };
+            comm.send(group.members[previous], phase.tag(delta), x).await?;
+            Ok(None)
+        }
+    }
+}
+
+/// All-to-all personalized along `group` by the ring method of seed 002: every member
+/// consolidates the parcels it sends into one message to its neighbour; in every later
+/// step it keeps the parcel meant for it from what it receives and passes the rest on,
+/// so messages shrink by one parcel a step.
+///
+/// On a wrapping group (a ring, a torus row) everything goes one way round:
+///
+/// ```text
+/// X := my parcels for positions me+1, me+2, ..., me+n-1   /* nearest first */
+/// for k := 1 to n - 1 do
+///     send X to the member after me                      /* tag k */
+///     receive X from the member before me   /* member me-k's parcels for me, me+1, ... */
+///     keep the first parcel of X (from member me-k); X := the rest
+/// ```
+///
+/// On a line without the wrap link (a mesh row) the same runs both ways at once: the Up
+/// pass carries the parcels for higher positions, the Down pass those for lower ones,
+/// each one hop per step (at step k member i forwards member i-k+1's parcels Up and
+/// member i+k-1's Down, when those exist), so every message still crosses one link.
+///
+/// `parcels[j]` is this member's parcel for position j, every parcel `parcel` bytes;
+/// returns `received[i]`, the parcel from position i (its own included).
+///
+/// Steps: n - 1. Cost (t_s + ½ t_w M n)(n - 1) with parcels of M bytes; on a ring of p
+/// with blocks of m, (t_s + ½ t_w m p)(p - 1).
+pub async fn alltoall_along(
+    comm: &Comm,
+    group: &LineGroup,
+    parcels: Vec<Bytes>,
+    parcel: usize,
+    phase: Phase,
+) -> Result<Vec<Bytes>, CommError> {
+    let me = position(comm, group, comm.id())?;
+    let n = group.members.len();
+    let member = |position: usize| group.members[position % n];
+    let mut received = vec![Bytes::new(); n];
+    received[me] = parcels[me].clone();
+    if group.wraps {
+        let mut x = concat((1..n).map(|k| &parcels[(me + k) % n]));
+        for k in 1..n {
+            comm.send(member(me + 1), phase.tag(k), x).await?;
+            let from = member(me + n - 1);
+            let y = comm.recv(from, phase.tag(k)).await?;
+            expect_len(comm, from, &y, (n - k) * parcel)?;
+            received[(me + n - k) % n] = y.slice(..parcel);
+            x = y.slice(parcel..);
+        }
+    } else {
+        let mut up = concat(&parcels[me + 1..]);
+        let mut down = concat(parcels[..me].iter().rev());
+        for k in 1..n {
+            if me + 1 < n && k <= me + 1 {
+                comm.send(member(me + 1), phase.tag(k), up.clone()).await?;
+            }
+            if me >= 1 && k <= n - me {
+                comm.send(member(me - 1), phase.tag(k), down.clone()).await?;
+            }
+            if k <= me {
+                let from = member(me - 1);
+                let y = comm.recv(from, phase.tag(k)).await?;
+                expect_len(comm, from, &y, (n - me) * parcel)?;
+                received[me - k] = y.slice(..parcel);
+                up = y.slice(parcel..);
+            }
+            if k < n - me {
+                let from = member(me + 1);
+                let y = comm.recv(from, phase.tag(k)).await?;
+                expect_len(comm, from, &y, (me + 1) * parcel)?;
+                received[me + k] = y.slice(..parcel);
+                down = y.slice(parcel..);
+            }
+        }
+    }
+    Ok(received)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn halves_cover_every_member_once() {
+        for n in 1..12 {
+            for wraps in [false, true] {
+                let group = LineGroup { members: (100..100 + n).collect(), wraps };
+                for root in 0..n {
+                    let [up, down] = halves(&group, root);
+                    let mut all: Vec<usize> = up.iter().chain(&down).copied().collect();
+                    all.push(root);
+                    all.sort_unstable();
+                    assert_eq!(all, (0..n).collect::<Vec<_>>(), "{n} {wraps} {root}");
+                }
+            }
+        }
+        let ring = LineGroup::ring(8);
+        assert_eq!(halves(&ring, 2), [vec![3, 4, 5, 6], vec![1, 0, 7]]);
+        let line = LineGroup { members: vec![5, 6, 7, 8], wraps: false };
+        assert_eq!(halves(&line, 1), [vec![2, 3], vec![0]]);
+        let h = halves(&line, 1);
+        assert_eq!(place(&h, 3), Some((&[2usize, 3][..], 2)));
+        assert_eq!(place(&h, 1), None);
+    }
+}
