@@ -7,7 +7,7 @@ use bytesize::ByteSize;
 use clap::{Args, Parser, Subcommand};
 use topocomm_node::daemon::NodeArgs;
 use topocomm_proto::TopologyKind;
-use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp};
+use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp, Routing};
 
 /// Run, measure and understand collective communication on interconnection networks.
 #[derive(Debug, Parser)]
@@ -92,6 +92,8 @@ pub struct RunArgs {
     /// Scan: exclusive prefix (node i reduces nodes 0..i; node 0 ends with nothing).
     #[arg(long)]
     pub exclusive: bool,
+    #[command(flatten)]
+    pub links: LinkArgs,
     /// Timed iterations.
     #[arg(long, short = 'i', default_value_t = 20)]
     pub iterations: u32,
@@ -116,6 +118,34 @@ pub struct RunArgs {
     pub logs: Option<PathBuf>,
     #[command(flatten)]
     pub remote: RemoteArgs,
+}
+
+/// Emulated link physics (none of them: the links run at full speed).
+#[derive(Debug, Clone, Args)]
+pub struct LinkArgs {
+    /// Start-up time t_s, paid once per message when its source sends it (e.g. 200us);
+    /// `auto`: no emulation, but predict with the t_s, t_h, t_w `topocomm calibrate` fitted.
+    #[arg(long, value_parser = parse_time_or_auto)]
+    pub ts: Option<Emulated>,
+    /// Per-hop time t_h (e.g. 20us).
+    #[arg(long, value_parser = parse_time)]
+    pub th: Option<u64>,
+    /// Per-byte time t_w (e.g. 10ns, 0.5ns).
+    #[arg(long, value_parser = parse_time)]
+    pub tw: Option<u64>,
+    /// Routing of emulated links: sf (store-and-forward) or ct (cut-through packets).
+    #[arg(long, default_value = "sf", value_parser = parse_routing)]
+    pub routing: Routing,
+    /// Cut-through packet size.
+    #[arg(long, default_value = "1KiB", value_parser = parse_size)]
+    pub packet: u64,
+}
+
+/// `--ts`: a time in picoseconds, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Emulated {
+    Picos(u64),
+    Auto,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -175,6 +205,31 @@ fn parse_algorithm(text: &str) -> Result<Algorithm, String> {
     parse_named("algorithm", text)
 }
 
+fn parse_routing(text: &str) -> Result<Routing, String> {
+    parse_named("routing", text)
+}
+
+/// Parses a time such as `200us`, `20µs`, `10ns`, `0.5ns`, `1.5ms` into picoseconds.
+pub fn parse_time(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let scale = match unit.trim() {
+        "ps" => 1.0,
+        "ns" => 1e3,
+        "us" | "µs" => 1e6,
+        "ms" => 1e9,
+        "s" => 1e12,
+        _ => return Err(format!("{text:?} is not a time like 200us, 10ns or 0.5ns (units: ps, ns, us, ms, s)")),
+    };
+    let value: f64 = number.parse().map_err(|_| format!("{text:?} does not start with a number"))?;
+    Ok((value * scale).round() as u64)
+}
+
+fn parse_time_or_auto(text: &str) -> Result<Emulated, String> {
+    if text.eq_ignore_ascii_case("auto") { Ok(Emulated::Auto) } else { parse_time(text).map(Emulated::Picos) }
+}
+
 fn parse_dtype(text: &str) -> Result<Dtype, String> {
     parse_named("dtype", text)
 }
@@ -220,6 +275,16 @@ mod tests {
         assert_eq!(parse_dims("2x2x2").unwrap(), vec![2, 2, 2]);
         assert!(parse_dims("4x").is_err());
         assert!(parse_dims("0x4").is_err());
+    }
+
+    #[test]
+    fn times_parse_to_picoseconds() {
+        assert_eq!(parse_time("200us").unwrap(), 200_000_000);
+        assert_eq!(parse_time("20µs").unwrap(), 20_000_000);
+        assert_eq!(parse_time("10ns").unwrap(), 10_000);
+        assert_eq!(parse_time("0.5ns").unwrap(), 500);
+        assert!(parse_time("10").unwrap_err().contains("units"));
+        assert_eq!(parse_time_or_auto("auto").unwrap(), Emulated::Auto);
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! `topocomm`: the coordinator and the user's command line.
 
+mod calibration;
 mod cli;
 mod client;
 mod cluster;
 mod local;
+mod model;
 mod report;
 mod run;
 mod server;
@@ -19,18 +21,37 @@ use tokio::net::TcpListener;
 use topocomm_proto::Topology;
 use topocomm_proto::catalogue;
 use topocomm_proto::control::{ClientRequest, ClientResponse, RunOutcome, RunRequest};
-use topocomm_proto::spec::RunSpec;
+use topocomm_proto::spec::{LinkModel, Routing, RunSpec};
 
-use crate::cli::{Cli, Command, RunArgs, ServeArgs, StatusArgs};
+use crate::cli::{Cli, Command, Emulated, LinkArgs, RunArgs, ServeArgs, StatusArgs};
 use crate::local::LocalCluster;
 use crate::run::Coordinator;
 
 /// Extra patience for wiring and reporting on top of the run's own deadlines.
 const CLIENT_SLACK: Duration = Duration::from_secs(60);
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Node(args) = cli.command {
+        topocomm_node::logging::init();
+        return match topocomm_node::daemon::main(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("error: {error:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime.block_on(command(cli)),
+        Err(error) => {
+            eprintln!("error: cannot start the runtime: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn command(cli: Cli) -> ExitCode {
     let default_level = match &cli.command {
         Command::Serve(_) | Command::Node(_) => "info",
         _ => "error",
@@ -42,7 +63,7 @@ async fn main() -> ExitCode {
         Command::Topology(args) => topology_view::print(&args).map(|()| ExitCode::SUCCESS),
         Command::List(args) => topology_view::list(&args).map(|()| ExitCode::SUCCESS),
         Command::Status(args) => status(args).await.map(|()| ExitCode::SUCCESS),
-        Command::Node(args) => topocomm_node::daemon::run(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Node(_) => unreachable!("the node role runs on its own runtime"),
     };
     result.unwrap_or_else(|error| {
         eprintln!("error: {error:#}");
@@ -71,12 +92,21 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         exclusive: args.exclusive,
         emulation: None,
     };
+    let (emulation, predict_with) = link_models(&args.links)?;
+    let spec = RunSpec { emulation, ..spec };
     let request = RunRequest { topology: args.shape.topology, dims: args.shape.dims.clone(), spec };
     let outcome = match &args.remote.coordinator {
         Some(address) => run_remote(address, &args, request).await?,
         None => run_local(&args, request).await?,
     };
-    let summary = report::summarize(&outcome);
+    let prediction = match predict_with {
+        Some(links) if outcome.reports.iter().all(|r| r.error.is_none()) => {
+            let topology = Topology::new(outcome.topology.kind, outcome.topology.p, Some(&outcome.topology.dims))?;
+            Some(model::predict(&outcome.spec, &topology, links).map_err(|e| anyhow!(e))?)
+        }
+        _ => None,
+    };
+    let summary = report::summarize(&outcome, prediction.as_ref().map(|p| (p, predict_with.expect("modelled"))));
     let json = match &summary {
         Ok(summary) => serde_json::to_value(summary)?,
         Err(failure) => serde_json::json!({ "verified": false, "error": failure }),
@@ -94,6 +124,34 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The emulation to run with and the link physics to predict with, from `--ts/--th/--tw`.
+fn link_models(links: &LinkArgs) -> anyhow::Result<(Option<LinkModel>, Option<LinkModel>)> {
+    let packet_bytes = u32::try_from(links.packet).ok().filter(|&p| p > 0).context("--packet must be 1 B to 4 GiB")?;
+    if links.ts == Some(Emulated::Auto) {
+        anyhow::ensure!(
+            links.th.is_none() && links.tw.is_none(),
+            "--ts auto takes t_h and t_w from the calibration too"
+        );
+        let fitted = calibration::load()?;
+        return Ok((None, Some(LinkModel { routing: Routing::Sf, ..fitted })));
+    }
+    let ts = match links.ts {
+        Some(Emulated::Picos(ps)) => Some(ps),
+        _ => None,
+    };
+    if ts.is_none() && links.th.is_none() && links.tw.is_none() {
+        return Ok((None, None));
+    }
+    let model = LinkModel {
+        ts_ns: ts.unwrap_or(0) / 1000,
+        th_ns: links.th.unwrap_or(0) / 1000,
+        tw_ps: links.tw.unwrap_or(0),
+        routing: links.routing,
+        packet_bytes,
+    };
+    Ok((Some(model), Some(model)))
 }
 
 async fn run_remote(address: &str, args: &RunArgs, request: RunRequest) -> anyhow::Result<RunOutcome> {

@@ -10,6 +10,9 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 use topocomm_proto::Topology;
 use topocomm_proto::control::RunOutcome;
+use topocomm_proto::spec::{LinkModel, Routing};
+
+use crate::model::Prediction;
 
 /// Minimum, median, mean and maximum of the per-iteration times, in µs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -61,10 +64,43 @@ pub struct RunSummary {
     pub frames_sent: u64,
     pub frames_forwarded: u64,
     pub busiest_link: Option<BusiestLink>,
+    /// Messages on the longest chain of the schedule, as the run's frames counted them.
+    pub steps: u16,
+    /// The emulated link physics, if the links were emulated (`None`: full speed).
+    pub links: Option<LinkPhysics>,
+    /// The cost model's time for this run, in µs (with emulation or `--ts auto`).
+    pub model_us: Option<f64>,
+    /// Measured median over predicted.
+    pub model_ratio: Option<f64>,
+}
+
+/// Link physics in the units people read.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LinkPhysics {
+    pub ts_us: f64,
+    pub th_us: f64,
+    pub tw_ns_per_byte: f64,
+    pub routing: Routing,
+    pub packet_bytes: u32,
+    /// Whether the links were emulated with these (else they were only used to predict).
+    pub emulated: bool,
+}
+
+impl LinkPhysics {
+    fn of(model: &LinkModel, emulated: bool) -> Self {
+        LinkPhysics {
+            ts_us: model.ts_ns as f64 / 1e3,
+            th_us: model.th_ns as f64 / 1e3,
+            tw_ns_per_byte: model.tw_ps as f64 / 1e3,
+            routing: model.routing,
+            packet_bytes: model.packet_bytes,
+            emulated,
+        }
+    }
 }
 
 /// Holds every node's report to the reference verdict; a failed check names the nodes.
-pub fn summarize(outcome: &RunOutcome) -> Result<RunSummary, String> {
+pub fn summarize(outcome: &RunOutcome, prediction: Option<(&Prediction, LinkModel)>) -> Result<RunSummary, String> {
     let wrong: Vec<String> = outcome
         .reports
         .iter()
@@ -92,6 +128,13 @@ pub fn summarize(outcome: &RunOutcome) -> Result<RunSummary, String> {
         .flat_map(|r| r.link_bytes.iter().map(move |&(to, bytes)| BusiestLink { from: r.node, to, bytes }))
         .max_by_key(|link| (link.bytes, std::cmp::Reverse((link.from, link.to))));
     let spec = &outcome.spec;
+    let time_us = TimeStats::of(&iteration_us);
+    let links = match (spec.emulation, prediction) {
+        (Some(model), _) => Some(LinkPhysics::of(&model, true)),
+        (None, Some((_, model))) => Some(LinkPhysics::of(&model, false)),
+        (None, None) => None,
+    };
+    let model_us = prediction.map(|(p, _)| p.time_us());
     Ok(RunSummary {
         run: spec.run,
         collective: spec.collective.to_string(),
@@ -106,11 +149,15 @@ pub fn summarize(outcome: &RunOutcome) -> Result<RunSummary, String> {
         warmup: spec.warmup,
         iterations: spec.iterations,
         verified: true,
-        time_us: TimeStats::of(&iteration_us),
+        time_us,
         iteration_us,
         frames_sent: outcome.reports.iter().map(|r| r.frames_sent).sum(),
         frames_forwarded: outcome.reports.iter().map(|r| r.frames_forwarded).sum(),
         busiest_link,
+        steps: outcome.reports.iter().map(|r| r.steps).max().unwrap_or(0),
+        links,
+        model_us,
+        model_ratio: model_us.filter(|&m| m > 0.0).map(|m| time_us.median / m),
     })
 }
 
@@ -144,12 +191,25 @@ pub fn table(summary: &RunSummary) -> String {
         format!("{:.1}", t.max),
         if summary.verified { "yes".into() } else { "NO".into() },
     ]);
+    let model = match (summary.model_us, summary.model_ratio, &summary.links) {
+        (Some(model), ratio, Some(links)) => format!(
+            "\nmodel ({}, t_s {} µs, t_h {} µs, t_w {} ns/B{}): {model:.1} µs; measured median / model = {}; {} steps",
+            links.routing,
+            links.ts_us,
+            links.th_us,
+            links.tw_ns_per_byte,
+            if links.routing == Routing::Ct { format!(", {} B packets", links.packet_bytes) } else { String::new() },
+            ratio.map(|r| format!("{r:.3}")).unwrap_or_else(|| "-".into()),
+            summary.steps
+        ),
+        _ => format!("\n{} steps", summary.steps),
+    };
     let busiest = summary
         .busiest_link
         .map(|l| format!("busiest link {}→{}: {}", l.from, l.to, ByteSize::b(l.bytes).display().iec()))
         .unwrap_or_else(|| "no link traffic".into());
     format!(
-        "{table}\nframes sent {}, forwarded {}; {busiest} (per run of {} timed iterations)",
+        "{table}\nframes sent {}, forwarded {}; {busiest} (per run of {} timed iterations){model}",
         summary.frames_sent, summary.frames_forwarded, summary.iterations
     )
 }

@@ -78,6 +78,17 @@ struct Shared {
 
 type Control = Framed<TcpStream, LengthDelimitedCodec>;
 
+/// Runs the daemon on its own single-threaded runtime: the link tasks, the router and
+/// the algorithm then hand frames to one another without crossing threads (the pacer of
+/// emulated links is the one other thread).
+pub fn main(args: NodeArgs) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the node's runtime")?
+        .block_on(run(args))
+}
+
 /// Runs the daemon until the coordinator refuses it (or, with `exit_with_coordinator`,
 /// until the control link closes).
 pub async fn run(args: NodeArgs) -> anyhow::Result<()> {
@@ -227,6 +238,7 @@ fn failed_report(spec: &topocomm_proto::spec::RunSpec, reason: &str) -> NodeRepo
         digest: 0,
         frames_sent: 0,
         frames_forwarded: 0,
+        steps: 0,
         link_bytes: Vec::new(),
         error: Some(reason.to_owned()),
         dump: None,

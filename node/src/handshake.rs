@@ -52,13 +52,7 @@ pub enum HandshakeError {
 impl LinkHello {
     /// A hello from `from` to `to` in `epoch`.
     pub fn new(token: &str, epoch: u64, from: NodeId, to: NodeId) -> Self {
-        LinkHello {
-            version: PROTOCOL_VERSION,
-            token: token.to_owned(),
-            epoch,
-            from,
-            to,
-        }
+        LinkHello { version: PROTOCOL_VERSION, token: token.to_owned(), epoch, from, to }
     }
 }
 
@@ -83,10 +77,7 @@ where
 {
     let hello: LinkHello = with_deadline(read_message(stream)).await?;
     let verdict = if hello.version != PROTOCOL_VERSION {
-        Err(format!(
-            "protocol version {} (this node speaks {PROTOCOL_VERSION})",
-            hello.version
-        ))
+        Err(format!("protocol version {} (this node speaks {PROTOCOL_VERSION})", hello.version))
     } else {
         admit(&hello)
     };
@@ -102,18 +93,11 @@ where
     }
 }
 
-async fn with_deadline<T>(
-    future: impl Future<Output = Result<T, HandshakeError>>,
-) -> Result<T, HandshakeError> {
-    tokio::time::timeout(HANDSHAKE_TIMEOUT, future)
-        .await
-        .map_err(|_| HandshakeError::Timeout(HANDSHAKE_TIMEOUT))?
+async fn with_deadline<T>(future: impl Future<Output = Result<T, HandshakeError>>) -> Result<T, HandshakeError> {
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, future).await.map_err(|_| HandshakeError::Timeout(HANDSHAKE_TIMEOUT))?
 }
 
-async fn write_message<S: AsyncWrite + Unpin, T: Serialize>(
-    stream: &mut S,
-    message: &T,
-) -> Result<(), HandshakeError> {
+async fn write_message<S: AsyncWrite + Unpin, T: Serialize>(stream: &mut S, message: &T) -> Result<(), HandshakeError> {
     let body = codec::encode(message).map_err(|e| HandshakeError::Malformed(e.to_string()))?;
     let mut out = Vec::with_capacity(4 + body.len());
     out.extend_from_slice(&(body.len() as u32).to_be_bytes());
@@ -145,11 +129,7 @@ mod tests {
         let hello = LinkHello::new("secret", 3, 1, 2);
         let (dialled, admitted) = tokio::join!(
             introduce(&mut a, &hello),
-            admit(&mut b, |h| if h.token == "secret" {
-                Ok(())
-            } else {
-                Err("bad token".into())
-            })
+            admit(&mut b, |h| if h.token == "secret" { Ok(()) } else { Err("bad token".into()) })
         );
         dialled.unwrap();
         assert_eq!(admitted.unwrap(), hello);
@@ -161,11 +141,7 @@ mod tests {
         let hello = LinkHello::new("guess", 3, 1, 2);
         let (dialled, admitted) = tokio::join!(
             introduce(&mut a, &hello),
-            admit(&mut b, |h| if h.token == "secret" {
-                Ok(())
-            } else {
-                Err("bad token".into())
-            })
+            admit(&mut b, |h| if h.token == "secret" { Ok(()) } else { Err("bad token".into()) })
         );
         assert!(matches!(dialled, Err(HandshakeError::Refused(r)) if r == "bad token"));
         assert!(admitted.is_err());
@@ -175,16 +151,10 @@ mod tests {
     async fn oversized_or_garbage_hello_is_an_error_not_a_panic() {
         let (mut a, mut b) = tokio::io::duplex(1 << 16);
         a.write_all(&u32::MAX.to_be_bytes()).await.unwrap();
-        assert!(matches!(
-            admit(&mut b, |_| Ok(())).await,
-            Err(HandshakeError::TooLong(_))
-        ));
+        assert!(matches!(admit(&mut b, |_| Ok(())).await, Err(HandshakeError::TooLong(_))));
 
         let (mut a, mut b) = tokio::io::duplex(1 << 16);
         a.write_all(&[0, 0, 0, 3, 0xff, 0xff, 0xff]).await.unwrap();
-        assert!(matches!(
-            admit(&mut b, |_| Ok(())).await,
-            Err(HandshakeError::Malformed(_))
-        ));
+        assert!(matches!(admit(&mut b, |_| Ok(())).await, Err(HandshakeError::Malformed(_))));
     }
 }

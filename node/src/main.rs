@@ -12,8 +12,7 @@ struct Cli {
     node: NodeArgs,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     topocomm_node::logging::init();
-    daemon::run(Cli::parse().node).await
+    daemon::main(Cli::parse().node)
 }

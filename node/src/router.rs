@@ -4,7 +4,7 @@
 //! It knows links only as queues of frames; it never touches a socket.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::{Bytes, BytesMut};
@@ -12,6 +12,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use topocomm_proto::flow::{FlowEvent, FlowKind};
 use topocomm_proto::frame::{Frame, FrameHeader, SYSTEM_TAG_BASE};
 use topocomm_proto::spec::{LinkModel, Routing};
 use topocomm_proto::{NodeId, Topology};
@@ -78,6 +79,16 @@ pub struct Router {
     clock: Clock,
     /// Cut-through messages whose last packet has not arrived yet.
     partial: Mutex<HashMap<MessageKey, BytesMut>>,
+    /// The message flow, while recording.
+    recorder: Recorder,
+}
+
+/// Records flow events when switched on; costs one atomic load per event otherwise.
+#[derive(Default)]
+struct Recorder {
+    on: AtomicBool,
+    since: Mutex<Option<Instant>>,
+    events: Mutex<Vec<FlowEvent>>,
 }
 
 impl Router {
@@ -112,6 +123,7 @@ impl Router {
             emulation: RwLock::new(None),
             clock,
             partial: Mutex::new(HashMap::new()),
+            recorder: Recorder::default(),
         });
         for (peer, stream, rx) in outgoing {
             links::spawn(peer, stream, rx, router.clone(), max_frame, router.shutdown.child_token());
@@ -146,6 +158,29 @@ impl Router {
         *self.emulation.read().expect("emulation lock")
     }
 
+    /// Starts recording the message flow afresh, with times counted from now.
+    pub fn start_recording(&self) {
+        *self.recorder.since.lock().expect("recorder lock") = Some(Instant::now());
+        self.recorder.events.lock().expect("recorder lock").clear();
+        self.recorder.on.store(true, Ordering::Release);
+    }
+
+    /// Stops recording and hands over what was recorded.
+    pub fn take_recording(&self) -> Vec<FlowEvent> {
+        self.recorder.on.store(false, Ordering::Release);
+        std::mem::take(&mut *self.recorder.events.lock().expect("recorder lock"))
+    }
+
+    fn record(&self, kind: FlowKind, header: &FrameHeader, bytes: usize, next: Option<NodeId>) {
+        if !self.recorder.on.load(Ordering::Acquire) || header.tag >= SYSTEM_TAG_BASE {
+            return;
+        }
+        let since = self.recorder.since.lock().expect("recorder lock").unwrap_or_else(Instant::now);
+        let at_ns = self.clock.nanos(Instant::now().saturating_duration_since(since));
+        let event = FlowEvent::of(at_ns, self.id, kind, header, bytes, next);
+        self.recorder.events.lock().expect("recorder lock").push(event);
+    }
+
     /// Closes every link of this wiring.
     pub fn shutdown(&self) {
         self.shutdown.cancel();
@@ -170,6 +205,7 @@ impl Router {
         if header.tag < SYSTEM_TAG_BASE {
             self.counters.sent.fetch_add(1, Ordering::Relaxed);
         }
+        self.record(FlowKind::Send, &header, payload.len(), (dst != self.id).then(|| self.next_hop[dst]));
         if dst == self.id {
             self.deliver(header, payload);
             return Ok(());
@@ -232,6 +268,7 @@ impl Router {
         );
         if header.tag < SYSTEM_TAG_BASE && header.packet == 0 {
             self.counters.forwarded.fetch_add(1, Ordering::Relaxed);
+            self.record(FlowKind::Forward, &forwarded, frame.payload.len(), Some(self.next_hop[header.dst()]));
         }
         self.push(Frame { header: forwarded, payload: frame.payload })
     }
@@ -276,6 +313,7 @@ impl Router {
             }
             partial.remove(&key).expect("just extended").freeze()
         };
+        self.record(FlowKind::Deliver, &header, payload.len(), None);
         self.mailbox.deliver(key, Delivery { payload, step: header.step });
     }
 

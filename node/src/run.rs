@@ -30,11 +30,12 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
         digest: 0,
         frames_sent: 0,
         frames_forwarded: 0,
+        steps: 0,
         link_bytes: Vec::new(),
         error: None,
         dump: None,
     };
-    match iterate(&router, spec, &input, &mut report.times_us).await {
+    match iterate(&router, spec, &input, &mut report.times_us, &mut report.steps).await {
         Ok(output) => {
             let traffic = router.traffic();
             report.frames_sent = traffic.frames_sent;
@@ -66,6 +67,7 @@ async fn iterate(
     spec: &RunSpec,
     input: &Bytes,
     times_us: &mut Vec<f64>,
+    steps: &mut u16,
 ) -> Result<Bytes, CommError> {
     let timeout = Duration::from_millis(spec.timeout_ms);
     let mut output = Bytes::new();
@@ -73,11 +75,15 @@ async fn iterate(
         if iteration == spec.warmup {
             router.reset_traffic();
         }
-        let comm = Comm::new(router.clone(), spec.run, iteration, Instant::now() + timeout);
-        barrier::dissemination(&comm, barrier::RUNTIME_BARRIER_TAG).await?;
+        let deadline = Instant::now() + timeout;
+        let synchronise = Comm::new(router.clone(), spec.run, iteration, deadline);
+        barrier::dissemination(&synchronise, barrier::RUNTIME_BARRIER_TAG).await?;
+        // A fresh handle, so the barrier's messages do not count as steps of the collective.
+        let comm = Comm::new(router.clone(), spec.run, iteration, deadline);
         let started = Instant::now();
         output = collectives::run(&comm, spec, input.clone()).await?;
         let elapsed = started.elapsed();
+        *steps = (*steps).max(comm.steps());
         if iteration >= spec.warmup {
             times_us.push(elapsed.as_secs_f64() * 1e6);
         }

@@ -16,8 +16,22 @@ use topocomm_proto::{Topology, TopologyKind};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
-const ALGORITHMS: [Algorithm; 4] = [Algorithm::Linear, Algorithm::Ring, Algorithm::Mesh, Algorithm::Hypercube];
 const COLLECTIVES: [Collective; 2] = [Collective::Broadcast, Collective::Reduce];
+/// Every algorithm of both collectives.
+const PAIRS: [(Collective, Algorithm); 12] = [
+    (Collective::Broadcast, Algorithm::Linear),
+    (Collective::Reduce, Algorithm::Linear),
+    (Collective::Broadcast, Algorithm::Ring),
+    (Collective::Reduce, Algorithm::Ring),
+    (Collective::Broadcast, Algorithm::Mesh),
+    (Collective::Reduce, Algorithm::Mesh),
+    (Collective::Broadcast, Algorithm::Hypercube),
+    (Collective::Reduce, Algorithm::Hypercube),
+    (Collective::Broadcast, Algorithm::RecursiveDoubling),
+    (Collective::Reduce, Algorithm::RecursiveHalving),
+    (Collective::Broadcast, Algorithm::ScatterAllgather),
+    (Collective::Reduce, Algorithm::ReduceScatterGather),
+];
 const DTYPES: [Dtype; 4] = [Dtype::I32, Dtype::I64, Dtype::F32, Dtype::F64];
 const OPS: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max];
 
@@ -85,25 +99,23 @@ fn topology(kind: TopologyKind, p: usize) -> Option<Topology> {
     Topology::new(kind, p, None).ok()
 }
 
-/// Every algorithm and both collectives on `kind` for p = 1..=16 (where `kind` takes
-/// p), from every root, with 0, 1 and an odd number of elements; the reductions walk
+/// Every algorithm of both collectives on `kind` for p = 1..=17 (where `kind` takes p),
+/// from every root, with 0, 1 and an odd number of elements; the reductions walk
 /// through every dtype and op.
 async fn sweep(kind: TopologyKind) {
     let mut run = 0;
-    for p in 1..=16 {
+    for p in 1..=17 {
         let Some(topology) = topology(kind, p) else {
             continue;
         };
         let cluster = MemoryCluster::start(&topology);
-        for algorithm in ALGORITHMS {
-            for collective in COLLECTIVES {
-                for root in 0..p {
-                    for elements in [0, 1, 7] {
-                        run += 1;
-                        let dtype = DTYPES[run as usize % 4];
-                        let op = OPS[run as usize / 4 % 4];
-                        verify(&cluster, &topology, &spec(run, collective, algorithm, root, elements, dtype, op)).await;
-                    }
+        for (collective, algorithm) in PAIRS {
+            for root in 0..p {
+                for elements in [0, 1, 7] {
+                    run += 1;
+                    let dtype = DTYPES[run as usize % 4];
+                    let op = OPS[run as usize / 4 % 4];
+                    verify(&cluster, &topology, &spec(run, collective, algorithm, root, elements, dtype, op)).await;
                 }
             }
         }
@@ -111,37 +123,37 @@ async fn sweep(kind: TopologyKind) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_rings_of_1_to_16() {
+async fn on_rings_of_1_to_17() {
     sweep(TopologyKind::Ring).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_meshes_of_1_to_16() {
+async fn on_meshes_of_1_to_17() {
     sweep(TopologyKind::Mesh).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_tori_of_1_to_16() {
+async fn on_tori_of_1_to_17() {
     sweep(TopologyKind::Torus).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_3d_meshes_of_1_to_16() {
+async fn on_3d_meshes_of_1_to_17() {
     sweep(TopologyKind::Mesh3d).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_3d_tori_of_1_to_16() {
+async fn on_3d_tori_of_1_to_17() {
     sweep(TopologyKind::Torus3d).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_hypercubes_of_1_to_16() {
+async fn on_hypercubes_of_1_to_17() {
     sweep(TopologyKind::Hypercube).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_fully_connected_networks_of_1_to_16() {
+async fn on_fully_connected_networks_of_1_to_17() {
     sweep(TopologyKind::Full).await;
 }
 
@@ -171,7 +183,7 @@ async fn on_explicit_grid_shapes() {
     }
 }
 
-/// p = 32 and 64 on the kinds that scale, every algorithm.
+/// p = 32 and 64 on the kinds that scale, every algorithm of both collectives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_32_and_64_nodes() {
     let mut run = 0;
@@ -181,13 +193,11 @@ async fn on_32_and_64_nodes() {
         {
             let topology = topology(kind, p).unwrap();
             let cluster = MemoryCluster::start(&topology);
-            for algorithm in ALGORITHMS {
-                for collective in COLLECTIVES {
-                    for root in [0, p - 1, 21] {
-                        run += 1;
-                        let s = spec(run, collective, algorithm, root, 5, Dtype::F64, ReduceOp::Sum);
-                        verify(&cluster, &topology, &s).await;
-                    }
+            for (collective, algorithm) in PAIRS {
+                for root in [0, p - 1, 21] {
+                    run += 1;
+                    let s = spec(run, collective, algorithm, root, 5, Dtype::F64, ReduceOp::Sum);
+                    verify(&cluster, &topology, &s).await;
                 }
             }
         }
@@ -201,7 +211,7 @@ async fn reduce_every_dtype_and_op() {
     for (kind, p, root) in [(TopologyKind::Torus, 6, 5), (TopologyKind::Hypercube, 8, 3)] {
         let topology = topology(kind, p).unwrap();
         let cluster = MemoryCluster::start(&topology);
-        for algorithm in ALGORITHMS {
+        for (_, algorithm) in PAIRS.into_iter().filter(|&(collective, _)| collective == Collective::Reduce) {
             for dtype in DTYPES {
                 for op in OPS {
                     run += 1;
@@ -223,6 +233,10 @@ async fn one_mebibyte() {
         (Collective::Reduce, Algorithm::Hypercube, TopologyKind::Hypercube, 8, 1, Dtype::F64, ReduceOp::Sum),
         (Collective::Reduce, Algorithm::Mesh, TopologyKind::Mesh3d, 8, 7, Dtype::I32, ReduceOp::Prod),
         (Collective::Reduce, Algorithm::Ring, TopologyKind::Ring, 5, 2, Dtype::F32, ReduceOp::Max),
+        (Collective::Broadcast, Algorithm::RecursiveDoubling, TopologyKind::Ring, 9, 4, Dtype::I32, ReduceOp::Sum),
+        (Collective::Reduce, Algorithm::RecursiveHalving, TopologyKind::Full, 7, 6, Dtype::F32, ReduceOp::Sum),
+        (Collective::Broadcast, Algorithm::ScatterAllgather, TopologyKind::Ring, 12, 11, Dtype::F64, ReduceOp::Sum),
+        (Collective::Reduce, Algorithm::ReduceScatterGather, TopologyKind::Hypercube, 16, 5, Dtype::F64, ReduceOp::Sum),
     ];
     for (run, (collective, algorithm, kind, p, root, dtype, op)) in cases.into_iter().enumerate() {
         let topology = topology(kind, p).unwrap();
@@ -240,9 +254,15 @@ fn forwarded(cluster: &MemoryCluster, p: usize) -> u64 {
 /// Runs broadcast and reduce with `algorithm` on a fresh cluster wired as `kind` with p
 /// nodes; returns the frames its routers forwarded.
 async fn forwarded_by(algorithm: Algorithm, kind: TopologyKind, p: usize) -> u64 {
+    forwarded_by_pair([algorithm; 2], kind, p).await
+}
+
+/// Runs broadcast with `algorithms[0]` and reduce with `algorithms[1]` on a fresh
+/// cluster wired as `kind` with p nodes; returns the frames its routers forwarded.
+async fn forwarded_by_pair(algorithms: [Algorithm; 2], kind: TopologyKind, p: usize) -> u64 {
     let topology = topology(kind, p).unwrap();
     let cluster = MemoryCluster::start(&topology);
-    for (run, collective) in COLLECTIVES.into_iter().enumerate() {
+    for (run, (collective, algorithm)) in COLLECTIVES.into_iter().zip(algorithms).enumerate() {
         let s = spec(run as u64 + 1, collective, algorithm, p / 2 + 1, 4, Dtype::I32, ReduceOp::Sum);
         verify(&cluster, &topology, &s).await;
     }
@@ -271,6 +291,11 @@ async fn mismatched_topologies_forward_frames() {
     for (algorithm, kind, p) in native {
         assert_eq!(forwarded_by(algorithm, kind, p).await, 0, "{algorithm} on {kind} of {p} forwarded frames");
     }
+    // The cut-through ring broadcast and its dual send over distances p/2, p/4, ..., 1:
+    // one link each on a full network, several on a ring.
+    let doubling = [Algorithm::RecursiveDoubling, Algorithm::RecursiveHalving];
+    assert_eq!(forwarded_by_pair(doubling, TopologyKind::Full, 11).await, 0);
+    assert!(forwarded_by_pair(doubling, TopologyKind::Ring, 8).await > 0);
 }
 
 /// A root outside the cluster is refused by every node, with no message sent.
@@ -278,18 +303,16 @@ async fn mismatched_topologies_forward_frames() {
 async fn a_root_outside_the_cluster_is_refused() {
     let topology = topology(TopologyKind::Ring, 4).unwrap();
     let cluster = MemoryCluster::start(&topology);
-    for (run, collective) in COLLECTIVES.into_iter().enumerate() {
-        for algorithm in ALGORITHMS {
-            let s = Arc::new(spec(run as u64 + 1, collective, algorithm, 4, 2, Dtype::I32, ReduceOp::Sum));
-            let outputs = cluster
-                .run_all(s.run, TIMEOUT, move |comm| {
-                    let s = s.clone();
-                    async move { collectives::run(&comm, &s, Bytes::from_static(&[0; 8])).await }
-                })
-                .await;
-            for (me, output) in outputs.into_iter().enumerate() {
-                assert_eq!(output, Err(CommError::NoSuchPeer { me, peer: 4, p: 4 }), "{algorithm} {collective}");
-            }
+    for (run, (collective, algorithm)) in PAIRS.into_iter().enumerate() {
+        let s = Arc::new(spec(run as u64 + 1, collective, algorithm, 4, 2, Dtype::I32, ReduceOp::Sum));
+        let outputs = cluster
+            .run_all(s.run, TIMEOUT, move |comm| {
+                let s = s.clone();
+                async move { collectives::run(&comm, &s, Bytes::from_static(&[0; 8])).await }
+            })
+            .await;
+        for (me, output) in outputs.into_iter().enumerate() {
+            assert_eq!(output, Err(CommError::NoSuchPeer { me, peer: 4, p: 4 }), "{algorithm} {collective}");
         }
     }
 }

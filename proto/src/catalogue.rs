@@ -29,14 +29,7 @@ const fn entry(
     steps: &'static str,
     source: &'static str,
 ) -> Entry {
-    Entry {
-        collective,
-        algorithm,
-        made_for,
-        nodes,
-        steps,
-        source,
-    }
+    Entry { collective, algorithm, made_for, nodes, steps, source }
 }
 
 use Algorithm as A;
@@ -44,357 +37,57 @@ use Collective as C;
 
 const ANY: &str = "any p";
 const FOLDS: &str = "any p (extra nodes fold into partners)";
+const FOLDED_LOG: &str = "log p; ⌊log p⌋+2 folded";
 
 /// Every (collective, algorithm) pair topocomm runs.
 pub const ENTRIES: &[Entry] = &[
-    entry(
-        C::Broadcast,
-        A::Linear,
-        "full",
-        ANY,
-        "p-1",
-        "seed 002 (naive)",
-    ),
-    entry(
-        C::Broadcast,
-        A::Ring,
-        "ring",
-        ANY,
-        "⌈p/2⌉",
-        "seed 002, SF ring",
-    ),
-    entry(
-        C::Broadcast,
-        A::Mesh,
-        "mesh, torus, mesh3d, torus3d",
-        ANY,
-        "2⌈√p/2⌉ (torus)",
-        "seeds 002, 003",
-    ),
-    entry(
-        C::Broadcast,
-        A::Hypercube,
-        "hypercube",
-        ANY,
-        "⌈log p⌉",
-        "Algorithms 4.1, 4.2",
-    ),
-    entry(
-        C::Broadcast,
-        A::RecursiveDoubling,
-        "ring (cut-through)",
-        ANY,
-        "⌈log p⌉",
-        "seed 002, CT ring",
-    ),
-    entry(
-        C::Broadcast,
-        A::ScatterAllgather,
-        "ring",
-        ANY,
-        "⌈log p⌉ + p-1",
-        "textbook 4.7 (large messages)",
-    ),
-    entry(
-        C::Reduce,
-        A::Linear,
-        "full",
-        ANY,
-        "p-1",
-        "dual of linear broadcast",
-    ),
-    entry(
-        C::Reduce,
-        A::Ring,
-        "ring",
-        ANY,
-        "⌈p/2⌉",
-        "dual of ring broadcast",
-    ),
-    entry(
-        C::Reduce,
-        A::Mesh,
-        "mesh, torus, mesh3d, torus3d",
-        ANY,
-        "2⌈√p/2⌉ (torus)",
-        "dual of mesh broadcast",
-    ),
-    entry(
-        C::Reduce,
-        A::Hypercube,
-        "hypercube",
-        ANY,
-        "⌈log p⌉",
-        "Algorithm 4.3",
-    ),
-    entry(
-        C::Reduce,
-        A::RecursiveHalving,
-        "ring (cut-through)",
-        ANY,
-        "⌈log p⌉",
-        "dual of recursive-doubling broadcast",
-    ),
-    entry(
-        C::Reduce,
-        A::ReduceScatterGather,
-        "ring",
-        ANY,
-        "p-1 + ⌈log p⌉",
-        "seed 004 (large messages)",
-    ),
+    entry(C::Broadcast, A::Linear, "full", ANY, "p-1", "seed 002 (naive)"),
+    entry(C::Broadcast, A::Ring, "ring", ANY, "⌈p/2⌉", "seed 002, SF ring"),
+    entry(C::Broadcast, A::Mesh, "mesh, torus, mesh3d, torus3d", ANY, "2⌈√p/2⌉ (torus)", "seeds 002, 003"),
+    entry(C::Broadcast, A::Hypercube, "hypercube", ANY, "⌈log p⌉", "Algorithms 4.1, 4.2"),
+    entry(C::Broadcast, A::RecursiveDoubling, "ring (cut-through)", ANY, "⌈log p⌉", "seed 002, CT ring"),
+    entry(C::Broadcast, A::ScatterAllgather, "ring", ANY, "2⌈log p⌉ + p-1", "textbook 4.7 (large messages)"),
+    entry(C::Reduce, A::Linear, "full", ANY, "p-1", "dual of linear broadcast"),
+    entry(C::Reduce, A::Ring, "ring", ANY, "⌈p/2⌉", "dual of ring broadcast"),
+    entry(C::Reduce, A::Mesh, "mesh, torus, mesh3d, torus3d", ANY, "2⌈√p/2⌉ (torus)", "dual of mesh broadcast"),
+    entry(C::Reduce, A::Hypercube, "hypercube", ANY, "⌈log p⌉", "Algorithm 4.3"),
+    entry(C::Reduce, A::RecursiveHalving, "ring (cut-through)", ANY, "⌈log p⌉", "dual of recursive-doubling broadcast"),
+    entry(C::Reduce, A::ReduceScatterGather, "ring", ANY, "p-1 + ⌈log p⌉", "seed 004 (large messages)"),
     entry(C::Allgather, A::Ring, "ring", ANY, "p-1", "Algorithm 4.4"),
-    entry(
-        C::Allgather,
-        A::Mesh,
-        "mesh, torus, mesh3d, torus3d",
-        ANY,
-        "2(√p-1)",
-        "Algorithm 4.6",
-    ),
-    entry(
-        C::Allgather,
-        A::Hypercube,
-        "hypercube",
-        FOLDS,
-        "log p",
-        "Algorithm 4.7",
-    ),
-    entry(
-        C::Allgather,
-        A::RecursiveDoubling,
-        "hypercube",
-        FOLDS,
-        "⌈log p⌉",
-        "seed 004",
-    ),
-    entry(
-        C::Allgather,
-        A::Bruck,
-        "full",
-        ANY,
-        "⌈log p⌉",
-        "Bruck et al. 1997",
-    ),
-    entry(
-        C::ReduceScatter,
-        A::Ring,
-        "ring",
-        ANY,
-        "p-1",
-        "Algorithm 4.5",
-    ),
-    entry(
-        C::ReduceScatter,
-        A::Hypercube,
-        "hypercube",
-        FOLDS,
-        "log p",
-        "Algorithm 4.8",
-    ),
-    entry(
-        C::ReduceScatter,
-        A::RecursiveHalving,
-        "hypercube",
-        FOLDS,
-        "⌈log p⌉",
-        "seed 004, Fig. 13.3",
-    ),
-    entry(
-        C::ReduceScatter,
-        A::Pairwise,
-        "full",
-        ANY,
-        "p-1",
-        "MPI libraries",
-    ),
-    entry(
-        C::Allreduce,
-        A::ReduceBroadcast,
-        "hypercube",
-        ANY,
-        "2⌈log p⌉",
-        "seed 004, Fig. 13.1",
-    ),
-    entry(
-        C::Allreduce,
-        A::RecursiveDoubling,
-        "hypercube",
-        FOLDS,
-        "⌈log p⌉",
-        "seed 004, Fig. 13.2",
-    ),
-    entry(
-        C::Allreduce,
-        A::HalvingDoubling,
-        "hypercube",
-        FOLDS,
-        "2⌈log p⌉",
-        "seed 004, Fig. 13.3",
-    ),
-    entry(
-        C::Allreduce,
-        A::Ring,
-        "ring",
-        ANY,
-        "2(p-1)",
-        "ring reduce-scatter + ring all-gather",
-    ),
-    entry(
-        C::Allreduce,
-        A::Mesh,
-        "mesh, torus, mesh3d, torus3d",
-        ANY,
-        "rows, then columns",
-        "textbook 4.3",
-    ),
-    entry(
-        C::Scan,
-        A::Hypercube,
-        "hypercube",
-        FOLDS,
-        "⌈log p⌉",
-        "Algorithm 4.9",
-    ),
+    entry(C::Allgather, A::Mesh, "mesh, torus, mesh3d, torus3d", ANY, "2(√p-1)", "Algorithm 4.6"),
+    entry(C::Allgather, A::Hypercube, "hypercube", FOLDS, FOLDED_LOG, "Algorithm 4.7"),
+    entry(C::Allgather, A::RecursiveDoubling, "hypercube", FOLDS, FOLDED_LOG, "seed 004"),
+    entry(C::Allgather, A::Bruck, "full", ANY, "⌈log p⌉", "Bruck et al. 1997"),
+    entry(C::ReduceScatter, A::Ring, "ring", ANY, "p-1", "Algorithm 4.5"),
+    entry(C::ReduceScatter, A::Hypercube, "hypercube", FOLDS, FOLDED_LOG, "Algorithm 4.8"),
+    entry(C::ReduceScatter, A::RecursiveHalving, "hypercube", FOLDS, FOLDED_LOG, "seed 004, Fig. 13.3"),
+    entry(C::ReduceScatter, A::Pairwise, "full", ANY, "p-1", "MPI libraries"),
+    entry(C::Allreduce, A::ReduceBroadcast, "hypercube", ANY, "2⌈log p⌉", "seed 004, Fig. 13.1"),
+    entry(C::Allreduce, A::RecursiveDoubling, "hypercube", FOLDS, FOLDED_LOG, "seed 004, Fig. 13.2"),
+    entry(C::Allreduce, A::HalvingDoubling, "hypercube", FOLDS, "2 log p; 2⌊log p⌋+2 folded", "seed 004, Fig. 13.3"),
+    entry(C::Allreduce, A::Ring, "ring", ANY, "2(p-1)", "ring reduce-scatter + ring all-gather"),
+    entry(C::Allreduce, A::Mesh, "mesh, torus, mesh3d, torus3d", ANY, "rows, then columns", "textbook 4.3"),
+    entry(C::Scan, A::Hypercube, "hypercube", ANY, "⌈log p⌉", "Algorithm 4.9"),
     entry(C::Scan, A::Linear, "ring", ANY, "p-1", "seed 000, pipeline"),
-    entry(
-        C::Scatter,
-        A::Linear,
-        "full",
-        ANY,
-        "p-1",
-        "seed 002 (naive)",
-    ),
+    entry(C::Scatter, A::Linear, "full", ANY, "p-1", "seed 002 (naive)"),
     entry(C::Scatter, A::Ring, "ring", ANY, "⌈p/2⌉", "seed 002"),
-    entry(
-        C::Scatter,
-        A::Mesh,
-        "mesh, torus, mesh3d, torus3d",
-        ANY,
-        "rows, then columns",
-        "seed 002",
-    ),
-    entry(
-        C::Scatter,
-        A::Hypercube,
-        "hypercube",
-        ANY,
-        "⌈log p⌉",
-        "seed 002",
-    ),
-    entry(
-        C::Gather,
-        A::Linear,
-        "full",
-        ANY,
-        "p-1",
-        "dual of linear scatter",
-    ),
-    entry(
-        C::Gather,
-        A::Ring,
-        "ring",
-        ANY,
-        "⌈p/2⌉",
-        "dual of ring scatter",
-    ),
-    entry(
-        C::Gather,
-        A::Mesh,
-        "mesh, torus, mesh3d, torus3d",
-        ANY,
-        "columns, then the row",
-        "dual of mesh scatter",
-    ),
-    entry(
-        C::Gather,
-        A::Hypercube,
-        "hypercube",
-        ANY,
-        "⌈log p⌉",
-        "dual of hypercube scatter",
-    ),
+    entry(C::Scatter, A::Mesh, "mesh, torus, mesh3d, torus3d", ANY, "rows, then columns", "seed 002"),
+    entry(C::Scatter, A::Hypercube, "hypercube", ANY, "⌈log p⌉", "seed 002"),
+    entry(C::Gather, A::Linear, "full", ANY, "p-1", "dual of linear scatter"),
+    entry(C::Gather, A::Ring, "ring", ANY, "⌈p/2⌉", "dual of ring scatter"),
+    entry(C::Gather, A::Mesh, "mesh, torus, mesh3d, torus3d", ANY, "columns, then the row", "dual of mesh scatter"),
+    entry(C::Gather, A::Hypercube, "hypercube", ANY, "⌈log p⌉", "dual of hypercube scatter"),
     entry(C::Alltoall, A::Ring, "ring", ANY, "p-1", "seed 002"),
-    entry(
-        C::Alltoall,
-        A::Mesh,
-        "mesh, torus, mesh3d, torus3d",
-        ANY,
-        "2(√p-1)",
-        "seed 002",
-    ),
-    entry(
-        C::Alltoall,
-        A::Hypercube,
-        "hypercube",
-        FOLDS,
-        "log p",
-        "seed 002",
-    ),
-    entry(
-        C::Alltoall,
-        A::PairwiseXor,
-        "hypercube (E-cube)",
-        ANY,
-        "2^⌈log p⌉ - 1",
-        "Algorithm 4.10",
-    ),
-    entry(
-        C::Alltoall,
-        A::Pairwise,
-        "full",
-        ANY,
-        "p-1",
-        "MPI libraries",
-    ),
-    entry(
-        C::Alltoall,
-        A::Bruck,
-        "full",
-        ANY,
-        "⌈log p⌉",
-        "Bruck et al. 1997",
-    ),
-    entry(
-        C::Shift,
-        A::Ring,
-        "ring",
-        ANY,
-        "min(q, p-q)",
-        "textbook 4.6",
-    ),
-    entry(
-        C::Shift,
-        A::Mesh,
-        "mesh, torus",
-        ANY,
-        "row shift + column shift",
-        "textbook 4.6",
-    ),
-    entry(
-        C::Shift,
-        A::Hypercube,
-        "hypercube",
-        ANY,
-        "≤ 2⌈log p⌉",
-        "textbook 4.6",
-    ),
-    entry(
-        C::Barrier,
-        A::Dissemination,
-        "full",
-        ANY,
-        "⌈log p⌉",
-        "Hensgen, Finkel, Manber 1988",
-    ),
-    entry(
-        C::Barrier,
-        A::Hypercube,
-        "hypercube",
-        FOLDS,
-        "log p",
-        "butterfly barrier",
-    ),
+    entry(C::Alltoall, A::Mesh, "mesh, torus, mesh3d, torus3d", ANY, "2(√p-1)", "seed 002"),
+    entry(C::Alltoall, A::Hypercube, "hypercube", FOLDS, "log p", "seed 002"),
+    entry(C::Alltoall, A::PairwiseXor, "hypercube (E-cube)", ANY, "2^⌈log p⌉ - 1", "Algorithm 4.10"),
+    entry(C::Alltoall, A::Pairwise, "full", ANY, "p-1", "MPI libraries"),
+    entry(C::Alltoall, A::Bruck, "full", ANY, "⌈log p⌉", "Bruck et al. 1997"),
+    entry(C::Shift, A::Ring, "ring", ANY, "min(q, p-q)", "textbook 4.6"),
+    entry(C::Shift, A::Mesh, "mesh, torus", ANY, "row shift + column shift", "textbook 4.6"),
+    entry(C::Shift, A::Hypercube, "hypercube", ANY, "≤ 2⌈log p⌉", "textbook 4.6"),
+    entry(C::Barrier, A::Dissemination, "full", ANY, "⌈log p⌉", "Hensgen, Finkel, Manber 1988"),
+    entry(C::Barrier, A::Hypercube, "hypercube", FOLDS, FOLDED_LOG, "butterfly barrier"),
 ];
 
 /// The algorithms of `collective`, in table order.
@@ -404,9 +97,7 @@ pub fn algorithms(collective: Collective) -> impl Iterator<Item = &'static Entry
 
 /// The entry of a pair, if the collective has that algorithm.
 pub fn find(collective: Collective, algorithm: Algorithm) -> Option<&'static Entry> {
-    ENTRIES
-        .iter()
-        .find(|e| e.collective == collective && e.algorithm == algorithm)
+    ENTRIES.iter().find(|e| e.collective == collective && e.algorithm == algorithm)
 }
 
 /// Refuses a pair that is not in the table, naming the algorithms that are.
@@ -415,10 +106,7 @@ pub fn check(collective: Collective, algorithm: Algorithm) -> Result<(), String>
         return Ok(());
     }
     let names: Vec<&str> = algorithms(collective).map(|e| e.algorithm.into()).collect();
-    Err(format!(
-        "{collective} has no algorithm {algorithm}; choose one of: auto, {}",
-        names.join(", ")
-    ))
+    Err(format!("{collective} has no algorithm {algorithm}; choose one of: auto, {}", names.join(", ")))
 }
 
 /// The algorithm made for `topology`: what runs when the user names none.
@@ -446,12 +134,7 @@ pub const LARGE_MESSAGE: u64 = 64 * 1024;
 /// What `auto` runs: the large-message algorithm where the textbook and MPI libraries
 /// prefer one (scatter-allgather broadcast, reduce-scatter-gather reduction,
 /// halving-doubling or ring all-reduce), the topology's default otherwise.
-pub fn auto(
-    collective: Collective,
-    topology: TopologyKind,
-    p: usize,
-    size_bytes: u64,
-) -> Algorithm {
+pub fn auto(collective: Collective, topology: TopologyKind, p: usize, size_bytes: u64) -> Algorithm {
     let large = size_bytes >= LARGE_MESSAGE && p >= 4;
     match collective {
         C::Broadcast if large => A::ScatterAllgather,
@@ -487,16 +170,10 @@ mod tests {
             assert!(algorithms(collective).count() >= 2, "{collective}");
             for topology in TopologyKind::iter() {
                 let default = default_algorithm(collective, topology);
-                assert!(
-                    find(collective, default).is_some(),
-                    "{collective} on {topology}: {default}"
-                );
+                assert!(find(collective, default).is_some(), "{collective} on {topology}: {default}");
                 for size in [8, LARGE_MESSAGE] {
                     let auto = auto(collective, topology, 16, size);
-                    assert!(
-                        find(collective, auto).is_some(),
-                        "{collective} auto on {topology}: {auto}"
-                    );
+                    assert!(find(collective, auto).is_some(), "{collective} auto on {topology}: {auto}");
                 }
             }
         }
@@ -506,10 +183,7 @@ mod tests {
     fn pairs_are_unique() {
         for (i, a) in ENTRIES.iter().enumerate() {
             for b in &ENTRIES[i + 1..] {
-                assert!(
-                    !(a.collective == b.collective && a.algorithm == b.algorithm),
-                    "{a:?} twice"
-                );
+                assert!(!(a.collective == b.collective && a.algorithm == b.algorithm), "{a:?} twice");
             }
         }
     }
@@ -517,26 +191,14 @@ mod tests {
     #[test]
     fn a_wrong_pair_names_the_right_ones() {
         let error = check(Collective::Scan, Algorithm::Bruck).unwrap_err();
-        assert!(
-            error.contains("hypercube") && error.contains("linear"),
-            "{error}"
-        );
+        assert!(error.contains("hypercube") && error.contains("linear"), "{error}");
         assert!(check(Collective::Scan, Algorithm::Auto).is_ok());
     }
 
     #[test]
     fn auto_picks_large_message_algorithms() {
-        assert_eq!(
-            auto(Collective::Broadcast, TopologyKind::Hypercube, 8, 1 << 20),
-            Algorithm::ScatterAllgather
-        );
-        assert_eq!(
-            auto(Collective::Broadcast, TopologyKind::Hypercube, 8, 8),
-            Algorithm::Hypercube
-        );
-        assert_eq!(
-            auto(Collective::Allreduce, TopologyKind::Ring, 8, 1 << 20),
-            Algorithm::Ring
-        );
+        assert_eq!(auto(Collective::Broadcast, TopologyKind::Hypercube, 8, 1 << 20), Algorithm::ScatterAllgather);
+        assert_eq!(auto(Collective::Broadcast, TopologyKind::Hypercube, 8, 8), Algorithm::Hypercube);
+        assert_eq!(auto(Collective::Allreduce, TopologyKind::Ring, 8, 1 << 20), Algorithm::Ring);
     }
 }

@@ -21,10 +21,7 @@ pub const DECODE_LIMIT: usize = 1 << 30;
 
 /// Fixed-width integers, so that a frame header always has the same length.
 fn config() -> impl bincode::config::Config {
-    bincode::config::standard()
-        .with_fixed_int_encoding()
-        .with_little_endian()
-        .with_limit::<DECODE_LIMIT>()
+    bincode::config::standard().with_fixed_int_encoding().with_little_endian().with_limit::<DECODE_LIMIT>()
 }
 
 /// Encodes a value into a fresh vector.
@@ -43,17 +40,14 @@ pub fn encode_into<T: Serialize>(value: &T, out: &mut Vec<u8>) -> Result<(), Cod
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     let (value, read) = decode_prefix(bytes)?;
     if read != bytes.len() {
-        return Err(CodecError::Trailing {
-            trailing: bytes.len() - read,
-        });
+        return Err(CodecError::Trailing { trailing: bytes.len() - read });
     }
     Ok(value)
 }
 
 /// Decodes a value from the start of `bytes`, returning it and how many bytes it took.
 pub fn decode_prefix<T: DeserializeOwned>(bytes: &[u8]) -> Result<(T, usize), CodecError> {
-    bincode::serde::decode_from_slice(bytes, config())
-        .map_err(|e| CodecError::Decode(e.to_string()))
+    bincode::serde::decode_from_slice(bytes, config()).map_err(|e| CodecError::Decode(e.to_string()))
 }
 
 #[cfg(test)]
@@ -69,30 +63,18 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        let s = Sample {
-            a: 7,
-            b: "x".into(),
-            c: vec![1, 2, 3],
-        };
+        let s = Sample { a: 7, b: "x".into(), c: vec![1, 2, 3] };
         let bytes = encode(&s).unwrap();
         assert_eq!(decode::<Sample>(&bytes).unwrap(), s);
     }
 
     #[test]
     fn refuses_truncated_and_trailing_input() {
-        let bytes = encode(&Sample {
-            a: 7,
-            b: "xyz".into(),
-            c: vec![9; 4],
-        })
-        .unwrap();
+        let bytes = encode(&Sample { a: 7, b: "xyz".into(), c: vec![9; 4] }).unwrap();
         assert!(decode::<Sample>(&bytes[..bytes.len() - 1]).is_err());
         let mut longer = bytes.clone();
         longer.push(0);
-        assert!(matches!(
-            decode::<Sample>(&longer),
-            Err(CodecError::Trailing { trailing: 1 })
-        ));
+        assert!(matches!(decode::<Sample>(&longer), Err(CodecError::Trailing { trailing: 1 })));
     }
 
     #[test]

@@ -40,12 +40,7 @@ pub struct Wiring {
 pub enum ToCoordinator {
     /// A node introduces itself with the cluster token, a stable name (for getting its id
     /// back after a restart) and the address its data listener accepts neighbour links on.
-    Register {
-        version: u32,
-        token: String,
-        name: String,
-        data_addr: String,
-    },
+    Register { version: u32, token: String, name: String, data_addr: String },
     /// Every link of this epoch is up.
     Wired { epoch: u64 },
     /// The node could not wire this epoch.
@@ -53,10 +48,7 @@ pub enum ToCoordinator {
     /// The node's part of a run.
     Report(Box<NodeReport>),
     /// A CLI request, with the cluster token; the connection is the client's.
-    Client {
-        token: String,
-        request: ClientRequest,
-    },
+    Client { token: String, request: ClientRequest },
 }
 
 /// Messages from the coordinator to a node.
@@ -87,6 +79,8 @@ pub struct NodeReport {
     pub frames_sent: u64,
     /// Frames this node passed on for others during the timed iterations.
     pub frames_forwarded: u64,
+    /// Messages on the longest chain that reached this node (the schedule's depth).
+    pub steps: u16,
     /// Bytes this node wrote to each neighbour during the timed iterations.
     pub link_bytes: Vec<(NodeId, u64)>,
     /// The run failed on this node: why.

@@ -17,11 +17,7 @@ pub enum ElementsError {
     LengthMismatch { acc: usize, other: usize },
     /// The buffer does not hold a whole number of elements.
     #[error("{len} bytes is not a whole number of {dtype} elements ({elem} bytes each)")]
-    NotWholeElements {
-        len: usize,
-        dtype: Dtype,
-        elem: usize,
-    },
+    NotWholeElements { len: usize, dtype: Dtype, elem: usize },
 }
 
 /// Number of `dtype` elements in `len` bytes, or an error when `len` is not a whole number
@@ -29,11 +25,7 @@ pub enum ElementsError {
 pub fn element_count(dtype: Dtype, len: usize) -> Result<usize, ElementsError> {
     let elem = dtype.size();
     let count = len / elem;
-    if count * elem == len {
-        Ok(count)
-    } else {
-        Err(ElementsError::NotWholeElements { len, dtype, elem })
-    }
+    if count * elem == len { Ok(count) } else { Err(ElementsError::NotWholeElements { len, dtype, elem }) }
 }
 
 /// Element-wise `acc[i] = acc[i] op other[i]` over two little-endian arrays of `dtype`.
@@ -42,17 +34,9 @@ pub fn element_count(dtype: Dtype, len: usize) -> Result<usize, ElementsError> {
 /// `min`/`max` with [`f64::min`]/[`f64::max`] semantics (order-independent for inputs
 /// without NaN, which topocomm never generates). Both buffers must have the same length,
 /// a whole number of elements; otherwise `acc` is left untouched and an error says why.
-pub fn combine(
-    dtype: Dtype,
-    op: ReduceOp,
-    acc: &mut [u8],
-    other: &[u8],
-) -> Result<(), ElementsError> {
+pub fn combine(dtype: Dtype, op: ReduceOp, acc: &mut [u8], other: &[u8]) -> Result<(), ElementsError> {
     if acc.len() != other.len() {
-        return Err(ElementsError::LengthMismatch {
-            acc: acc.len(),
-            other: other.len(),
-        });
+        return Err(ElementsError::LengthMismatch { acc: acc.len(), other: other.len() });
     }
     element_count(dtype, acc.len())?;
     match dtype {
@@ -81,9 +65,7 @@ pub fn element_to_f64(dtype: Dtype, element: &[u8]) -> f64 {
 /// The whole elements of `bytes` as `f64`s, in order (a trailing partial element is
 /// skipped). See [`element_to_f64`] for precision.
 pub fn iter_f64(dtype: Dtype, bytes: &[u8]) -> impl Iterator<Item = f64> + '_ {
-    bytes
-        .chunks_exact(dtype.size())
-        .map(move |e| element_to_f64(dtype, e))
+    bytes.chunks_exact(dtype.size()).map(move |e| element_to_f64(dtype, e))
 }
 
 /// The whole elements of `bytes` as a vector of `f64`s (for messages, plots and tests).
@@ -216,10 +198,7 @@ fn combine_as<E: Element>(op: ReduceOp, acc: &mut [u8], other: &[u8]) {
 /// The hot loop: fixed-size chunks, no bounds checks left after inlining, no allocation.
 #[inline(always)]
 fn zip_in_place<E: Element>(acc: &mut [u8], other: &[u8], f: impl Fn(E, E) -> E) {
-    for (a, b) in acc
-        .chunks_exact_mut(E::SIZE)
-        .zip(other.chunks_exact(E::SIZE))
-    {
+    for (a, b) in acc.chunks_exact_mut(E::SIZE).zip(other.chunks_exact(E::SIZE)) {
         f(E::load(a), E::load(b)).store(a);
     }
 }
@@ -254,22 +233,10 @@ mod tests {
         let a = i32s(&[1, -2, i32::MAX, 7, i32::MIN]);
         let b = i32s(&[3, 5, 2, -7, -1]);
         let t = Dtype::I32;
-        assert_eq!(
-            combined(t, ReduceOp::Sum, &a, &b),
-            i32s(&[4, 3, i32::MIN + 1, 0, i32::MAX])
-        );
-        assert_eq!(
-            combined(t, ReduceOp::Prod, &a, &b),
-            i32s(&[3, -10, -2, -49, i32::MIN])
-        );
-        assert_eq!(
-            combined(t, ReduceOp::Min, &a, &b),
-            i32s(&[1, -2, 2, -7, i32::MIN])
-        );
-        assert_eq!(
-            combined(t, ReduceOp::Max, &a, &b),
-            i32s(&[3, 5, i32::MAX, 7, -1])
-        );
+        assert_eq!(combined(t, ReduceOp::Sum, &a, &b), i32s(&[4, 3, i32::MIN + 1, 0, i32::MAX]));
+        assert_eq!(combined(t, ReduceOp::Prod, &a, &b), i32s(&[3, -10, -2, -49, i32::MIN]));
+        assert_eq!(combined(t, ReduceOp::Min, &a, &b), i32s(&[1, -2, 2, -7, i32::MIN]));
+        assert_eq!(combined(t, ReduceOp::Max, &a, &b), i32s(&[3, 5, i32::MAX, 7, -1]));
     }
 
     #[test]
@@ -277,22 +244,10 @@ mod tests {
         let a = i64s(&[1, -2, i64::MAX, 1 << 40]);
         let b = i64s(&[3, 5, 1, 1 << 20]);
         let t = Dtype::I64;
-        assert_eq!(
-            combined(t, ReduceOp::Sum, &a, &b),
-            i64s(&[4, 3, i64::MIN, (1 << 40) + (1 << 20)])
-        );
-        assert_eq!(
-            combined(t, ReduceOp::Prod, &a, &b),
-            i64s(&[3, -10, i64::MAX, 1 << 60])
-        );
-        assert_eq!(
-            combined(t, ReduceOp::Min, &a, &b),
-            i64s(&[1, -2, 1, 1 << 20])
-        );
-        assert_eq!(
-            combined(t, ReduceOp::Max, &a, &b),
-            i64s(&[3, 5, i64::MAX, 1 << 40])
-        );
+        assert_eq!(combined(t, ReduceOp::Sum, &a, &b), i64s(&[4, 3, i64::MIN, (1 << 40) + (1 << 20)]));
+        assert_eq!(combined(t, ReduceOp::Prod, &a, &b), i64s(&[3, -10, i64::MAX, 1 << 60]));
+        assert_eq!(combined(t, ReduceOp::Min, &a, &b), i64s(&[1, -2, 1, 1 << 20]));
+        assert_eq!(combined(t, ReduceOp::Max, &a, &b), i64s(&[3, 5, i64::MAX, 1 << 40]));
     }
 
     #[test]
@@ -308,22 +263,10 @@ mod tests {
         let a = f32s(&[1.5, -2.0, 0.25, 3.0]);
         let b = f32s(&[2.0, 0.5, -4.0, 3.0]);
         let t = Dtype::F32;
-        assert_eq!(
-            combined(t, ReduceOp::Sum, &a, &b),
-            f32s(&[3.5, -1.5, -3.75, 6.0])
-        );
-        assert_eq!(
-            combined(t, ReduceOp::Prod, &a, &b),
-            f32s(&[3.0, -1.0, -1.0, 9.0])
-        );
-        assert_eq!(
-            combined(t, ReduceOp::Min, &a, &b),
-            f32s(&[1.5, -2.0, -4.0, 3.0])
-        );
-        assert_eq!(
-            combined(t, ReduceOp::Max, &a, &b),
-            f32s(&[2.0, 0.5, 0.25, 3.0])
-        );
+        assert_eq!(combined(t, ReduceOp::Sum, &a, &b), f32s(&[3.5, -1.5, -3.75, 6.0]));
+        assert_eq!(combined(t, ReduceOp::Prod, &a, &b), f32s(&[3.0, -1.0, -1.0, 9.0]));
+        assert_eq!(combined(t, ReduceOp::Min, &a, &b), f32s(&[1.5, -2.0, -4.0, 3.0]));
+        assert_eq!(combined(t, ReduceOp::Max, &a, &b), f32s(&[2.0, 0.5, 0.25, 3.0]));
     }
 
     #[test]
@@ -331,22 +274,10 @@ mod tests {
         let a = f64s(&[1.5, -2.0, 0.25, 1e300]);
         let b = f64s(&[2.0, 0.5, -4.0, 1e10]);
         let t = Dtype::F64;
-        assert_eq!(
-            combined(t, ReduceOp::Sum, &a, &b),
-            f64s(&[3.5, -1.5, -3.75, 1e300 + 1e10])
-        );
-        assert_eq!(
-            combined(t, ReduceOp::Prod, &a, &b),
-            f64s(&[3.0, -1.0, -1.0, f64::INFINITY])
-        );
-        assert_eq!(
-            combined(t, ReduceOp::Min, &a, &b),
-            f64s(&[1.5, -2.0, -4.0, 1e10])
-        );
-        assert_eq!(
-            combined(t, ReduceOp::Max, &a, &b),
-            f64s(&[2.0, 0.5, 0.25, 1e300])
-        );
+        assert_eq!(combined(t, ReduceOp::Sum, &a, &b), f64s(&[3.5, -1.5, -3.75, 1e300 + 1e10]));
+        assert_eq!(combined(t, ReduceOp::Prod, &a, &b), f64s(&[3.0, -1.0, -1.0, f64::INFINITY]));
+        assert_eq!(combined(t, ReduceOp::Min, &a, &b), f64s(&[1.5, -2.0, -4.0, 1e10]));
+        assert_eq!(combined(t, ReduceOp::Max, &a, &b), f64s(&[2.0, 0.5, 0.25, 1e300]));
     }
 
     #[test]
@@ -373,19 +304,8 @@ mod tests {
     fn refuses_partial_elements() {
         let mut acc = vec![1u8; 12];
         let err = combine(Dtype::F64, ReduceOp::Max, &mut acc, &[2u8; 12]).unwrap_err();
-        assert_eq!(
-            err,
-            ElementsError::NotWholeElements {
-                len: 12,
-                dtype: Dtype::F64,
-                elem: 8
-            }
-        );
-        assert!(
-            err.to_string()
-                .contains("12 bytes is not a whole number of f64"),
-            "{err}"
-        );
+        assert_eq!(err, ElementsError::NotWholeElements { len: 12, dtype: Dtype::F64, elem: 8 });
+        assert!(err.to_string().contains("12 bytes is not a whole number of f64"), "{err}");
         assert_eq!(acc, vec![1u8; 12]);
         // 12 bytes is three whole i32s.
         combine(Dtype::I32, ReduceOp::Max, &mut acc, &[2u8; 12]).unwrap();
@@ -398,41 +318,28 @@ mod tests {
         assert!(element_count(Dtype::I64, 12).is_err());
         assert_eq!(to_f64s(Dtype::I32, &i32s(&[-3, 7])), vec![-3.0, 7.0]);
         assert_eq!(to_f64s(Dtype::F32, &f32s(&[0.5, -1.25])), vec![0.5, -1.25]);
-        assert_eq!(
-            to_f64s(Dtype::I64, &i64s(&[1 << 40])),
-            vec![(1u64 << 40) as f64]
-        );
+        assert_eq!(to_f64s(Dtype::I64, &i64s(&[1 << 40])), vec![(1u64 << 40) as f64]);
         assert_eq!(to_f64s(Dtype::F64, &f64s(&[1e-300])), vec![1e-300]);
-        assert_eq!(
-            format_element(Dtype::I64, &i64s(&[i64::MIN])),
-            i64::MIN.to_string()
-        );
+        assert_eq!(format_element(Dtype::I64, &i64s(&[i64::MIN])), i64::MIN.to_string());
         assert_eq!(format_element(Dtype::F32, &f32s(&[0.1])), "0.1");
         assert_eq!(format_element(Dtype::F64, &[1, 2]), "raw bytes [01, 02]");
     }
 
     /// Two equal-length vectors of `T`.
     fn pair<T: Arbitrary + Clone>() -> impl Strategy<Value = (Vec<T>, Vec<T>)> {
-        (0usize..48).prop_flat_map(|n| {
-            (
-                prop::collection::vec(any::<T>(), n),
-                prop::collection::vec(any::<T>(), n),
-            )
-        })
+        (0usize..48).prop_flat_map(|n| (prop::collection::vec(any::<T>(), n), prop::collection::vec(any::<T>(), n)))
     }
 
     /// Finite, non-zero floats (signed zeros are the one place `min`/`max` may depend on
     /// the order, and topocomm never generates zeros).
     fn finite_f64s() -> impl Strategy<Value = (Vec<f64>, Vec<f64>)> {
         let x = prop::num::f64::NORMAL | prop::num::f64::SUBNORMAL;
-        (0usize..48)
-            .prop_flat_map(move |n| (prop::collection::vec(x, n), prop::collection::vec(x, n)))
+        (0usize..48).prop_flat_map(move |n| (prop::collection::vec(x, n), prop::collection::vec(x, n)))
     }
 
     fn finite_f32s() -> impl Strategy<Value = (Vec<f32>, Vec<f32>)> {
         let x = prop::num::f32::NORMAL | prop::num::f32::SUBNORMAL;
-        (0usize..48)
-            .prop_flat_map(move |n| (prop::collection::vec(x, n), prop::collection::vec(x, n)))
+        (0usize..48).prop_flat_map(move |n| (prop::collection::vec(x, n), prop::collection::vec(x, n)))
     }
 
     proptest! {

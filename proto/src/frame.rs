@@ -100,7 +100,7 @@ mod tests {
     use super::*;
 
     fn header() -> FrameHeader {
-        FrameHeader { run: 9, iteration: 3, src: 1, dst: 6, tag: 42, hops: 2 }
+        FrameHeader { run: 9, iteration: 3, src: 1, dst: 6, tag: 42, hops: 2, step: 1, packet: 0, last: true }
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod catalogue;
 pub mod codec;
 pub mod control;
 pub mod elements;
+pub mod flow;
 pub mod frame;
 pub mod reference;
 pub mod spec;

@@ -101,19 +101,45 @@ pub fn node_data(spec: &RunSpec, node: NodeId, offset: usize, len: usize) -> Vec
 /// * Barrier: nothing.
 /// * Every other collective: every node holds its own `node_vector(node)`.
 pub fn input(spec: &RunSpec, p: usize, node: NodeId) -> Bytes {
+    let size = spec.size_bytes as usize;
+    match input_shape(spec, p, node) {
+        InputShape::Nothing => Bytes::new(),
+        InputShape::Vector => node_vector(spec, node).into(),
+        InputShape::Blocks => node_data(spec, node, 0, p * size).into(),
+    }
+}
+
+/// The length in bytes of what node `node` starts with (see [`input`]), without
+/// generating it.
+pub fn input_len(spec: &RunSpec, p: usize, node: NodeId) -> usize {
+    let size = spec.size_bytes as usize;
+    match input_shape(spec, p, node) {
+        InputShape::Nothing => 0,
+        InputShape::Vector => size,
+        InputShape::Blocks => p * size,
+    }
+}
+
+/// What a node starts with: nothing, its own vector, or its p blocks.
+enum InputShape {
+    Nothing,
+    Vector,
+    Blocks,
+}
+
+fn input_shape(spec: &RunSpec, p: usize, node: NodeId) -> InputShape {
     debug_assert!(node < p, "node {node} is not one of {p} nodes");
-    let blocks = |owner| node_data(spec, owner, 0, p * spec.size_bytes as usize).into();
     match spec.collective {
-        Collective::Broadcast if node == spec.root => node_vector(spec, spec.root).into(),
-        Collective::Scatter if node == spec.root => blocks(node),
-        Collective::Broadcast | Collective::Scatter | Collective::Barrier => Bytes::new(),
-        Collective::ReduceScatter | Collective::Alltoall => blocks(node),
+        Collective::Broadcast if node == spec.root => InputShape::Vector,
+        Collective::Scatter if node == spec.root => InputShape::Blocks,
+        Collective::Broadcast | Collective::Scatter | Collective::Barrier => InputShape::Nothing,
+        Collective::ReduceScatter | Collective::Alltoall => InputShape::Blocks,
         Collective::Reduce
         | Collective::Allgather
         | Collective::Allreduce
         | Collective::Scan
         | Collective::Gather
-        | Collective::Shift => node_vector(spec, node).into(),
+        | Collective::Shift => InputShape::Vector,
     }
 }
 

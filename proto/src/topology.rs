@@ -88,24 +88,16 @@ impl Topology {
     ///
     /// Errors: `p = 0` gives [`TopologyError::Empty`]; anything else that does not fit
     /// gives [`TopologyError::Invalid`] with a message naming the valid choices.
-    pub fn new(
-        kind: TopologyKind,
-        p: usize,
-        dims: Option<&[usize]>,
-    ) -> Result<Self, TopologyError> {
+    pub fn new(kind: TopologyKind, p: usize, dims: Option<&[usize]>) -> Result<Self, TopologyError> {
         if p == 0 {
             return Err(TopologyError::Empty);
         }
         let dims = match kind {
-            TopologyKind::Ring | TopologyKind::Full => {
-                fixed_dims(kind, p, vec![p], dims, &format!("[{p}]"))?
-            }
+            TopologyKind::Ring | TopologyKind::Full => fixed_dims(kind, p, vec![p], dims, &format!("[{p}]"))?,
             TopologyKind::Hypercube => {
                 if !p.is_power_of_two() {
                     let below = 1usize << (usize::BITS - 1 - p.leading_zeros());
-                    let above = below
-                        .checked_mul(2)
-                        .map_or_else(|| "none".to_string(), |a| a.to_string());
+                    let above = below.checked_mul(2).map_or_else(|| "none".to_string(), |a| a.to_string());
                     return Err(TopologyError::Invalid(format!(
                         "a hypercube needs a power-of-two node count; {p} is not \
                          (nearest: {below} or {above})"
@@ -113,11 +105,7 @@ impl Topology {
                 }
                 let d = p.trailing_zeros() as usize;
                 let canonical = vec![2; d];
-                let shown = if d == 0 {
-                    "[] (0-dimensional)".to_string()
-                } else {
-                    join_dims(&canonical)
-                };
+                let shown = if d == 0 { "[] (0-dimensional)".to_string() } else { join_dims(&canonical) };
                 fixed_dims(kind, p, canonical, dims, &shown)?
             }
             TopologyKind::Mesh | TopologyKind::Torus => match dims {
@@ -193,25 +181,14 @@ impl Topology {
     ///
     /// Panics if `coords` has the wrong length or a coordinate is out of range.
     pub fn id_of(&self, coords: &[usize]) -> NodeId {
-        assert_eq!(
-            coords.len(),
-            self.dims.len(),
-            "{self} takes {} coordinates, got {coords:?}",
-            self.dims.len()
-        );
+        assert_eq!(coords.len(), self.dims.len(), "{self} takes {} coordinates, got {coords:?}", self.dims.len());
         for (k, (&c, &ext)) in coords.iter().zip(&self.dims).enumerate() {
-            assert!(
-                c < ext,
-                "coordinate {k} of {coords:?} is out of range 0..{ext} in {self}"
-            );
+            assert!(c < ext, "coordinate {k} of {coords:?} is out of range 0..{ext} in {self}");
         }
         if self.kind == TopologyKind::Hypercube {
             return coords.iter().enumerate().map(|(k, &c)| c << k).sum();
         }
-        coords
-            .iter()
-            .zip(&self.dims)
-            .fold(0, |id, (&c, &ext)| id * ext + c)
+        coords.iter().zip(&self.dims).fold(0, |id, (&c, &ext)| id * ext + c)
     }
 
     /// The nodes linked to `id`: sorted, without duplicates, never `id` itself.
@@ -280,14 +257,7 @@ impl Topology {
 
     /// Every undirected link once, as `(a, b)` with `a < b`, sorted.
     pub fn edges(&self) -> Vec<(NodeId, NodeId)> {
-        (0..self.p)
-            .flat_map(|a| {
-                self.neighbours(a)
-                    .into_iter()
-                    .filter(move |&b| a < b)
-                    .map(move |b| (a, b))
-            })
-            .collect()
+        (0..self.p).flat_map(|a| self.neighbours(a).into_iter().filter(move |&b| a < b).map(move |b| (a, b))).collect()
     }
 
     /// The largest distance between two nodes (ring: `p/2`; mesh: sum of `ext-1`;
@@ -368,16 +338,8 @@ impl Topology {
                 for &ext in self.dims.iter().rev() {
                     let (ca, cb) = ((at / stride) % ext, (dst / stride) % ext);
                     if ca != cb {
-                        let forward = if wrap {
-                            2 * ((cb + ext - ca) % ext) <= ext
-                        } else {
-                            cb > ca
-                        };
-                        let next = if forward {
-                            (ca + 1) % ext
-                        } else {
-                            (ca + ext - 1) % ext
-                        };
+                        let forward = if wrap { 2 * ((cb + ext - ca) % ext) <= ext } else { cb > ca };
+                        let next = if forward { (ca + 1) % ext } else { (ca + ext - 1) % ext };
                         return at - ca * stride + next * stride;
                     }
                     stride *= ext;
@@ -389,10 +351,7 @@ impl Topology {
 
     /// Whether the grid dimensions wrap around (ring, torus, torus3d).
     fn wraps(&self) -> bool {
-        matches!(
-            self.kind,
-            TopologyKind::Ring | TopologyKind::Torus | TopologyKind::Torus3d
-        )
+        matches!(self.kind, TopologyKind::Ring | TopologyKind::Torus | TopologyKind::Torus3d)
     }
 
     fn check(&self, id: NodeId) {
@@ -422,10 +381,7 @@ pub fn squarest_grid(p: usize) -> (usize, usize) {
     if p == 0 {
         return (0, 0);
     }
-    let r = (1..=p.isqrt())
-        .rev()
-        .find(|&r| p.is_multiple_of(r))
-        .unwrap_or(1);
+    let r = (1..=p.isqrt()).rev().find(|&r| p.is_multiple_of(r)).unwrap_or(1);
     (r, p / r)
 }
 
@@ -476,22 +432,13 @@ fn fixed_dims(
 }
 
 /// Validates user-given dims for a 2-D (`n = 2`) or 3-D (`n = 3`) grid.
-fn grid_dims(
-    kind: TopologyKind,
-    p: usize,
-    dims: &[usize],
-    n: usize,
-) -> Result<Vec<usize>, TopologyError> {
+fn grid_dims(kind: TopologyKind, p: usize, dims: &[usize], n: usize) -> Result<Vec<usize>, TopologyError> {
     let form = if n == 2 { "RxC" } else { "AxBxC" };
     if dims.len() != n {
         return Err(TopologyError::Invalid(format!(
             "{kind} takes {n} dims ({form}), got {}{}",
             dims.len(),
-            if dims.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", join_dims(dims))
-            }
+            if dims.is_empty() { String::new() } else { format!(" ({})", join_dims(dims)) }
         )));
     }
     let product = dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
@@ -500,10 +447,7 @@ fn grid_dims(
     }
     let product = product.map_or_else(|| "more than usize::MAX".to_string(), |x| x.to_string());
     let shapes = if n == 2 {
-        let all: Vec<String> = divisors(p)
-            .into_iter()
-            .map(|r| format!("{r}x{}", p / r))
-            .collect();
+        let all: Vec<String> = divisors(p).into_iter().map(|r| format!("{r}x{}", p / r)).collect();
         format!("valid 2-D shapes for {p} nodes: {}", list_shapes(&all))
     } else {
         let mut all = Vec::new();
@@ -515,15 +459,9 @@ fn grid_dims(
                 }
             }
         }
-        format!(
-            "valid 3-D shapes for {p} nodes (in any order): {}",
-            list_shapes(&all)
-        )
+        format!("valid 3-D shapes for {p} nodes (in any order): {}", list_shapes(&all))
     };
-    Err(TopologyError::Invalid(format!(
-        "dims {} multiply to {product}, not {p} nodes; {shapes}",
-        join_dims(dims)
-    )))
+    Err(TopologyError::Invalid(format!("dims {} multiply to {product}, not {p} nodes; {shapes}", join_dims(dims))))
 }
 
 /// The divisors of `p >= 1`, ascending.
@@ -548,27 +486,16 @@ fn list_shapes(all: &[String]) -> String {
     if all.len() <= MAX_LISTED_SHAPES {
         all.join(", ")
     } else {
-        format!(
-            "{}, ... ({} in all)",
-            all[..MAX_LISTED_SHAPES].join(", "),
-            all.len()
-        )
+        format!("{}, ... ({} in all)", all[..MAX_LISTED_SHAPES].join(", "), all.len())
     }
 }
 
 fn join_dims(dims: &[usize]) -> String {
-    dims.iter()
-        .map(usize::to_string)
-        .collect::<Vec<_>>()
-        .join("x")
+    dims.iter().map(usize::to_string).collect::<Vec<_>>().join("x")
 }
 
 fn show_given(dims: &[usize]) -> String {
-    if dims.is_empty() {
-        "[]".to_string()
-    } else {
-        join_dims(dims)
-    }
+    if dims.is_empty() { "[]".to_string() } else { join_dims(dims) }
 }
 
 #[cfg(test)]
@@ -747,10 +674,7 @@ mod tests {
         assert_eq!(m3.coords(13), [1, 0, 1]);
         assert_eq!(m3.id_of(&[1, 0, 1]), 13);
         assert!(!mesh.is_neighbour(0, 12));
-        assert!(
-            !mesh.is_neighbour(3, 4),
-            "row ends are not linked in a mesh"
-        );
+        assert!(!mesh.is_neighbour(3, 4), "row ends are not linked in a mesh");
         assert!(topo(TopologyKind::Torus, 12, Some(&[3, 4])).is_neighbour(3, 0));
     }
 
@@ -795,21 +719,12 @@ mod tests {
     #[test]
     fn display() {
         use TopologyKind::*;
-        assert_eq!(
-            topo(Hypercube, 8, None).to_string(),
-            "hypercube of 8 nodes (d=3)"
-        );
+        assert_eq!(topo(Hypercube, 8, None).to_string(), "hypercube of 8 nodes (d=3)");
         assert_eq!(topo(Torus, 16, None).to_string(), "torus 4x4 (16 nodes)");
         assert_eq!(topo(Ring, 5, None).to_string(), "ring of 5 nodes");
         assert_eq!(topo(Ring, 1, None).to_string(), "ring of 1 node");
-        assert_eq!(
-            topo(Mesh3d, 12, None).to_string(),
-            "mesh3d 2x2x3 (12 nodes)"
-        );
-        assert_eq!(
-            topo(Full, 4, None).to_string(),
-            "fully connected network of 4 nodes"
-        );
+        assert_eq!(topo(Mesh3d, 12, None).to_string(), "mesh3d 2x2x3 (12 nodes)");
+        assert_eq!(topo(Full, 4, None).to_string(), "fully connected network of 4 nodes");
         assert_eq!(topo(Mesh, 8, None).describe_dims(), "2x4");
         assert_eq!(topo(Ring, 8, None).describe_dims(), "8");
         assert_eq!(topo(Hypercube, 1, None).describe_dims(), "");
@@ -821,14 +736,8 @@ mod tests {
             let name = kind.to_string();
             assert_eq!(name.parse::<TopologyKind>().unwrap(), kind);
         }
-        assert_eq!(
-            "mesh3d".parse::<TopologyKind>().unwrap(),
-            TopologyKind::Mesh3d
-        );
-        assert_eq!(
-            "torus3d".parse::<TopologyKind>().unwrap(),
-            TopologyKind::Torus3d
-        );
+        assert_eq!("mesh3d".parse::<TopologyKind>().unwrap(), TopologyKind::Mesh3d);
+        assert_eq!("torus3d".parse::<TopologyKind>().unwrap(), TopologyKind::Torus3d);
         assert_eq!(TopologyKind::VARIANTS.len(), 7);
     }
 
@@ -849,30 +758,15 @@ mod tests {
              1x8, 2x4, 4x2, 8x1"
         );
         assert!(invalid(Torus, 7, Some(&[0, 7])).contains("multiply to 0, not 7 nodes"));
-        assert!(
-            invalid(Torus, 4, Some(&[usize::MAX, 2]))
-                .contains("multiply to more than usize::MAX, not 4 nodes")
-        );
+        assert!(invalid(Torus, 4, Some(&[usize::MAX, 2])).contains("multiply to more than usize::MAX, not 4 nodes"));
         let msg = invalid(Torus3d, 12, Some(&[2, 2, 2]));
-        assert!(
-            msg.starts_with("dims 2x2x2 multiply to 8, not 12 nodes"),
-            "{msg}"
-        );
+        assert!(msg.starts_with("dims 2x2x2 multiply to 8, not 12 nodes"), "{msg}");
         assert!(msg.contains("1x1x12, 1x2x6, 1x3x4, 2x2x3"), "{msg}");
         let msg = invalid(Mesh, 720720, Some(&[2, 2]));
         assert!(msg.contains("(240 in all)"), "{msg}");
-        assert_eq!(
-            invalid(Mesh3d, 8, Some(&[2, 4])),
-            "mesh3d takes 3 dims (AxBxC), got 2 (2x4)"
-        );
-        assert_eq!(
-            invalid(Mesh, 8, Some(&[2, 2, 2])),
-            "mesh takes 2 dims (RxC), got 3 (2x2x2)"
-        );
-        assert_eq!(
-            invalid(Torus, 8, Some(&[])),
-            "torus takes 2 dims (RxC), got 0"
-        );
+        assert_eq!(invalid(Mesh3d, 8, Some(&[2, 4])), "mesh3d takes 3 dims (AxBxC), got 2 (2x4)");
+        assert_eq!(invalid(Mesh, 8, Some(&[2, 2, 2])), "mesh takes 2 dims (RxC), got 3 (2x2x2)");
+        assert_eq!(invalid(Torus, 8, Some(&[])), "torus takes 2 dims (RxC), got 0");
         let msg = invalid(Ring, 8, Some(&[2, 4]));
         assert!(msg.contains("dims [8] or none, got 2x4"), "{msg}");
         let msg = invalid(Hypercube, 8, Some(&[4, 2]));
@@ -900,13 +794,8 @@ mod tests {
 
     /// A random valid topology of up to a few thousand nodes.
     fn arb_topology() -> impl Strategy<Value = Topology> {
-        (
-            0usize..7,
-            1usize..=4096,
-            any::<prop::sample::Index>(),
-            any::<prop::sample::Index>(),
-        )
-            .prop_map(|(k, p, i, j)| {
+        (0usize..7, 1usize..=4096, any::<prop::sample::Index>(), any::<prop::sample::Index>()).prop_map(
+            |(k, p, i, j)| {
                 let kind = TopologyKind::iter().nth(k).unwrap();
                 match kind {
                     TopologyKind::Hypercube => topo(kind, 1 << (p.trailing_zeros().min(12)), None),
@@ -924,7 +813,8 @@ mod tests {
                     }
                     _ => topo(kind, p, None),
                 }
-            })
+            },
+        )
     }
 
     proptest! {

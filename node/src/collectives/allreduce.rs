@@ -1,18 +1,247 @@
-//! All-reduce: every node ends with the reduction of every node's vector.
+//! All-reduce: every node ends with the element-wise reduction of every node's vector.
+//!
+//! Five schedules, built from the pieces of the other families: a reduction to node 0
+//! then a broadcast from it (seed 004, Fig. 13.1, over [`super::reduce::hypercube`] and
+//! [`super::broadcast::hypercube`]); recursive doubling of the whole vector (Fig. 13.2);
+//! recursive halving then doubling of its pieces (Fig. 13.3); the ring reduce-scatter
+//! then ring all-gather of its pieces; and the mesh one, a ring all-reduce along each
+//! row, then each column (then each layer). The power-of-two schedules fold for any p
+//! (see [`super::folding`]). Costs are for store-and-forward routing on the topology
+//! each schedule was made for: t_s start-up, t_w per byte, m bytes per vector, plus the
+//! combines.
+//!
+//! The piece-wise schedules cut the vector into element-aligned pieces
+//! ([`BlockLayout::split`]); a vector that is not a whole number of elements fails the
+//! run with `CommError::Elements`, as does one of another length than its peers'.
+//!
+//! Tags: phases 0x60..=0x6B, apart from every other family's (the reduce-broadcast
+//! schedule uses those of the reduction and the broadcast it calls).
 
 use bytes::Bytes;
+use topocomm_proto::NodeId;
+use topocomm_proto::elements::element_count;
 use topocomm_proto::spec::{Algorithm, Collective};
 
-use super::patterns::Reduction;
+use super::blocks::{BlockLayout, concat};
+use super::folding::{CoreBlocks, Fold, Part, expect_len};
+use super::patterns::{Grid, LineGroup, Phase, Reduction};
+use super::{allgather, broadcast, reduce, reduce_scatter};
 use crate::comm::{Comm, CommError};
 
-/// Runs the all-reduce `algorithm` names.
-pub async fn run(
+/// Folding in and out around the power-of-two cores.
+const FOLD: Phase = Phase(0x60);
+/// The recursive-doubling exchanges of whole vectors.
+const DOUBLING: Phase = Phase(0x61);
+/// Halving-doubling: the reduce-scatter half, then the all-gather half.
+const HALVING: Phase = Phase(0x62);
+const GATHER: Phase = Phase(0x63);
+/// The ring schedule: its reduce-scatter and its all-gather.
+const RING: [Phase; 2] = [Phase(0x64), Phase(0x65)];
+/// The mesh schedule: two phases per grid dimension, rows first (0x66..=0x6B).
+const MESH: u8 = 0x66;
+
+/// Runs the all-reduce `algorithm` names: every node returns the reduction of every
+/// node's `vector`.
+pub async fn run(comm: &Comm, algorithm: Algorithm, vector: Bytes, reduction: Reduction) -> Result<Bytes, CommError> {
+    match algorithm {
+        Algorithm::ReduceBroadcast => reduce_broadcast(comm, vector, reduction).await,
+        Algorithm::RecursiveDoubling => recursive_doubling(comm, vector, reduction).await,
+        Algorithm::HalvingDoubling => halving_doubling(comm, vector, reduction).await,
+        Algorithm::Ring => ring(comm, vector, reduction).await,
+        Algorithm::Mesh => mesh(comm, vector, reduction).await,
+        other => Err(super::unsupported(comm, Collective::Allreduce, other)),
+    }
+}
+
+/// Reduce, then broadcast (seed 004, Fig. 13.1 and its "Step 3"): the binomial-tree
+/// reduction to node 0 (Algorithm 4.3), then the broadcast from node 0 over the same
+/// tree in reverse (Algorithm 4.2).
+///
+/// ```text
+/// sum := ALL_TO_ONE_REDUCE(my_msg, root 0)
+/// result := ONE_TO_ALL_BC(sum, root 0)
+/// ```
+///
+/// Steps: 2⌈log p⌉. Cost 2(t_s + t_w m)⌈log p⌉ plus ⌈log p⌉ combines.
+pub async fn reduce_broadcast(comm: &Comm, vector: Bytes, reduction: Reduction) -> Result<Bytes, CommError> {
+    let sum = reduce::hypercube(comm, 0, vector, reduction).await?;
+    broadcast::hypercube(comm, 0, sum).await
+}
+
+/// Recursive doubling (seed 004, Fig. 13.2: "processor i and i + k exchange and add, k =
+/// 1, 2, ..., N/2"): log p exchanges of the whole vector, the partner at distance 2^i
+/// being my_id XOR 2^i, on the folded core of [`super::folding`]. Partners combine the
+/// same two partial sums, so every node ends with the same bits.
+///
+/// ```text
+/// fold in:  an extra node sends my_msg to its partner, which combines it in
+/// core:     sum := my_msg                              /* on virtual ids */
+///           for i := 0 to d - 1 do
+///               partner := my_id XOR 2^i
+///               send sum to partner
+///               receive x from partner
+///               sum := sum + x
+/// unfold:   a partner sends sum to its extra node
+/// ```
+///
+/// Steps: log p on 2^d nodes; ⌊log p⌋ + 2 otherwise. Cost (t_s + t_w m) log p plus
+/// log p combines on a hypercube; folding adds 2(t_s + t_w m) and one combine.
+pub async fn recursive_doubling(comm: &Comm, vector: Bytes, reduction: Reduction) -> Result<Bytes, CommError> {
+    let fold = Fold::new(comm.p());
+    let combine = |own: Bytes, extra: Bytes| reduction.combine(comm, own, &extra);
+    match fold.fold_in(comm, FOLD.tag(0), vector, combine).await? {
+        Part::Folded { partner } => comm.recv(partner, FOLD.tag(1)).await,
+        Part::Core { virtual_id, extra, data } => {
+            let mut sum = data;
+            for i in 0..fold.dimension() {
+                let partner = fold.physical(virtual_id ^ (1 << i));
+                let x = comm.exchange(partner, partner, DOUBLING.tag(i), sum.clone()).await?;
+                sum = reduction.combine(comm, x, &sum)?;
+            }
+            fold.unfold(comm, extra, FOLD.tag(1), sum.clone()).await?;
+            Ok(sum)
+        }
+    }
+}
+
+/// Halving-doubling (seed 004, Fig. 13.3; Rabenseifner's all-reduce): a reduce-scatter
+/// by recursive halving leaves each core node one fully reduced piece, and an all-gather
+/// by recursive doubling — the same exchanges in reverse — hands every piece to every
+/// node. It runs on the folded core of [`super::folding`], so the vector is cut into q =
+/// 2^⌊log p⌋ element-aligned pieces, one per core node (pieces for all p nodes would give
+/// the core nodes with an extra twice the load of the others).
+///
+/// ```text
+/// fold in:  an extra node sends my_msg to its partner, which combines it in
+/// core:     cut my_msg into q pieces                   /* on virtual ids */
+///           piece := halving(my_msg)                   /* Algorithm 4.8 */
+///           result := doubling(piece)                  /* Algorithm 4.7 */
+/// unfold:   a partner sends result to its extra node
+/// ```
+///
+/// Steps: 2 log p on 2^d nodes; 2⌊log p⌋ + 2 otherwise. Cost 2t_s log p +
+/// 2t_w m(p - 1)/p plus the combines of m(p - 1)/p bytes on a hypercube; folding adds
+/// 2(t_s + t_w m) and one combine of m.
+pub async fn halving_doubling(comm: &Comm, vector: Bytes, reduction: Reduction) -> Result<Bytes, CommError> {
+    whole_elements(comm, &vector, reduction)?;
+    let fold = Fold::new(comm.p());
+    let combine = |own: Bytes, extra: Bytes| reduction.combine(comm, own, &extra);
+    match fold.fold_in(comm, FOLD.tag(0), vector, combine).await? {
+        Part::Folded { partner } => comm.recv(partner, FOLD.tag(1)).await,
+        Part::Core { virtual_id, extra, data } => {
+            let pieces = BlockLayout::split(data.len(), fold.q(), reduction.dtype.size());
+            let blocks = CoreBlocks::identity(&pieces);
+            let piece = reduce_scatter::halving(comm, &fold, virtual_id, &blocks, data, reduction, HALVING).await?;
+            let result = allgather::doubling(comm, &fold, virtual_id, &blocks, piece, GATHER).await?;
+            fold.unfold(comm, extra, FOLD.tag(1), result.clone()).await?;
+            Ok(result)
+        }
+    }
+}
+
+/// Ring all-reduce: the ring reduce-scatter (Algorithm 4.5) of the vector cut into p
+/// element-aligned pieces, then the ring all-gather (Algorithm 4.4) of the reduced
+/// pieces, on the ring 0, 1, ..., p-1.
+///
+/// ```text
+/// result := ring_along(0, 1, ..., p-1, my_msg)   /* see ring_along */
+/// ```
+///
+/// Steps: 2(p - 1). Cost 2(p - 1)(t_s + t_w m/p), plus p - 1 combines of m/p bytes.
+pub async fn ring(comm: &Comm, vector: Bytes, reduction: Reduction) -> Result<Bytes, CommError> {
+    let members = LineGroup::ring(comm.p()).members;
+    ring_along(comm, &members, vector, reduction, RING).await
+}
+
+/// Mesh all-reduce: a ring all-reduce along each row, then along each column of the row
+/// sums (then, in 3-D, along each layer line), on the grid the topology has (see
+/// [`Grid::of`]). A line that wraps (torus, torus3d) is its own ring; a line that does
+/// not is walked as the ring 0, 2, 4, ..., 5, 3, 1 of its positions, whose every hop
+/// spans at most two links and whose n hops use each link direction once.
+///
+/// ```text
+/// sum := my_msg
+/// for dim := last downto 0 do          /* 2-D: the row (dim 1), then the column (dim 0) */
+///     sum := ring_along(ring order of my line of dim, sum)
+/// ```
+///
+/// Steps: Σ over dims of 2(k - 1) for extents k: 4(√p - 1) on a √p x √p torus. Cost
+/// Σ 2(k - 1)(t_s + t_w m/k) there (twice the hop time per step on a mesh line).
+pub async fn mesh(comm: &Comm, vector: Bytes, reduction: Reduction) -> Result<Bytes, CommError> {
+    let grid = Grid::of(comm.topology());
+    let mut sum = vector;
+    for (phase, dim) in (0..grid.dims().len()).rev().enumerate() {
+        let line = grid.line(comm.id(), dim);
+        let first = MESH + 2 * phase as u8;
+        let phases = [Phase(first), Phase(first + 1)];
+        sum = ring_along(comm, &ring_order(&line), sum, reduction, phases).await?;
+    }
+    Ok(sum)
+}
+
+/// A ring all-reduce among the members of `ring` (every member calls it): the vector is
+/// cut into one element-aligned piece per member, the ring reduce-scatter leaves the
+/// member at position j the reduced piece j, and the ring all-gather hands every piece
+/// to every member.
+///
+/// ```text
+/// cut my_msg into n pieces
+/// piece := reduce_scatter::ring_along(ring, my_msg)     /* Algorithm 4.5 */
+/// result := ∪ of allgather::ring_along(ring, piece)     /* Algorithm 4.4, in order */
+/// ```
+///
+/// The two halves carry the tags of `phases[0]` and `phases[1]`. Steps: 2(n - 1).
+/// Cost 2(n - 1)(t_s + t_w m/n), plus n - 1 combines of m/n bytes.
+pub async fn ring_along(
     comm: &Comm,
-    algorithm: Algorithm,
+    ring: &[NodeId],
     vector: Bytes,
     reduction: Reduction,
+    phases: [Phase; 2],
 ) -> Result<Bytes, CommError> {
-    let _ = (vector, reduction);
-    Err(super::unsupported(comm, Collective::Allreduce, algorithm))
+    whole_elements(comm, &vector, reduction)?;
+    let pieces = BlockLayout::split(vector.len(), ring.len(), reduction.dtype.size());
+    let piece = reduce_scatter::ring_along(comm, ring, &pieces, vector, reduction, phases[0]).await?;
+    let parts = allgather::ring_along(comm, ring, piece, phases[1]).await?;
+    let result = concat(&parts);
+    expect_len(comm, &result, pieces.total())?;
+    Ok(result)
+}
+
+/// The ring a line group is walked as: the group itself when it wraps, otherwise the
+/// positions 0, 2, 4, ... up the line and ..., 5, 3, 1 back down, so that no hop spans
+/// more than two links and each link direction carries one hop.
+pub fn ring_order(line: &LineGroup) -> Vec<NodeId> {
+    if line.wraps {
+        return line.members.clone();
+    }
+    let evens = line.members.iter().step_by(2);
+    let odds = line.members.iter().skip(1).step_by(2).rev();
+    evens.chain(odds).copied().collect()
+}
+
+/// Refuses a vector that is not a whole number of elements (it cannot be cut into pieces).
+fn whole_elements(comm: &Comm, vector: &Bytes, reduction: Reduction) -> Result<(), CommError> {
+    element_count(reduction.dtype, vector.len()).map(|_| ()).map_err(|error| comm.elements_error(error))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_is_walked_up_the_evens_and_down_the_odds() {
+        let line = |n: usize, wraps| LineGroup { members: (10..10 + n).collect(), wraps };
+        assert_eq!(ring_order(&line(6, false)), [10, 12, 14, 15, 13, 11]);
+        assert_eq!(ring_order(&line(5, false)), [10, 12, 14, 13, 11]);
+        assert_eq!(ring_order(&line(2, false)), [10, 11]);
+        assert_eq!(ring_order(&line(1, false)), [10]);
+        assert_eq!(ring_order(&line(5, true)), [10, 11, 12, 13, 14]);
+        for n in 1..12 {
+            let order = ring_order(&line(n, false));
+            for (a, b) in order.iter().zip(order.iter().cycle().skip(1)) {
+                assert!(a.abs_diff(*b) <= 2, "{n}: {order:?}");
+            }
+        }
+    }
 }

@@ -1,9 +1,14 @@
 //! Barriers: no node leaves before every node has arrived.
+//!
+//! Two schedules of zero-byte signals: the dissemination barrier (any p, also the
+//! runtime's own barrier before every iteration) and the butterfly barrier of the
+//! hypercube. A signal costs t_s + t_h l (l links, no payload).
 
 use bytes::Bytes;
 use topocomm_proto::frame::{SYSTEM_TAG_BASE, Tag};
 use topocomm_proto::spec::{Algorithm, Collective};
 
+use super::patterns::Phase;
 use crate::comm::{Comm, CommError};
 
 /// Tag of the `barrier` collective's own rounds (below the runtime's range).
@@ -13,6 +18,7 @@ const BARRIER_TAG: Tag = 0;
 pub async fn run(comm: &Comm, algorithm: Algorithm) -> Result<(), CommError> {
     match algorithm {
         Algorithm::Dissemination => dissemination(comm, BARRIER_TAG).await,
+        Algorithm::Hypercube => hypercube(comm).await,
         other => Err(super::unsupported(comm, Collective::Barrier, other)),
     }
 }
@@ -36,10 +42,57 @@ pub async fn dissemination(comm: &Comm, tag_base: Tag) -> Result<(), CommError> 
     while distance < p {
         let to = (me + distance) % p;
         let from = (me + p - distance) % p;
-        comm.exchange(to, from, tag_base + round, Bytes::new())
-            .await?;
+        comm.exchange(to, from, tag_base + round, Bytes::new()).await?;
         distance *= 2;
         round += 1;
+    }
+    Ok(())
+}
+
+/// Butterfly barrier on the hypercube: the communication pattern of the all-to-all
+/// broadcast of Algorithm 4.7 with empty messages. After exchange k a node has heard,
+/// directly or through earlier exchanges, from every node of its (k+1)-dimensional
+/// subcube, so after log q exchanges every core node has heard from all q.
+///
+/// For p not a power of two the core is the largest power of two q ≤ p; each extra node
+/// e ≥ q folds into its partner e - q: it signals the partner before the partner's first
+/// exchange and is released by it after the last.
+///
+/// ```text
+/// q := 2^⌊log2 p⌋                          /* the core: nodes 0..q-1 */
+/// if my_id ≥ q then                         /* an extra node */
+///     send signal to my_id - q
+///     receive release from my_id - q
+/// else
+///     if my_id + q < p then receive signal from my_id + q
+///     for k := 0 to log2 q - 1 do
+///         send signal to my_id XOR 2^k
+///         receive signal from my_id XOR 2^k
+///     if my_id + q < p then send release to my_id + q
+/// ```
+///
+/// Steps: log2 p when p is a power of two, ⌊log2 p⌋ + 2 otherwise. Cost
+/// (t_s + t_h l) per step, l = 1 on a hypercube.
+pub async fn hypercube(comm: &Comm) -> Result<(), CommError> {
+    let (my_id, p) = (comm.id(), comm.p());
+    let q = 1 << p.ilog2(); // p ≥ 1
+    let (butterfly, fold) = (Phase(0), Phase(1));
+    let (signal, release) = (fold.tag(0), fold.tag(1));
+    if my_id >= q {
+        comm.send(my_id - q, signal, Bytes::new()).await?;
+        comm.recv(my_id - q, release).await?;
+        return Ok(());
+    }
+    let extra = (my_id + q < p).then_some(my_id + q);
+    if let Some(extra) = extra {
+        comm.recv(extra, signal).await?;
+    }
+    for k in 0..q.trailing_zeros() as usize {
+        let partner = my_id ^ (1 << k);
+        comm.exchange(partner, partner, butterfly.tag(k), Bytes::new()).await?;
+    }
+    if let Some(extra) = extra {
+        comm.send(extra, release, Bytes::new()).await?;
     }
     Ok(())
 }

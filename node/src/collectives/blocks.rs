@@ -16,9 +16,7 @@ pub struct BlockLayout {
 impl BlockLayout {
     /// p blocks of `block` bytes each.
     pub fn uniform(p: usize, block: usize) -> Self {
-        BlockLayout {
-            offsets: (0..=p).map(|i| i * block).collect(),
-        }
+        BlockLayout { offsets: (0..=p).map(|i| i * block).collect() }
     }
 
     /// `total` bytes of `elem`-byte elements cut into p element-aligned pieces whose
@@ -69,9 +67,7 @@ impl BlockLayout {
     /// Cuts a buffer holding the contiguous `blocks` into one `Bytes` per block, without copying.
     pub fn cut(&self, buffer: &Bytes, blocks: Range<usize>) -> Vec<Bytes> {
         let base = self.offsets[blocks.start];
-        blocks
-            .map(|i| buffer.slice(self.offsets[i] - base..self.offsets[i + 1] - base))
-            .collect()
+        blocks.map(|i| buffer.slice(self.offsets[i] - base..self.offsets[i + 1] - base)).collect()
     }
 }
 
@@ -99,10 +95,7 @@ mod tests {
         assert_eq!(lens, vec![24, 24, 16, 16]);
         assert_eq!(layout.total(), 80);
         let tiny = BlockLayout::split(2 * 4, 5, 4);
-        assert_eq!(
-            (0..5).map(|i| tiny.len(i)).collect::<Vec<_>>(),
-            vec![4, 4, 0, 0, 0]
-        );
+        assert_eq!((0..5).map(|i| tiny.len(i)).collect::<Vec<_>>(), vec![4, 4, 0, 0, 0]);
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! One-to-all broadcast: the root's message ends on every node.
 //!
-//! Four schedules, one per [`Algorithm`]: the naive linear one, the store-and-forward
-//! ring and mesh broadcasts of seed 002, and the hypercube broadcast of Algorithm 4.2.
+//! Six schedules, one per [`Algorithm`]: the naive linear one, the store-and-forward
+//! ring and mesh broadcasts of seed 002, the hypercube broadcast of Algorithm 4.2, the
+//! cut-through ring broadcast of seed 002 (recursive doubling), and the large-message
+//! broadcast of textbook 4.7 (a scatter followed by an all-gather).
 //! Costs are for store-and-forward routing when the schedule runs on the topology it
 //! was made for (every message crosses one link): t_s start-up, t_w per byte, m bytes.
 //! On another topology the same schedule still works; its messages then travel the
@@ -14,29 +16,29 @@ use bytes::Bytes;
 use topocomm_proto::NodeId;
 use topocomm_proto::spec::{Algorithm, Collective};
 
+use super::allgather::allgather_layout;
+use super::blocks::BlockLayout;
 use super::patterns::{Grid, LineGroup, Phase, Relabelling, broadcast_along, hypercube_dimension};
+use super::scatter_gather::scatter_layout;
 use crate::comm::{Comm, CommError};
+
+/// The tags of the length broadcast that opens [`scatter_allgather`] (apart from those
+/// of the scatter and the all-gather it composes).
+const LENGTH: Phase = Phase(0x20);
 
 /// Runs the broadcast `algorithm` names. Non-roots pass an empty `message`; every node
 /// returns the root's.
-pub async fn run(
-    comm: &Comm,
-    algorithm: Algorithm,
-    root: NodeId,
-    message: Bytes,
-) -> Result<Bytes, CommError> {
+pub async fn run(comm: &Comm, algorithm: Algorithm, root: NodeId, message: Bytes) -> Result<Bytes, CommError> {
     if root >= comm.p() {
-        return Err(CommError::NoSuchPeer {
-            me: comm.id(),
-            peer: root,
-            p: comm.p(),
-        });
+        return Err(CommError::NoSuchPeer { me: comm.id(), peer: root, p: comm.p() });
     }
     match algorithm {
         Algorithm::Linear => linear(comm, root, message).await,
         Algorithm::Ring => ring(comm, root, message).await,
         Algorithm::Mesh => mesh(comm, root, message).await,
         Algorithm::Hypercube => hypercube(comm, root, message).await,
+        Algorithm::RecursiveDoubling => recursive_doubling(comm, root, message).await,
+        Algorithm::ScatterAllgather => scatter_allgather(comm, root, message).await,
         other => Err(super::unsupported(comm, Collective::Broadcast, other)),
     }
 }
@@ -58,8 +60,7 @@ pub async fn linear(comm: &Comm, root: NodeId, message: Bytes) -> Result<Bytes, 
     let phase = Phase(0);
     if my_id == root {
         for k in 1..p {
-            comm.send((root + k) % p, phase.tag(k), message.clone())
-                .await?;
+            comm.send((root + k) % p, phase.tag(k), message.clone()).await?;
         }
         Ok(message)
     } else {
@@ -118,10 +119,15 @@ pub async fn mesh(comm: &Comm, root: NodeId, message: Bytes) -> Result<Bytes, Co
 ///
 /// Steps: d = ⌈log2 p⌉. Cost (t_s + t_w m) log p.
 pub async fn hypercube(comm: &Comm, root: NodeId, message: Bytes) -> Result<Bytes, CommError> {
+    hypercube_in(comm, root, message, Phase(0)).await
+}
+
+/// [`hypercube`] with its messages tagged in `phase` (for a broadcast that is one part
+/// of a larger schedule).
+async fn hypercube_in(comm: &Comm, root: NodeId, message: Bytes, phase: Phase) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
     let d = hypercube_dimension(p);
     let labels = Relabelling::new(root, p);
-    let phase = Phase(0);
     let mut x = message;
     let my_virtual_id = labels.to_virtual(my_id);
     let mut mask = (1usize << d) - 1;
@@ -131,16 +137,104 @@ pub async fn hypercube(comm: &Comm, root: NodeId, message: Bytes) -> Result<Byte
             if my_virtual_id & (1 << i) == 0 {
                 let virtual_dest = my_virtual_id ^ (1 << i);
                 if virtual_dest < p {
-                    comm.send(labels.to_physical(virtual_dest), phase.tag(i), x.clone())
-                        .await?;
+                    comm.send(labels.to_physical(virtual_dest), phase.tag(i), x.clone()).await?;
                 }
             } else {
                 let virtual_source = my_virtual_id ^ (1 << i);
-                x = comm
-                    .recv(labels.to_physical(virtual_source), phase.tag(i))
-                    .await?;
+                x = comm.recv(labels.to_physical(virtual_source), phase.tag(i)).await?;
             }
         }
     }
     Ok(x)
+}
+
+/// Recursive-doubling broadcast, the cut-through ring broadcast of seed 002 ("Cut-through
+/// Routing on Ring"): in step i the holders send to the node at distance p/2^i, all
+/// messages flowing the same way round the ring, so no two of a step share a link.
+///
+/// Virtual ids v = (my_id - root) mod p put the root at 0. For any p the distances come
+/// from interval halving: the holder of the interval [lo, hi) (it sits at lo) hands the
+/// upper part [mid, hi), mid = lo + ⌈(hi - lo)/2⌉, to node mid and keeps [lo, mid); when
+/// p is a power of two, mid - lo is p/2^i in step i, as in the seed.
+///
+/// ```text
+/// v := (my_id - root) mod p
+/// lo := 0; hi := p                     /* the interval I am in; its holder sits at lo */
+/// for i := 1 while hi - lo > 1 do
+///     mid := lo + ⌈(hi - lo)/2⌉
+///     if v = lo then send X to mid     /* a distance of p/2^i */
+///     else if v = mid then receive X from lo
+///     if v < mid then hi := mid else lo := mid
+/// ```
+///
+/// Steps: ⌈log2 p⌉. Cost t_s log p + t_w m log p + t_h (p - 1) with cut-through routing
+/// on a ring (the distances on the way to the last node add up to p - 1 hops); with
+/// store-and-forward, where a message over l links costs t_s + l (t_h + t_w m), it is
+/// t_s log p + (t_h + t_w m)(p - 1). The ring's routes take the shorter way, so on an
+/// odd ring the first message may go round the other way; it travels alone, so links
+/// are still never shared.
+pub async fn recursive_doubling(comm: &Comm, root: NodeId, message: Bytes) -> Result<Bytes, CommError> {
+    let (my_id, p) = (comm.id(), comm.p());
+    let labels = Relabelling::Rotate { root, p };
+    let phase = Phase(0);
+    let v = labels.to_virtual(my_id);
+    let mut x = message;
+    let (mut lo, mut hi) = (0, p);
+    let mut i = 1;
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if v == lo {
+            comm.send(labels.to_physical(mid), phase.tag(i), x.clone()).await?;
+        } else if v == mid {
+            x = comm.recv(labels.to_physical(lo), phase.tag(i)).await?;
+        }
+        if v < mid {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+        i += 1;
+    }
+    Ok(x)
+}
+
+/// Scatter-allgather broadcast for large messages (textbook section 4.7, as in MPI
+/// libraries): the root cuts its message into p pieces, scatters them, and an
+/// all-gather hands every node every piece; the busiest node then sends about 2m bytes
+/// instead of the m log p of the binomial tree.
+///
+/// Non-roots do not know the message's length, and the scatter and all-gather need the
+/// same cut on every node, so the root first broadcasts the length (8 bytes, binomial
+/// tree): ⌈log p⌉ extra small messages, ⌈log p⌉ (t_s + 8 t_w). The pieces are
+/// `BlockLayout::split(n, p, a)` with a the largest of 8, 4, 1 dividing n, so that no
+/// element of any dtype is cut in two (the broadcast itself does not know the dtype).
+///
+/// ```text
+/// n := broadcast the length of X from root        /* hypercube (binomial) broadcast */
+/// layout := n bytes cut into p near-equal aligned pieces; piece i for node i
+/// piece := scatter the pieces of X from root      /* hypercube (binomial) scatter */
+/// X := all-gather the pieces                      /* ring, Algorithm 4.4 */
+/// ```
+///
+/// Steps: ⌈log p⌉ (length) + ⌈log p⌉ (scatter) + p - 1 (all-gather). Cost
+/// ⌈log p⌉ (t_s + 8 t_w) + t_s log p + t_w m (p-1)/p + (p - 1)(t_s + t_w m/p)
+/// = t_s (2 log p + p - 1) + 2 t_w m (p-1)/p + 8 t_w log p.
+pub async fn scatter_allgather(comm: &Comm, root: NodeId, message: Bytes) -> Result<Bytes, CommError> {
+    let length = Bytes::copy_from_slice(&(message.len() as u64).to_le_bytes());
+    let length = hypercube_in(comm, root, length, LENGTH).await?;
+    let n = decode_length(comm, &length)?;
+    let alignment = [8, 4, 1].into_iter().find(|a| n % a == 0).unwrap_or(1);
+    let layout = BlockLayout::split(n, comm.p(), alignment);
+    let piece = scatter_layout(comm, Algorithm::Hypercube, root, &layout, message).await?;
+    allgather_layout(comm, Algorithm::Ring, &layout, piece).await
+}
+
+/// The message length the root broadcast, as 8 little-endian bytes.
+fn decode_length(comm: &Comm, length: &[u8]) -> Result<usize, CommError> {
+    let bytes: [u8; 8] = length.try_into().map_err(|_| CommError::Link {
+        me: comm.id(),
+        reason: format!("the broadcast length is {} bytes long, not 8", length.len()),
+    })?;
+    usize::try_from(u64::from_le_bytes(bytes))
+        .map_err(|_| CommError::Link { me: comm.id(), reason: "the broadcast length does not fit in memory".into() })
 }

@@ -8,7 +8,9 @@ pub mod alltoall;
 pub mod barrier;
 pub mod blocks;
 pub mod broadcast;
+pub mod folding;
 pub mod patterns;
+pub mod personalized;
 pub mod reduce;
 pub mod reduce_scatter;
 pub mod scan;
@@ -26,17 +28,12 @@ use patterns::Reduction;
 /// data layout of each collective: `block` below is `spec.size_bytes`).
 pub async fn run(comm: &Comm, spec: &RunSpec, input: Bytes) -> Result<Bytes, CommError> {
     let (algorithm, root, block) = (spec.algorithm, spec.root, spec.size_bytes as usize);
-    let reduction = Reduction {
-        dtype: spec.dtype,
-        op: spec.op,
-    };
+    let reduction = Reduction { dtype: spec.dtype, op: spec.op };
     match spec.collective {
         Collective::Broadcast => broadcast::run(comm, algorithm, root, input).await,
         Collective::Reduce => reduce::run(comm, algorithm, root, input, spec.dtype, spec.op).await,
         Collective::Allgather => allgather::run(comm, algorithm, input).await,
-        Collective::ReduceScatter => {
-            reduce_scatter::run(comm, algorithm, input, block, reduction).await
-        }
+        Collective::ReduceScatter => reduce_scatter::run(comm, algorithm, input, block, reduction).await,
         Collective::Allreduce => allreduce::run(comm, algorithm, input, reduction).await,
         Collective::Scan => scan::run(comm, algorithm, input, reduction, spec.exclusive).await,
         Collective::Scatter => scatter_gather::scatter(comm, algorithm, root, input, block).await,
@@ -52,9 +49,5 @@ pub fn unsupported(comm: &Comm, collective: Collective, algorithm: Algorithm) ->
     let reason = topocomm_proto::catalogue::check(collective, algorithm)
         .err()
         .unwrap_or_else(|| format!("{collective} with {algorithm} is not implemented on the node"));
-    CommError::Unsupported {
-        me: comm.id(),
-        algorithm: algorithm.to_string(),
-        reason,
-    }
+    CommError::Unsupported { me: comm.id(), algorithm: algorithm.to_string(), reason }
 }

@@ -52,11 +52,7 @@ pub enum Relabelling {
 impl Relabelling {
     /// The textbook XOR relabelling when `p` is a power of two, the rotation otherwise.
     pub fn new(root: NodeId, p: usize) -> Self {
-        if p.is_power_of_two() {
-            Relabelling::Xor { root }
-        } else {
-            Relabelling::Rotate { root, p }
-        }
+        if p.is_power_of_two() { Relabelling::Xor { root } } else { Relabelling::Rotate { root, p } }
     }
 
     /// The virtual id of physical node `id` (the root is 0).
@@ -91,20 +87,11 @@ impl Grid {
     /// The grid of `topology` (see the type's docs).
     pub fn of(topology: &Topology) -> Self {
         match topology.kind() {
-            TopologyKind::Mesh | TopologyKind::Mesh3d => Grid {
-                dims: topology.dims().to_vec(),
-                wraps: false,
-            },
-            TopologyKind::Torus | TopologyKind::Torus3d => Grid {
-                dims: topology.dims().to_vec(),
-                wraps: true,
-            },
+            TopologyKind::Mesh | TopologyKind::Mesh3d => Grid { dims: topology.dims().to_vec(), wraps: false },
+            TopologyKind::Torus | TopologyKind::Torus3d => Grid { dims: topology.dims().to_vec(), wraps: true },
             TopologyKind::Ring | TopologyKind::Hypercube | TopologyKind::Full => {
                 let (rows, cols) = squarest_grid(topology.p());
-                Grid {
-                    dims: vec![rows, cols],
-                    wraps: false,
-                }
+                Grid { dims: vec![rows, cols], wraps: false }
             }
         }
     }
@@ -131,10 +118,7 @@ impl Grid {
     pub fn line(&self, id: NodeId, dim: usize) -> LineGroup {
         let stride: usize = self.dims[dim + 1..].iter().product();
         let first = id - self.coords(id)[dim] * stride;
-        LineGroup {
-            members: (0..self.dims[dim]).map(|k| first + k * stride).collect(),
-            wraps: self.wraps,
-        }
+        LineGroup { members: (0..self.dims[dim]).map(|k| first + k * stride).collect(), wraps: self.wraps }
     }
 }
 
@@ -184,10 +168,7 @@ pub struct LineGroup {
 impl LineGroup {
     /// All `p` nodes as one ring, 0, 1, ..., p-1 and back to 0.
     pub fn ring(p: usize) -> Self {
-        LineGroup {
-            members: (0..p).collect(),
-            wraps: true,
-        }
+        LineGroup { members: (0..p).collect(), wraps: true }
     }
 
     fn len(&self) -> usize {
@@ -196,14 +177,11 @@ impl LineGroup {
 
     /// The position of node `id` in the group.
     fn position(&self, comm: &Comm, id: NodeId) -> Result<usize, CommError> {
-        self.members
-            .iter()
-            .position(|&m| m == id)
-            .ok_or_else(|| CommError::Unsupported {
-                me: comm.id(),
-                algorithm: "line group".into(),
-                reason: format!("node {id} is not a member of {:?}", self.members),
-            })
+        self.members.iter().position(|&m| m == id).ok_or_else(|| CommError::Unsupported {
+            me: comm.id(),
+            algorithm: "line group".into(),
+            reason: format!("node {id} is not a member of {:?}", self.members),
+        })
     }
 
     /// How far the half going `direction` reaches from position `root`.
@@ -224,15 +202,9 @@ impl LineGroup {
         if up == 0 {
             Place::Root
         } else if up <= self.reach(root, Direction::Up) {
-            Place::Half {
-                direction: Direction::Up,
-                distance: up,
-            }
+            Place::Half { direction: Direction::Up, distance: up }
         } else {
-            Place::Half {
-                direction: Direction::Down,
-                distance: n - up,
-            }
+            Place::Half { direction: Direction::Down, distance: n - up }
         }
     }
 
@@ -274,26 +246,15 @@ pub async fn broadcast_along(
         Place::Root => {
             for direction in [Direction::Up, Direction::Down] {
                 if group.reach(root_position, direction) >= 1 {
-                    comm.send(group.next(me, direction), phase.tag(1), message.clone())
-                        .await?;
+                    comm.send(group.next(me, direction), phase.tag(1), message.clone()).await?;
                 }
             }
             Ok(message)
         }
-        Place::Half {
-            direction,
-            distance,
-        } => {
-            let x = comm
-                .recv(group.next(me, direction.reverse()), phase.tag(distance))
-                .await?;
+        Place::Half { direction, distance } => {
+            let x = comm.recv(group.next(me, direction.reverse()), phase.tag(distance)).await?;
             if distance < group.reach(root_position, direction) {
-                comm.send(
-                    group.next(me, direction),
-                    phase.tag(distance + 1),
-                    x.clone(),
-                )
-                .await?;
+                comm.send(group.next(me, direction), phase.tag(distance + 1), x.clone()).await?;
             }
             Ok(x)
         }
@@ -336,22 +297,12 @@ pub async fn reduce_along(
             }
             Ok(Some(sum))
         }
-        Place::Half {
-            direction,
-            distance,
-        } => {
+        Place::Half { direction, distance } => {
             if distance < group.reach(root_position, direction) {
-                let y = comm
-                    .recv(group.next(me, direction), phase.tag(distance + 1))
-                    .await?;
+                let y = comm.recv(group.next(me, direction), phase.tag(distance + 1)).await?;
                 sum = reduction.combine(comm, sum, &y)?;
             }
-            comm.send(
-                group.next(me, direction.reverse()),
-                phase.tag(distance),
-                sum,
-            )
-            .await?;
+            comm.send(group.next(me, direction.reverse()), phase.tag(distance), sum).await?;
             Ok(None)
         }
     }
@@ -382,10 +333,7 @@ mod tests {
     }
 
     fn half(direction: Direction, distance: usize) -> Place {
-        Place::Half {
-            direction,
-            distance,
-        }
+        Place::Half { direction, distance }
     }
 
     #[test]
@@ -416,15 +364,8 @@ mod tests {
             let ring = LineGroup::ring(n);
             for root in 0..n {
                 for place in places(&ring, root) {
-                    if let Place::Half {
-                        direction,
-                        distance,
-                    } = place
-                    {
-                        assert!(
-                            (1..=ring.reach(root, direction)).contains(&distance),
-                            "{n} {root} {place:?}"
-                        );
+                    if let Place::Half { direction, distance } = place {
+                        assert!((1..=ring.reach(root, direction)).contains(&distance), "{n} {root} {place:?}");
                     }
                 }
             }
@@ -434,20 +375,11 @@ mod tests {
     #[test]
     fn line_halves_run_to_the_ends() {
         use Direction::{Down, Up};
-        let line = LineGroup {
-            members: vec![10, 11, 12, 13],
-            wraps: false,
-        };
-        assert_eq!(
-            places(&line, 1),
-            [half(Down, 1), Place::Root, half(Up, 1), half(Up, 2)]
-        );
+        let line = LineGroup { members: vec![10, 11, 12, 13], wraps: false };
+        assert_eq!(places(&line, 1), [half(Down, 1), Place::Root, half(Up, 1), half(Up, 2)]);
         assert_eq!((line.reach(1, Up), line.reach(1, Down)), (2, 1));
         assert_eq!(line.next(3, Down), 12);
-        assert_eq!(
-            places(&line, 3),
-            [half(Down, 3), half(Down, 2), half(Down, 1), Place::Root]
-        );
+        assert_eq!(places(&line, 3), [half(Down, 3), half(Down, 2), half(Down, 1), Place::Root]);
     }
 
     #[test]
@@ -455,20 +387,8 @@ mod tests {
         let torus = Topology::new(TopologyKind::Torus, 12, Some(&[3, 4])).unwrap();
         let grid = Grid::of(&torus);
         assert_eq!(grid.coords(7), [1, 3]);
-        assert_eq!(
-            grid.line(7, 1),
-            LineGroup {
-                members: vec![4, 5, 6, 7],
-                wraps: true
-            }
-        );
-        assert_eq!(
-            grid.line(7, 0),
-            LineGroup {
-                members: vec![3, 7, 11],
-                wraps: true
-            }
-        );
+        assert_eq!(grid.line(7, 1), LineGroup { members: vec![4, 5, 6, 7], wraps: true });
+        assert_eq!(grid.line(7, 0), LineGroup { members: vec![3, 7, 11], wraps: true });
         let mesh3d = Topology::new(TopologyKind::Mesh3d, 24, Some(&[2, 3, 4])).unwrap();
         let grid = Grid::of(&mesh3d);
         assert_eq!(grid.coords(13), [1, 0, 1]);
@@ -477,13 +397,7 @@ mod tests {
         assert_eq!(grid.line(13, 0).members, [1, 13]);
         assert!(!grid.line(13, 0).wraps);
         let ring = Topology::new(TopologyKind::Ring, 6, None).unwrap();
-        assert_eq!(
-            Grid::of(&ring),
-            Grid {
-                dims: vec![2, 3],
-                wraps: false
-            }
-        );
+        assert_eq!(Grid::of(&ring), Grid { dims: vec![2, 3], wraps: false });
     }
 
     #[test]
@@ -504,15 +418,10 @@ mod tests {
 
     #[test]
     fn dimensions_and_tags() {
-        let dims: Vec<usize> = [1, 2, 3, 4, 5, 8, 9, 16, 17]
-            .iter()
-            .map(|&p| hypercube_dimension(p))
-            .collect();
+        let dims: Vec<usize> = [1, 2, 3, 4, 5, 8, 9, 16, 17].iter().map(|&p| hypercube_dimension(p)).collect();
         assert_eq!(dims, [0, 1, 2, 2, 3, 3, 4, 4, 5]);
         assert_eq!(Phase(0).tag(3), 3);
         assert_eq!(Phase(2).tag(1), (2 << 24) | 1);
-        assert!(
-            Phase(u8::MAX - 1).tag(Phase::MAX_STEPS - 1) < topocomm_proto::frame::SYSTEM_TAG_BASE
-        );
+        assert!(Phase(u8::MAX - 1).tag(Phase::MAX_STEPS - 1) < topocomm_proto::frame::SYSTEM_TAG_BASE);
     }
 }

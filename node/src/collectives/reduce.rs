@@ -1,10 +1,14 @@
 //! All-to-one reduction: the element-wise reduction of every node's vector ends on the root.
 //!
-//! Each schedule is the dual of the broadcast of the same name in [`super::broadcast`]:
-//! the same messages in reverse order and direction, each node combining what it
-//! receives into its partial result before passing that on. Costs are those of the
+//! Each schedule is the dual of a broadcast in [`super::broadcast`] — linear, ring, mesh
+//! and hypercube of the broadcast of the same name, recursive halving of its recursive
+//! doubling — the same messages in reverse order and direction, each node combining what
+//! it receives into its partial result before passing that on. Costs are those of the
 //! broadcast plus the combines (store-and-forward, on the topology each schedule was
-//! made for; t_s start-up, t_w per byte, m bytes per vector).
+//! made for, unless stated; t_s start-up, t_h per hop, t_w per byte, m bytes per
+//! vector). The large-message reduce-scatter-gather composes a reduce-scatter
+//! ([`super::reduce_scatter`]) and a gather ([`super::scatter_gather`]), the dual of
+//! the scatter-allgather broadcast.
 //!
 //! Combining goes through [`topocomm_proto::elements::combine`]; a vector that cannot be
 //! combined (lengths differ, partial elements) fails the run with `CommError::Elements`.
@@ -13,9 +17,10 @@ use bytes::Bytes;
 use topocomm_proto::NodeId;
 use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp};
 
-use super::patterns::{
-    Grid, LineGroup, Phase, Reduction, Relabelling, hypercube_dimension, reduce_along,
-};
+use super::blocks::BlockLayout;
+use super::patterns::{Grid, LineGroup, Phase, Reduction, Relabelling, hypercube_dimension, reduce_along};
+use super::reduce_scatter::reduce_scatter_layout;
+use super::scatter_gather::gather_layout;
 use crate::comm::{Comm, CommError};
 
 /// Runs the reduction `algorithm` names: the root returns the reduction of every node's
@@ -29,11 +34,7 @@ pub async fn run(
     op: ReduceOp,
 ) -> Result<Bytes, CommError> {
     if root >= comm.p() {
-        return Err(CommError::NoSuchPeer {
-            me: comm.id(),
-            peer: root,
-            p: comm.p(),
-        });
+        return Err(CommError::NoSuchPeer { me: comm.id(), peer: root, p: comm.p() });
     }
     let reduction = Reduction { dtype, op };
     match algorithm {
@@ -41,6 +42,8 @@ pub async fn run(
         Algorithm::Ring => ring(comm, root, vector, reduction).await,
         Algorithm::Mesh => mesh(comm, root, vector, reduction).await,
         Algorithm::Hypercube => hypercube(comm, root, vector, reduction).await,
+        Algorithm::RecursiveHalving => recursive_halving(comm, root, vector, reduction).await,
+        Algorithm::ReduceScatterGather => reduce_scatter_gather(comm, root, vector, reduction).await,
         other => Err(super::unsupported(comm, Collective::Reduce, other)),
     }
 }
@@ -58,12 +61,7 @@ pub async fn run(
 ///
 /// Steps: p - 1, all into the root. Cost (p - 1)(t_s + t_w m) on a fully connected
 /// network (plus p - 1 combines); elsewhere each message crosses l links.
-pub async fn linear(
-    comm: &Comm,
-    root: NodeId,
-    vector: Bytes,
-    reduction: Reduction,
-) -> Result<Bytes, CommError> {
+pub async fn linear(comm: &Comm, root: NodeId, vector: Bytes, reduction: Reduction) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
     let phase = Phase(0);
     if my_id == root {
@@ -90,21 +88,8 @@ pub async fn linear(
 /// ```
 ///
 /// Steps: ⌈p/2⌉. Cost (t_s + t_w m)⌈p/2⌉ plus p - 1 combines, ⌈p/2⌉ on the longest path.
-pub async fn ring(
-    comm: &Comm,
-    root: NodeId,
-    vector: Bytes,
-    reduction: Reduction,
-) -> Result<Bytes, CommError> {
-    let result = reduce_along(
-        comm,
-        &LineGroup::ring(comm.p()),
-        root,
-        vector,
-        reduction,
-        Phase(0),
-    )
-    .await?;
+pub async fn ring(comm: &Comm, root: NodeId, vector: Bytes, reduction: Reduction) -> Result<Bytes, CommError> {
+    let result = reduce_along(comm, &LineGroup::ring(comm.p()), root, vector, reduction, Phase(0)).await?;
     Ok(result.unwrap_or_default())
 }
 
@@ -122,26 +107,12 @@ pub async fn ring(
 /// ```
 ///
 /// Steps and cost: those of the mesh broadcast, plus the combines.
-pub async fn mesh(
-    comm: &Comm,
-    root: NodeId,
-    vector: Bytes,
-    reduction: Reduction,
-) -> Result<Bytes, CommError> {
+pub async fn mesh(comm: &Comm, root: NodeId, vector: Bytes, reduction: Reduction) -> Result<Bytes, CommError> {
     let grid = Grid::of(comm.topology());
     let mut sum = vector;
     for (dim, &root_coordinate) in grid.coords(root).iter().enumerate() {
         let line = grid.line(comm.id(), dim);
-        match reduce_along(
-            comm,
-            &line,
-            root_coordinate,
-            sum,
-            reduction,
-            Phase(dim as u8),
-        )
-        .await?
-        {
+        match reduce_along(comm, &line, root_coordinate, sum, reduction, Phase(dim as u8)).await? {
             Some(partial) => sum = partial,
             None => return Ok(Bytes::new()),
         }
@@ -158,12 +129,7 @@ pub async fn mesh(
 /// skipped (that node does not exist).
 ///
 /// Steps: d = ⌈log2 p⌉. Cost (t_s + t_w m) log p plus log p combines.
-pub async fn hypercube(
-    comm: &Comm,
-    root: NodeId,
-    vector: Bytes,
-    reduction: Reduction,
-) -> Result<Bytes, CommError> {
+pub async fn hypercube(comm: &Comm, root: NodeId, vector: Bytes, reduction: Reduction) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
     let d = hypercube_dimension(p);
     let labels = Relabelling::new(root, p);
@@ -175,23 +141,101 @@ pub async fn hypercube(
         if my_virtual_id & mask == 0 {
             if my_virtual_id & (1 << i) != 0 {
                 let virtual_dest = my_virtual_id ^ (1 << i);
-                comm.send(labels.to_physical(virtual_dest), phase.tag(i), sum.clone())
-                    .await?;
+                comm.send(labels.to_physical(virtual_dest), phase.tag(i), sum.clone()).await?;
             } else {
                 let virtual_source = my_virtual_id ^ (1 << i);
                 if virtual_source < p {
-                    let x = comm
-                        .recv(labels.to_physical(virtual_source), phase.tag(i))
-                        .await?;
+                    let x = comm.recv(labels.to_physical(virtual_source), phase.tag(i)).await?;
                     sum = reduction.combine(comm, sum, &x)?;
                 }
             }
         }
         mask ^= 1 << i;
     }
-    Ok(if my_virtual_id == 0 {
-        sum
-    } else {
-        Bytes::new()
-    })
+    Ok(if my_virtual_id == 0 { sum } else { Bytes::new() })
+}
+
+/// Recursive-halving reduction, the exact dual of the recursive-doubling broadcast (seed
+/// 002, cut-through ring): the same intervals in reverse order, every message going the
+/// other way round the ring, the distances doubling from 1 up to p/2.
+///
+/// Virtual ids v = (my_id - root) mod p. The broadcast splits [lo, hi) at
+/// mid = lo + ⌈(hi - lo)/2⌉; here the node at mid, holding the reduction of [mid, hi),
+/// sends it to the node at lo, which combines it into its reduction of [lo, mid).
+///
+/// ```text
+/// v := (my_id - root) mod p
+/// splits := the (lo, mid) the broadcast meets on its way to v, outermost first
+/// sum := X
+/// for (lo, mid) in splits, innermost first do
+///     if v = lo then receive Y from mid; sum := sum op Y
+///     else if v = mid then send sum to lo; return nothing
+/// return sum                           /* only the root (v = 0) gets here */
+/// ```
+///
+/// The combines keep node order (each appends the next higher interval), only the
+/// grouping differs from the sequential reference. Steps: ⌈log2 p⌉. Cost
+/// t_s log p + t_w m log p + t_h (p - 1) with cut-through routing on a ring, plus
+/// log p combines.
+pub async fn recursive_halving(
+    comm: &Comm,
+    root: NodeId,
+    vector: Bytes,
+    reduction: Reduction,
+) -> Result<Bytes, CommError> {
+    let (my_id, p) = (comm.id(), comm.p());
+    let labels = Relabelling::Rotate { root, p };
+    let phase = Phase(0);
+    let v = labels.to_virtual(my_id);
+    let mut splits = Vec::new();
+    let (mut lo, mut hi) = (0, p);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo).div_ceil(2);
+        splits.push((lo, mid));
+        if v < mid {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    let mut sum = vector;
+    for (step, &(lo, mid)) in splits.iter().enumerate().rev() {
+        let i = step + 1;
+        if v == lo {
+            let y = comm.recv(labels.to_physical(mid), phase.tag(i)).await?;
+            sum = reduction.combine(comm, sum, &y)?;
+        } else if v == mid {
+            comm.send(labels.to_physical(lo), phase.tag(i), sum).await?;
+            return Ok(Bytes::new());
+        }
+    }
+    Ok(sum)
+}
+
+/// Reduce-scatter-gather reduction for large vectors (seed 004, Fig. 13.3, with a gather
+/// in place of the final broadcast; MPI libraries' large-message reduce): the vector is
+/// cut into p element-aligned pieces, a reduce-scatter leaves the reduction of piece i
+/// on node i, and a gather collects the reduced pieces on the root. The busiest node then
+/// receives about 2m bytes instead of the m log p of the binomial tree, and each node
+/// combines about m bytes instead of up to m log p.
+///
+/// ```text
+/// layout := m bytes cut into p near-equal element-aligned pieces; piece i for node i
+/// piece := reduce-scatter X over the pieces     /* ring, Algorithm 4.5 */
+/// sum := gather the pieces to root               /* hypercube (binomial) gather */
+/// ```
+///
+/// Every node knows m (its own vector's length), so unlike the scatter-allgather
+/// broadcast nothing travels ahead. Steps: p - 1 + ⌈log p⌉. Cost
+/// (p - 1)(t_s + t_w m/p) + t_s log p + t_w m (p-1)/p
+/// = t_s (p - 1 + log p) + 2 t_w m (p-1)/p, plus (p - 1) combines of m/p bytes.
+pub async fn reduce_scatter_gather(
+    comm: &Comm,
+    root: NodeId,
+    vector: Bytes,
+    reduction: Reduction,
+) -> Result<Bytes, CommError> {
+    let layout = BlockLayout::split(vector.len(), comm.p(), reduction.dtype.size());
+    let piece = reduce_scatter_layout(comm, Algorithm::Ring, &layout, vector, reduction).await?;
+    gather_layout(comm, Algorithm::Hypercube, root, &layout, piece).await
 }
