@@ -29,6 +29,14 @@ pub enum Command {
     /// Print every collective's algorithms: the topology each is made for, the node
     /// counts it serves, its steps and its source.
     List(ListArgs),
+    /// Print an algorithm's schedule step by step (who sends how many bytes to whom,
+    /// over which hops) and the cost model's time, without running anything.
+    Explain(ExplainArgs),
+    /// Fit the real links' t_s, t_h and t_w by ping-pong over one and several hops
+    /// (least squares); `--ts auto` then predicts raw runs with them.
+    Calibrate(CalibrateArgs),
+    /// Measure emulated runs against the cost model: the table of measured / predicted.
+    BenchModel(BenchModelArgs),
     /// Ask a serving coordinator how the cluster stands.
     Status(StatusArgs),
     /// Run a node daemon (the same daemon as `topocomm-node`; local clusters use it).
@@ -59,8 +67,9 @@ pub struct ShapeArgs {
     pub dims: Option<std::vec::Vec<usize>>,
 }
 
+/// What to run: the collective, its algorithm, the shape and size, the data and the links.
 #[derive(Debug, Clone, Args)]
-pub struct RunArgs {
+pub struct CollectiveArgs {
     /// The collective: broadcast, reduce, allgather, reduce-scatter, allreduce, scan,
     /// scatter, gather, alltoall, shift, barrier (`topocomm list` shows their algorithms).
     #[arg(value_parser = parse_collective)]
@@ -92,17 +101,23 @@ pub struct RunArgs {
     /// Scan: exclusive prefix (node i reduces nodes 0..i; node 0 ends with nothing).
     #[arg(long)]
     pub exclusive: bool,
+    /// Seed of the generated inputs.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
     #[command(flatten)]
     pub links: LinkArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub what: CollectiveArgs,
     /// Timed iterations.
     #[arg(long, short = 'i', default_value_t = 20)]
     pub iterations: u32,
     /// Untimed warm-up iterations before them.
     #[arg(long, default_value_t = 3)]
     pub warmup: u32,
-    /// Seed of the generated inputs.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
     /// Deadline of every wait of one iteration (and of forming the cluster).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
@@ -118,6 +133,71 @@ pub struct RunArgs {
     pub logs: Option<PathBuf>,
     #[command(flatten)]
     pub remote: RemoteArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ExplainArgs {
+    #[command(flatten)]
+    pub what: CollectiveArgs,
+    /// Print JSON (the schedule's messages and the model's time) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CalibrateArgs {
+    /// Nodes of the local ring the ping-pongs run on (the multi-hop one crosses p/2 links).
+    #[arg(long, short = 'n', default_value_t = 8)]
+    pub nodes: usize,
+    /// Message sizes to ping-pong, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "8B,1KiB,16KiB,64KiB,256KiB,1MiB", value_parser = parse_size)]
+    pub sizes: Vec<u64>,
+    /// Round trips per size and route.
+    #[arg(long, short = 'i', default_value_t = 50)]
+    pub iterations: u32,
+    /// Do not keep the fit for `--ts auto`.
+    #[arg(long)]
+    pub no_save: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct BenchModelArgs {
+    /// Node counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "8,16")]
+    pub nodes: Vec<usize>,
+    /// Topologies, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "ring,torus,hypercube", value_parser = parse_topology)]
+    pub topologies: Vec<TopologyKind>,
+    /// Collectives, comma-separated (default: every one but barrier).
+    #[arg(long, value_delimiter = ',', value_parser = parse_collective)]
+    pub collectives: Vec<Collective>,
+    /// Message sizes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1KiB,64KiB,1MiB", value_parser = parse_size)]
+    pub sizes: Vec<u64>,
+    /// Routings, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "sf,ct", value_parser = parse_routing)]
+    pub routings: Vec<Routing>,
+    /// Start-up time t_s.
+    #[arg(long, default_value = "200us", value_parser = parse_time)]
+    pub ts: u64,
+    /// Per-hop time t_h.
+    #[arg(long, default_value = "20us", value_parser = parse_time)]
+    pub th: u64,
+    /// Per-byte time t_w.
+    #[arg(long, default_value = "10ns", value_parser = parse_time)]
+    pub tw: u64,
+    /// Cut-through packet size.
+    #[arg(long, default_value = "1KiB", value_parser = parse_size)]
+    pub packet: u64,
+    /// Timed iterations per run.
+    #[arg(long, short = 'i', default_value_t = 10)]
+    pub iterations: u32,
+    /// Print JSON lines instead of the table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Emulated link physics (none of them: the links run at full speed).

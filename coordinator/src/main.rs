@@ -1,12 +1,16 @@
 //! `topocomm`: the coordinator and the user's command line.
 
+mod bench_model;
+mod calibrate;
 mod calibration;
 mod cli;
 mod client;
 mod cluster;
+mod explain;
 mod local;
 mod model;
 mod report;
+mod request;
 mod run;
 mod server;
 mod topology_view;
@@ -19,12 +23,11 @@ use anyhow::{Context, anyhow, bail};
 use clap::Parser;
 use tokio::net::TcpListener;
 use topocomm_proto::Topology;
-use topocomm_proto::catalogue;
 use topocomm_proto::control::{ClientRequest, ClientResponse, RunOutcome, RunRequest};
-use topocomm_proto::spec::{LinkModel, Routing, RunSpec};
 
-use crate::cli::{Cli, Command, Emulated, LinkArgs, RunArgs, ServeArgs, StatusArgs};
+use crate::cli::{Cli, Command, RunArgs, ServeArgs, StatusArgs};
 use crate::local::LocalCluster;
+use crate::request::{Planned, Repetition};
 use crate::run::Coordinator;
 
 /// Extra patience for wiring and reporting on top of the run's own deadlines.
@@ -62,6 +65,9 @@ async fn command(cli: Cli) -> ExitCode {
         Command::Serve(args) => serve(args).await.map(|()| ExitCode::SUCCESS),
         Command::Topology(args) => topology_view::print(&args).map(|()| ExitCode::SUCCESS),
         Command::List(args) => topology_view::list(&args).map(|()| ExitCode::SUCCESS),
+        Command::Explain(args) => explain::print(&args).map(|()| ExitCode::SUCCESS),
+        Command::Calibrate(args) => calibrate::run(&args).await.map(|()| ExitCode::SUCCESS),
+        Command::BenchModel(args) => bench_model::run(&args).await.map(|()| ExitCode::SUCCESS),
         Command::Status(args) => status(args).await.map(|()| ExitCode::SUCCESS),
         Command::Node(_) => unreachable!("the node role runs on its own runtime"),
     };
@@ -72,29 +78,13 @@ async fn command(cli: Cli) -> ExitCode {
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let algorithm =
-        args.algorithm.unwrap_or_else(|| catalogue::default_algorithm(args.collective, args.shape.topology));
-    catalogue::check(args.collective, algorithm).map_err(|e| anyhow!(e))?;
-    let spec = RunSpec {
-        run: 0,
-        collective: args.collective,
-        algorithm,
-        root: args.root,
-        size_bytes: args.size,
-        dtype: args.dtype,
-        op: args.op,
-        seed: args.seed,
+    let repetition = Repetition {
         warmup: args.warmup,
         iterations: args.iterations,
-        timeout_ms: args.timeout.as_millis() as u64,
+        timeout: args.timeout,
         dump: args.dump.is_some(),
-        shift: args.shift,
-        exclusive: args.exclusive,
-        emulation: None,
     };
-    let (emulation, predict_with) = link_models(&args.links)?;
-    let spec = RunSpec { emulation, ..spec };
-    let request = RunRequest { topology: args.shape.topology, dims: args.shape.dims.clone(), spec };
+    let Planned { request, predict_with } = request::plan(&args.what, repetition)?;
     let outcome = match &args.remote.coordinator {
         Some(address) => run_remote(address, &args, request).await?,
         None => run_local(&args, request).await?,
@@ -126,34 +116,6 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The emulation to run with and the link physics to predict with, from `--ts/--th/--tw`.
-fn link_models(links: &LinkArgs) -> anyhow::Result<(Option<LinkModel>, Option<LinkModel>)> {
-    let packet_bytes = u32::try_from(links.packet).ok().filter(|&p| p > 0).context("--packet must be 1 B to 4 GiB")?;
-    if links.ts == Some(Emulated::Auto) {
-        anyhow::ensure!(
-            links.th.is_none() && links.tw.is_none(),
-            "--ts auto takes t_h and t_w from the calibration too"
-        );
-        let fitted = calibration::load()?;
-        return Ok((None, Some(LinkModel { routing: Routing::Sf, ..fitted })));
-    }
-    let ts = match links.ts {
-        Some(Emulated::Picos(ps)) => Some(ps),
-        _ => None,
-    };
-    if ts.is_none() && links.th.is_none() && links.tw.is_none() {
-        return Ok((None, None));
-    }
-    let model = LinkModel {
-        ts_ns: ts.unwrap_or(0) / 1000,
-        th_ns: links.th.unwrap_or(0) / 1000,
-        tw_ps: links.tw.unwrap_or(0),
-        routing: links.routing,
-        packet_bytes,
-    };
-    Ok((Some(model), Some(model)))
-}
-
 async fn run_remote(address: &str, args: &RunArgs, request: RunRequest) -> anyhow::Result<RunOutcome> {
     let token = args
         .remote
@@ -170,13 +132,13 @@ async fn run_remote(address: &str, args: &RunArgs, request: RunRequest) -> anyho
 
 async fn run_local(args: &RunArgs, request: RunRequest) -> anyhow::Result<RunOutcome> {
     // Refuse a bad shape or size before starting any process.
-    Topology::new(request.topology, args.nodes, request.dims.as_deref())?;
-    request.spec.validate(args.nodes)?;
+    Topology::new(request.topology, args.what.nodes, request.dims.as_deref())?;
+    request.spec.validate(args.what.nodes)?;
     let logs = args.logs.clone().unwrap_or_else(|| std::env::temp_dir().join("topocomm-logs"));
-    let local = LocalCluster::start(args.nodes, &logs).await?;
+    let local = LocalCluster::start(args.what.nodes, &logs).await?;
     eprintln!(
         "local cluster: {} node processes, coordinator on {}, node logs in {}/node-*.log",
-        args.nodes,
+        args.what.nodes,
         local.address,
         local.logs.display()
     );

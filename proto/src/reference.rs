@@ -130,9 +130,9 @@ enum InputShape {
 fn input_shape(spec: &RunSpec, p: usize, node: NodeId) -> InputShape {
     debug_assert!(node < p, "node {node} is not one of {p} nodes");
     match spec.collective {
-        Collective::Broadcast if node == spec.root => InputShape::Vector,
+        Collective::Broadcast | Collective::PingPong if node == spec.root => InputShape::Vector,
         Collective::Scatter if node == spec.root => InputShape::Blocks,
-        Collective::Broadcast | Collective::Scatter | Collective::Barrier => InputShape::Nothing,
+        Collective::Broadcast | Collective::Scatter | Collective::Barrier | Collective::PingPong => InputShape::Nothing,
         Collective::ReduceScatter | Collective::Alltoall => InputShape::Blocks,
         Collective::Reduce
         | Collective::Allgather
@@ -258,6 +258,7 @@ fn describe_tolerance(tolerance: &f64) -> String {
 /// * Alltoall: node i, block i of every node, in node order.
 /// * Shift: node i, the vector of node (i - q) mod p.
 /// * Barrier: nothing.
+/// * Ping-pong: the root and node root + q mod p, the root's vector; nothing elsewhere.
 ///
 /// A spec whose size is not a whole number of elements (refused by
 /// [`RunSpec::validate`]) reduces its whole elements only.
@@ -279,7 +280,10 @@ pub fn expected(spec: &RunSpec, p: usize, node: NodeId) -> Expected {
         Collective::Scatter => Expected::exact(spec.dtype, node_block(spec, spec.root, node)),
         Collective::Alltoall => concat(&mut (0..p).map(|k| node_block(spec, k, node))),
         Collective::Shift => Expected::exact(spec.dtype, node_vector(spec, (node + p - spec.shift % p) % p)),
-        Collective::Reduce | Collective::Gather | Collective::Barrier => nothing(),
+        Collective::PingPong if node == spec.root || node == (spec.root + spec.shift) % p => {
+            Expected::exact(spec.dtype, node_vector(spec, spec.root))
+        }
+        Collective::Reduce | Collective::Gather | Collective::Barrier | Collective::PingPong => nothing(),
     }
 }
 

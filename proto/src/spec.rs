@@ -48,12 +48,22 @@ pub enum Collective {
     Shift,
     /// No node leaves before every node has arrived; no data.
     Barrier,
+    /// The root sends its vector to node root + q mod p (`--shift Q`), which sends it
+    /// back: both end with it (the OSU latency test; `topocomm calibrate` uses it).
+    PingPong,
 }
 
 impl Collective {
     /// Whether the collective has a root (`--root`).
     pub const fn has_root(self) -> bool {
-        matches!(self, Collective::Broadcast | Collective::Reduce | Collective::Scatter | Collective::Gather)
+        matches!(
+            self,
+            Collective::Broadcast
+                | Collective::Reduce
+                | Collective::Scatter
+                | Collective::Gather
+                | Collective::PingPong
+        )
     }
 
     /// Whether the collective combines elements with a reduction operator (`--op`).

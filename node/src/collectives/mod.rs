@@ -11,6 +11,7 @@ pub mod broadcast;
 pub mod folding;
 pub mod patterns;
 pub mod personalized;
+pub mod pingpong;
 pub mod reduce;
 pub mod reduce_scatter;
 pub mod scan;
@@ -40,6 +41,7 @@ pub async fn run(comm: &Comm, spec: &RunSpec, input: Bytes) -> Result<Bytes, Com
         Collective::Gather => scatter_gather::gather(comm, algorithm, root, input).await,
         Collective::Alltoall => alltoall::run(comm, algorithm, input, block).await,
         Collective::Shift => shift::run(comm, algorithm, input, spec.shift).await,
+        Collective::PingPong => pingpong::run(comm, algorithm, root, input, spec.shift).await,
         Collective::Barrier => barrier::run(comm, algorithm).await.map(|()| Bytes::new()),
     }
 }
