@@ -49,6 +49,7 @@ pub fn plan(what: &CollectiveArgs, repetition: Repetition) -> anyhow::Result<Pla
         shift: what.shift,
         exclusive: what.exclusive,
         emulation,
+        trace: false,
     };
     let request = RunRequest { topology: what.shape.topology, dims: what.shape.dims.clone(), spec };
     Ok(Planned { request, predict_with })

@@ -7,13 +7,22 @@ use std::time::Duration;
 
 use tokio::sync::{Mutex, mpsc};
 use tokio::time::Instant;
-use topocomm_proto::control::{NodeReport, RunOutcome, RunRequest, ToCoordinator, ToNode, TopologySpec, Wiring};
+use topocomm_node::timebase;
+use topocomm_proto::control::{
+    NodeReport, RunOutcome, RunRequest, RunTrace, ToCoordinator, ToNode, TopologySpec, Wiring,
+};
 use topocomm_proto::{Topology, catalogue};
 
 use crate::cluster::{Cluster, Event, Participant, SessionId};
 
 /// How long every node has to bring its links up.
 const WIRE_DEADLINE: Duration = Duration::from_secs(20);
+
+/// Clock probes per node before a traced run.
+const CLOCK_PROBES: u64 = 8;
+
+/// How long a round of clock probes may take.
+const PROBE_DEADLINE: Duration = Duration::from_secs(5);
 
 /// After the first node reports a failure, how much longer the others get.
 const FAILURE_GRACE: Duration = Duration::from_secs(2);
@@ -58,8 +67,12 @@ impl Coordinator {
         let algorithm = catalogue::resolve(spec.collective, spec.algorithm, topology.kind(), p, spec.size_bytes);
         driver.run += 1;
         let spec = topocomm_proto::spec::RunSpec { run: driver.run, algorithm, ..request.spec };
+        let clocks = if spec.trace { Some(driver.probe_clocks(&participants).await?) } else { None };
         match driver.start(&participants, &spec).await {
-            Ok(reports) => Ok(RunOutcome { spec, topology: topology_spec, reports }),
+            Ok(mut reports) => {
+                let trace = clocks.map(|clocks| align(&mut reports, &clocks));
+                Ok(RunOutcome { spec, topology: topology_spec, reports, trace })
+            }
             Err(error) => {
                 // Whatever is left of this run dies with the next wiring.
                 self.cluster.set_wiring(None);
@@ -133,6 +146,53 @@ impl Driver {
         Ok(())
     }
 
+    /// Estimates each participant's clock offset from the coordinator's, as NTP does: a
+    /// probe's answer is taken to be read halfway through its round trip, and of
+    /// `CLOCK_PROBES` probes the one with the shortest round trip wins; its half round
+    /// trip bounds the error.
+    async fn probe_clocks(&mut self, participants: &[Participant]) -> Result<Vec<ClockOffset>, String> {
+        let by_session = index(participants);
+        let mut best: Vec<Option<ClockOffset>> = vec![None; participants.len()];
+        for round in 0..CLOCK_PROBES {
+            let mut sent_at = vec![0u64; participants.len()];
+            for participant in participants {
+                sent_at[participant.id] = timebase::now_ns();
+                let _ = participant.sender.send(ToNode::ClockProbe { nonce: round });
+            }
+            let mut waiting = participants.len();
+            let deadline = Instant::now() + PROBE_DEADLINE;
+            while waiting > 0 {
+                let Some(event) = self.next(deadline).await else {
+                    return Err(format!("clock probe {round} was not answered within {PROBE_DEADLINE:?}"));
+                };
+                match event {
+                    Event::Message { session, message: ToCoordinator::ClockReply { nonce, node_ns } }
+                        if nonce == round =>
+                    {
+                        let Some(node) = by_session.get(&session) else { continue };
+                        let received_at = timebase::now_ns();
+                        let sent = sent_at[node.id];
+                        let round_trip = received_at.saturating_sub(sent);
+                        let offset_ns = node_ns as i64 - (sent / 2 + received_at / 2) as i64;
+                        let candidate = ClockOffset { offset_ns, error_ns: round_trip / 2 };
+                        if best[node.id].is_none_or(|b| candidate.error_ns < b.error_ns) {
+                            best[node.id] = Some(candidate);
+                        }
+                        waiting -= 1;
+                    }
+                    Event::Closed { session } if by_session.contains_key(&session) => {
+                        return Err(format!(
+                            "{} disconnected while its clock was probed",
+                            describe(&by_session[&session])
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(best.into_iter().map(|b| b.expect("every node answered every probe")).collect())
+    }
+
     /// Starts `spec` on every participant and gathers one report from each.
     async fn start(
         &mut self,
@@ -193,6 +253,34 @@ impl Driver {
         tracing::info!(run = spec.run, "every node reported");
         Ok(reports.into_iter().flatten().collect())
     }
+}
+
+/// A node's clock minus the coordinator's, and the bound on that estimate's error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ClockOffset {
+    offset_ns: i64,
+    error_ns: u64,
+}
+
+/// Moves every node's trace events onto the coordinator's timeline, counted from the
+/// run's earliest event.
+fn align(reports: &mut [NodeReport], clocks: &[ClockOffset]) -> RunTrace {
+    let mut events = Vec::new();
+    for report in reports.iter_mut() {
+        let Some(trace) = report.trace.take() else { continue };
+        let clock = clocks[report.node];
+        for mut event in trace.events {
+            let node_ns = trace.origin_ns + event.at_ns;
+            event.at_ns = (node_ns as i64 - clock.offset_ns).max(0) as u64;
+            events.push(event);
+        }
+    }
+    let earliest = events.iter().map(|e| e.at_ns).min().unwrap_or(0);
+    for event in &mut events {
+        event.at_ns -= earliest;
+    }
+    events.sort_by_key(|e| (e.at_ns, e.node));
+    RunTrace { events, clock_error_us: clocks.iter().map(|c| c.error_ns as f64 / 1e3).collect() }
 }
 
 fn index(participants: &[Participant]) -> HashMap<SessionId, Participant> {

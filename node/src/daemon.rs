@@ -23,7 +23,7 @@ use topocomm_proto::{NodeId, Topology};
 use crate::handshake::{self, LinkHello};
 use crate::pacing::Clock;
 use crate::router::Router;
-use crate::run;
+use crate::{run, timebase};
 
 /// How long a wiring may take to bring every link up.
 const WIRE_TIMEOUT: Duration = Duration::from_secs(15);
@@ -210,6 +210,10 @@ async fn session(stream: TcpStream, bound: SocketAddr, args: &NodeArgs, shared: 
                             let _ = reports_tx.send(report);
                         }));
                     }
+                    ToNode::ClockProbe { nonce } => {
+                        let reply = ToCoordinator::ClockReply { nonce, node_ns: timebase::now_ns() };
+                        send(&mut control, &reply).await?;
+                    }
                     ToNode::Refused { reason } => break Err(anyhow::anyhow!("refused by the coordinator: {reason}")),
                 }
             }
@@ -242,6 +246,7 @@ fn failed_report(spec: &topocomm_proto::spec::RunSpec, reason: &str) -> NodeRepo
         link_bytes: Vec::new(),
         error: Some(reason.to_owned()),
         dump: None,
+        trace: None,
     }
 }
 

@@ -13,5 +13,6 @@ pub mod pacing;
 pub mod router;
 pub mod run;
 pub mod testing;
+pub mod timebase;
 
 pub use comm::{Comm, CommError};

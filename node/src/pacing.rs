@@ -4,7 +4,8 @@
 //! millisecond there (`Clock::duration` and `Clock::nanos` convert). `Clock::Real`
 //! waits on the wall clock at microsecond accuracy: tokio's timer ticks in milliseconds, so
 //! the last stretch of every wait goes to one pacer thread per process that sleeps with a
-//! 1 ns timer slack and spins only for the final few microseconds.
+//! 1 ns timer slack and wakes the waiting task a little early; the task spins the final
+//! microseconds itself, so no thread wake-up lands after the deadline.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -20,6 +21,10 @@ const COARSE_MARGIN: Duration = Duration::from_millis(2);
 
 /// The pacer spins (instead of sleeping) for at most this long before a deadline.
 const SPIN: Duration = Duration::from_micros(20);
+
+/// The pacer wakes a waiting task this long before its deadline, and the task spins the
+/// rest: the cross-thread wake-up then happens before the deadline instead of after it.
+const EARLY_WAKE: Duration = Duration::from_micros(40);
 
 /// Which clock emulated delays are measured on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -61,10 +66,14 @@ impl Clock {
                     tokio::time::sleep_until(deadline - COARSE_MARGIN).await;
                 }
                 let (done, wake) = oneshot::channel();
-                if pacer().send((deadline.into_std(), done)).is_ok() {
+                let early = deadline.checked_sub(EARLY_WAKE).unwrap_or(deadline);
+                if pacer().send((early.into_std(), done)).is_ok() {
                     let _ = wake.await;
                 } else {
-                    tokio::time::sleep_until(deadline).await;
+                    tokio::time::sleep_until(early).await;
+                }
+                while Instant::now() < deadline {
+                    std::hint::spin_loop();
                 }
             }
         }

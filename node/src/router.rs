@@ -158,11 +158,13 @@ impl Router {
         *self.emulation.read().expect("emulation lock")
     }
 
-    /// Starts recording the message flow afresh, with times counted from now.
-    pub fn start_recording(&self) {
-        *self.recorder.since.lock().expect("recorder lock") = Some(Instant::now());
+    /// Starts recording the message flow afresh, with times counted from now; returns now.
+    pub fn start_recording(&self) -> Instant {
+        let since = Instant::now();
+        *self.recorder.since.lock().expect("recorder lock") = Some(since);
         self.recorder.events.lock().expect("recorder lock").clear();
         self.recorder.on.store(true, Ordering::Release);
+        since
     }
 
     /// Stops recording and hands over what was recorded.

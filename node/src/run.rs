@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::time::Instant;
-use topocomm_proto::control::{NodeDump, NodeReport};
+use topocomm_proto::control::{NodeDump, NodeReport, NodeTrace};
 use topocomm_proto::reference;
 use topocomm_proto::spec::RunSpec;
 
 use crate::collectives::{self, barrier};
 use crate::comm::{Comm, CommError};
 use crate::router::Router;
+use crate::timebase;
 
 /// Takes part in `spec` over `router`'s wiring and says how it went.
 pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
@@ -34,8 +35,9 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
         link_bytes: Vec::new(),
         error: None,
         dump: None,
+        trace: None,
     };
-    match iterate(&router, spec, &input, &mut report.times_us, &mut report.steps).await {
+    match iterate(&router, spec, &input, &mut report).await {
         Ok(output) => {
             let traffic = router.traffic();
             report.frames_sent = traffic.frames_sent;
@@ -61,17 +63,19 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
     report
 }
 
-/// Runs every iteration; returns the output of the last one.
+/// Runs every iteration, noting each timed one's time, the schedule's steps and (when
+/// asked) the last iteration's message flow in `report`; returns the last output.
 async fn iterate(
     router: &Arc<Router>,
     spec: &RunSpec,
     input: &Bytes,
-    times_us: &mut Vec<f64>,
-    steps: &mut u16,
+    report: &mut NodeReport,
 ) -> Result<Bytes, CommError> {
     let timeout = Duration::from_millis(spec.timeout_ms);
     let mut output = Bytes::new();
-    for iteration in 0..spec.warmup + spec.iterations {
+    let last = spec.warmup + spec.iterations - 1;
+    let mut origin = None;
+    for iteration in 0..=last {
         if iteration == spec.warmup {
             router.reset_traffic();
         }
@@ -80,13 +84,24 @@ async fn iterate(
         barrier::dissemination(&synchronise, barrier::RUNTIME_BARRIER_TAG).await?;
         // A fresh handle, so the barrier's messages do not count as steps of the collective.
         let comm = Comm::new(router.clone(), spec.run, iteration, deadline);
+        if spec.trace && iteration == last {
+            origin = Some(router.start_recording());
+        }
         let started = Instant::now();
         output = collectives::run(&comm, spec, input.clone()).await?;
         let elapsed = started.elapsed();
-        *steps = (*steps).max(comm.steps());
+        report.steps = report.steps.max(comm.steps());
         if iteration >= spec.warmup {
-            times_us.push(elapsed.as_secs_f64() * 1e6);
+            report.times_us.push(elapsed.as_secs_f64() * 1e6);
         }
+    }
+    if let Some(origin) = origin {
+        // One more barrier, so that frames this node forwards for others after its own
+        // part is done are in the trace too.
+        let closing = Comm::new(router.clone(), spec.run, last + 1, Instant::now() + timeout);
+        barrier::dissemination(&closing, barrier::RUNTIME_BARRIER_TAG).await?;
+        let events = router.take_recording();
+        report.trace = Some(NodeTrace { origin_ns: timebase::ns_at(origin.into_std()), events });
     }
     Ok(output)
 }

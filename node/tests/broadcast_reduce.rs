@@ -61,6 +61,7 @@ fn spec(
         shift: 1,
         exclusive: false,
         emulation: None,
+        trace: false,
     }
 }
 

@@ -7,6 +7,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use crate::flow::FlowEvent;
 use crate::spec::RunSpec;
 use crate::topology::{NodeId, TopologyKind};
 
@@ -47,6 +48,8 @@ pub enum ToCoordinator {
     WireFailed { epoch: u64, reason: String },
     /// The node's part of a run.
     Report(Box<NodeReport>),
+    /// The answer to a clock probe: the node's clock when it answered, in ns.
+    ClockReply { nonce: u64, node_ns: u64 },
     /// A CLI request, with the cluster token; the connection is the client's.
     Client { token: String, request: ClientRequest },
 }
@@ -60,6 +63,8 @@ pub enum ToNode {
     Start(Box<RunSpec>),
     /// Refused registration (wrong version, cluster full...): the node exits with this reason.
     Refused { reason: String },
+    /// Answer at once with the time on your clock (for aligning traces, as NTP does).
+    ClockProbe { nonce: u64 },
 }
 
 /// What a node reports after a run.
@@ -87,6 +92,25 @@ pub struct NodeReport {
     pub error: Option<String>,
     /// Input and output of the last iteration, when the run asked for a dump.
     pub dump: Option<NodeDump>,
+    /// The message flow of the last iteration, when the run asked for a trace.
+    pub trace: Option<NodeTrace>,
+}
+
+/// The events a node recorded, timed from `origin_ns` on its own clock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeTrace {
+    pub origin_ns: u64,
+    pub events: Vec<FlowEvent>,
+}
+
+/// Every node's events of the last iteration on the coordinator's timeline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunTrace {
+    /// Events sorted by time; `at_ns` counts from the earliest event of the run.
+    pub events: Vec<FlowEvent>,
+    /// Each node's clock offset estimate's error bound (half the best probe's round
+    /// trip), in µs, by node id.
+    pub clock_error_us: Vec<f64>,
 }
 
 /// A node's raw little-endian input and output arrays.
@@ -135,4 +159,6 @@ pub struct RunOutcome {
     pub spec: RunSpec,
     pub topology: TopologySpec,
     pub reports: Vec<NodeReport>,
+    /// The aligned message flow, when the run asked for a trace.
+    pub trace: Option<RunTrace>,
 }

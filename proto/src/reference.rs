@@ -361,6 +361,7 @@ mod tests {
             shift: 1,
             exclusive: false,
             emulation: None,
+            trace: false,
         }
     }
 

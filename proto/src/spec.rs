@@ -281,6 +281,8 @@ pub struct RunSpec {
     pub exclusive: bool,
     /// Emulated link physics; `None` runs the links at full speed.
     pub emulation: Option<LinkModel>,
+    /// Record the message flow of the last iteration and send it back with the report.
+    pub trace: bool,
 }
 
 impl RunSpec {
@@ -303,6 +305,7 @@ impl RunSpec {
             shift: 1,
             exclusive: false,
             emulation: None,
+            trace: false,
         }
     }
 
@@ -365,6 +368,7 @@ mod tests {
             shift: 1,
             exclusive: false,
             emulation: None,
+            trace: false,
         };
         let err = spec.validate(4).unwrap_err();
         assert!(err.to_string().contains("try 8 or 16"), "{err}");
