@@ -16,7 +16,9 @@ use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 use tokio_util::sync::CancellationToken;
 use topocomm_proto::NodeId;
 use topocomm_proto::frame::{Frame, FrameHeader, SYSTEM_TAG_BASE};
+use topocomm_proto::spec::LinkModel;
 
+use crate::pacing::Clock;
 use crate::router::{Outgoing, Router};
 
 /// Starts the reader and writer tasks of the link to `peer`.
@@ -78,11 +80,9 @@ async fn read_frames<R: AsyncRead>(reader: R, peer: NodeId, router: &Router, max
     }
 }
 
-/// Writes frames until the router drops the queue. Under emulation the link carries one
-/// frame at a time: a frame starts when it is queued or when the link frees up, whichever
-/// is later, and occupies the link for t_w · bytes, plus t_h on its first packet, plus
-/// t_s when its source sends it. Deadlines come from that schedule, not from when the
-/// previous write happened to finish, so timing errors do not add up.
+/// Writes frames until the router drops the queue, at the pace `link_free_at` sets under
+/// emulation. Deadlines come from that schedule, not from when the previous write
+/// happened to finish, so timing errors do not add up.
 async fn write_frames<W: AsyncWrite>(
     writer: W,
     mut frames: mpsc::UnboundedReceiver<Outgoing>,
@@ -94,14 +94,7 @@ async fn write_frames<W: AsyncWrite>(
     while let Some(Outgoing { frame, queued_at }) = frames.recv().await {
         let header = &frame.header;
         if let Some(model) = router.emulation().filter(|_| header.tag < SYSTEM_TAG_BASE) {
-            let mut busy = model.transfer_ns(frame.payload.len());
-            if header.packet == 0 {
-                busy += model.th_ns;
-                if header.hops == 0 {
-                    busy += model.ts_ns;
-                }
-            }
-            free_at = free_at.max(queued_at) + clock.duration(busy);
+            free_at = link_free_at(&model, clock, &frame, queued_at, free_at);
             clock.wait_until(free_at).await;
         }
         let mut head = BytesMut::with_capacity(4 + FrameHeader::ENCODED_LEN);
@@ -110,6 +103,32 @@ async fn write_frames<W: AsyncWrite>(
         write_all_vectored(&mut writer, head.freeze(), frame.payload).await?;
     }
     writer.shutdown().await
+}
+
+/// When an emulated link, free from `free_at`, has carried `frame` (queued at `queued_at`):
+///
+/// * a frame (a message, or one packet of it) occupies the link for t_w · bytes, plus
+///   t_h on a message's first packet, plus t_s when its source sends it; it starts when
+///   it is queued or when the link frees up, whichever is later (one transfer at a time);
+/// * cut-through without packets: a message an intermediate node passes on has its head
+///   here t_w · m before its tail was queued, so it leaves t_h after the tail arrived —
+///   unless the link is busy, in which case the head waits and the whole message with it.
+pub fn link_free_at(model: &LinkModel, clock: Clock, frame: &Frame, queued_at: Instant, free_at: Instant) -> Instant {
+    let header = &frame.header;
+    let transfer = clock.duration(model.transfer_ns(frame.payload.len()));
+    let mut busy = transfer;
+    if header.packet == 0 {
+        busy += clock.duration(model.th_ns);
+        if header.hops == 0 {
+            busy += clock.duration(model.ts_ns);
+        }
+    }
+    let ready = if model.cuts_through_whole() && header.hops > 0 {
+        queued_at.checked_sub(transfer).unwrap_or(queued_at)
+    } else {
+        queued_at
+    };
+    free_at.max(ready) + busy
 }
 
 /// Writes `head` then `payload` with vectored writes until both are out.

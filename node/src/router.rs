@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use topocomm_proto::flow::{FlowEvent, FlowKind};
 use topocomm_proto::frame::{Frame, FrameHeader, SYSTEM_TAG_BASE};
-use topocomm_proto::spec::{LinkModel, Routing};
+use topocomm_proto::spec::LinkModel;
 use topocomm_proto::{NodeId, Topology};
 
 use crate::links;
@@ -212,7 +212,7 @@ impl Router {
             self.deliver(header, payload);
             return Ok(());
         }
-        let model = self.emulation().filter(|m| m.routing == Routing::Ct && header.tag < SYSTEM_TAG_BASE);
+        let model = self.emulation().filter(|m| m.packetized() && header.tag < SYSTEM_TAG_BASE);
         let Some(model) = model else {
             return self.push(Frame { header, payload });
         };

@@ -77,6 +77,30 @@ async fn cut_through_pipelines_packets_across_hops() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn whole_frame_cut_through_is_the_textbook_formula() {
+    // No packets: t_s + l t_h + t_w m exactly (the limit of small packets).
+    let m = 64 * 1024u64;
+    for hops in [1u64, 2, 4] {
+        let expected = TS + hops * TH + m * TW_PS / 1000;
+        let got = elapsed_ns(8, Some(model(Routing::Ct, 0)), &[(0, hops as usize, m as usize)]).await;
+        assert_eq!(got, expected, "CT over {hops} hops");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn whole_frame_cut_through_still_queues_on_a_busy_link() {
+    // 1 -> 2 holds link 1-2 for TS + TH + TW m; 0 -> 2's head reaches node 1 at TS + TH
+    // and must wait for that link, so its tail leaves node 1 only after 1 -> 2 is done
+    // plus its own TH + TW m: TS + TH + TW m + TH + TW m in all.
+    let m = 10_000u64;
+    let transfer = m * TW_PS / 1000;
+    let ct = Some(model(Routing::Ct, 0));
+    assert_eq!(elapsed_ns(8, ct, &[(0, 2, m as usize)]).await, TS + 2 * TH + transfer);
+    let both = elapsed_ns(8, ct, &[(1, 2, m as usize), (0, 2, m as usize)]).await;
+    assert_eq!(both, TS + TH + transfer + TH + transfer);
+}
+
+#[tokio::test(start_paused = true)]
 async fn messages_sharing_a_link_queue() {
     // 0 -> 2 crosses links 0-1 and 1-2; 1 -> 2 uses 1-2 too. Alone, each takes its own
     // time; together the second to reach link 1-2 waits for the first.

@@ -221,14 +221,25 @@ pub struct LinkModel {
     /// Per-byte time in picoseconds (10 ns/byte = 10_000).
     pub tw_ps: u64,
     pub routing: Routing,
-    /// Cut-through packet size in bytes (the whole message is one packet under
-    /// store-and-forward).
+    /// Cut-through packet size in bytes; 0 (the default) emulates cut-through in the limit
+    /// of small packets without cutting frames: each further hop passes a message on t_h
+    /// after its tail arrived. Store-and-forward sends whole messages either way.
     pub packet_bytes: u32,
 }
 
 impl LinkModel {
-    /// Default cut-through packet size.
+    /// A small cut-through packet, for runs that ask for real packets.
     pub const DEFAULT_PACKET: u32 = 1024;
+
+    /// Whether messages travel as real packets (cut-through with a packet size).
+    pub fn packetized(&self) -> bool {
+        self.routing == Routing::Ct && self.packet_bytes > 0
+    }
+
+    /// Whether messages cut through as whole frames (cut-through without a packet size).
+    pub fn cuts_through_whole(&self) -> bool {
+        self.routing == Routing::Ct && self.packet_bytes == 0
+    }
 
     /// t_w · bytes, in nanoseconds.
     pub fn transfer_ns(&self, bytes: usize) -> u64 {
@@ -238,8 +249,8 @@ impl LinkModel {
     /// Bytes a message travels per packet under this routing.
     pub fn packet_len(&self, message: usize) -> usize {
         match self.routing {
-            Routing::Sf => message.max(1),
-            Routing::Ct => (self.packet_bytes.max(1) as usize).min(message.max(1)),
+            Routing::Ct if self.packet_bytes > 0 => (self.packet_bytes as usize).min(message.max(1)),
+            Routing::Sf | Routing::Ct => message.max(1),
         }
     }
 }
