@@ -1,9 +1,517 @@
 //! `topocomm bench-model`: emulated runs measured against the cost model.
+//!
+//! For every node count × topology × routing × collective × size, the collective runs
+//! with its topology's default algorithm on a local cluster whose links emulate the
+//! given t_s, t_h and t_w, and the cost model predicts the same run; the table holds the
+//! measured median against the prediction. One cluster serves every run of a node count
+//! (the coordinator re-wires it per topology). Every prediction is made before anything
+//! runs, so the benchmark can say how long it will take before it starts.
+//!
+//! This file plans, runs and tabulates; it does not touch the model or the cluster code.
+
+use std::time::{Duration, Instant};
+
+use anyhow::anyhow;
+use bytesize::ByteSize;
+use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
+use serde::Serialize;
+use strum::IntoEnumIterator;
+use topocomm_proto::control::RunRequest;
+use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Routing, RunSpec};
+use topocomm_proto::{Topology, TopologyKind, catalogue};
 
 use crate::cli::BenchModelArgs;
+use crate::local::LocalCluster;
+use crate::model::{self, Prediction};
+use crate::report::{self, TimeStats};
+
+/// Untimed iterations before the timed ones of every run.
+const WARMUP: u32 = 2;
+
+/// The shortest deadline of one iteration's waits.
+const MIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Measured / model ratios inside this band count as the model holding.
+const BAND: (f64, f64) = (0.95, 1.10);
+
+/// How much longer than the model the estimate takes an iteration to be: software (daemons,
+/// loopback TCP, timers) adds to every message; 1.5 is what runs on a shared machine showed.
+const SLOWDOWN: f64 = 1.5;
+
+/// What the estimate adds per iteration besides (the coordinator's own start signal).
+const SOFTWARE_PER_ITERATION: Duration = Duration::from_millis(1);
+
+/// What the estimate adds per run (start, reports, verification).
+const PER_RUN: Duration = Duration::from_millis(20);
+
+/// What the estimate adds per wiring, and per cluster started.
+const PER_WIRING: Duration = Duration::from_millis(300);
+
+/// One run to make: what, on what, and what the model says of it.
+struct Case {
+    topology: Topology,
+    routing: Routing,
+    spec: RunSpec,
+    links: LinkModel,
+    /// The model's time of the run (its flow events dropped), or why it has none.
+    prediction: Result<Prediction, String>,
+    /// The model's time of the barrier every iteration starts with, in µs.
+    barrier_us: f64,
+}
+
+impl Case {
+    fn p(&self) -> usize {
+        self.topology.p()
+    }
+
+    /// What the run should take, warm-up and overheads included.
+    fn estimate(&self) -> Duration {
+        let model_us = self.prediction.as_ref().map(Prediction::time_us).unwrap_or(0.0);
+        let iteration = Duration::from_secs_f64(SLOWDOWN * (model_us + self.barrier_us) / 1e6) + SOFTWARE_PER_ITERATION;
+        iteration * (self.spec.warmup + self.spec.iterations) + PER_RUN
+    }
+}
+
+/// One line of the table (and of `--json`).
+#[derive(Debug, Clone, Serialize)]
+struct Row {
+    collective: Collective,
+    algorithm: Algorithm,
+    topology: TopologyKind,
+    dims: Vec<usize>,
+    p: usize,
+    routing: Routing,
+    size_bytes: u64,
+    iterations: u32,
+    /// Median of the timed iterations (an iteration takes as long as its slowest node).
+    measured_us: Option<f64>,
+    measured: Option<TimeStats>,
+    model_us: Option<f64>,
+    /// Measured median over model.
+    ratio: Option<f64>,
+    /// Why the run (or its prediction) failed.
+    error: Option<String>,
+}
+
+impl Row {
+    fn of(case: &Case) -> Self {
+        Row {
+            collective: case.spec.collective,
+            algorithm: case.spec.algorithm,
+            topology: case.topology.kind(),
+            dims: case.topology.dims().to_vec(),
+            p: case.p(),
+            routing: case.routing,
+            size_bytes: case.spec.size_bytes,
+            iterations: case.spec.iterations,
+            measured_us: None,
+            measured: None,
+            model_us: case.prediction.as_ref().ok().map(Prediction::time_us),
+            ratio: None,
+            error: case.prediction.as_ref().err().cloned(),
+        }
+    }
+
+    fn within(&self) -> bool {
+        self.ratio.is_some_and(|r| (BAND.0..=BAND.1).contains(&r))
+    }
+}
+
+/// The closing line of the table (and of `--json`).
+#[derive(Debug, Serialize)]
+struct Summary {
+    runs: usize,
+    failed: usize,
+    skipped: Vec<String>,
+    ratio_min: Option<f64>,
+    ratio_median: Option<f64>,
+    ratio_max: Option<f64>,
+    within: usize,
+    band: (f64, f64),
+    estimated_s: f64,
+    elapsed_s: f64,
+}
 
 /// Runs the benchmark `args` describes.
 pub async fn run(args: &BenchModelArgs) -> anyhow::Result<()> {
-    let _ = args;
-    anyhow::bail!("bench-model is being written")
+    anyhow::ensure!(args.iterations >= 1, "--iterations must be at least 1");
+    for (name, empty) in [
+        ("--nodes", args.nodes.is_empty()),
+        ("--topologies", args.topologies.is_empty()),
+        ("--sizes", args.sizes.is_empty()),
+        ("--routings", args.routings.is_empty()),
+    ] {
+        anyhow::ensure!(!empty, "{name} needs at least one value");
+    }
+    if let Some(&p) = args.nodes.iter().find(|&&p| p < 2) {
+        anyhow::bail!("--nodes {p}: a benchmark of communication needs at least 2 nodes");
+    }
+    // 0 emulates cut-through in the limit of small packets (whole frames, no packet overhead).
+    let packet_bytes = u32::try_from(args.packet).map_err(|_| anyhow!("--packet must be below 4 GiB"))?;
+    let links =
+        |routing| LinkModel { ts_ns: args.ts / 1000, th_ns: args.th / 1000, tw_ps: args.tw, routing, packet_bytes };
+    let collectives: Vec<Collective> = if args.collectives.is_empty() {
+        Collective::iter().filter(|&c| c != Collective::Barrier).collect()
+    } else {
+        args.collectives.clone()
+    };
+    let link_text = format!(
+        "t_s {} µs, t_h {} µs, t_w {} ns/B, cut-through {}",
+        args.ts as f64 / 1e6,
+        args.th as f64 / 1e6,
+        args.tw as f64 / 1e3,
+        if packet_bytes == 0 { "in whole frames".to_owned() } else { format!("in {packet_bytes} B packets") }
+    );
+
+    let (cases, skipped) = plan(args, &collectives, links)?;
+    anyhow::ensure!(!cases.is_empty(), "nothing to run: every shape or size was skipped");
+    let clusters = dedup_count(cases.iter().map(Case::p));
+    let wirings = dedup_count(cases.iter().map(|c| (c.p(), c.topology.kind())));
+    let estimate: Duration =
+        cases.iter().map(Case::estimate).sum::<Duration>() + PER_WIRING * (clusters + wirings) as u32;
+    eprintln!(
+        "{} runs ({} iterations after {WARMUP} warm-up each) on {clusters} local cluster{} with emulated links ({link_text}); \
+         expected to take about {}",
+        cases.len(),
+        args.iterations,
+        if clusters == 1 { "" } else { "s" },
+        human(estimate)
+    );
+
+    let started = Instant::now();
+    let mut rows: Vec<Row> = Vec::with_capacity(cases.len());
+    let mut interrupted = None;
+    let mut progress = Progress { total: cases.len(), estimate, started, planned_done: Duration::ZERO };
+    let mut node_counts: Vec<usize> = cases.iter().map(Case::p).collect();
+    node_counts.dedup();
+    for p in node_counts {
+        let logs = std::env::temp_dir().join("topocomm-logs").join(format!("bench-model-{p}"));
+        let local = LocalCluster::start(p, &logs).await?;
+        eprintln!("local cluster of {p} nodes up, node logs in {}/node-*.log", local.logs.display());
+        let ours = cases.iter().filter(|c| c.p() == p);
+        let result = tokio::select! {
+            () = run_cases(&local, ours, &mut rows, &mut progress, args.json) => Ok(()),
+            _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted after {} of {} runs; every node process was stopped", rows.len(), cases.len())),
+        };
+        local.shutdown().await;
+        if let Err(error) = result {
+            interrupted = Some(error);
+            break;
+        }
+    }
+
+    let summary = summarize(&rows, skipped, estimate, started.elapsed());
+    if args.json {
+        println!("{}", serde_json::json!({ "summary": summary }));
+    } else {
+        println!("emulated links: {link_text}; {} timed iterations after {WARMUP} warm-up per run", args.iterations);
+        println!("{}", table(&rows));
+        println!("{}", closing_line(&summary));
+        for row in rows.iter().filter(|r| r.error.is_some()) {
+            println!(
+                "failed: {} ({}) on {} p={} {} {}: {}",
+                row.collective,
+                row.algorithm,
+                shape_name(row.topology, &row.dims),
+                row.p,
+                row.routing,
+                ByteSize::b(row.size_bytes).display().iec(),
+                row.error.as_deref().unwrap_or_default()
+            );
+        }
+    }
+    if let Some(error) = interrupted {
+        return Err(error);
+    }
+    anyhow::ensure!(summary.failed == 0, "{} of {} runs failed (see above)", summary.failed, summary.runs);
+    Ok(())
+}
+
+/// Every case to run, predicted; and every shape or size skipped, with why.
+fn plan(
+    args: &BenchModelArgs,
+    collectives: &[Collective],
+    links: impl Fn(Routing) -> LinkModel,
+) -> anyhow::Result<(Vec<Case>, Vec<String>)> {
+    let mut shapes = Vec::new();
+    let mut skipped = Vec::new();
+    for p in unique(&args.nodes) {
+        for kind in unique(&args.topologies) {
+            match Topology::new(kind, p, None) {
+                Ok(topology) => shapes.push(topology),
+                Err(error) => {
+                    eprintln!("skipping {kind} with {p} nodes: {error}");
+                    skipped.push(format!("{kind} p={p}: {error}"));
+                }
+            }
+        }
+    }
+    let mut specs = Vec::new();
+    for topology in &shapes {
+        for &routing in &unique(&args.routings) {
+            for &collective in &unique(collectives) {
+                for &size_bytes in &unique(&args.sizes) {
+                    let spec = RunSpec {
+                        run: 0,
+                        root: 0,
+                        size_bytes,
+                        warmup: WARMUP,
+                        iterations: args.iterations,
+                        shift: 1,
+                        emulation: Some(links(routing)),
+                        ..RunSpec::new(collective, catalogue::default_algorithm(collective, topology.kind()))
+                    };
+                    match spec.validate(topology.p()) {
+                        Ok(()) => specs.push((topology.clone(), routing, spec)),
+                        Err(error) => {
+                            let what =
+                                format!("{collective} of {} on {topology}", ByteSize::b(size_bytes).display().iec());
+                            eprintln!("skipping {what}: {error}");
+                            skipped.push(format!("{what}: {error}"));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let total = specs.len();
+    let mut cases = Vec::with_capacity(total);
+    let mut barriers: Vec<((usize, TopologyKind, Routing), f64)> = Vec::new();
+    let began = Instant::now();
+    for (index, (topology, routing, mut spec)) in specs.into_iter().enumerate() {
+        if index % 20 == 0 {
+            eprintln!("predicting {}/{total} ({:.1} s)", index + 1, began.elapsed().as_secs_f64());
+        }
+        let links = links(routing);
+        let key = (topology.p(), topology.kind(), routing);
+        let barrier_us = match barriers.iter().find(|(k, _)| *k == key) {
+            Some(&(_, us)) => us,
+            None => {
+                let barrier = RunSpec::new(Collective::Barrier, Algorithm::Dissemination);
+                let us = model::predict(&barrier, &topology, links).map(|p| p.time_us()).unwrap_or(0.0);
+                barriers.push((key, us));
+                us
+            }
+        };
+        let prediction = model::predict(&spec, &topology, links).map(|p| Prediction { events: Vec::new(), ..p });
+        // Room for a slow machine: ten times the model, never under half a minute.
+        let model_us = prediction.as_ref().map(Prediction::time_us).unwrap_or(0.0);
+        let timeout = MIN_TIMEOUT.max(Duration::from_secs_f64(10.0 * (model_us + barrier_us) / 1e6));
+        spec.timeout_ms = timeout.as_millis() as u64;
+        cases.push(Case { topology, routing, spec, links, prediction, barrier_us });
+    }
+    eprintln!("predicted {total} runs in {:.1} s", began.elapsed().as_secs_f64());
+    Ok((cases, skipped))
+}
+
+/// Where the benchmark stands, for the progress lines.
+struct Progress {
+    total: usize,
+    estimate: Duration,
+    started: Instant,
+    /// The estimates of the runs made so far.
+    planned_done: Duration,
+}
+
+/// Runs `cases` on `local` one by one, appending a row for each.
+async fn run_cases<'a>(
+    local: &LocalCluster,
+    cases: impl Iterator<Item = &'a Case>,
+    rows: &mut Vec<Row>,
+    progress: &mut Progress,
+    json: bool,
+) {
+    for case in cases {
+        let mut row = Row::of(case);
+        if let Ok(prediction) = &case.prediction {
+            let request = RunRequest { topology: case.topology.kind(), dims: None, spec: case.spec.clone() };
+            match local.coordinator.execute(request).await {
+                Ok(outcome) => match report::summarize(&outcome, Some((prediction, case.links))) {
+                    Ok(summary) => {
+                        row.measured_us = Some(summary.time_us.median);
+                        row.measured = Some(summary.time_us);
+                        row.ratio = summary.model_ratio;
+                    }
+                    Err(failure) => row.error = Some(failure),
+                },
+                Err(error) => row.error = Some(error),
+            }
+        }
+        let done = rows.len() + 1;
+        let elapsed = progress.started.elapsed();
+        progress.planned_done += case.estimate();
+        eprintln!(
+            "[{done}/{}] {} ({}) {} p={} {} {}: {} (elapsed {}, about {} left)",
+            progress.total,
+            row.collective,
+            row.algorithm,
+            shape_name(row.topology, &row.dims),
+            row.p,
+            row.routing,
+            ByteSize::b(row.size_bytes).display().iec(),
+            match (&row.error, row.measured_us, row.model_us, row.ratio) {
+                (Some(error), ..) => format!("FAILED: {}", error.lines().next().unwrap_or_default()),
+                (None, Some(measured), Some(model), Some(ratio)) =>
+                    format!("measured {measured:.0} µs, model {model:.0} µs, ratio {ratio:.3}"),
+                _ => "no timing".into(),
+            },
+            human(elapsed),
+            human(remaining(progress, elapsed)),
+        );
+        if json {
+            match serde_json::to_string(&row) {
+                Ok(line) => println!("{line}"),
+                Err(error) => eprintln!("cannot print the row as JSON: {error}"),
+            }
+        }
+        rows.push(row);
+    }
+}
+
+/// The estimate of what is left, scaled by how the estimate has fared so far.
+fn remaining(progress: &Progress, elapsed: Duration) -> Duration {
+    let planned_left = progress.estimate.saturating_sub(progress.planned_done);
+    if progress.planned_done.is_zero() {
+        return planned_left;
+    }
+    planned_left.mul_f64((elapsed.as_secs_f64() / progress.planned_done.as_secs_f64()).clamp(0.25, 4.0))
+}
+
+fn summarize(rows: &[Row], skipped: Vec<String>, estimate: Duration, elapsed: Duration) -> Summary {
+    let mut ratios: Vec<f64> = rows.iter().filter_map(|r| r.ratio).collect();
+    ratios.sort_by(f64::total_cmp);
+    let stats = (!ratios.is_empty()).then(|| TimeStats::of(&ratios));
+    Summary {
+        runs: rows.len(),
+        failed: rows.iter().filter(|r| r.error.is_some()).count(),
+        skipped,
+        ratio_min: stats.map(|s| s.min),
+        ratio_median: stats.map(|s| s.median),
+        ratio_max: stats.map(|s| s.max),
+        within: rows.iter().filter(|r| r.within()).count(),
+        band: BAND,
+        estimated_s: estimate.as_secs_f64(),
+        elapsed_s: elapsed.as_secs_f64(),
+    }
+}
+
+fn table(rows: &[Row]) -> String {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+        "collective",
+        "algorithm",
+        "topology",
+        "p",
+        "routing",
+        "size",
+        "measured µs",
+        "model µs",
+        "ratio",
+    ]);
+    for row in rows {
+        let number = |value: Option<f64>, digits: usize| match value {
+            Some(v) => format!("{v:.digits$}"),
+            None if row.error.is_some() => "FAILED".into(),
+            None => "-".into(),
+        };
+        table.add_row(vec![
+            row.collective.to_string(),
+            row.algorithm.to_string(),
+            shape_name(row.topology, &row.dims),
+            row.p.to_string(),
+            row.routing.to_string(),
+            ByteSize::b(row.size_bytes).display().iec().to_string(),
+            number(row.measured_us, 1),
+            row.model_us.map(|m| format!("{m:.1}")).unwrap_or_else(|| "-".into()),
+            number(row.ratio, 3),
+        ]);
+    }
+    for column in [3, 6, 7, 8] {
+        if let Some(column) = table.column_mut(column) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    table.to_string()
+}
+
+fn closing_line(summary: &Summary) -> String {
+    let measured = summary.runs - summary.failed;
+    let ratios = match (summary.ratio_min, summary.ratio_median, summary.ratio_max) {
+        (Some(min), Some(median), Some(max)) => format!(
+            "measured / model over {measured} runs: min {min:.3}, median {median:.3}, max {max:.3}; \
+             {} of {measured} within [{:.2}, {:.2}]",
+            summary.within, summary.band.0, summary.band.1
+        ),
+        _ => "no run was measured".into(),
+    };
+    let mut line = ratios;
+    if summary.failed > 0 {
+        line += &format!("; {} FAILED", summary.failed);
+    }
+    if !summary.skipped.is_empty() {
+        line += &format!("; {} skipped ({})", summary.skipped.len(), summary.skipped.join("; "));
+    }
+    line + &format!(
+        "\ntook {} (estimated {})",
+        human(Duration::from_secs_f64(summary.elapsed_s)),
+        human(Duration::from_secs_f64(summary.estimated_s))
+    )
+}
+
+/// `ring`, `hypercube`, or a grid with its extents: `torus 4x4`.
+fn shape_name(kind: TopologyKind, dims: &[usize]) -> String {
+    match kind {
+        TopologyKind::Mesh | TopologyKind::Torus | TopologyKind::Mesh3d | TopologyKind::Torus3d => {
+            let dims: Vec<String> = dims.iter().map(usize::to_string).collect();
+            format!("{kind} {}", dims.join("x"))
+        }
+        _ => kind.to_string(),
+    }
+}
+
+/// `values` without repeats, in their first order.
+fn unique<T: PartialEq + Copy>(values: &[T]) -> Vec<T> {
+    let mut seen = Vec::with_capacity(values.len());
+    for &value in values {
+        if !seen.contains(&value) {
+            seen.push(value);
+        }
+    }
+    seen
+}
+
+/// How many different values `values` holds (they come grouped).
+fn dedup_count<T: PartialEq>(values: impl Iterator<Item = T>) -> usize {
+    let mut values: Vec<T> = values.collect();
+    values.dedup();
+    values.len()
+}
+
+/// A duration to the second, as people say it: `4 min 05 s`.
+fn human(duration: Duration) -> String {
+    let seconds = duration.as_secs_f64().round() as u64;
+    match seconds {
+        0..60 => format!("{seconds} s"),
+        60..3600 => format!("{} min {:02} s", seconds / 60, seconds % 60),
+        _ => format!("{} h {:02} min", seconds / 3600, seconds % 3600 / 60),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        assert_eq!(human(Duration::from_millis(400)), "0 s");
+        assert_eq!(human(Duration::from_secs(59)), "59 s");
+        assert_eq!(human(Duration::from_secs(245)), "4 min 05 s");
+        assert_eq!(human(Duration::from_secs(3 * 3600 + 120)), "3 h 02 min");
+    }
+
+    #[test]
+    fn shapes_name_their_grid() {
+        assert_eq!(shape_name(TopologyKind::Torus, &[2, 4]), "torus 2x4");
+        assert_eq!(shape_name(TopologyKind::Hypercube, &[2, 2, 2]), "hypercube");
+    }
 }

@@ -28,7 +28,6 @@ pub fn load() -> anyhow::Result<LinkModel> {
 }
 
 /// Keeps `model` for later `--ts auto` runs; returns where.
-#[allow(dead_code)]
 pub fn save(model: &LinkModel) -> anyhow::Result<PathBuf> {
     let path = path();
     if let Some(folder) = path.parent() {

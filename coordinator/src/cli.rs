@@ -37,6 +37,9 @@ pub enum Command {
     Calibrate(CalibrateArgs),
     /// Measure emulated runs against the cost model: the table of measured / predicted.
     BenchModel(BenchModelArgs),
+    /// Run a collective over a range of sizes (and algorithms) on one cluster: OSU-style
+    /// columns, algbw/busbw, the model's prediction, CSV, JSON and a plot.
+    Sweep(SweepArgs),
     /// Ask a serving coordinator how the cluster stands.
     Status(StatusArgs),
     /// Run a node daemon (the same daemon as `topocomm-node`; local clusters use it).
@@ -131,6 +134,81 @@ pub struct RunArgs {
     /// folder in the system's temporary directory).
     #[arg(long)]
     pub logs: Option<PathBuf>,
+    /// Write the message flow of the last iteration as a Chrome trace (JSON: open it in
+    /// ui.perfetto.dev or chrome://tracing): a track per node, flow arrows per message.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Draw the message flow of the last iteration as a space-time diagram (.svg or .png).
+    #[arg(long, value_name = "FILE")]
+    pub diagram: Option<PathBuf>,
+    /// With --diagram: place the messages by step number instead of time (the textbook figure).
+    #[arg(long, requires = "diagram")]
+    pub steps: bool,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+/// `topocomm sweep`: the collective options of `run`, with sizes and algorithms as lists.
+#[derive(Debug, Clone, Args)]
+pub struct SweepArgs {
+    /// The collective: broadcast, reduce, allgather, reduce-scatter, allreduce, scan,
+    /// scatter, gather, alltoall, shift, barrier, ping-pong.
+    #[arg(value_parser = parse_collective)]
+    pub collective: Collective,
+    #[command(flatten)]
+    pub shape: ShapeArgs,
+    /// Nodes of the local cluster (ignored with --coordinator, whose cluster has its own size).
+    #[arg(long, short = 'n', default_value_t = 8)]
+    pub nodes: usize,
+    /// Algorithms: `all` (every one of the collective's), or a comma list; default the
+    /// one made for the topology.
+    #[arg(long, short = 'a', value_parser = crate::sweep::parse_algorithms)]
+    pub algorithm: Option<crate::sweep::Algorithms>,
+    /// Bytes per node: `8B..8MiB` (doubling from the first) or a comma list (`1KiB,64KiB`).
+    // `std::vec::Vec`, not `Vec`: clap would read `Vec<_>` as many values of u64.
+    #[arg(long, default_value = "8B..1MiB", value_parser = crate::sweep::parse_sizes)]
+    pub sizes: std::vec::Vec<u64>,
+    /// The root of broadcast, reduce, scatter and gather.
+    #[arg(long, default_value_t = 0)]
+    pub root: usize,
+    /// Element type: i32, i64, f32, f64.
+    #[arg(long, default_value = "f64", value_parser = parse_dtype)]
+    pub dtype: Dtype,
+    /// Reduction operator: sum, prod, min, max.
+    #[arg(long, default_value = "sum", value_parser = parse_op)]
+    pub op: ReduceOp,
+    /// Shift: how many places the data moves.
+    #[arg(long, default_value_t = 1)]
+    pub shift: usize,
+    /// Scan: exclusive prefix.
+    #[arg(long)]
+    pub exclusive: bool,
+    /// Seed of the generated inputs.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub links: LinkArgs,
+    /// Timed iterations per point.
+    #[arg(long, short = 'i', default_value_t = 20)]
+    pub iterations: u32,
+    /// Untimed warm-up iterations before them.
+    #[arg(long, default_value_t = 3)]
+    pub warmup: u32,
+    /// Deadline of every wait of one iteration (and of forming the cluster).
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    /// Also write the points as CSV to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Also write the sweep as JSON to FILE (`-`: to standard output, instead of the table).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Plot time against size, log-log, a line per algorithm, the model dashed (.svg or .png).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// Local clusters: folder for the node daemons' logs.
+    #[arg(long)]
+    pub logs: Option<PathBuf>,
     #[command(flatten)]
     pub remote: RemoteArgs,
 }
@@ -216,9 +294,11 @@ pub struct LinkArgs {
     /// Routing of emulated links: sf (store-and-forward) or ct (cut-through packets).
     #[arg(long, default_value = "sf", value_parser = parse_routing)]
     pub routing: Routing,
-    /// Cut-through packet size.
-    #[arg(long, default_value = "1KiB", value_parser = parse_size)]
-    pub packet: u64,
+    /// Cut-through packet size: messages then travel as real packets that every hop passes
+    /// on as they arrive. Without it, cut-through is emulated in the limit of small packets
+    /// (a hop passes a message on t_h after its tail arrived), free of per-packet overhead.
+    #[arg(long, value_parser = parse_size)]
+    pub packet: Option<u64>,
 }
 
 /// `--ts`: a time in picoseconds, or `auto`.
@@ -251,6 +331,9 @@ pub struct TopologyArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Also draw the wiring to FILE (.svg, or .png by the extension).
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -267,6 +350,13 @@ pub struct ListArgs {
 pub struct StatusArgs {
     #[command(flatten)]
     pub remote: RemoteArgs,
+    /// Exit with success only when every expected node is registered and connected
+    /// (for health checks: `topocomm status --ready`).
+    #[arg(long)]
+    pub ready: bool,
+    /// Print one JSON object (expected, connected, ready, nodes, topology) instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 fn parse_named<T: std::str::FromStr + strum::VariantNames>(what: &str, text: &str) -> Result<T, String> {

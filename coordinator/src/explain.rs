@@ -1,9 +1,522 @@
-//! `topocomm explain`: an algorithm's schedule step by step and the cost model's time.
+//! `topocomm explain`: an algorithm's schedule step by step and the cost model's time,
+//! without running anything. The schedule is the model's own (`model::predict` runs the
+//! real algorithm on the real router on a paused clock), so what is printed is what a run
+//! with the same link physics does: who sends how many bytes to whom in each step, over
+//! which route, when each message leaves and arrives, and which link carries the most.
+//!
+//! It only reads the command line and the model; it starts no cluster.
 
-use crate::cli::ExplainArgs;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt::Write as _;
+use std::time::Duration;
 
-/// Prints the schedule `args` describes.
+use anyhow::{Context, anyhow};
+use serde_json::json;
+use topocomm_proto::flow::{FlowEvent, FlowKind};
+use topocomm_proto::spec::{Algorithm, LinkModel, Routing, RunSpec};
+use topocomm_proto::{NodeId, Topology, catalogue};
+
+use crate::cli::{CollectiveArgs, Emulated, ExplainArgs, LinkArgs};
+use crate::model::{self, Prediction};
+use crate::request::{self, Repetition};
+use crate::topology_view::emit;
+
+/// One iteration, nothing to dump: the model runs the schedule once.
+const ONCE: Repetition = Repetition { warmup: 0, iterations: 1, timeout: Duration::from_secs(30), dump: false };
+
+/// The physics explained with when the user gives no --ts/--th/--tw: t_s 100 µs,
+/// t_h 10 µs, t_w 10 ns per byte (the user's --routing and --packet are kept).
+const DEFAULT_TS_NS: u64 = 100_000;
+const DEFAULT_TH_NS: u64 = 10_000;
+const DEFAULT_TW_PS: u64 = 10_000;
+
+/// Messages printed per step; the rest are counted ("... and K more").
+const LINES_PER_STEP: usize = 12;
+
+/// Prints the schedule `args` describes, as text or (`--json`) one JSON object.
 pub fn print(args: &ExplainArgs) -> anyhow::Result<()> {
-    let _ = args;
-    anyhow::bail!("explain is being written")
+    let explained = explain(&args.what)?;
+    let text = if args.json { serde_json::to_string_pretty(&to_json(&explained))? + "\n" } else { to_text(&explained) };
+    emit(text)
+}
+
+/// Where the link physics of an explanation come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PhysicsSource {
+    /// --ts/--th/--tw on the command line.
+    Given,
+    /// `--ts auto`: what `topocomm calibrate` fitted.
+    Calibrated,
+    /// None given: the documented defaults.
+    Default,
+}
+
+impl PhysicsSource {
+    fn name(self) -> &'static str {
+        match self {
+            PhysicsSource::Given => "given",
+            PhysicsSource::Calibrated => "calibration",
+            PhysicsSource::Default => "default",
+        }
+    }
+}
+
+/// One message of the schedule, on the model's clock.
+#[derive(Debug, Clone, PartialEq)]
+struct Message {
+    step: u16,
+    src: NodeId,
+    dst: NodeId,
+    bytes: u64,
+    /// The topology's route, both ends included.
+    route: Vec<NodeId>,
+    sent_ns: u64,
+    /// `None` only if the model recorded no delivery (it always should).
+    delivered_ns: Option<u64>,
+}
+
+impl Message {
+    fn hops(&self) -> usize {
+        self.route.len() - 1
+    }
+}
+
+/// The bytes one directed link carries in the whole schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LinkLoad {
+    from: NodeId,
+    to: NodeId,
+    bytes: u64,
+    messages: u64,
+}
+
+/// Everything `explain` shows.
+#[derive(Debug)]
+struct Explained {
+    /// The spec with its algorithm resolved.
+    spec: RunSpec,
+    /// The algorithm as the user named it (`auto` before it was resolved).
+    requested: Algorithm,
+    topology: Topology,
+    links: LinkModel,
+    source: PhysicsSource,
+    prediction: Prediction,
+    schedule: Vec<Message>,
+    busiest: Option<LinkLoad>,
+}
+
+/// Plans, validates and predicts the run `what` describes.
+fn explain(what: &CollectiveArgs) -> anyhow::Result<Explained> {
+    let planned = request::plan(what, ONCE)?;
+    let request = planned.request;
+    let topology = Topology::new(request.topology, what.nodes, request.dims.as_deref())?;
+    let p = topology.p();
+    let requested = request.spec.algorithm;
+    let algorithm = catalogue::resolve(request.spec.collective, requested, topology.kind(), p, request.spec.size_bytes);
+    let spec = RunSpec { algorithm, ..request.spec };
+    spec.validate(p)?;
+    let (links, source) = physics(planned.predict_with, &what.links)?;
+    let prediction = model::predict(&spec, &topology, links).map_err(|e| anyhow!(e))?;
+    let schedule = schedule(&prediction.events, &topology);
+    let busiest = busiest_link(&schedule);
+    Ok(Explained { spec, requested, topology, links, source, prediction, schedule, busiest })
+}
+
+/// The physics to explain with: the user's (or the calibration's), else the defaults
+/// with the user's routing and packet size.
+fn physics(predict_with: Option<LinkModel>, links: &LinkArgs) -> anyhow::Result<(LinkModel, PhysicsSource)> {
+    if let Some(model) = predict_with {
+        let source = if links.ts == Some(Emulated::Auto) { PhysicsSource::Calibrated } else { PhysicsSource::Given };
+        return Ok((model, source));
+    }
+    let packet_bytes = links.packet.map_or(Ok(0), u32::try_from).context("--packet must be 1 B to 4 GiB")?;
+    let model = LinkModel {
+        ts_ns: DEFAULT_TS_NS,
+        th_ns: DEFAULT_TH_NS,
+        tw_ps: DEFAULT_TW_PS,
+        routing: links.routing,
+        packet_bytes,
+    };
+    Ok((model, PhysicsSource::Default))
+}
+
+/// The messages the nodes originated, each with its route and the time it was delivered
+/// (sends and deliveries matched by (src, dst, tag, step), in time order), ordered by
+/// step, then by the time they left, then by sender; one sender's messages of one
+/// instant stay in the order the algorithm sent them.
+fn schedule(events: &[FlowEvent], topology: &Topology) -> Vec<Message> {
+    type Key = (NodeId, NodeId, u32, u16);
+    let key = |e: &FlowEvent| -> Key { (e.src, e.dst, e.tag, e.step) };
+    let mut deliveries: HashMap<Key, VecDeque<u64>> = HashMap::new();
+    for event in events.iter().filter(|e| e.kind == FlowKind::Deliver) {
+        deliveries.entry(key(event)).or_default().push_back(event.at_ns);
+    }
+    let mut messages: Vec<Message> = events
+        .iter()
+        .filter(|e| e.kind == FlowKind::Send)
+        .map(|e| Message {
+            step: e.step,
+            src: e.src,
+            dst: e.dst,
+            bytes: e.bytes,
+            route: topology.route(e.src, e.dst),
+            sent_ns: e.at_ns,
+            delivered_ns: deliveries.get_mut(&key(e)).and_then(VecDeque::pop_front),
+        })
+        .collect();
+    messages.sort_by_key(|m| (m.step, m.sent_ns, m.src));
+    messages
+}
+
+/// The directed link that carries the most bytes (the lowest-numbered one on a tie).
+fn busiest_link(schedule: &[Message]) -> Option<LinkLoad> {
+    let mut loads: BTreeMap<(NodeId, NodeId), LinkLoad> = BTreeMap::new();
+    for message in schedule {
+        for hop in message.route.windows(2) {
+            let load =
+                loads.entry((hop[0], hop[1])).or_insert(LinkLoad { from: hop[0], to: hop[1], bytes: 0, messages: 0 });
+            load.bytes += message.bytes;
+            load.messages += 1;
+        }
+    }
+    loads.into_values().fold(None, |best, load| match best {
+        Some(best) if best.bytes >= load.bytes => Some(best),
+        _ => Some(load),
+    })
+}
+
+/// The text explanation: header, the messages of each step, the totals.
+fn to_text(x: &Explained) -> String {
+    let mut text = header(x);
+    let route_width = x.schedule.iter().map(|m| route_text(m).len()).max().unwrap_or(0);
+    let mut steps: BTreeMap<u16, Vec<&Message>> = BTreeMap::new();
+    for message in &x.schedule {
+        steps.entry(message.step).or_default().push(message);
+    }
+    for (step, messages) in &steps {
+        text += &step_text(*step, messages, route_width, x.topology.p());
+    }
+    text + &totals(x)
+}
+
+/// What runs where, with which physics.
+fn header(x: &Explained) -> String {
+    let spec = &x.spec;
+    let mut text = format!("{} by {}", spec.collective, spec.algorithm);
+    if x.requested != spec.algorithm {
+        write!(text, " (picked by {})", x.requested).ok();
+    }
+    if let Some(entry) = catalogue::find(spec.collective, spec.algorithm) {
+        write!(text, ", made for {}", entry.made_for).ok();
+    }
+    write!(text, "\non a {}: p = {}, --size {}", x.topology, x.topology.p(), size(spec.size_bytes)).ok();
+    if spec.collective.has_root() {
+        write!(text, ", root {}", spec.root).ok();
+    }
+    text + "\n" + &physics_text(&x.links, x.source) + "\n"
+}
+
+/// The link physics in one line, saying where they come from.
+fn physics_text(links: &LinkModel, source: PhysicsSource) -> String {
+    let routing = match links.routing {
+        Routing::Sf => "store-and-forward".to_owned(),
+        Routing::Ct if links.packet_bytes == 0 => "cut-through (whole messages, the small-packet limit)".to_owned(),
+        Routing::Ct => format!("cut-through, {} packets", size(u64::from(links.packet_bytes))),
+    };
+    let origin = match source {
+        PhysicsSource::Given => "",
+        PhysicsSource::Calibrated => " (from `topocomm calibrate`)",
+        PhysicsSource::Default => " (defaults: no --ts/--th/--tw given)",
+    };
+    format!(
+        "links: {routing}; t_s {}, t_h {}, t_w {} ns/B{origin}",
+        short_micros(links.ts_ns),
+        short_micros(links.th_ns),
+        links.tw_ps as f64 / 1e3
+    )
+}
+
+/// One step: a summary line, then at most `LINES_PER_STEP` messages.
+fn step_text(step: u16, messages: &[&Message], route_width: usize, p: usize) -> String {
+    let width = (p.max(2) - 1).to_string().len();
+    let sent = messages.iter().map(|m| m.sent_ns);
+    let (first, last) = (sent.clone().min().unwrap_or(0), sent.max().unwrap_or(0));
+    let arrived = messages.iter().filter_map(|m| m.delivered_ns).max();
+    let mut text = format!(
+        "\nstep {step}: {} {}, {}, sent {}",
+        messages.len(),
+        plural(messages.len() as u64, "message"),
+        sizes_text(messages),
+        span(first, last)
+    );
+    if let Some(arrived) = arrived {
+        write!(text, ", last delivered at {}", micros(arrived)).ok();
+    }
+    text.push('\n');
+    for m in messages.iter().take(LINES_PER_STEP) {
+        let delivered = m.delivered_ns.map_or_else(|| "never".to_owned(), micros);
+        writeln!(
+            text,
+            "  {:>width$} → {:<width$}  {:>9}  {:<route_width$}  sent {:>14}  delivered {:>14}",
+            m.src,
+            m.dst,
+            size(m.bytes),
+            route_text(m),
+            micros(m.sent_ns),
+            delivered
+        )
+        .ok();
+    }
+    if messages.len() > LINES_PER_STEP {
+        writeln!(text, "  ... and {} more", messages.len() - LINES_PER_STEP).ok();
+    }
+    text
+}
+
+/// The model's time and counts, and the busiest link.
+fn totals(x: &Explained) -> String {
+    let p = &x.prediction;
+    let mut text = format!(
+        "\nmodel time {}: {} {}, {} {}, {} forwarded {}\n",
+        micros(p.time_ns),
+        p.steps,
+        plural(u64::from(p.steps), "step"),
+        p.messages,
+        plural(p.messages, "message"),
+        p.forwarded,
+        plural(p.forwarded, "frame")
+    );
+    if let Some(load) = x.busiest {
+        writeln!(
+            text,
+            "busiest link {} → {}: {} in {} {}",
+            load.from,
+            load.to,
+            size(load.bytes),
+            load.messages,
+            plural(load.messages, "message")
+        )
+        .ok();
+    }
+    text
+}
+
+/// The JSON explanation: the header fields, the model's numbers and every message.
+fn to_json(x: &Explained) -> serde_json::Value {
+    let links = &x.links;
+    let schedule: Vec<serde_json::Value> = x
+        .schedule
+        .iter()
+        .map(|m| {
+            json!({
+                "step": m.step,
+                "src": m.src,
+                "dst": m.dst,
+                "bytes": m.bytes,
+                "route": m.route,
+                "sent_us": us(m.sent_ns),
+                "delivered_us": m.delivered_ns.map(us),
+            })
+        })
+        .collect();
+    json!({
+        "collective": x.spec.collective.to_string(),
+        "algorithm": x.spec.algorithm.to_string(),
+        "requested_algorithm": x.requested.to_string(),
+        "topology": x.topology.kind().to_string(),
+        "dims": x.topology.dims(),
+        "p": x.topology.p(),
+        "size_bytes": x.spec.size_bytes,
+        "root": x.spec.collective.has_root().then_some(x.spec.root),
+        "routing": links.routing.to_string(),
+        "physics": {
+            "ts_ns": links.ts_ns,
+            "th_ns": links.th_ns,
+            "tw_ps": links.tw_ps,
+            "packet_bytes": links.packet_bytes,
+            "source": x.source.name(),
+        },
+        "model_us": x.prediction.time_us(),
+        "steps": x.prediction.steps,
+        "messages": x.prediction.messages,
+        "forwarded": x.prediction.forwarded,
+        "busiest_link": x.busiest.map(|l| json!({ "from": l.from, "to": l.to, "bytes": l.bytes, "messages": l.messages })),
+        "schedule": schedule,
+    })
+}
+
+/// `0-1-2 (2 hops)`.
+fn route_text(message: &Message) -> String {
+    let nodes: Vec<String> = message.route.iter().map(ToString::to_string).collect();
+    let hops = message.hops() as u64;
+    format!("route {} ({hops} {})", nodes.join("-"), plural(hops, "hop"))
+}
+
+/// `1 KiB` (one message), `1 KiB each`, or the smallest and largest size and the total.
+fn sizes_text(messages: &[&Message]) -> String {
+    let bytes = messages.iter().map(|m| m.bytes);
+    let (least, most) = (bytes.clone().min().unwrap_or(0), bytes.clone().max().unwrap_or(0));
+    match messages.len() {
+        1 => size(least),
+        _ if least == most => format!("{} each", size(least)),
+        _ => format!("{} to {} ({} in all)", size(least), size(most), size(bytes.sum())),
+    }
+}
+
+/// `12.000 µs`, or `12.000 to 15.000 µs` when the two differ.
+fn span(first_ns: u64, last_ns: u64) -> String {
+    if first_ns == last_ns {
+        format!("at {}", micros(first_ns))
+    } else {
+        format!("{} to {}", micros(first_ns), micros(last_ns))
+    }
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1e3
+}
+
+/// Nanoseconds as microseconds, to the nanosecond.
+fn micros(ns: u64) -> String {
+    format!("{:.3} µs", us(ns))
+}
+
+/// Nanoseconds as microseconds, without trailing zeros: `100 µs`, `0.5 µs`.
+fn short_micros(ns: u64) -> String {
+    format!("{} µs", us(ns))
+}
+
+/// Bytes in the largest binary unit they reach: `512 B`, `64 KiB`, `1.5 MiB`.
+fn size(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    match UNITS.iter().find(|(_, unit)| bytes >= *unit) {
+        Some((name, unit)) if bytes.is_multiple_of(*unit) => format!("{} {name}", bytes / unit),
+        Some((name, unit)) => format!("{:.1} {name}", bytes as f64 / *unit as f64),
+        None => format!("{bytes} B"),
+    }
+}
+
+fn plural(count: u64, word: &str) -> String {
+    if count == 1 { word.to_owned() } else { format!("{word}s") }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    /// The explanation of `topocomm explain <args>`.
+    fn explained(args: &[&str]) -> Explained {
+        let cli = Cli::try_parse_from(["topocomm", "explain"].iter().chain(args)).expect("a valid command line");
+        let Command::Explain(args) = cli.command else { panic!("not explain") };
+        explain(&args.what).expect("an explanation")
+    }
+
+    #[test]
+    fn every_message_is_delivered_after_it_left() {
+        let x = explained(&["alltoall", "-t", "torus", "-n", "16", "-s", "1KiB"]);
+        assert_eq!(x.schedule.len() as u64, x.prediction.messages);
+        for m in &x.schedule {
+            let delivered = m.delivered_ns.expect("delivered");
+            assert!(m.sent_ns < delivered && delivered <= x.prediction.time_ns, "{m:?}");
+            assert_eq!(m.hops(), 1, "{m:?}");
+        }
+        let last_step = x.schedule.iter().map(|m| m.step).max();
+        assert_eq!(last_step, Some(x.prediction.steps));
+    }
+
+    #[test]
+    fn defaults_are_said_and_the_ring_broadcast_reads_step_by_step() {
+        let x = explained(&["broadcast", "-t", "ring", "-n", "8", "-s", "1KiB"]);
+        assert_eq!(x.source, PhysicsSource::Default);
+        assert_eq!((x.links.ts_ns, x.links.th_ns, x.links.tw_ps), (100_000, 10_000, 10_000));
+        // Each hop: t_s + t_h + t_w m = 100 + 10 + 10.24 µs, 4 steps on a ring of 8.
+        assert_eq!(x.prediction.time_ns, 4 * 120_240);
+        let text = to_text(&x);
+        assert!(text.contains("defaults: no --ts/--th/--tw given"), "{text}");
+        assert!(text.contains("t_s 100 µs, t_h 10 µs, t_w 10 ns/B"), "{text}");
+        assert!(text.contains("step 1: 2 messages, 1 KiB each, sent at 0.000 µs, last delivered at 120.240 µs"));
+        assert!(text.contains("0 → 1      1 KiB  route 0-1 (1 hop)"), "{text}");
+        assert!(text.contains("delivered     120.240 µs"), "{text}");
+        assert!(text.contains("step 4: 1 message, 1 KiB, sent at 360.720 µs"), "{text}");
+        assert!(text.contains("model time 480.960 µs: 4 steps, 7 messages, 0 forwarded frames"), "{text}");
+        assert!(text.contains("busiest link 0 → 1: 1 KiB in 1 message"), "{text}");
+    }
+
+    #[test]
+    fn given_physics_are_used_and_routes_cross_the_ring() {
+        let args =
+            ["allgather", "-a", "hypercube", "-t", "ring", "-n", "8", "-s", "1KiB", "--ts", "1us", "--tw", "1ns"];
+        let x = explained(&args);
+        assert_eq!(x.source, PhysicsSource::Given);
+        assert_eq!((x.links.ts_ns, x.links.th_ns, x.links.tw_ps), (1_000, 0, 1_000));
+        assert!(x.prediction.forwarded > 0);
+        let far: Vec<&Message> = x.schedule.iter().filter(|m| m.step == 3).collect();
+        assert_eq!(far.len(), 8);
+        assert!(far.iter().all(|m| m.hops() == 4 && m.bytes == 4096), "{far:?}");
+        // Step 3 sends every message clockwise over 4 links: each such link carries 4 of
+        // them; in step 2, 0 -> 2 and 1 -> 3 both cross 1 -> 2 (seed 000, Fig. 3.14).
+        let busiest = x.busiest.expect("a busiest link");
+        assert_eq!((busiest.from, busiest.to, busiest.messages), (1, 2, 6));
+        assert_eq!(busiest.bytes, 4 * 4096 + 2 * 2048);
+        assert!(to_text(&x).contains("route 0-1-2-3-4 (4 hops)"));
+    }
+
+    #[test]
+    fn large_steps_are_cut_short() {
+        let x = explained(&["allgather", "-t", "ring", "-n", "16", "-s", "1KiB"]);
+        let text = to_text(&x);
+        assert_eq!(text.matches("... and 4 more").count(), 15, "{text}");
+    }
+
+    #[test]
+    fn auto_is_resolved_and_named() {
+        let x = explained(&["broadcast", "-a", "auto", "-t", "hypercube", "-n", "8", "-s", "64KiB"]);
+        assert_eq!(x.spec.algorithm, Algorithm::ScatterAllgather);
+        assert!(to_text(&x).starts_with("broadcast by scatter-allgather (picked by auto)"));
+    }
+
+    #[test]
+    fn json_holds_the_header_the_model_and_every_message() {
+        let args = ["scatter", "-t", "hypercube", "-n", "8", "-s", "8B", "--routing", "ct", "--packet", "4B"];
+        let x = explained(&args);
+        let json = to_json(&x);
+        assert_eq!(json["collective"], "scatter");
+        assert_eq!(json["algorithm"], "hypercube");
+        assert_eq!(json["p"], 8);
+        assert_eq!(json["routing"], "ct");
+        assert_eq!(json["physics"]["source"], "default");
+        assert_eq!(json["physics"]["packet_bytes"], 4);
+        assert_eq!(json["steps"], 3);
+        assert_eq!(json["model_us"], x.prediction.time_us());
+        let schedule = json["schedule"].as_array().expect("a schedule");
+        assert_eq!(schedule.len(), 7);
+        // The root sends half the blocks across the highest dimension first.
+        assert_eq!(schedule[0]["src"], 0);
+        assert_eq!(schedule[0]["bytes"], 32);
+        assert_eq!(schedule[0]["route"], json!([0, 4]));
+        assert_eq!(schedule[0]["sent_us"], 0.0);
+        assert!(schedule.iter().all(|m| m["delivered_us"].as_f64() > m["sent_us"].as_f64()));
+    }
+
+    #[test]
+    fn bad_shapes_and_sizes_are_refused() {
+        let cli = |args: &[&str]| {
+            let cli = Cli::try_parse_from(["topocomm", "explain"].iter().chain(args)).expect("parses");
+            let Command::Explain(args) = cli.command else { panic!("not explain") };
+            explain(&args.what).map(|_| ()).unwrap_err().to_string()
+        };
+        assert!(cli(&["broadcast", "-t", "hypercube", "-n", "6"]).contains("power-of-two"));
+        assert!(cli(&["broadcast", "-n", "8", "-s", "10B"]).contains("try 8 or 16"));
+        assert!(cli(&["broadcast", "-n", "8", "--root", "9"]).contains("root 9"));
+    }
+
+    #[test]
+    fn sizes_read_in_binary_units() {
+        assert_eq!(size(512), "512 B");
+        assert_eq!(size(65536), "64 KiB");
+        assert_eq!(size(1536 * 1024), "1.5 MiB");
+    }
 }

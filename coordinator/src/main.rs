@@ -6,14 +6,20 @@ mod calibration;
 mod cli;
 mod client;
 mod cluster;
+mod diagram;
 mod explain;
 mod local;
 mod model;
+mod picture;
+mod plot;
 mod report;
 mod request;
 mod run;
 mod server;
+mod sweep;
+mod topology_svg;
 mod topology_view;
+mod trace;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -63,11 +69,14 @@ async fn command(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run(args).await,
         Command::Serve(args) => serve(args).await.map(|()| ExitCode::SUCCESS),
-        Command::Topology(args) => topology_view::print(&args).map(|()| ExitCode::SUCCESS),
+        Command::Topology(args) => {
+            topology_view::print(&args).and_then(|()| topology_svg::write_requested(&args)).map(|()| ExitCode::SUCCESS)
+        }
         Command::List(args) => topology_view::list(&args).map(|()| ExitCode::SUCCESS),
         Command::Explain(args) => explain::print(&args).map(|()| ExitCode::SUCCESS),
         Command::Calibrate(args) => calibrate::run(&args).await.map(|()| ExitCode::SUCCESS),
         Command::BenchModel(args) => bench_model::run(&args).await.map(|()| ExitCode::SUCCESS),
+        Command::Sweep(args) => sweep::run(&args).await.map(|()| ExitCode::SUCCESS),
         Command::Status(args) => status(args).await.map(|()| ExitCode::SUCCESS),
         Command::Node(_) => unreachable!("the node role runs on its own runtime"),
     };
@@ -104,6 +113,9 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &args.dump {
         report::dump(dir, &outcome, &json)?;
         eprintln!("dumped inputs, outputs and run.json to {}", dir.display());
+    }
+    if summary.is_ok() {
+        trace::write_run_outputs(&args, &outcome, prediction.as_ref(), predict_with)?;
     }
     match summary {
         Ok(_) if args.json => println!("{}", serde_json::to_string_pretty(&json)?),
@@ -161,8 +173,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     tokio::select! {
         () = server::serve(listener, coordinator) => Ok(()),
-        _ = tokio::signal::ctrl_c() => {
-            eprintln!("stopping");
+        signal = topocomm_node::daemon::stop_signal() => {
+            eprintln!("stopping on {signal}");
             Ok(())
         }
     }
@@ -173,14 +185,42 @@ async fn status(args: StatusArgs) -> anyhow::Result<()> {
     let token = args.remote.token.context("--token (or TOPOCOMM_TOKEN) is needed")?;
     match client::request(&address, &token, ClientRequest::Status, Duration::from_secs(10)).await? {
         ClientResponse::Status(status) => {
-            println!("{} of {} nodes connected", status.registered.len(), status.expected);
-            for (id, name, address) in &status.registered {
-                let id = if *id == usize::MAX { "-".to_string() } else { id.to_string() };
-                println!("  {id:>4}  {name}  {address}");
+            // Ready: the cluster formed (every member has an id) and every member is connected.
+            let connected = status.registered.len();
+            let ready = connected == status.expected && status.registered.iter().all(|(id, _, _)| *id != usize::MAX);
+            if args.json {
+                let nodes: Vec<serde_json::Value> = status
+                    .registered
+                    .iter()
+                    .map(|(id, name, address)| {
+                        let id = (*id != usize::MAX).then_some(*id);
+                        serde_json::json!({ "id": id, "name": name, "data_addr": address })
+                    })
+                    .collect();
+                let topology = status.topology.as_ref().map(|topology| {
+                    serde_json::json!({ "kind": topology.kind.to_string(), "p": topology.p, "dims": topology.dims })
+                });
+                let json = serde_json::json!({
+                    "expected": status.expected,
+                    "connected": connected,
+                    "ready": ready,
+                    "nodes": nodes,
+                    "topology": topology,
+                });
+                println!("{}", serde_json::to_string_pretty(&json)?);
+            } else {
+                println!("{} of {} nodes connected", connected, status.expected);
+                for (id, name, address) in &status.registered {
+                    let id = if *id == usize::MAX { "-".to_string() } else { id.to_string() };
+                    println!("  {id:>4}  {name}  {address}");
+                }
+                match status.topology {
+                    Some(topology) => println!("wired as {} (dims {:?})", topology.kind, topology.dims),
+                    None => println!("not wired"),
+                }
             }
-            match status.topology {
-                Some(topology) => println!("wired as {} (dims {:?})", topology.kind, topology.dims),
-                None => println!("not wired"),
+            if args.ready && !ready {
+                bail!("not ready: {connected} of {} nodes connected", status.expected);
             }
             Ok(())
         }

@@ -100,3 +100,378 @@ async fn simulate(spec: RunSpec, topology: &Topology, model: LinkModel) -> Resul
     events.sort_by_key(|e| (e.at_ns, e.node));
     Ok(Prediction { time_ns, steps, messages, forwarded, events })
 }
+
+/// The model against the closed forms of seed 002, exactly: the virtual clock counts
+/// whole emulated nanoseconds and the physics below make every product whole, so each
+/// expected time is an integer and the model must hit it to the nanosecond.
+///
+/// m is the per-node block (`--size`). Every message of an algorithm on the topology it
+/// was made for crosses one link, and a one-hop message costs t_s + t_h + t_w m: the
+/// seeds' store-and-forward formulas have no t_h, so each case runs with t_h = 0 (the
+/// seed's formula as printed) and with t_h > 0, where t_h enters once per message on
+/// the longest chain, i.e. t_h times the step count.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use topocomm_proto::TopologyKind;
+    use topocomm_proto::spec::{Algorithm, Collective, Routing};
+
+    /// Link physics in whole nanoseconds (t_w per byte), so every product is whole.
+    #[derive(Debug, Clone, Copy)]
+    struct Physics {
+        ts: u64,
+        th: u64,
+        tw: u64,
+    }
+
+    /// Distinct magnitudes, so that no wrong coefficient can land on the right total.
+    const TS: u64 = 100_000;
+    const TH: u64 = 7_000;
+    const TW: u64 = 3;
+
+    /// The seeds' store-and-forward physics (no t_h), and the same with t_h.
+    const PHYSICS: [Physics; 2] = [Physics { ts: TS, th: 0, tw: TW }, Physics { ts: TS, th: TH, tw: TW }];
+
+    /// Per-node blocks: two sizes keep the t_s and t_w terms apart.
+    const SIZES: [u64; 2] = [1024, 8192];
+
+    impl Physics {
+        fn links(self, routing: Routing, packet_bytes: u32) -> LinkModel {
+            LinkModel { ts_ns: self.ts, th_ns: self.th, tw_ps: self.tw * 1000, routing, packet_bytes }
+        }
+
+        fn sf(self) -> LinkModel {
+            self.links(Routing::Sf, 0)
+        }
+    }
+
+    fn log2(p: usize) -> u64 {
+        assert!(p.is_power_of_two(), "log p of {p}");
+        u64::from(p.trailing_zeros())
+    }
+
+    fn shape(kind: TopologyKind, p: usize) -> Topology {
+        Topology::new(kind, p, None).expect("a valid shape")
+    }
+
+    fn torus(rows: usize, cols: usize) -> Topology {
+        Topology::new(TopologyKind::Torus, rows * cols, Some(&[rows, cols])).expect("a valid torus")
+    }
+
+    /// The torus extents (rows, columns).
+    fn extents(topology: &Topology) -> (u64, u64) {
+        (topology.dims()[0] as u64, topology.dims()[1] as u64)
+    }
+
+    fn model(
+        collective: Collective,
+        algorithm: Algorithm,
+        topology: &Topology,
+        m: u64,
+        links: LinkModel,
+    ) -> Prediction {
+        let spec = RunSpec { size_bytes: m, ..RunSpec::new(collective, algorithm) };
+        predict(&spec, topology, links).unwrap_or_else(|e| panic!("{collective} {algorithm} on {topology}: {e}"))
+    }
+
+    /// What one case must give.
+    struct Expected {
+        time_ns: u64,
+        steps: u64,
+        forwarded: u64,
+    }
+
+    /// Predicts one case and holds time, steps and forwarded frames to `expected`.
+    fn check(
+        collective: Collective,
+        algorithm: Algorithm,
+        topology: &Topology,
+        m: u64,
+        links: LinkModel,
+        expected: Expected,
+    ) {
+        let got = model(collective, algorithm, topology, m, links);
+        let case = format!("{collective} {algorithm} on {topology}, m = {m} B, {links:?}");
+        assert_eq!(got.time_ns, expected.time_ns, "time of {case}");
+        assert_eq!(u64::from(got.steps), expected.steps, "steps of {case}");
+        assert_eq!(got.forwarded, expected.forwarded, "forwarded frames of {case}");
+    }
+
+    /// Runs `case` for every physics and size: `formula(physics, m)` gives (time, steps);
+    /// every message crosses one link, so nothing is forwarded.
+    fn check_one_hop(
+        collective: Collective,
+        algorithm: Algorithm,
+        topology: &Topology,
+        formula: impl Fn(Physics, u64) -> (u64, u64),
+    ) {
+        for physics in PHYSICS {
+            for m in SIZES {
+                let (time_ns, steps) = formula(physics, m);
+                check(collective, algorithm, topology, m, physics.sf(), Expected { time_ns, steps, forwarded: 0 });
+            }
+        }
+    }
+
+    /// Seed 002, SF ring broadcast: (t_s + t_w m)⌈p/2⌉ in ⌈p/2⌉ steps; with t_h,
+    /// (t_s + t_h + t_w m)⌈p/2⌉.
+    #[test]
+    fn ring_broadcast_costs_ts_tw_m_times_half_p() {
+        for p in [4usize, 6, 8, 12, 16] {
+            let steps = p.div_ceil(2) as u64;
+            check_one_hop(Collective::Broadcast, Algorithm::Ring, &shape(TopologyKind::Ring, p), |c, m| {
+                ((c.ts + c.th + c.tw * m) * steps, steps)
+            });
+        }
+    }
+
+    /// On an odd ring the model takes ⌊p/2⌋ steps, one fewer than the seed's ⌈p/2⌉,
+    /// exactly (t_s + t_h + t_w m)⌊p/2⌋. The seed's source "sends on both outgoing links
+    /// in the first two steps" (one port); our links are independent, so the root's two
+    /// sends leave at once and both halves, ⌊p/2⌋ and ⌊(p-1)/2⌋ = ⌊p/2⌋ nodes long, finish
+    /// together. On an even ring the two readings agree (the shorter half absorbs the
+    /// one-port delay), which is why the test above matches ⌈p/2⌉.
+    #[test]
+    fn ring_broadcast_on_an_odd_ring_sends_both_ways_at_once() {
+        for p in [5usize, 9] {
+            let steps = (p / 2) as u64;
+            check_one_hop(Collective::Broadcast, Algorithm::Ring, &shape(TopologyKind::Ring, p), |c, m| {
+                ((c.ts + c.th + c.tw * m) * steps, steps)
+            });
+        }
+    }
+
+    /// Seed 002, SF 2-D torus broadcast (mesh algorithm): 2(t_s + t_w m)⌈√p/2⌉ in
+    /// 2⌈√p/2⌉ steps on √p x √p (2x2, 4x4); on an R x C torus (2x4) the same argument
+    /// gives (t_s + t_w m)(⌈R/2⌉ + ⌈C/2⌉). With t_h: t_s + t_h in place of t_s.
+    #[test]
+    fn torus_broadcast_costs_two_ring_broadcasts_of_root_p() {
+        for topology in [torus(2, 2), torus(4, 4), torus(2, 4)] {
+            let (r, c) = extents(&topology);
+            let steps = r.div_ceil(2) + c.div_ceil(2);
+            check_one_hop(Collective::Broadcast, Algorithm::Mesh, &topology, |ph, m| {
+                ((ph.ts + ph.th + ph.tw * m) * steps, steps)
+            });
+        }
+    }
+
+    /// On a 3x3 torus each ring phase takes ⌊√p/2⌋ = 1 step, not ⌈√p/2⌉ = 2: the model
+    /// gives exactly 2(t_s + t_h + t_w m)⌊√p/2⌋ in 2⌊√p/2⌋ steps, for the reason given
+    /// for odd rings (each line's root sends both ways at once).
+    #[test]
+    fn torus_broadcast_on_odd_sides_sends_both_ways_at_once() {
+        let topology = torus(3, 3);
+        check_one_hop(Collective::Broadcast, Algorithm::Mesh, &topology, |c, m| (2 * (c.ts + c.th + c.tw * m), 2));
+    }
+
+    /// Seed 002, SF hypercube broadcast: (t_s + t_w m) log p in log p steps.
+    #[test]
+    fn hypercube_broadcast_costs_ts_tw_m_log_p() {
+        for p in [4, 8, 16] {
+            let steps = log2(p);
+            check_one_hop(Collective::Broadcast, Algorithm::Hypercube, &shape(TopologyKind::Hypercube, p), |c, m| {
+                ((c.ts + c.th + c.tw * m) * steps, steps)
+            });
+        }
+    }
+
+    /// Seed 002, CT ring broadcast (recursive doubling on a ring, cut-through), exactly:
+    /// t_s log p + t_w m log p + t_h (p - 1) in log p steps, with cut-through in the
+    /// small-packet limit (no --packet: a hop passes a message on t_h after its tail
+    /// arrived, so a message over l links costs t_s + l t_h + t_w m). The slowest node,
+    /// p - 1, is reached through messages of l = p/2, p/4, ..., 1 links (Σ l = p - 1),
+    /// each its sender's first message, which finds every link on its way free.
+    #[test]
+    fn cut_through_ring_broadcast_costs_ts_log_p_tw_m_log_p_th_p() {
+        for p in [4usize, 8, 16] {
+            let (log_p, p64) = (log2(p), p as u64);
+            for physics in PHYSICS {
+                for m in SIZES {
+                    let Physics { ts, th, tw } = physics;
+                    let expected = Expected {
+                        time_ns: ts * log_p + tw * m * log_p + th * (p64 - 1),
+                        steps: log_p,
+                        forwarded: relayed_by_recursive_doubling(p64),
+                    };
+                    let links = physics.links(Routing::Ct, 0);
+                    let ring = shape(TopologyKind::Ring, p);
+                    check(Collective::Broadcast, Algorithm::RecursiveDoubling, &ring, m, links, expected);
+                }
+            }
+        }
+    }
+
+    /// Frames relayed in the recursive-doubling broadcast on a ring: the 2^(i-1) messages
+    /// of step i cross p/2^i links each, so (p/2) log p - (p - 1) relays in all.
+    fn relayed_by_recursive_doubling(p: u64) -> u64 {
+        p / 2 * log2(p as usize) - (p - 1)
+    }
+
+    /// The same with real packets of P bytes (--packet): a message over l links arrives
+    /// (l - 1) t_w P later than t_s + l t_h + t_w m (its first packet crosses every link
+    /// whole before the last one leaves the source: the pipeline fill). Along the chain
+    /// to node p - 1, Σ (l - 1) = p - 1 - log p, so exactly
+    ///
+    ///   time = t_s log p + t_w m log p + t_h (p - 1) + t_w P (p - 1 - log p).
+    #[test]
+    fn cut_through_ring_broadcast_in_packets_adds_the_pipeline_fill() {
+        const PACKET: u64 = 64;
+        for p in [4usize, 8, 16] {
+            let (log_p, p64) = (log2(p), p as u64);
+            for physics in PHYSICS {
+                for m in SIZES {
+                    let Physics { ts, th, tw } = physics;
+                    let seed = ts * log_p + tw * m * log_p + th * (p64 - 1);
+                    let fill = tw * PACKET * (p64 - 1 - log_p);
+                    let expected =
+                        Expected { time_ns: seed + fill, steps: log_p, forwarded: relayed_by_recursive_doubling(p64) };
+                    let links = physics.links(Routing::Ct, PACKET as u32);
+                    let ring = shape(TopologyKind::Ring, p);
+                    check(Collective::Broadcast, Algorithm::RecursiveDoubling, &ring, m, links, expected);
+                }
+            }
+        }
+    }
+
+    /// The same schedule store-and-forward, as broadcast.rs states it: a message over l
+    /// links costs t_s + l (t_h + t_w m), so t_s log p + (t_h + t_w m)(p - 1), exactly.
+    #[test]
+    fn store_and_forward_ring_broadcast_by_recursive_doubling() {
+        for p in [4usize, 8, 16] {
+            let (log_p, p64) = (log2(p), p as u64);
+            for physics in PHYSICS {
+                for m in SIZES {
+                    let Physics { ts, th, tw } = physics;
+                    let expected = Expected {
+                        time_ns: ts * log_p + (th + tw * m) * (p64 - 1),
+                        steps: log_p,
+                        forwarded: relayed_by_recursive_doubling(p64),
+                    };
+                    let ring = shape(TopologyKind::Ring, p);
+                    check(Collective::Broadcast, Algorithm::RecursiveDoubling, &ring, m, physics.sf(), expected);
+                }
+            }
+        }
+    }
+
+    /// Seed 002, SF ring all-gather: (t_s + t_w m)(p - 1) in p - 1 steps, any p.
+    #[test]
+    fn ring_allgather_costs_ts_tw_m_times_p_minus_1() {
+        for p in [4, 8, 9, 16] {
+            let steps = p as u64 - 1;
+            check_one_hop(Collective::Allgather, Algorithm::Ring, &shape(TopologyKind::Ring, p), |c, m| {
+                ((c.ts + c.th + c.tw * m) * steps, steps)
+            });
+        }
+    }
+
+    /// Seed 002, SF torus all-gather: 2t_s(√p - 1) + t_w m(p - 1) in 2(√p - 1) steps
+    /// (2x2, 3x3, 4x4); on R x C (2x4): t_s(R + C - 2) + t_w m(p - 1), the row phase
+    /// moving m and the column phase C m per message. t_h once per step.
+    #[test]
+    fn torus_allgather_costs_2ts_root_p_plus_tw_m_p() {
+        for topology in [torus(2, 2), torus(3, 3), torus(4, 4), torus(2, 4)] {
+            let (r, c) = extents(&topology);
+            let steps = r + c - 2;
+            check_one_hop(Collective::Allgather, Algorithm::Mesh, &topology, |ph, m| {
+                ((ph.ts + ph.th) * steps + ph.tw * m * (r * c - 1), steps)
+            });
+        }
+    }
+
+    /// Seed 002, SF hypercube all-gather: t_s log p + t_w m(p - 1) in log p steps.
+    #[test]
+    fn hypercube_allgather_costs_ts_log_p_plus_tw_m_p() {
+        for p in [4, 8, 16] {
+            let steps = log2(p);
+            check_one_hop(Collective::Allgather, Algorithm::Hypercube, &shape(TopologyKind::Hypercube, p), |c, m| {
+                ((c.ts + c.th) * steps + c.tw * m * (p as u64 - 1), steps)
+            });
+        }
+    }
+
+    /// Seed 002, SF hypercube scatter: t_s log p + t_w m(p - 1) in log p steps
+    /// (messages of p/2, p/4, ..., 1 blocks).
+    #[test]
+    fn hypercube_scatter_costs_ts_log_p_plus_tw_m_p() {
+        for p in [4, 8, 16] {
+            let steps = log2(p);
+            check_one_hop(Collective::Scatter, Algorithm::Hypercube, &shape(TopologyKind::Hypercube, p), |c, m| {
+                ((c.ts + c.th) * steps + c.tw * m * (p as u64 - 1), steps)
+            });
+        }
+    }
+
+    /// Seed 002, SF ring all-to-all personalized: (t_s + ½ t_w m p)(p - 1) in p - 1
+    /// steps (messages of p - 1, ..., 1 blocks: ½ p(p - 1) blocks in all, whole for any p).
+    #[test]
+    fn ring_alltoall_costs_ts_half_tw_m_p_times_p_minus_1() {
+        for p in [4u64, 8, 9, 16] {
+            check_one_hop(Collective::Alltoall, Algorithm::Ring, &shape(TopologyKind::Ring, p as usize), |c, m| {
+                ((c.ts + c.th) * (p - 1) + c.tw * m * p * (p - 1) / 2, p - 1)
+            });
+        }
+    }
+
+    /// Seed 002, SF torus all-to-all personalized: (2t_s + t_w m p)(√p - 1) in
+    /// 2(√p - 1) steps (2x2, 3x3, 4x4). On R x C (2x4) each phase moves parcels of p/k
+    /// blocks along lines of k: (t_s + ½ t_w m p)(R + C - 2), which is the seed's form
+    /// for R = C. t_h once per step.
+    #[test]
+    fn torus_alltoall_costs_2ts_tw_m_p_times_root_p_minus_1() {
+        for topology in [torus(2, 2), torus(3, 3), torus(4, 4), torus(2, 4)] {
+            let (r, c) = extents(&topology);
+            let steps = r + c - 2;
+            check_one_hop(Collective::Alltoall, Algorithm::Mesh, &topology, |ph, m| {
+                ((ph.ts + ph.th) * steps + ph.tw * m * r * c * steps / 2, steps)
+            });
+        }
+    }
+
+    /// Seed 002, SF hypercube all-to-all personalized: (t_s + ½ t_w m p) log p in
+    /// log p steps.
+    #[test]
+    fn hypercube_alltoall_costs_ts_half_tw_m_p_log_p() {
+        for p in [4u64, 8, 16] {
+            let steps = log2(p as usize);
+            check_one_hop(
+                Collective::Alltoall,
+                Algorithm::Hypercube,
+                &shape(TopologyKind::Hypercube, p as usize),
+                |c, m| ((c.ts + c.th + c.tw * m * p / 2) * steps, steps),
+            );
+        }
+    }
+
+    /// Seed 000, Fig. 3.14: the hypercube all-gather mapped onto a ring. Its messages
+    /// travel 1, 2, 4 links there, so it is slower than on a hypercube; under cut-through
+    /// the messages of one step also share links, so it is slower still than the same
+    /// messages would be alone (each node's steps follow one another, so the sum of
+    /// each step's lone message time is a lower bound that only contention can exceed).
+    #[test]
+    fn a_hypercube_algorithm_on_a_ring_meets_contention() {
+        const PACKET: u64 = 64;
+        let (p, m) = (8usize, 1024u64);
+        let Physics { ts, th, tw } = PHYSICS[1];
+        let ring = shape(TopologyKind::Ring, p);
+        let cube = shape(TopologyKind::Hypercube, p);
+        for routing in [Routing::Sf, Routing::Ct] {
+            let links = PHYSICS[1].links(routing, PACKET as u32);
+            let on_cube = model(Collective::Allgather, Algorithm::Hypercube, &cube, m, links);
+            let on_ring = model(Collective::Allgather, Algorithm::Hypercube, &ring, m, links);
+            assert_eq!(on_cube.forwarded, 0);
+            assert!(on_ring.forwarded > 0, "{routing}: the ring relays the far exchanges");
+            assert!(on_ring.time_ns > on_cube.time_ns, "{routing}: {} <= {}", on_ring.time_ns, on_cube.time_ns);
+        }
+        // Step i (i = 0, 1, 2) sends 2^i m bytes over l = 2^i links.
+        let alone: u64 = (0..3)
+            .map(|i| {
+                let (l, bytes) = (1u64 << i, (1u64 << i) * m);
+                ts + l * th + tw * bytes + (l - 1) * tw * PACKET
+            })
+            .sum();
+        let links = PHYSICS[1].links(Routing::Ct, PACKET as u32);
+        let on_ring = model(Collective::Allgather, Algorithm::Hypercube, &ring, m, links);
+        assert!(on_ring.time_ns > alone, "contention: {} <= {alone}", on_ring.time_ns);
+    }
+}

@@ -10,7 +10,7 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 use topocomm_proto::Topology;
 use topocomm_proto::control::RunOutcome;
-use topocomm_proto::spec::{LinkModel, Routing};
+use topocomm_proto::spec::{Collective, LinkModel, Routing};
 
 use crate::model::Prediction;
 
@@ -198,7 +198,11 @@ pub fn table(summary: &RunSummary) -> String {
             links.ts_us,
             links.th_us,
             links.tw_ns_per_byte,
-            if links.routing == Routing::Ct { format!(", {} B packets", links.packet_bytes) } else { String::new() },
+            match (links.routing, links.packet_bytes) {
+                (Routing::Ct, 0) => ", whole frames".to_owned(),
+                (Routing::Ct, bytes) => format!(", {bytes} B packets"),
+                (Routing::Sf, _) => String::new(),
+            },
             ratio.map(|r| format!("{r:.3}")).unwrap_or_else(|| "-".into()),
             summary.steps
         ),
@@ -216,25 +220,28 @@ pub fn table(summary: &RunSummary) -> String {
 
 /// A one-line description of what ran.
 pub fn headline(summary: &RunSummary) -> String {
-    let shape = Topology::new(
-        summary.topology.parse().expect("a topology name we printed"),
-        summary.nodes,
-        Some(&summary.dims),
-    )
-    .map(|t| t.to_string())
-    .unwrap_or_else(|_| summary.topology.clone());
+    let shape = summary
+        .topology
+        .parse()
+        .ok()
+        .and_then(|kind| Topology::new(kind, summary.nodes, Some(&summary.dims)).ok())
+        .map(|t| t.to_string())
+        .unwrap_or_else(|| summary.topology.clone());
+    let collective: Option<Collective> = summary.collective.parse().ok();
+    let data = match collective {
+        Some(Collective::Barrier) => "no data".to_owned(),
+        Some(c) if c.reduces() => {
+            format!("{} per node, {} {}", ByteSize::b(summary.size_bytes).display().iec(), summary.dtype, summary.op)
+        }
+        _ => format!("{} per node, {}", ByteSize::b(summary.size_bytes).display().iec(), summary.dtype),
+    };
+    let root = match collective {
+        Some(c) if c.has_root() => format!(", root {}", summary.root),
+        _ => String::new(),
+    };
     format!(
-        "{} ({}) on a {shape}: {} per node, {} {} {}, root {}, {} iterations after {} warm-up — verified on all {} nodes",
-        summary.collective,
-        summary.algorithm,
-        ByteSize::b(summary.size_bytes).display().iec(),
-        summary.dtype,
-        summary.op,
-        if summary.collective == "reduce" { "reduction" } else { "elements" },
-        summary.root,
-        summary.iterations,
-        summary.warmup,
-        summary.nodes
+        "{} ({}) on a {shape}: {data}{root}, {} iterations after {} warm-up — verified on all {} nodes",
+        summary.collective, summary.algorithm, summary.iterations, summary.warmup, summary.nodes
     )
 }
 

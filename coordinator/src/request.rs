@@ -58,7 +58,10 @@ pub fn plan(what: &CollectiveArgs, repetition: Repetition) -> anyhow::Result<Pla
 /// The emulation to run with and the link physics to predict with, from `--ts/--th/--tw`:
 /// explicit values emulate and predict; `--ts auto` only predicts, with the calibration.
 pub fn link_models(links: &LinkArgs) -> anyhow::Result<(Option<LinkModel>, Option<LinkModel>)> {
-    let packet_bytes = u32::try_from(links.packet).ok().filter(|&p| p > 0).context("--packet must be 1 B to 4 GiB")?;
+    let packet_bytes = match links.packet {
+        None => 0,
+        Some(bytes) => u32::try_from(bytes).ok().filter(|&p| p > 0).context("--packet must be 1 B to 4 GiB")?,
+    };
     if links.ts == Some(Emulated::Auto) {
         anyhow::ensure!(
             links.th.is_none() && links.tw.is_none(),

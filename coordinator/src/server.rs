@@ -9,6 +9,7 @@ use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use topocomm_proto::codec;
 use topocomm_proto::control::{
@@ -16,6 +17,13 @@ use topocomm_proto::control::{
 };
 
 use crate::run::Coordinator;
+
+/// How often the coordinator asks each node whether it is there.
+const HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// A node that says nothing for this long is taken for lost: its session is closed (a
+/// run in progress fails naming it) and it must register again.
+const SILENCE_LIMIT: Duration = Duration::from_secs(10);
 
 /// How long a new connection has to say what it is.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -111,6 +119,8 @@ async fn node_session(
             return send(&mut control, &ToNode::Refused { reason }).await;
         }
     };
+    let mut heartbeat = tokio::time::interval(HEARTBEAT);
+    let mut last_heard = Instant::now();
     let result = loop {
         tokio::select! {
             message = outgoing.recv() => match message {
@@ -118,10 +128,25 @@ async fn node_session(
                 None => break Ok(()),
             },
             incoming = receive::<ToCoordinator>(&mut control) => match incoming {
-                Ok(Some(message)) => coordinator.cluster.forward(session, message),
+                Ok(Some(ToCoordinator::Pong)) => last_heard = Instant::now(),
+                Ok(Some(message)) => {
+                    last_heard = Instant::now();
+                    coordinator.cluster.forward(session, message);
+                }
                 Ok(None) => break Ok(()),
                 Err(error) => break Err(error),
             },
+            _ = heartbeat.tick() => {
+                // A paused or cut-off node keeps its TCP connection (the kernel still
+                // acknowledges), so silence is the only sign of it.
+                if last_heard.elapsed() > SILENCE_LIMIT {
+                    tracing::warn!(%name, silent = ?last_heard.elapsed(), "node silent too long; closing its session");
+                    break Err(anyhow::anyhow!("node {name} did not answer for {SILENCE_LIMIT:?}"));
+                }
+                if let Err(error) = send(&mut control, &ToNode::Ping).await {
+                    break Err(error);
+                }
+            }
         }
     };
     coordinator.cluster.disconnected(session);

@@ -73,7 +73,7 @@ pub fn list(args: &ListArgs) -> anyhow::Result<()> {
 }
 
 /// Writes to stdout; a reader that went away (`| head`) is not an error.
-fn emit(text: String) -> anyhow::Result<()> {
+pub fn emit(text: String) -> anyhow::Result<()> {
     match std::io::stdout().lock().write_all(text.as_bytes()) {
         Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => Ok(other?),

@@ -82,11 +82,33 @@ type Control = Framed<TcpStream, LengthDelimitedCodec>;
 /// the algorithm then hand frames to one another without crossing threads (the pacer of
 /// emulated links is the one other thread).
 pub fn main(args: NodeArgs) -> anyhow::Result<()> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the node's runtime")?
-        .block_on(run(args))
+    tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the node's runtime")?.block_on(
+        async {
+            tokio::select! {
+                result = run(args) => result,
+                signal = stop_signal() => {
+                    tracing::info!(signal, "stopping");
+                    Ok(())
+                }
+            }
+        },
+    )
+}
+
+/// Resolves on SIGTERM (`docker stop`, Kubernetes) or SIGINT (Ctrl-C), naming it.
+pub async fn stop_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut terminate) = signal(SignalKind::terminate()) {
+            return tokio::select! {
+                _ = terminate.recv() => "SIGTERM",
+                _ = tokio::signal::ctrl_c() => "SIGINT",
+            };
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+    "SIGINT"
 }
 
 /// Runs the daemon until the coordinator refuses it (or, with `exit_with_coordinator`,
@@ -210,6 +232,7 @@ async fn session(stream: TcpStream, bound: SocketAddr, args: &NodeArgs, shared: 
                             let _ = reports_tx.send(report);
                         }));
                     }
+                    ToNode::Ping => send(&mut control, &ToCoordinator::Pong).await?,
                     ToNode::ClockProbe { nonce } => {
                         let reply = ToCoordinator::ClockReply { nonce, node_ns: timebase::now_ns() };
                         send(&mut control, &reply).await?;

@@ -21,7 +21,6 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
     let (id, p) = (router.id(), router.topology().p());
     router.mailbox().begin_run(spec.run);
     router.set_emulation(spec.emulation);
-    let input = reference::input(spec, p, id);
     let mut report = NodeReport {
         run: spec.run,
         node: id,
@@ -37,6 +36,18 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
         dump: None,
         trace: None,
     };
+    // Generating inputs and references is heavy arithmetic: off the runtime's thread, so
+    // the node keeps answering its links and the coordinator meanwhile.
+    let input = {
+        let spec = spec.clone();
+        match tokio::task::spawn_blocking(move || reference::input(&spec, p, id)).await {
+            Ok(input) => input,
+            Err(failed) => {
+                report.error = Some(format!("the input could not be generated: {failed}"));
+                return report;
+            }
+        }
+    };
     match iterate(&router, spec, &input, &mut report).await {
         Ok(output) => {
             let traffic = router.traffic();
@@ -44,12 +55,17 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
             report.frames_forwarded = traffic.frames_forwarded;
             report.link_bytes = traffic.link_bytes;
             report.digest = reference::digest(&output);
-            match reference::check(spec, p, id, &output) {
-                Ok(()) => report.verified = true,
-                Err(mismatch) => {
+            let checked = {
+                let (spec, output) = (spec.clone(), output.clone());
+                tokio::task::spawn_blocking(move || reference::check(&spec, p, id, &output)).await
+            };
+            match checked {
+                Ok(Ok(())) => report.verified = true,
+                Ok(Err(mismatch)) => {
                     tracing::error!(run = spec.run, %mismatch, "result differs from the reference");
                     report.mismatch = Some(mismatch.to_string());
                 }
+                Err(failed) => report.error = Some(format!("the reference check did not finish: {failed}")),
             }
             if spec.dump {
                 report.dump = Some(NodeDump { input, output });

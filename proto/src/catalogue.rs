@@ -42,14 +42,14 @@ const FOLDED_LOG: &str = "log p; ⌊log p⌋+2 folded";
 /// Every (collective, algorithm) pair topocomm runs.
 pub const ENTRIES: &[Entry] = &[
     entry(C::Broadcast, A::Linear, "full", ANY, "p-1", "seed 002 (naive)"),
-    entry(C::Broadcast, A::Ring, "ring", ANY, "⌈p/2⌉", "seed 002, SF ring"),
-    entry(C::Broadcast, A::Mesh, "mesh, torus, mesh3d, torus3d", ANY, "2⌈√p/2⌉ (torus)", "seeds 002, 003"),
+    entry(C::Broadcast, A::Ring, "ring", ANY, "⌊p/2⌋", "seed 002, SF ring"),
+    entry(C::Broadcast, A::Mesh, "mesh, torus, mesh3d, torus3d", ANY, "2⌊√p/2⌋ (torus)", "seeds 002, 003"),
     entry(C::Broadcast, A::Hypercube, "hypercube", ANY, "⌈log p⌉", "Algorithms 4.1, 4.2"),
     entry(C::Broadcast, A::RecursiveDoubling, "ring (cut-through)", ANY, "⌈log p⌉", "seed 002, CT ring"),
     entry(C::Broadcast, A::ScatterAllgather, "ring", ANY, "2⌈log p⌉ + p-1", "textbook 4.7 (large messages)"),
     entry(C::Reduce, A::Linear, "full", ANY, "p-1", "dual of linear broadcast"),
-    entry(C::Reduce, A::Ring, "ring", ANY, "⌈p/2⌉", "dual of ring broadcast"),
-    entry(C::Reduce, A::Mesh, "mesh, torus, mesh3d, torus3d", ANY, "2⌈√p/2⌉ (torus)", "dual of mesh broadcast"),
+    entry(C::Reduce, A::Ring, "ring", ANY, "⌊p/2⌋", "dual of ring broadcast"),
+    entry(C::Reduce, A::Mesh, "mesh, torus, mesh3d, torus3d", ANY, "2⌊√p/2⌋ (torus)", "dual of mesh broadcast"),
     entry(C::Reduce, A::Hypercube, "hypercube", ANY, "⌈log p⌉", "Algorithm 4.3"),
     entry(C::Reduce, A::RecursiveHalving, "ring (cut-through)", ANY, "⌈log p⌉", "dual of recursive-doubling broadcast"),
     entry(C::Reduce, A::ReduceScatterGather, "ring", ANY, "p-1 + ⌈log p⌉", "seed 004 (large messages)"),

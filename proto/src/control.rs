@@ -48,6 +48,8 @@ pub enum ToCoordinator {
     WireFailed { epoch: u64, reason: String },
     /// The node's part of a run.
     Report(Box<NodeReport>),
+    /// The answer to `Ping`.
+    Pong,
     /// The answer to a clock probe: the node's clock when it answered, in ns.
     ClockReply { nonce: u64, node_ns: u64 },
     /// A CLI request, with the cluster token; the connection is the client's.
@@ -65,6 +67,8 @@ pub enum ToNode {
     Refused { reason: String },
     /// Answer at once with the time on your clock (for aligning traces, as NTP does).
     ClockProbe { nonce: u64 },
+    /// Are you there? (Answered with `Pong`; a node silent too long is taken for lost.)
+    Ping,
 }
 
 /// What a node reports after a run.

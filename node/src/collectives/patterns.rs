@@ -232,8 +232,8 @@ impl LineGroup {
 /// ```
 ///
 /// Every member returns X. The message to distance δ travels with tag `phase.tag(δ)`.
-/// Steps: the larger reach, plus one when the root sends both ways (one port);
-/// ⌈n/2⌉ on a ring of n, cost (t_s + t_w m)⌈n/2⌉.
+/// Steps: the larger reach (the root's two sends leave at once: links are independent);
+/// ⌊n/2⌋ on a ring of n, cost (t_s + t_w m)⌊n/2⌋ — the seed's ⌈p/2⌉ for even p.
 pub async fn broadcast_along(
     comm: &Comm,
     group: &LineGroup,

@@ -1,0 +1,191 @@
+//! Sweep plots: time against message size, log-log, one line per algorithm (measured,
+//! solid, with a marker per size) and the cost model's prediction for it as a dashed
+//! line of the same colour. Drawn with plotters' SVG backend; `.png` goes through
+//! [`crate::picture`] like every other picture, so both carry the same embedded font.
+
+use std::path::Path;
+
+use anyhow::anyhow;
+use plotters::element::DashedPathElement;
+use plotters::prelude::*;
+
+use crate::picture;
+
+/// One algorithm's measured times and, when the links were modelled, its predictions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub label: String,
+    /// (bytes per node, µs), in size order.
+    pub measured: Vec<(f64, f64)>,
+    /// (bytes per node, µs) the cost model predicts; empty without a model.
+    pub model: Vec<(f64, f64)>,
+}
+
+/// Picture size in pixels.
+pub const WIDTH: u32 = 1000;
+pub const HEIGHT: u32 = 640;
+
+/// Writes the plot to `path` (`.svg` or `.png`).
+pub fn write(title: &str, series: &[Series], path: &Path) -> anyhow::Result<()> {
+    picture::Format::of(path)?;
+    picture::save(&svg(title, series)?, path)
+}
+
+/// The plot as SVG text.
+pub fn svg(title: &str, series: &[Series]) -> anyhow::Result<String> {
+    let points = || series.iter().flat_map(|s| s.measured.iter().chain(&s.model)).filter(|(x, y)| *x > 0.0 && *y > 0.0);
+    anyhow::ensure!(points().next().is_some(), "nothing to plot: no size was measured");
+    let (x_lo, x_hi) = points().fold((f64::MAX, f64::MIN), |(lo, hi), (x, _)| (lo.min(*x), hi.max(*x)));
+    let (y_lo, y_hi) = points().fold((f64::MAX, f64::MIN), |(lo, hi), (_, y)| (lo.min(*y), hi.max(*y)));
+    // Whole decades of time, so the log axis always has labelled ticks.
+    let y_range = (10f64.powf((y_lo / 1.2).log10().floor()))..(10f64.powf((y_hi * 1.2).log10().ceil()));
+    let x_range = (x_lo / 1.3)..(x_hi * 1.3);
+
+    let mut text = String::new();
+    {
+        let root = SVGBackend::with_string(&mut text, (WIDTH, HEIGHT)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_error)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 20))
+            .margin(18)
+            .x_label_area_size(56)
+            .y_label_area_size(76)
+            .build_cartesian_2d(
+                LogCoord::from(x_range.clone().log_scale().base(2.0)).with_key_points(size_ticks(x_range)),
+                y_range.log_scale(),
+            )
+            .map_err(plot_error)?;
+        chart
+            .configure_mesh()
+            .x_desc("message size (bytes per node)")
+            .y_desc("time per iteration (µs)")
+            .x_labels(30)
+            .y_labels(10)
+            .x_label_formatter(&|x| size_label(*x))
+            .y_label_formatter(&|y| time_label(*y))
+            .label_style(("sans-serif", 13))
+            .axis_desc_style(("sans-serif", 15))
+            .light_line_style(RGBColor(240, 240, 240))
+            .bold_line_style(RGBColor(215, 215, 215))
+            .draw()
+            .map_err(plot_error)?;
+        for (i, s) in series.iter().enumerate() {
+            let ink = ink(i);
+            let line = ink.stroke_width(2);
+            chart
+                .draw_series(LineSeries::new(s.measured.iter().copied(), line))
+                .map_err(plot_error)?
+                .label(s.label.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], ink.stroke_width(2)));
+            chart
+                .draw_series(s.measured.iter().map(|&point| Circle::new(point, 3, ink.filled())))
+                .map_err(plot_error)?;
+            if !s.model.is_empty() {
+                chart
+                    .draw_series(DashedLineSeries::new(s.model.iter().copied(), 7, 5, line))
+                    .map_err(plot_error)?
+                    .label(format!("{} (model)", s.label))
+                    .legend(move |(x, y)| DashedPathElement::new(vec![(x, y), (x + 24, y)], 5, 3, ink.stroke_width(2)));
+            }
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.9))
+            .border_style(RGBColor(180, 180, 180))
+            .label_font(("sans-serif", 13))
+            .draw()
+            .map_err(plot_error)?;
+        root.present().map_err(plot_error)?;
+    }
+    Ok(text)
+}
+
+fn plot_error<E: std::fmt::Debug>(error: E) -> anyhow::Error {
+    anyhow!("drawing the plot: {error:?}")
+}
+
+fn ink(i: usize) -> RGBColor {
+    let hex = picture::colour(i).trim_start_matches('#');
+    let part = |k: usize| u8::from_str_radix(&hex[k..k + 2], 16).unwrap_or(0);
+    RGBColor(part(0), part(2), part(4))
+}
+
+/// Powers of two in `range` to label: every 2^k with k a multiple of 1, 2, 5 or 10
+/// (whichever gives at most 12), so that 1 KiB and 1 MiB are among them when in range.
+fn size_ticks(range: std::ops::Range<f64>) -> Vec<f64> {
+    let (lo, hi) = (range.start.log2().ceil() as i32, range.end.log2().floor() as i32);
+    let every = [1, 2, 5, 10].into_iter().find(|&k| (hi - lo) / k < 12).unwrap_or(10);
+    (lo..=hi).filter(|e| e.rem_euclid(every) == 0).map(|e| 2f64.powi(e)).collect()
+}
+
+/// A size on the axis: "8 B", "1 KiB", "64 KiB", "8 MiB".
+fn size_label(bytes: f64) -> String {
+    picture::size_text(bytes.round() as u64)
+}
+
+/// A time on the axis: "1", "10", "100", "1000", "1e4".
+fn time_label(us: f64) -> String {
+    if us >= 1e5 {
+        format!("{us:.0e}")
+    } else if us >= 1.0 {
+        format!("{us:.0}")
+    } else {
+        format!("{us}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series() -> Vec<Series> {
+        let sizes: Vec<f64> = (3..=20).map(|k| (1u64 << k) as f64).collect();
+        let line = |ts: f64, per_byte: f64| sizes.iter().map(|&s| (s, ts + per_byte * s)).collect::<Vec<_>>();
+        vec![
+            Series { label: "ring".into(), measured: line(210.0, 0.012), model: line(200.0, 0.01) },
+            Series { label: "hypercube".into(), measured: line(90.0, 0.03), model: line(80.0, 0.028) },
+        ]
+    }
+
+    #[test]
+    fn the_plot_has_a_line_per_algorithm_and_a_dashed_one_per_model() {
+        let text = svg("allreduce on a ring of 8 nodes", &series()).unwrap();
+        let doc = roxmltree::Document::parse(&text).expect("valid XML");
+        let polylines: Vec<_> = doc.descendants().filter(|n| n.has_tag_name("polyline")).collect();
+        // Two measured lines; the dashed model lines are drawn as many short segments.
+        let long =
+            polylines.iter().filter(|n| n.attribute("points").is_some_and(|p| p.split(' ').count() >= 18)).count();
+        assert_eq!(long, 2, "{text}");
+        let circles = doc.descendants().filter(|n| n.has_tag_name("circle")).count();
+        assert_eq!(circles, 2 * 18);
+        let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).map(str::trim).collect();
+        for label in ["ring", "hypercube", "ring (model)", "hypercube (model)", "16 B", "1 KiB", "1 MiB"] {
+            assert!(texts.contains(&label), "no {label:?} in {texts:?}");
+        }
+    }
+
+    #[test]
+    fn a_single_size_still_plots_and_rasterises() {
+        let one = vec![Series { label: "ring".into(), measured: vec![(65536.0, 812.0)], model: vec![] }];
+        let text = svg("one point", &one).unwrap();
+        let bytes = picture::png(&text).unwrap();
+        let decoder = ::png::Decoder::new(std::io::Cursor::new(bytes));
+        let reader = decoder.read_info().unwrap();
+        assert_eq!((reader.info().width, reader.info().height), (WIDTH, HEIGHT));
+    }
+
+    #[test]
+    fn nothing_to_plot_is_an_error() {
+        assert!(svg("empty", &[]).unwrap_err().to_string().contains("nothing to plot"));
+    }
+
+    #[test]
+    fn axis_labels_read_well() {
+        assert_eq!(size_label(8.0), "8 B");
+        assert_eq!(size_label(1024.0), "1 KiB");
+        assert_eq!(size_label(8.0 * 1024.0 * 1024.0), "8 MiB");
+        assert_eq!(time_label(100.0), "100");
+        assert_eq!(time_label(0.1), "0.1");
+    }
+}

@@ -1,0 +1,538 @@
+//! `topocomm sweep`: one collective over a range of message sizes and one or more
+//! algorithms, on one cluster (a local one started once for the whole sweep, or the
+//! serving coordinator `--coordinator` names). Every point is a verified run, as with
+//! `topocomm run`; a failed point stops the sweep (what was measured before it is still
+//! written).
+//!
+//! Output follows the OSU micro-benchmarks: per algorithm a block of
+//! `# Size  Avg(us)  Min(us)  Max(us)  Iterations`, where an iteration takes as long as
+//! its slowest node, then the cost model's time (with emulated links or `--ts auto`)
+//! and bandwidths as nccl-tests defines them:
+//!
+//! - `algbw = size / Avg`, with `size` the bytes per node (`--sizes`), in GB/s (10^9 B/s);
+//! - `busbw = algbw × factor`, the factor making busbw comparable with a link's
+//!   bandwidth: allreduce 2(p−1)/p; allgather, reduce-scatter, alltoall, scatter and
+//!   gather (p−1)/p; broadcast, reduce, scan, shift and ping-pong 1; barrier moves no
+//!   data and has none.
+//!
+//! Also `--csv`, `--json` (`-`: standard output, instead of the table) and `--plot`
+//! (time against size, log-log, see [`crate::plot`]). A progress bar shows on the
+//! terminal (stderr) only.
+
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, anyhow, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use serde_json::json;
+use topocomm_proto::control::{ClientRequest, ClientResponse, RunOutcome, RunRequest};
+use topocomm_proto::spec::{Algorithm, Collective, LinkModel};
+use topocomm_proto::{Topology, catalogue};
+
+use crate::cli::{CollectiveArgs, SweepArgs};
+use crate::local::LocalCluster;
+use crate::model;
+use crate::plot::{self, Series};
+use crate::report::{self, LinkPhysics};
+use crate::request::{self, Planned, Repetition};
+use crate::trace;
+
+/// Extra patience for a serving coordinator on top of a point's own deadlines.
+const CLIENT_SLACK: Duration = Duration::from_secs(60);
+
+/// `--algorithm` of a sweep: every algorithm of the collective, or these.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Algorithms {
+    All,
+    Named(Vec<Algorithm>),
+}
+
+/// Parses `all` or a comma list of algorithm names.
+pub fn parse_algorithms(text: &str) -> Result<Algorithms, String> {
+    if text.trim().eq_ignore_ascii_case("all") {
+        return Ok(Algorithms::All);
+    }
+    text.split(',')
+        .map(|name| {
+            name.trim().parse::<Algorithm>().map_err(|_| {
+                let names: Vec<&str> = <Algorithm as strum::VariantNames>::VARIANTS.to_vec();
+                format!("unknown algorithm {name:?}; choose all, or some of: {}", names.join(", "))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Algorithms::Named)
+}
+
+/// Parses `8B..8MiB` (doubling from the first while not above the last) or a comma
+/// list (`1KiB,64KiB,1MiB`).
+pub fn parse_sizes(text: &str) -> Result<Vec<u64>, String> {
+    let size = |part: &str| crate::cli::parse_size(part);
+    if let Some((lo, hi)) = text.split_once("..") {
+        let (lo, hi) = (size(lo)?, size(hi)?);
+        if lo == 0 || hi < lo {
+            return Err(format!("{text:?}: a range runs from a positive size up to a larger one, e.g. 8B..8MiB"));
+        }
+        let mut sizes = vec![lo];
+        while let Some(next) = sizes.last().and_then(|s| s.checked_mul(2)).filter(|&s| s <= hi) {
+            sizes.push(next);
+        }
+        return Ok(sizes);
+    }
+    let sizes = text.split(',').map(size).collect::<Result<Vec<_>, _>>()?;
+    if sizes.is_empty() {
+        return Err("no sizes given".into());
+    }
+    Ok(sizes)
+}
+
+/// nccl-tests' bus-bandwidth factor of `collective` on `p` nodes (`None`: no data moves).
+pub fn bus_factor(collective: Collective, p: usize) -> Option<f64> {
+    let p = p.max(1) as f64;
+    match collective {
+        Collective::Allreduce => Some(2.0 * (p - 1.0) / p),
+        Collective::Allgather
+        | Collective::ReduceScatter
+        | Collective::Alltoall
+        | Collective::Scatter
+        | Collective::Gather => Some((p - 1.0) / p),
+        Collective::Broadcast | Collective::Reduce | Collective::Scan | Collective::Shift | Collective::PingPong => {
+            Some(1.0)
+        }
+        Collective::Barrier => None,
+    }
+}
+
+/// The factor as the table's header writes it.
+fn bus_formula(collective: Collective) -> &'static str {
+    match collective {
+        Collective::Allreduce => "2(p-1)/p",
+        Collective::Allgather
+        | Collective::ReduceScatter
+        | Collective::Alltoall
+        | Collective::Scatter
+        | Collective::Gather => "(p-1)/p",
+        Collective::Barrier => "none",
+        _ => "1",
+    }
+}
+
+/// One measured point of the sweep.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Point {
+    pub algorithm: String,
+    pub size_bytes: u64,
+    pub avg_us: f64,
+    pub min_us: f64,
+    pub max_us: f64,
+    pub median_us: f64,
+    pub iterations: u32,
+    pub model_us: Option<f64>,
+    pub algbw_gbps: Option<f64>,
+    pub busbw_gbps: Option<f64>,
+}
+
+impl Point {
+    fn of(summary: &report::RunSummary, collective: Collective) -> Point {
+        let time = summary.time_us;
+        let algbw = (summary.size_bytes > 0 && time.mean > 0.0).then(|| summary.size_bytes as f64 / time.mean / 1e3);
+        let factor = bus_factor(collective, summary.nodes);
+        Point {
+            algorithm: summary.algorithm.clone(),
+            size_bytes: summary.size_bytes,
+            avg_us: time.mean,
+            min_us: time.min,
+            max_us: time.max,
+            median_us: time.median,
+            iterations: summary.iterations,
+            model_us: summary.model_us,
+            algbw_gbps: algbw.filter(|_| factor.is_some()),
+            busbw_gbps: algbw.zip(factor).map(|(a, f)| a * f),
+        }
+    }
+}
+
+/// Where the sweep runs.
+enum Cluster {
+    Local(LocalCluster),
+    Remote { address: String, token: String },
+}
+
+impl Cluster {
+    async fn execute(&self, request: RunRequest, patience: Duration) -> anyhow::Result<RunOutcome> {
+        match self {
+            Cluster::Local(local) => local.coordinator.execute(request).await.map_err(|e| anyhow!(e)),
+            Cluster::Remote { address, token } => {
+                match crate::client::request(address, token, ClientRequest::Run(request), patience).await? {
+                    ClientResponse::RunDone(outcome) => Ok(*outcome),
+                    ClientResponse::Error(error) => Err(anyhow!(error)),
+                    other => bail!("unexpected answer from the coordinator: {other:?}"),
+                }
+            }
+        }
+    }
+
+    async fn shutdown(self) {
+        if let Cluster::Local(local) = self {
+            local.shutdown().await;
+        }
+    }
+}
+
+/// The run request of one point.
+fn what(args: &SweepArgs, algorithm: Algorithm, size: u64) -> CollectiveArgs {
+    CollectiveArgs {
+        collective: args.collective,
+        shape: args.shape.clone(),
+        nodes: args.nodes,
+        algorithm: Some(algorithm),
+        root: args.root,
+        size,
+        dtype: args.dtype,
+        op: args.op,
+        shift: args.shift,
+        exclusive: args.exclusive,
+        seed: args.seed,
+        links: args.links.clone(),
+    }
+}
+
+/// Runs the sweep `args` describes.
+pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
+    let collective = args.collective;
+    let algorithms: Vec<Algorithm> = match &args.algorithm {
+        None => vec![catalogue::default_algorithm(collective, args.shape.topology)],
+        Some(Algorithms::All) => catalogue::algorithms(collective).map(|e| e.algorithm).collect(),
+        Some(Algorithms::Named(named)) => named.clone(),
+    };
+    for &algorithm in &algorithms {
+        catalogue::check(collective, algorithm).map_err(|e| anyhow!(e))?;
+    }
+    for path in [&args.plot].into_iter().flatten() {
+        crate::picture::Format::of(path)?;
+    }
+    let repetition =
+        Repetition { warmup: args.warmup, iterations: args.iterations, timeout: args.timeout, dump: false };
+    let remote = args.remote.coordinator.is_some();
+    if !remote {
+        Topology::new(args.shape.topology, args.nodes, args.shape.dims.as_deref())?;
+    }
+    // Sizes that cannot run (not whole elements, ...) are left out, once, with the reason.
+    let mut sizes = Vec::new();
+    for &size in &args.sizes {
+        let Planned { request, .. } = request::plan(&what(args, algorithms[0], size), repetition)?;
+        match request.spec.validate(if remote { usize::MAX } else { args.nodes }) {
+            Ok(()) => sizes.push(size),
+            Err(error) => eprintln!("skipping {}: {error}", crate::picture::size_text(size)),
+        }
+    }
+    anyhow::ensure!(!sizes.is_empty(), "no size of --sizes can run");
+    let predict_with = request::link_models(&args.links)?.1;
+
+    let cluster = match &args.remote.coordinator {
+        Some(address) => Cluster::Remote {
+            address: address.clone(),
+            token: args
+                .remote
+                .token
+                .clone()
+                .context("a serving coordinator needs the cluster token: --token or TOPOCOMM_TOKEN")?,
+        },
+        None => {
+            let logs = args.logs.clone().unwrap_or_else(|| std::env::temp_dir().join("topocomm-logs"));
+            let local = LocalCluster::start(args.nodes, &logs).await?;
+            eprintln!(
+                "local cluster: {} node processes, coordinator on {}, node logs in {}/node-*.log",
+                args.nodes,
+                local.address,
+                local.logs.display()
+            );
+            Cluster::Local(local)
+        }
+    };
+
+    let bar = progress(algorithms.len() * sizes.len());
+    let table = args.json.as_deref() != Some(Path::new("-"));
+    let mut sweep = Sweep { points: Vec::new(), topology: None, links: None };
+    let result = tokio::select! {
+        result = measure(args, &cluster, &algorithms, &sizes, predict_with, repetition, &bar, table, &mut sweep) => result,
+        _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted; every node process was stopped")),
+    };
+    bar.finish_and_clear();
+    cluster.shutdown().await;
+    if !sweep.points.is_empty() {
+        write_outputs(args, &sweep)?;
+    }
+    result
+}
+
+/// What the sweep measured.
+struct Sweep {
+    points: Vec<Point>,
+    /// The topology the runs reported, e.g. "hypercube of 8 nodes (d=3)".
+    topology: Option<Topology>,
+    links: Option<LinkPhysics>,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn measure(
+    args: &SweepArgs,
+    cluster: &Cluster,
+    algorithms: &[Algorithm],
+    sizes: &[u64],
+    predict_with: Option<LinkModel>,
+    repetition: Repetition,
+    bar: &ProgressBar,
+    table: bool,
+    sweep: &mut Sweep,
+) -> anyhow::Result<()> {
+    let patience = args.timeout * (args.warmup + args.iterations + 1) + CLIENT_SLACK;
+    let show = |text: &str| {
+        if table {
+            bar.suspend(|| println!("{text}"));
+        }
+    };
+    for (a, &algorithm) in algorithms.iter().enumerate() {
+        for (s, &size) in sizes.iter().enumerate() {
+            bar.set_message(format!("{algorithm}, {}", crate::picture::size_text(size)));
+            let Planned { request, .. } = request::plan(&what(args, algorithm, size), repetition)?;
+            let outcome = cluster
+                .execute(request, patience)
+                .await
+                .with_context(|| format!("{algorithm} at {}", crate::picture::size_text(size)))?;
+            let topology = Topology::new(outcome.topology.kind, outcome.topology.p, Some(&outcome.topology.dims))?;
+            let prediction = match predict_with {
+                Some(links) => Some(model::predict(&outcome.spec, &topology, links).map_err(|e| anyhow!(e))?),
+                None => None,
+            };
+            let summary = report::summarize(&outcome, prediction.as_ref().zip(predict_with))
+                .map_err(|failure| anyhow!("the sweep stopped: {failure}"))?;
+            if a == 0 && s == 0 {
+                show(&header(args, &topology, summary.links.as_ref()));
+            }
+            if s == 0 {
+                show(&format!("#\n# Algorithm: {}\n{}", summary.algorithm, columns(predict_with.is_some())));
+            }
+            let point = Point::of(&summary, args.collective);
+            show(&row(&point, predict_with.is_some()));
+            sweep.topology = Some(topology);
+            sweep.links = summary.links;
+            sweep.points.push(point);
+            bar.inc(1);
+        }
+    }
+    Ok(())
+}
+
+fn progress(total: usize) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total as u64);
+    if let Ok(style) = ProgressStyle::with_template("{elapsed:>4} [{bar:30.cyan/blue}] {pos}/{len} points  {msg}") {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+fn header(args: &SweepArgs, topology: &Topology, links: Option<&LinkPhysics>) -> String {
+    let mut text = String::new();
+    let _ = writeln!(text, "# topocomm sweep: {} on a {topology}, {} {}", args.collective, args.dtype, args.op);
+    let links = match links {
+        Some(l) if l.emulated => format!("emulated links: {}", physics(l)),
+        Some(l) => format!("full-speed links; model from the calibration: {}", physics(l)),
+        None => "full-speed links (no model: give --ts/--th/--tw or --ts auto)".to_owned(),
+    };
+    let _ = writeln!(text, "# {links}");
+    let _ = writeln!(
+        text,
+        "# {} iterations after {} warm-up per point; an iteration takes as long as its slowest node",
+        args.iterations, args.warmup
+    );
+    let _ = write!(
+        text,
+        "# Size = bytes per node; algbw = Size / Avg; busbw = algbw x {} (nccl-tests); GB/s = 1e9 B/s",
+        bus_formula(args.collective)
+    );
+    text
+}
+
+fn physics(l: &LinkPhysics) -> String {
+    format!("{}, t_s {} us, t_h {} us, t_w {} ns/B", l.routing, l.ts_us, l.th_us, l.tw_ns_per_byte)
+}
+
+fn columns(model: bool) -> String {
+    let model = if model { format!(" {:>12}", "Model(us)") } else { String::new() };
+    format!(
+        "# {:<10} {:>12} {:>12} {:>12} {:>10}{model} {:>12} {:>12}",
+        "Size", "Avg(us)", "Min(us)", "Max(us)", "Iterations", "algbw(GB/s)", "busbw(GB/s)"
+    )
+}
+
+fn row(point: &Point, model: bool) -> String {
+    let bw = |v: Option<f64>| v.map(|v| format!("{v:.4}")).unwrap_or_else(|| "-".into());
+    let model = if model {
+        format!(" {:>12}", point.model_us.map(|m| format!("{m:.2}")).unwrap_or_else(|| "-".into()))
+    } else {
+        String::new()
+    };
+    format!(
+        "{:<12} {:>12.2} {:>12.2} {:>12.2} {:>10}{model} {:>12} {:>12}",
+        point.size_bytes,
+        point.avg_us,
+        point.min_us,
+        point.max_us,
+        point.iterations,
+        bw(point.algbw_gbps),
+        bw(point.busbw_gbps)
+    )
+}
+
+/// The CSV of the points, a header line first.
+pub fn csv(args: &SweepArgs, topology: &Topology, points: &[Point]) -> String {
+    let mut text = String::from(
+        "collective,algorithm,topology,dims,nodes,size_bytes,avg_us,min_us,max_us,median_us,iterations,model_us,\
+         algbw_gbps,busbw_gbps\n",
+    );
+    let opt = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+    for p in points {
+        let _ = writeln!(
+            text,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            args.collective,
+            p.algorithm,
+            topology.kind(),
+            topology.describe_dims(),
+            topology.p(),
+            p.size_bytes,
+            p.avg_us,
+            p.min_us,
+            p.max_us,
+            p.median_us,
+            p.iterations,
+            opt(p.model_us),
+            opt(p.algbw_gbps),
+            opt(p.busbw_gbps)
+        );
+    }
+    text
+}
+
+/// The sweep as one JSON object.
+fn json_of(args: &SweepArgs, sweep: &Sweep, topology: &Topology) -> serde_json::Value {
+    json!({
+        "collective": args.collective,
+        "topology": topology.kind(),
+        "dims": topology.dims(),
+        "nodes": topology.p(),
+        "dtype": args.dtype,
+        "op": args.op,
+        "root": args.root,
+        "warmup": args.warmup,
+        "iterations": args.iterations,
+        "links": sweep.links,
+        "bandwidth": {
+            "size": "bytes per node",
+            "algbw": "size / avg time, GB/s (1e9 B/s)",
+            "busbw": format!("algbw x {} (nccl-tests)", bus_formula(args.collective)),
+            "busbw_factor": bus_factor(args.collective, topology.p()),
+        },
+        "points": sweep.points,
+    })
+}
+
+fn write_outputs(args: &SweepArgs, sweep: &Sweep) -> anyhow::Result<()> {
+    let Some(topology) = &sweep.topology else { return Ok(()) };
+    if let Some(path) = &args.csv {
+        std::fs::write(path, csv(args, topology, &sweep.points))
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(path) = &args.json {
+        trace::write_json(&json_of(args, sweep, topology), path)?;
+        if path.as_os_str() != "-" {
+            eprintln!("wrote {}", path.display());
+        }
+    }
+    if let Some(path) = &args.plot {
+        let mut series: Vec<Series> = Vec::new();
+        for point in &sweep.points {
+            if series.last().is_none_or(|s| s.label != point.algorithm) {
+                series.push(Series { label: point.algorithm.clone(), measured: Vec::new(), model: Vec::new() });
+            }
+            let s = series.last_mut().expect("just pushed");
+            s.measured.push((point.size_bytes as f64, point.avg_us));
+            if let Some(model) = point.model_us {
+                s.model.push((point.size_bytes as f64, model));
+            }
+        }
+        let links = match &sweep.links {
+            Some(l) => physics(l),
+            None => "full-speed links".to_owned(),
+        };
+        let title = format!("{} on a {topology}: {links}", args.collective);
+        plot::write(&title, &series, path)?;
+        eprintln!("wrote the plot to {}", path.display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_ranges_double_and_lists_are_taken_as_given() {
+        assert_eq!(parse_sizes("8B..64B").unwrap(), vec![8, 16, 32, 64]);
+        assert_eq!(parse_sizes("8B..8MiB").unwrap().len(), 21);
+        assert_eq!(parse_sizes("1KiB..3KiB").unwrap(), vec![1024, 2048]);
+        assert_eq!(parse_sizes("1KiB,64KiB,1MiB").unwrap(), vec![1024, 65536, 1 << 20]);
+        assert_eq!(parse_sizes("4096").unwrap(), vec![4096]);
+        assert!(parse_sizes("8MiB..8B").is_err());
+        assert!(parse_sizes("0..8B").is_err());
+        assert!(parse_sizes("8B..lots").unwrap_err().contains("not a size"));
+    }
+
+    #[test]
+    fn algorithms_are_all_or_named() {
+        assert_eq!(parse_algorithms("all").unwrap(), Algorithms::All);
+        assert_eq!(
+            parse_algorithms("ring, hypercube").unwrap(),
+            Algorithms::Named(vec![Algorithm::Ring, Algorithm::Hypercube])
+        );
+        assert!(parse_algorithms("ring,donut").unwrap_err().contains("choose all"));
+    }
+
+    #[test]
+    fn bus_factors_follow_nccl_tests() {
+        assert_eq!(bus_factor(Collective::Allreduce, 8), Some(1.75));
+        assert_eq!(bus_factor(Collective::Allgather, 8), Some(0.875));
+        assert_eq!(bus_factor(Collective::Alltoall, 4), Some(0.75));
+        assert_eq!(bus_factor(Collective::Broadcast, 8), Some(1.0));
+        assert_eq!(bus_factor(Collective::Barrier, 8), None);
+    }
+
+    #[test]
+    fn a_row_lines_up_under_its_header() {
+        let point = Point {
+            algorithm: "ring".into(),
+            size_bytes: 65536,
+            avg_us: 812.5,
+            min_us: 800.0,
+            max_us: 830.25,
+            median_us: 810.0,
+            iterations: 20,
+            model_us: Some(790.0),
+            algbw_gbps: Some(0.0807),
+            busbw_gbps: Some(0.1412),
+        };
+        let (head, line) = (columns(true), row(&point, true));
+        assert!(head.starts_with("# Size"));
+        assert_eq!(head.len(), line.len(), "\n{head}\n{line}");
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(fields, ["65536", "812.50", "800.00", "830.25", "20", "790.00", "0.0807", "0.1412"]);
+    }
+}

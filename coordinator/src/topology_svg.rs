@@ -1,0 +1,374 @@
+//! `topocomm topology ... --svg FILE`: the wiring as a picture. A ring is a circle; a
+//! fully connected network is a circle with every chord; a mesh or torus is a grid
+//! whose wraparound links are curves that leave the grid's ends; a 3-D mesh or torus
+//! is a stack of such grids (layers, one per first coordinate) in oblique view; a
+//! hypercube of up to 16 nodes is the usual projection (square, cube, two cubes) with
+//! each node's binary label, and a larger one a circle in Gray-code order, so that
+//! neighbours on the circle are neighbours in the cube. Links are coloured by
+//! dimension where that helps. Every link of [`Topology::edges`] is drawn exactly
+//! once, and every node is labelled with its id.
+
+use std::f64::consts::PI;
+use std::path::Path;
+
+use topocomm_proto::topology::NodeId;
+use topocomm_proto::{Topology, TopologyKind};
+
+use crate::cli::TopologyArgs;
+use crate::picture::{self, Svg, colour, n};
+
+/// Writes the picture `args.svg` asks for, if it asks for one.
+pub fn write_requested(args: &TopologyArgs) -> anyhow::Result<()> {
+    let Some(path) = &args.svg else { return Ok(()) };
+    let topology = Topology::new(args.shape.topology, args.nodes, args.shape.dims.as_deref())?;
+    write(&topology, path)?;
+    eprintln!("wrote the picture of the {topology} to {}", path.display());
+    Ok(())
+}
+
+/// Writes the picture of `topology` to `path` (`.svg` or `.png`).
+pub fn write(topology: &Topology, path: &Path) -> anyhow::Result<()> {
+    picture::Format::of(path)?;
+    picture::save(&svg(topology), path)
+}
+
+/// Radius of a node's disc.
+const NODE_R: f64 = 15.0;
+/// Room around the drawing (curves and labels live there).
+const MARGIN: f64 = 70.0;
+/// Room above the drawing for the title.
+const HEADER: f64 = 64.0;
+
+/// How one link is drawn.
+enum Shape {
+    Line,
+    /// A circular arc of the given radius (ring links along the circle).
+    Arc(f64),
+    /// A cubic curve with these two control points.
+    Curve((f64, f64), (f64, f64)),
+}
+
+/// A link to draw: its ends, its shape, its colour and legend entry.
+struct Link {
+    a: NodeId,
+    b: NodeId,
+    shape: Shape,
+    /// Index into the legend.
+    kind: usize,
+}
+
+/// Node positions, links and the legend's entries (colour, text, dashed).
+struct Drawing {
+    at: Vec<(f64, f64)>,
+    links: Vec<Link>,
+    legend: Vec<(&'static str, String, bool)>,
+    /// Binary labels beside the nodes (small hypercubes).
+    binary: Option<usize>,
+}
+
+/// The picture as SVG text. Elements carry classes: `node` (one per node), `edge`
+/// (one per link; `wrap` too for wraparound links), `legend`.
+pub fn svg(topology: &Topology) -> String {
+    let mut drawing = match topology.kind() {
+        TopologyKind::Ring => circle(topology, true),
+        TopologyKind::Full => circle(topology, false),
+        TopologyKind::Mesh | TopologyKind::Torus => grid(topology),
+        TopologyKind::Mesh3d | TopologyKind::Torus3d => layers(topology),
+        TopologyKind::Hypercube if topology.dimension() <= 4 => cube(topology),
+        TopologyKind::Hypercube => gray_circle(topology),
+    };
+    // Shift everything so the drawing starts at the margin, below the header.
+    let (min_x, min_y) = drawing.at.iter().fold((f64::MAX, f64::MAX), |(x, y), p| (x.min(p.0), y.min(p.1)));
+    let (max_x, max_y) = drawing.at.iter().fold((f64::MIN, f64::MIN), |(x, y), p| (x.max(p.0), y.max(p.1)));
+    let (dx, dy) = (MARGIN - min_x, MARGIN + HEADER - min_y);
+    let shift = |(x, y): (f64, f64)| (x + dx, y + dy);
+    for p in &mut drawing.at {
+        *p = shift(*p);
+    }
+    let legend_height = if drawing.legend.is_empty() { 0.0 } else { 30.0 };
+    let width = (max_x - min_x + 2.0 * MARGIN).max(460.0);
+    let height = max_y - min_y + 2.0 * MARGIN + HEADER + legend_height;
+
+    let mut svg = Svg::new(width, height);
+    let edges = topology.edges().len();
+    svg.text((20.0, 32.0), 19.0, &topology.to_string(), r##"font-weight="bold" fill="#222""##);
+    let subtitle = format!(
+        "{edges} links, diameter {}; ids row-major{}",
+        topology.diameter(),
+        if topology.kind() == TopologyKind::Hypercube { " (bit k = dimension k)" } else { "" }
+    );
+    svg.text((20.0, 52.0), 12.5, &subtitle, r##"fill="#555""##);
+
+    for link in &drawing.links {
+        let (a, b) = (drawing.at[link.a], drawing.at[link.b]);
+        let d = match link.shape {
+            Shape::Line => format!("M{},{} L{},{}", n(a.0), n(a.1), n(b.0), n(b.1)),
+            Shape::Arc(r) => format!("M{},{} A{},{} 0 0 1 {},{}", n(a.0), n(a.1), n(r), n(r), n(b.0), n(b.1)),
+            Shape::Curve(c1, c2) => {
+                let (c1, c2) = (shift(c1), shift(c2));
+                format!("M{},{} C{},{} {},{} {},{}", n(a.0), n(a.1), n(c1.0), n(c1.1), n(c2.0), n(c2.1), n(b.0), n(b.1))
+            }
+        };
+        let (ink, _, dashed) = &drawing.legend.get(link.kind).cloned().unwrap_or(("#555", String::new(), false));
+        let class = if *dashed { "edge wrap" } else { "edge" };
+        let dash = if *dashed { r#" stroke-dasharray="7 4""# } else { "" };
+        svg.path(&d, &format!(r#"class="{class}" fill="none" stroke="{ink}" stroke-width="2"{dash}"#));
+    }
+    let font = if topology.p() > 99 { 10.0 } else { 12.5 };
+    for (id, &(x, y)) in drawing.at.iter().enumerate() {
+        svg.open(r#"class="node""#);
+        svg.circle((x, y), NODE_R, r##"fill="#eaf1fb" stroke="#1f4e79" stroke-width="1.6""##);
+        svg.text(
+            (x, y + font * 0.36),
+            font,
+            &id.to_string(),
+            r##"text-anchor="middle" font-weight="bold" fill="#10304f""##,
+        );
+        if let Some(bits) = drawing.binary {
+            let label = format!("({id:0bits$b})");
+            svg.text((x + NODE_R + 3.0, y - NODE_R + 1.0), 11.0, &label, r##"fill="#555""##);
+        }
+        svg.close();
+    }
+    let mut x = 20.0;
+    let y = height - 22.0;
+    for (ink, text, dashed) in &drawing.legend {
+        svg.open(r#"class="legend""#);
+        let dash = if *dashed { r#" stroke-dasharray="7 4""# } else { "" };
+        svg.line((x, y), (x + 30.0, y), &format!(r#"stroke="{ink}" stroke-width="2"{dash}"#));
+        svg.text((x + 36.0, y + 4.5), 12.5, text, r##"fill="#222""##);
+        svg.close();
+        x += 50.0 + text.chars().count() as f64 * 7.2;
+    }
+    svg.finish("")
+}
+
+/// Ring (links along the circle) or fully connected (every chord), ids clockwise from
+/// the top.
+fn circle(topology: &Topology, ring: bool) -> Drawing {
+    let p = topology.p();
+    let radius = (p as f64 * 56.0 / (2.0 * PI)).max(if ring { 120.0 } else { 150.0 });
+    let at = (0..p).map(|i| on_circle(radius, i, p)).collect();
+    let links = topology
+        .edges()
+        .into_iter()
+        .map(|(a, b)| {
+            // Along the circle, clockwise from the lower id (or from p-1 round to 0).
+            let (a, b) = if ring && b == (a + 1) % p {
+                (a, b)
+            } else if ring {
+                (b, a)
+            } else {
+                (a, b)
+            };
+            Link { a, b, shape: if ring && p > 2 { Shape::Arc(radius) } else { Shape::Line }, kind: 0 }
+        })
+        .collect();
+    Drawing { at, links, legend: Vec::new(), binary: None }
+}
+
+fn on_circle(radius: f64, i: usize, p: usize) -> (f64, f64) {
+    let angle = -PI / 2.0 + 2.0 * PI * i as f64 / p as f64;
+    (radius * angle.cos(), radius * angle.sin())
+}
+
+/// Which dimension a link runs along, and whether it wraps around (its ends differ by
+/// extent - 1 there, on an extent of more than 2).
+fn along(topology: &Topology, a: NodeId, b: NodeId) -> (usize, bool) {
+    let (ca, cb) = (topology.coords(a), topology.coords(b));
+    let k = (0..ca.len()).find(|&k| ca[k] != cb[k]).unwrap_or(0);
+    let extent = topology.dims()[k];
+    (k, extent > 2 && ca[k].abs_diff(cb[k]) == extent - 1)
+}
+
+/// A 2-D mesh or torus: rows down, columns across; a row's wraparound link leaves its
+/// last node to the right and swings back over the row into its first node from the
+/// left; a column's leaves downwards and swings back beside the column.
+fn grid(topology: &Topology) -> Drawing {
+    let (rows, cols) = (topology.dims()[0], topology.dims()[1]);
+    let s = if rows.max(cols) > 8 { 70.0 } else { 90.0 };
+    let at: Vec<(f64, f64)> = (0..topology.p())
+        .map(|id| {
+            let c = topology.coords(id);
+            (c[1] as f64 * s, c[0] as f64 * s)
+        })
+        .collect();
+    let mut links = Vec::new();
+    for (a, b) in topology.edges() {
+        let (k, wraps) = along(topology, a, b);
+        if !wraps {
+            links.push(Link { a, b, shape: Shape::Line, kind: 0 });
+            continue;
+        }
+        // From the high end round to the low end.
+        let (hi, lo) = if topology.coords(a)[k] > topology.coords(b)[k] { (a, b) } else { (b, a) };
+        let (h, l) = (at[hi], at[lo]);
+        let shape = if k == 1 {
+            Shape::Curve((h.0 + 0.75 * s, h.1 - 0.55 * s), (l.0 - 0.75 * s, l.1 - 0.55 * s))
+        } else {
+            Shape::Curve((h.0 - 0.55 * s, h.1 + 0.75 * s), (l.0 - 0.55 * s, l.1 - 0.75 * s))
+        };
+        links.push(Link { a: hi, b: lo, shape, kind: 1 + k });
+    }
+    let mut legend = vec![("#555", "link".to_owned(), false)];
+    if topology.kind() == TopologyKind::Torus {
+        legend.push((colour(1), "wraparound in a row".to_owned(), true));
+        legend.push((colour(2), "wraparound in a column".to_owned(), true));
+    }
+    Drawing { at, links, legend, binary: None }
+}
+
+/// A 3-D mesh or torus as layers: layer `a` (the first coordinate) is a `b x c` grid
+/// in oblique view (rows recede up and to the right), layers stacked downwards; links
+/// between layers are vertical.
+fn layers(topology: &Topology) -> Drawing {
+    let rows = topology.dims()[1];
+    let (sx, kx, ky) = (74.0, 33.0, 30.0);
+    let layer_gap = (rows.saturating_sub(1)) as f64 * ky + 78.0;
+    let at: Vec<(f64, f64)> = (0..topology.p())
+        .map(|id| {
+            let c = topology.coords(id);
+            // Row b recedes: further rows sit up and to the right.
+            let (a, b, col) = (c[0] as f64, (rows - 1 - c[1]) as f64, c[2] as f64);
+            (col * sx + b * kx, a * layer_gap - b * ky)
+        })
+        .collect();
+    let mut links = Vec::new();
+    for (a, b) in topology.edges() {
+        let (k, wraps) = along(topology, a, b);
+        if !wraps {
+            links.push(Link { a, b, shape: Shape::Line, kind: 0 });
+            continue;
+        }
+        let (hi, lo) = if topology.coords(a)[k] > topology.coords(b)[k] { (a, b) } else { (b, a) };
+        let (h, l) = (at[hi], at[lo]);
+        let shape = match k {
+            // Between layers: out to the left and back.
+            0 => Shape::Curve(
+                (h.0 - 0.5 * layer_gap, h.1 + 0.3 * layer_gap),
+                (l.0 - 0.5 * layer_gap, l.1 - 0.3 * layer_gap),
+            ),
+            // Along a layer's rows (receding): out beyond the back and front.
+            1 => Shape::Curve((h.0 - 1.2 * kx, h.1 + 1.2 * ky), (l.0 + 1.2 * kx - 0.4 * sx, l.1 - 1.2 * ky)),
+            _ => Shape::Curve((h.0 + 0.7 * sx, h.1 - 0.45 * ky), (l.0 - 0.7 * sx, l.1 - 0.45 * ky)),
+        };
+        links.push(Link { a: hi, b: lo, shape, kind: 1 + k });
+    }
+    let mut legend = vec![("#555", "link".to_owned(), false)];
+    if topology.kind() == TopologyKind::Torus3d {
+        for (k, name) in ["between layers", "along b", "along c"].iter().enumerate() {
+            legend.push((colour(1 + k), format!("wraparound {name}"), true));
+        }
+    }
+    Drawing { at, links, legend, binary: None }
+}
+
+/// A hypercube of up to 16 nodes: bit 0 across, bit 1 down, bit 2 into the page (the
+/// back square up and to the right), bit 3 a second cube beside the first.
+fn cube(topology: &Topology) -> Drawing {
+    let d = topology.dimension();
+    let s = 120.0;
+    let at: Vec<(f64, f64)> = (0..topology.p())
+        .map(|id| {
+            let bit = |k: usize| ((id >> k) & 1) as f64;
+            (bit(0) * s + bit(2) * 0.5 * s + bit(3) * 2.3 * s, bit(1) * s - bit(2) * 0.42 * s + bit(3) * 0.55 * s)
+        })
+        .collect();
+    let links = topology
+        .edges()
+        .into_iter()
+        .map(|(a, b)| Link { a, b, shape: Shape::Line, kind: (a ^ b).trailing_zeros() as usize })
+        .collect();
+    Drawing { at, links, legend: dimension_legend(d), binary: Some(d.max(1)) }
+}
+
+/// A larger hypercube on a circle in Gray-code order.
+fn gray_circle(topology: &Topology) -> Drawing {
+    let p = topology.p();
+    let radius = (p as f64 * 48.0 / (2.0 * PI)).max(200.0);
+    let mut at = vec![(0.0, 0.0); p];
+    for position in 0..p {
+        at[position ^ (position >> 1)] = on_circle(radius, position, p);
+    }
+    let links = topology
+        .edges()
+        .into_iter()
+        .map(|(a, b)| Link { a, b, shape: Shape::Line, kind: (a ^ b).trailing_zeros() as usize })
+        .collect();
+    Drawing { at, links, legend: dimension_legend(topology.dimension()), binary: None }
+}
+
+fn dimension_legend(d: usize) -> Vec<(&'static str, String, bool)> {
+    (0..d).map(|k| (colour(k), format!("dimension {k}"), false)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(kind: TopologyKind, p: usize, dims: Option<&[usize]>) -> (Topology, String) {
+        let topology = Topology::new(kind, p, dims).unwrap();
+        let text = svg(&topology);
+        (topology, text)
+    }
+
+    fn count_class(text: &str, class: &str) -> usize {
+        let doc = roxmltree::Document::parse(text).expect("valid XML");
+        doc.descendants().filter(|n| n.attribute("class").is_some_and(|c| c.split(' ').any(|c| c == class))).count()
+    }
+
+    #[test]
+    fn every_shape_draws_each_node_and_link_once() {
+        let shapes: &[(TopologyKind, usize, Option<&[usize]>)] = &[
+            (TopologyKind::Ring, 1, None),
+            (TopologyKind::Ring, 2, None),
+            (TopologyKind::Ring, 8, None),
+            (TopologyKind::Full, 6, None),
+            (TopologyKind::Mesh, 12, Some(&[3, 4])),
+            (TopologyKind::Torus, 16, None),
+            (TopologyKind::Torus, 8, Some(&[2, 4])),
+            (TopologyKind::Mesh3d, 8, None),
+            (TopologyKind::Torus3d, 27, None),
+            (TopologyKind::Hypercube, 1, None),
+            (TopologyKind::Hypercube, 16, None),
+            (TopologyKind::Hypercube, 64, None),
+        ];
+        for &(kind, p, dims) in shapes {
+            let (topology, text) = parsed(kind, p, dims);
+            assert_eq!(count_class(&text, "node"), p, "{topology}");
+            assert_eq!(count_class(&text, "edge"), topology.edges().len(), "{topology}");
+            let doc = roxmltree::Document::parse(&text).unwrap();
+            let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).collect();
+            for id in 0..p {
+                assert!(texts.contains(&id.to_string().as_str()), "{topology}: no label {id}");
+            }
+        }
+    }
+
+    #[test]
+    fn torus_wraparounds_are_marked() {
+        let (_, text) = parsed(TopologyKind::Torus, 16, Some(&[4, 4]));
+        assert_eq!(count_class(&text, "wrap"), 8);
+        let (_, text) = parsed(TopologyKind::Mesh, 16, Some(&[4, 4]));
+        assert_eq!(count_class(&text, "wrap"), 0);
+        let (_, text) = parsed(TopologyKind::Torus3d, 27, None);
+        assert_eq!(count_class(&text, "wrap"), 27);
+    }
+
+    #[test]
+    fn a_png_of_the_picture_decodes() {
+        let topology = Topology::new(TopologyKind::Hypercube, 8, None).unwrap();
+        let dir = std::env::temp_dir().join(format!("topocomm-topology-{}", std::process::id()));
+        let path = dir.join("cube.png");
+        write(&topology, &path).unwrap();
+        let decoder = ::png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&path).unwrap()));
+        let reader = decoder.read_info().unwrap();
+        let doc_text = svg(&topology);
+        let doc = roxmltree::Document::parse(&doc_text).unwrap();
+        let root = doc.root_element();
+        let width: f64 = root.attribute("width").unwrap().parse().unwrap();
+        let height: f64 = root.attribute("height").unwrap().parse().unwrap();
+        assert_eq!((reader.info().width, reader.info().height), (width.round() as u32, height.round() as u32));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
