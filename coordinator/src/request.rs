@@ -50,6 +50,7 @@ pub fn plan(what: &CollectiveArgs, repetition: Repetition) -> anyhow::Result<Pla
         exclusive: what.exclusive,
         emulation,
         trace: false,
+        clock_offsets_ns: Vec::new(),
     };
     let request = RunRequest { topology: what.shape.topology, dims: what.shape.dims.clone(), spec };
     Ok(Planned { request, predict_with })

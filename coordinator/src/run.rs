@@ -67,7 +67,14 @@ impl Coordinator {
         let algorithm = catalogue::resolve(spec.collective, spec.algorithm, topology.kind(), p, spec.size_bytes);
         driver.run += 1;
         let spec = topocomm_proto::spec::RunSpec { run: driver.run, algorithm, ..request.spec };
-        let clocks = if spec.trace { Some(driver.probe_clocks(&participants).await?) } else { None };
+        let clocks =
+            if spec.trace || spec.emulation.is_some() { Some(driver.probe_clocks(&participants).await?) } else { None };
+        // With emulated links every iteration starts at one common instant (see node::run).
+        let clock_offsets_ns = match (&clocks, spec.emulation) {
+            (Some(clocks), Some(_)) => clocks.iter().map(ClockOffset::significant_ns).collect(),
+            _ => Vec::new(),
+        };
+        let spec = topocomm_proto::spec::RunSpec { clock_offsets_ns, ..spec };
         match driver.start(&participants, &spec).await {
             Ok(mut reports) => {
                 let trace = clocks.map(|clocks| align(&mut reports, &clocks));
@@ -262,6 +269,14 @@ struct ClockOffset {
     error_ns: u64,
 }
 
+impl ClockOffset {
+    /// The offset, or 0 when it lies within its own error bound: nodes on one host share
+    /// a clock, and a probe's noise must not invent a difference between them.
+    fn significant_ns(&self) -> i64 {
+        if self.offset_ns.unsigned_abs() <= self.error_ns { 0 } else { self.offset_ns }
+    }
+}
+
 /// Moves every node's trace events onto the coordinator's timeline, counted from the
 /// run's earliest event.
 fn align(reports: &mut [NodeReport], clocks: &[ClockOffset]) -> RunTrace {
@@ -271,7 +286,7 @@ fn align(reports: &mut [NodeReport], clocks: &[ClockOffset]) -> RunTrace {
         let clock = clocks[report.node];
         for mut event in trace.events {
             let node_ns = trace.origin_ns + event.at_ns;
-            event.at_ns = (node_ns as i64 - clock.offset_ns).max(0) as u64;
+            event.at_ns = (node_ns as i64 - clock.significant_ns()).max(0) as u64;
             events.push(event);
         }
     }

@@ -4,8 +4,8 @@
 //! millisecond there (`Clock::duration` and `Clock::nanos` convert). `Clock::Real`
 //! waits on the wall clock at microsecond accuracy: tokio's timer ticks in milliseconds, so
 //! the last stretch of every wait goes to one pacer thread per process that sleeps with a
-//! 1 ns timer slack and wakes the waiting task a little early; the task spins the final
-//! microseconds itself, so no thread wake-up lands after the deadline.
+//! 1 ns timer slack and wakes the waiting task a little early; the task waits out the final
+//! microseconds itself (yielding the processor), so no thread wake-up lands after the deadline.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -20,11 +20,13 @@ use tokio::time::Instant;
 const COARSE_MARGIN: Duration = Duration::from_millis(2);
 
 /// The pacer spins (instead of sleeping) for at most this long before a deadline.
-const SPIN: Duration = Duration::from_micros(20);
+const SPIN: Duration = Duration::from_micros(5);
 
-/// The pacer wakes a waiting task this long before its deadline, and the task spins the
-/// rest: the cross-thread wake-up then happens before the deadline instead of after it.
-const EARLY_WAKE: Duration = Duration::from_micros(40);
+/// The pacer wakes a waiting task this long before its deadline, and the task waits out
+/// the rest itself, yielding the processor between looks at the clock: the cross-thread
+/// wake-up then happens before the deadline instead of after it, and other processes
+/// (often the ones about to receive) still get the CPU.
+const EARLY_WAKE: Duration = Duration::from_micros(50);
 
 /// Which clock emulated delays are measured on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -73,7 +75,7 @@ impl Clock {
                     tokio::time::sleep_until(early).await;
                 }
                 while Instant::now() < deadline {
-                    std::hint::spin_loop();
+                    std::thread::yield_now();
                 }
             }
         }

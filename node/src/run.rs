@@ -8,11 +8,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::time::Instant;
 use topocomm_proto::control::{NodeDump, NodeReport, NodeTrace};
+use topocomm_proto::frame::Tag;
 use topocomm_proto::reference;
 use topocomm_proto::spec::RunSpec;
 
 use crate::collectives::{self, barrier};
 use crate::comm::{Comm, CommError};
+use crate::pacing::Clock;
 use crate::router::Router;
 use crate::timebase;
 
@@ -79,6 +81,39 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
     report
 }
 
+/// How far ahead node 0 sets an iteration's common start: time for its announcement to
+/// reach every node.
+const START_MARGIN_NS: u64 = 2_000_000;
+
+/// The tag of the common-start announcement (the runtime's range, never emulated).
+const START_TAG: Tag = barrier::RUNTIME_BARRIER_TAG + 0x100;
+
+/// After the barrier: node 0 announces an instant a little ahead, on the coordinator's
+/// clock; every node waits for it on its own clock (its offset from the coordinator's
+/// added) and returns it, so every node times the collective from the same moment, as
+/// the cost model does. A node the announcement reaches late starts at once, and its
+/// time still counts from the common instant.
+async fn common_start(comm: &Comm, offsets_ns: &[i64]) -> Result<Instant, CommError> {
+    let me = comm.id();
+    let start_ns = if me == 0 {
+        let start_ns = (timebase::now_ns() + START_MARGIN_NS).saturating_add_signed(-offsets_ns[0]);
+        for node in 1..comm.p() {
+            comm.send(node, START_TAG, Bytes::copy_from_slice(&start_ns.to_le_bytes())).await?;
+        }
+        start_ns
+    } else {
+        let announcement = comm.recv(0, START_TAG).await?;
+        let bytes: [u8; 8] = announcement[..].try_into().map_err(|_| CommError::Link {
+            me,
+            reason: format!("node 0 announced a start of {} bytes, not 8", announcement.len()),
+        })?;
+        u64::from_le_bytes(bytes)
+    };
+    let start = Instant::from_std(timebase::instant_at(start_ns.saturating_add_signed(offsets_ns[me])));
+    Clock::Real.wait_until(start).await;
+    Ok(start)
+}
+
 /// Runs every iteration, noting each timed one's time, the schedule's steps and (when
 /// asked) the last iteration's message flow in `report`; returns the last output.
 async fn iterate(
@@ -103,7 +138,11 @@ async fn iterate(
         if spec.trace && iteration == last {
             origin = Some(router.start_recording());
         }
-        let started = Instant::now();
+        let started = if spec.clock_offsets_ns.len() == comm.p() {
+            common_start(&synchronise, &spec.clock_offsets_ns).await?
+        } else {
+            Instant::now()
+        };
         output = collectives::run(&comm, spec, input.clone()).await?;
         let elapsed = started.elapsed();
         report.steps = report.steps.max(comm.steps());

@@ -22,6 +22,16 @@ pub fn ns_at(instant: Instant) -> u64 {
     }
 }
 
+/// The instant whose clock reading is `ns`.
+pub fn instant_at(ns: u64) -> Instant {
+    let (base, wall) = anchor();
+    if ns >= wall {
+        base + std::time::Duration::from_nanos(ns - wall)
+    } else {
+        base - std::time::Duration::from_nanos(wall - ns)
+    }
+}
+
 /// The clock reading now.
 pub fn now_ns() -> u64 {
     ns_at(Instant::now())
@@ -38,5 +48,6 @@ mod tests {
         let b = ns_at(before + std::time::Duration::from_micros(250));
         assert_eq!(b - a, 250_000);
         assert!(now_ns() >= a);
+        assert_eq!(ns_at(instant_at(a + 1_000)), a + 1_000);
     }
 }

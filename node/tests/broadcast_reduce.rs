@@ -62,6 +62,7 @@ fn spec(
         exclusive: false,
         emulation: None,
         trace: false,
+        clock_offsets_ns: Vec::new(),
     }
 }
 

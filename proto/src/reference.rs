@@ -362,6 +362,7 @@ mod tests {
             exclusive: false,
             emulation: None,
             trace: false,
+            clock_offsets_ns: Vec::new(),
         }
     }
 

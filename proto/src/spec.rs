@@ -294,6 +294,10 @@ pub struct RunSpec {
     pub emulation: Option<LinkModel>,
     /// Record the message flow of the last iteration and send it back with the report.
     pub trace: bool,
+    /// Each node's clock minus the coordinator's, in ns, by node id (filled in by the
+    /// coordinator). When present, every iteration starts at one common instant, as
+    /// the cost model assumes, instead of when each node leaves the barrier.
+    pub clock_offsets_ns: Vec<i64>,
 }
 
 impl RunSpec {
@@ -317,6 +321,7 @@ impl RunSpec {
             exclusive: false,
             emulation: None,
             trace: false,
+            clock_offsets_ns: Vec::new(),
         }
     }
 
@@ -380,6 +385,7 @@ mod tests {
             exclusive: false,
             emulation: None,
             trace: false,
+            clock_offsets_ns: Vec::new(),
         };
         let err = spec.validate(4).unwrap_err();
         assert!(err.to_string().contains("try 8 or 16"), "{err}");
