@@ -248,7 +248,7 @@ impl Axis {
         };
         let (lo, hi) = (first.min(0.0) / scale, last / scale * 1.02 + f64::EPSILON);
         let ticks =
-            picture::ticks(lo, hi, 8).into_iter().map(|at| Tick { at, label: Some(format!("{}", n(at))) }).collect();
+            picture::ticks(lo, hi, 8).into_iter().map(|at| Tick { at, label: Some(n(at).to_string()) }).collect();
         Axis { by_steps, lo, hi, scale, ticks, title: format!("time ({unit})") }
     }
 

@@ -93,7 +93,9 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         timeout: args.timeout,
         dump: args.dump.is_some(),
     };
-    let Planned { request, predict_with } = request::plan(&args.what, repetition)?;
+    let Planned { mut request, predict_with } = request::plan(&args.what, repetition)?;
+    // Traces and diagrams draw the run's own message flow, gathered from every node.
+    request.spec.trace = args.trace.is_some() || args.diagram.is_some();
     let outcome = match &args.remote.coordinator {
         Some(address) => run_remote(address, &args, request).await?,
         None => run_local(&args, request).await?,

@@ -186,7 +186,7 @@ pub fn size_text(bytes: u64) -> String {
 /// "Nice" tick values covering `[lo, hi]`: steps of 1, 2 or 5 times a power of ten,
 /// about `count` of them.
 pub fn ticks(lo: f64, hi: f64, count: usize) -> Vec<f64> {
-    if !(hi > lo) || !lo.is_finite() || !hi.is_finite() {
+    if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) || !lo.is_finite() || !hi.is_finite() {
         return vec![lo];
     }
     let raw = (hi - lo) / count.max(1) as f64;

@@ -131,13 +131,14 @@ async fn iterate(
             router.reset_traffic();
         }
         let deadline = Instant::now() + timeout;
+        if spec.trace && iteration == last {
+            // Before the barrier: no frame of this iteration can arrive before it.
+            origin = Some(router.start_recording());
+        }
         let synchronise = Comm::new(router.clone(), spec.run, iteration, deadline);
         barrier::dissemination(&synchronise, barrier::RUNTIME_BARRIER_TAG).await?;
         // A fresh handle, so the barrier's messages do not count as steps of the collective.
         let comm = Comm::new(router.clone(), spec.run, iteration, deadline);
-        if spec.trace && iteration == last {
-            origin = Some(router.start_recording());
-        }
         let started = if spec.clock_offsets_ns.len() == comm.p() {
             common_start(&synchronise, &spec.clock_offsets_ns).await?
         } else {
@@ -155,7 +156,8 @@ async fn iterate(
         // part is done are in the trace too.
         let closing = Comm::new(router.clone(), spec.run, last + 1, Instant::now() + timeout);
         barrier::dissemination(&closing, barrier::RUNTIME_BARRIER_TAG).await?;
-        let events = router.take_recording();
+        // Frames of earlier iterations still in flight when recording began are not this one's.
+        let events = router.take_recording().into_iter().filter(|e| e.iteration == last).collect();
         report.trace = Some(NodeTrace { origin_ns: timebase::ns_at(origin.into_std()), events });
     }
     Ok(output)
