@@ -26,7 +26,6 @@ use crate::model::{self, Prediction};
 use crate::report::{self, TimeStats};
 
 /// Untimed iterations before the timed ones of every run.
-const WARMUP: u32 = 2;
 
 /// The shortest deadline of one iteration's waits.
 const MIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -147,7 +146,7 @@ pub async fn run(args: &BenchModelArgs) -> anyhow::Result<()> {
         anyhow::bail!("--nodes {p}: a benchmark of communication needs at least 2 nodes");
     }
     // 0 emulates cut-through in the limit of small packets (whole frames, no packet overhead).
-    let packet_bytes = u32::try_from(args.packet).map_err(|_| anyhow!("--packet must be below 4 GiB"))?;
+    let packet_bytes = u32::try_from(args.packet.unwrap_or(0)).map_err(|_| anyhow!("--packet must be below 4 GiB"))?;
     let links =
         |routing| LinkModel { ts_ns: args.ts / 1000, th_ns: args.th / 1000, tw_ps: args.tw, routing, packet_bytes };
     let collectives: Vec<Collective> = if args.collectives.is_empty() {
@@ -170,12 +169,13 @@ pub async fn run(args: &BenchModelArgs) -> anyhow::Result<()> {
     let estimate: Duration =
         cases.iter().map(Case::estimate).sum::<Duration>() + PER_WIRING * (clusters + wirings) as u32;
     eprintln!(
-        "{} runs ({} iterations after {WARMUP} warm-up each) on {clusters} local cluster{} with emulated links ({link_text}); \
+        "{} runs ({} iterations after {warmup} warm-up each) on {clusters} local cluster{} with emulated links ({link_text}); \
          expected to take about {}",
         cases.len(),
         args.iterations,
         if clusters == 1 { "" } else { "s" },
-        human(estimate)
+        human(estimate),
+        warmup = args.warmup,
     );
 
     let started = Instant::now();
@@ -185,7 +185,10 @@ pub async fn run(args: &BenchModelArgs) -> anyhow::Result<()> {
     let mut node_counts: Vec<usize> = cases.iter().map(Case::p).collect();
     node_counts.dedup();
     for p in node_counts {
-        let logs = std::env::temp_dir().join("topocomm-logs").join(format!("bench-model-{p}"));
+        let logs = match &args.logs {
+            Some(folder) => folder.join(format!("p{p}")),
+            None => std::env::temp_dir().join("topocomm-logs").join(format!("bench-model-{p}")),
+        };
         let local = LocalCluster::start(p, &logs).await?;
         eprintln!("local cluster of {p} nodes up, node logs in {}/node-*.log", local.logs.display());
         let ours = cases.iter().filter(|c| c.p() == p);
@@ -204,7 +207,10 @@ pub async fn run(args: &BenchModelArgs) -> anyhow::Result<()> {
     if args.json {
         println!("{}", serde_json::json!({ "summary": summary }));
     } else {
-        println!("emulated links: {link_text}; {} timed iterations after {WARMUP} warm-up per run", args.iterations);
+        println!(
+            "emulated links: {link_text}; {} timed iterations after {} warm-up per run",
+            args.iterations, args.warmup
+        );
         println!("{}", table(&rows));
         println!("{}", closing_line(&summary));
         for row in rows.iter().filter(|r| r.error.is_some()) {
@@ -255,7 +261,7 @@ fn plan(
                         run: 0,
                         root: 0,
                         size_bytes,
-                        warmup: WARMUP,
+                        warmup: args.warmup,
                         iterations: args.iterations,
                         shift: 1,
                         emulation: Some(links(routing)),

@@ -25,7 +25,6 @@ use crate::local::LocalCluster;
 use crate::report;
 
 /// Untimed round trips before the timed ones of every point.
-const WARMUP: u32 = 5;
 
 /// Deadline of every wait of one round trip.
 const TIMEOUT_MS: u64 = 30_000;
@@ -218,7 +217,7 @@ pub async fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
         root: 0,
         size_bytes,
         shift,
-        warmup: WARMUP,
+        warmup: args.warmup,
         iterations: args.iterations,
         timeout_ms: TIMEOUT_MS,
         ..RunSpec::new(Collective::PingPong, Algorithm::Linear)
@@ -232,7 +231,7 @@ pub async fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
     sizes.dedup();
     anyhow::ensure!(sizes.len() >= 2, "--sizes needs at least two different sizes to tell t_h from t_w");
 
-    let logs = std::env::temp_dir().join("topocomm-logs").join("calibrate");
+    let logs = args.logs.clone().unwrap_or_else(|| std::env::temp_dir().join("topocomm-logs").join("calibrate"));
     let local = LocalCluster::start(p, &logs).await?;
     eprintln!("calibrating on a ring of {p} local nodes (raw links), node logs in {}/node-*.log", local.logs.display());
     let result = tokio::select! {
@@ -256,7 +255,7 @@ pub async fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
         let calibration = Calibration {
             nodes: p,
             iterations: args.iterations,
-            warmup: WARMUP,
+            warmup: args.warmup,
             points: fitted,
             fit,
             link_model,

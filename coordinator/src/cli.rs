@@ -233,6 +233,13 @@ pub struct CalibrateArgs {
     /// Round trips per size and route.
     #[arg(long, short = 'i', default_value_t = 50)]
     pub iterations: u32,
+    /// Untimed round trips before them.
+    #[arg(long, default_value_t = 5)]
+    pub warmup: u32,
+    /// Folder for the node daemons' logs (default: topocomm-logs/calibrate in the
+    /// system's temporary directory).
+    #[arg(long)]
+    pub logs: Option<PathBuf>,
     /// Do not keep the fit for `--ts auto`.
     #[arg(long)]
     pub no_save: bool,
@@ -267,12 +274,19 @@ pub struct BenchModelArgs {
     /// Per-byte time t_w.
     #[arg(long, default_value = "10ns", value_parser = parse_time)]
     pub tw: u64,
-    /// Cut-through packet size.
-    #[arg(long, default_value = "1KiB", value_parser = parse_size)]
-    pub packet: u64,
+    /// Cut-through packet size (default: whole frames, the limit of small packets; see `run --packet`).
+    #[arg(long, value_parser = parse_size)]
+    pub packet: Option<u64>,
     /// Timed iterations per run.
     #[arg(long, short = 'i', default_value_t = 10)]
     pub iterations: u32,
+    /// Untimed iterations before them.
+    #[arg(long, default_value_t = 2)]
+    pub warmup: u32,
+    /// Folder for the node daemons' logs (default: topocomm-logs/bench-model-<p> in the
+    /// system's temporary directory).
+    #[arg(long)]
+    pub logs: Option<PathBuf>,
     /// Print JSON lines instead of the table.
     #[arg(long)]
     pub json: bool,
