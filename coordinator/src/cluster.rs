@@ -156,18 +156,36 @@ impl Cluster {
                 return Ok(all);
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                let status = self.status();
-                let missing = self.expected - status.registered.len();
-                let names: Vec<String> = status.registered.iter().map(|(id, name, _)| format!("{id}:{name}")).collect();
-                return Err(format!(
-                    "the cluster is not complete after {patience:?}: {} of {} nodes connected [{}]{}",
-                    status.registered.len(),
-                    self.expected,
-                    names.join(", "),
-                    if missing > 0 { format!("; waiting for {missing} more") } else { String::new() }
-                ));
+                return Err(format!("the cluster is not complete after {patience:?}: {}", self.shortfall()));
             }
         }
+    }
+
+    /// Who is missing: the registered nodes that are gone (by id and name) and how many
+    /// never registered.
+    fn shortfall(&self) -> String {
+        let roster = self.roster.lock().expect("roster lock");
+        let connected = roster.members.iter().filter(|m| m.session.is_some()).count();
+        let mut gone: Vec<(NodeId, String)> = roster
+            .members
+            .iter()
+            .filter(|m| m.session.is_none())
+            .map(|m| (m.id.unwrap_or(usize::MAX), m.name.clone()))
+            .collect();
+        gone.sort();
+        let mut text = format!("{connected} of {} nodes connected", self.expected);
+        if !gone.is_empty() {
+            let names: Vec<String> = gone
+                .iter()
+                .map(|(id, name)| if *id == usize::MAX { name.clone() } else { format!("node {id} ({name})") })
+                .collect();
+            text += &format!("; lost: {}", names.join(", "));
+        }
+        let unseen = self.expected - roster.members.len();
+        if unseen > 0 {
+            text += &format!("; {unseen} never registered");
+        }
+        text
     }
 
     fn connected(&self) -> Option<Vec<Participant>> {
@@ -271,6 +289,19 @@ mod tests {
         cluster.disconnected(s10);
         cluster.register("t", "node-10".into(), "a:9".into(), sender()).unwrap();
         assert_eq!(ids_by_name(&cluster)["node-10"], 2);
+    }
+
+    #[tokio::test]
+    async fn an_incomplete_cluster_names_who_is_missing() {
+        let (cluster, _events) = Cluster::new(3, "t".into());
+        cluster.register("t", "a".into(), "a:1".into(), sender()).unwrap();
+        let gone = cluster.register("t", "b".into(), "a:2".into(), sender()).unwrap();
+        let error = cluster.participants(Duration::from_millis(10)).await.unwrap_err();
+        assert!(error.contains("2 of 3 nodes connected; 1 never registered"), "{error}");
+        cluster.register("t", "c".into(), "a:3".into(), sender()).unwrap();
+        cluster.disconnected(gone);
+        let error = cluster.participants(Duration::from_millis(10)).await.unwrap_err();
+        assert!(error.contains("lost: node 1 (b)"), "{error}");
     }
 
     #[test]
