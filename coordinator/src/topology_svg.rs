@@ -212,8 +212,10 @@ fn grid(topology: &Topology) -> Drawing {
     }
     let mut legend = vec![("#555", "link".to_owned(), false)];
     if topology.kind() == TopologyKind::Torus {
-        legend.push((colour(1), "wraparound in a row".to_owned(), true));
-        legend.push((colour(2), "wraparound in a column".to_owned(), true));
+        // Entry `kind` styles links of that kind: 1 + k wraps along dimension k
+        // (dimension 0 runs down a column, dimension 1 along a row).
+        legend.push((colour(1), "column wrap".to_owned(), true));
+        legend.push((colour(2), "row wrap".to_owned(), true));
     }
     Drawing { at, links, legend, binary: None }
 }

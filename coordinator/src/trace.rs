@@ -241,6 +241,7 @@ fn event_args(event: &FlowEvent) -> Value {
 pub fn describe_links(links: &LinkModel) -> String {
     let routing = match links.routing {
         Routing::Sf => "SF".to_owned(),
+        Routing::Ct if links.packet_bytes == 0 => "CT (whole frames)".to_owned(),
         Routing::Ct => format!("CT ({} packets)", picture::size_text(links.packet_bytes as u64)),
     };
     format!(
