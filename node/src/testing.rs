@@ -7,8 +7,11 @@ use std::time::Duration;
 use futures::future::join_all;
 use tokio::time::Instant;
 use topocomm_proto::frame::DEFAULT_MAX_FRAME;
+use topocomm_proto::reference;
+use topocomm_proto::spec::{Collective, RunSpec};
 use topocomm_proto::{NodeId, Topology};
 
+use crate::collectives;
 use crate::comm::{Comm, CommError};
 use crate::pacing::Clock;
 use crate::router::Router;
@@ -67,6 +70,46 @@ impl MemoryCluster {
     {
         let tasks: Vec<_> = self.comms(run, 0, timeout).into_iter().map(|comm| tokio::spawn(algorithm(comm))).collect();
         join_all(tasks).await.into_iter().map(|joined| joined.expect("algorithm task panicked")).collect()
+    }
+}
+
+impl MemoryCluster {
+    /// Runs `spec` on every node from the reference's inputs, holds every node's output
+    /// against the reference and checks that no message was left unclaimed; returns the
+    /// deepest step any node received from, or what went wrong (naming the node).
+    pub async fn verify(&self, spec: &RunSpec, timeout: Duration) -> Result<u16, String> {
+        let p = self.routers.len();
+        let shared = Arc::new(spec.clone());
+        let outputs = self
+            .run_all(spec.run, timeout, move |comm| {
+                let spec = shared.clone();
+                async move {
+                    let input = reference::input(&spec, comm.p(), comm.id());
+                    let output = collectives::run(&comm, &spec, input).await?;
+                    Ok((output, comm.steps()))
+                }
+            })
+            .await;
+        // Where every node must end with the same result, build it once.
+        let same = matches!(spec.collective, Collective::Broadcast | Collective::Allgather | Collective::Allreduce)
+            .then(|| reference::expected(spec, p, 0));
+        let mut steps = 0;
+        for (node, output) in outputs.into_iter().enumerate() {
+            let (output, node_steps) = output.map_err(|error| format!("node {node} failed: {error}"))?;
+            let checked = match &same {
+                Some(expected) => expected.check(&output),
+                None => reference::check(spec, p, node, &output),
+            };
+            checked.map_err(|mismatch| format!("node {node}: {mismatch}"))?;
+            steps = steps.max(node_steps);
+        }
+        for (node, router) in self.routers.iter().enumerate() {
+            let queued = router.mailbox().queued();
+            if queued > 0 {
+                return Err(format!("node {node} holds {queued} messages nobody took"));
+            }
+        }
+        Ok(steps)
     }
 }
 

@@ -15,7 +15,6 @@ use topocomm_node::collectives::{self, allreduce};
 use topocomm_node::testing::MemoryCluster;
 use topocomm_node::{Comm, CommError};
 use topocomm_proto::elements::{ElementsError, combine};
-use topocomm_proto::reference;
 use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp, RunSpec};
 use topocomm_proto::{Topology, TopologyKind};
 
@@ -69,41 +68,11 @@ fn spec(
 /// output against the reference and that no message was left over; returns the most
 /// steps any node's messages took (the longest chain of messages).
 async fn verify(cluster: &MemoryCluster, topology: &Topology, spec: &RunSpec) -> u16 {
-    let p = topology.p();
     let context = format!(
         "{} {} on {topology}, {} bytes of {} ({})",
         spec.algorithm, spec.collective, spec.size_bytes, spec.dtype, spec.op
     );
-    let shared = Arc::new(spec.clone());
-    let outputs = cluster
-        .run_all(spec.run, TIMEOUT, move |comm| {
-            let spec = shared.clone();
-            async move {
-                let input = reference::input(&spec, comm.p(), comm.id());
-                let output = collectives::run(&comm, &spec, input).await?;
-                Ok((output, comm.steps()))
-            }
-        })
-        .await;
-    // Every node must end with the same result, except in a reduce-scatter: build it once.
-    let same = (spec.collective != Collective::ReduceScatter).then(|| reference::expected(spec, p, 0));
-    let mut steps = 0;
-    for (node, output) in outputs.into_iter().enumerate() {
-        let (output, node_steps) = output.unwrap_or_else(|error| panic!("{context}: node {node} failed: {error}"));
-        let checked = match &same {
-            Some(expected) => expected.check(&output),
-            None => reference::check(spec, p, node, &output),
-        };
-        if let Err(mismatch) = checked {
-            panic!("{context}: node {node}: {mismatch}");
-        }
-        steps = steps.max(node_steps);
-    }
-    for node in 0..p {
-        let queued = cluster.router(node).mailbox().queued();
-        assert_eq!(queued, 0, "{context}: node {node} holds {queued} messages nobody took");
-    }
-    steps
+    cluster.verify(spec, TIMEOUT).await.unwrap_or_else(|error| panic!("{context}: {error}"))
 }
 
 /// `kind` with p nodes and its default shape, if it has one.

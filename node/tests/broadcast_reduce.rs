@@ -10,7 +10,6 @@ use topocomm_node::collectives::{self, reduce};
 use topocomm_node::testing::MemoryCluster;
 use topocomm_node::{Comm, CommError};
 use topocomm_proto::elements::ElementsError;
-use topocomm_proto::reference;
 use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp, RunSpec};
 use topocomm_proto::{Topology, TopologyKind};
 
@@ -47,52 +46,25 @@ fn spec(
 ) -> RunSpec {
     RunSpec {
         run,
-        collective,
-        algorithm,
         root,
         size_bytes: (elements * dtype.size()) as u64,
         dtype,
         op,
         seed: 0x70c0 + run,
-        warmup: 0,
-        iterations: 1,
         timeout_ms: TIMEOUT.as_millis() as u64,
-        dump: false,
-        shift: 1,
-        exclusive: false,
-        emulation: None,
-        trace: false,
-        clock_offsets_ns: Vec::new(),
+        ..RunSpec::new(collective, algorithm)
     }
 }
 
 /// Runs `spec` on every node of `cluster` (wired as `topology`), checks every node's
 /// output against the reference and that no message was left over.
 async fn verify(cluster: &MemoryCluster, topology: &Topology, spec: &RunSpec) {
-    let p = topology.p();
     let context = format!(
         "{} {} on {topology}, root {}, {} bytes of {} ({})",
         spec.algorithm, spec.collective, spec.root, spec.size_bytes, spec.dtype, spec.op
     );
-    let shared = Arc::new(spec.clone());
-    let outputs = cluster
-        .run_all(spec.run, TIMEOUT, move |comm| {
-            let spec = shared.clone();
-            async move {
-                let input = reference::input(&spec, comm.p(), comm.id());
-                collectives::run(&comm, &spec, input).await
-            }
-        })
-        .await;
-    for (node, output) in outputs.into_iter().enumerate() {
-        let output = output.unwrap_or_else(|error| panic!("{context}: node {node} failed: {error}"));
-        if let Err(mismatch) = reference::check(spec, p, node, &output) {
-            panic!("{context}: node {node}: {mismatch}");
-        }
-    }
-    for node in 0..p {
-        let queued = cluster.router(node).mailbox().queued();
-        assert_eq!(queued, 0, "{context}: node {node} holds {queued} messages nobody took");
+    if let Err(error) = cluster.verify(spec, TIMEOUT).await {
+        panic!("{context}: {error}");
     }
 }
 

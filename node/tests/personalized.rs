@@ -57,30 +57,12 @@ fn spec(
 /// Runs `spec` on every node of `cluster` (wired as `topology`), checks every node's
 /// output against the reference and that no message was left over.
 async fn verify(cluster: &MemoryCluster, topology: &Topology, spec: &RunSpec) {
-    let p = topology.p();
     let context = format!(
         "{} {} on {topology}, root {}, shift {}, {} bytes of {}",
         spec.algorithm, spec.collective, spec.root, spec.shift, spec.size_bytes, spec.dtype
     );
-    let shared = Arc::new(spec.clone());
-    let outputs = cluster
-        .run_all(spec.run, TIMEOUT, move |comm| {
-            let spec = shared.clone();
-            async move {
-                let input = reference::input(&spec, comm.p(), comm.id());
-                collectives::run(&comm, &spec, input).await
-            }
-        })
-        .await;
-    for (node, output) in outputs.into_iter().enumerate() {
-        let output = output.unwrap_or_else(|error| panic!("{context}: node {node} failed: {error}"));
-        if let Err(mismatch) = reference::check(spec, p, node, &output) {
-            panic!("{context}: node {node}: {mismatch}");
-        }
-    }
-    for node in 0..p {
-        let queued = cluster.router(node).mailbox().queued();
-        assert_eq!(queued, 0, "{context}: node {node} holds {queued} messages nobody took");
+    if let Err(error) = cluster.verify(spec, TIMEOUT).await {
+        panic!("{context}: {error}");
     }
 }
 

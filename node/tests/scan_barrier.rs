@@ -60,7 +60,6 @@ fn assert_mailboxes_empty(cluster: &MemoryCluster, p: usize, context: &str) {
 /// Runs `spec` on every node of `cluster` (wired as `topology`), checks every node's
 /// output against the reference and that no message was left over.
 async fn verify(cluster: &MemoryCluster, topology: &Topology, spec: &RunSpec) {
-    let p = topology.p();
     let context = format!(
         "{} {}{} on {topology}, {} bytes of {} ({})",
         spec.algorithm,
@@ -70,23 +69,9 @@ async fn verify(cluster: &MemoryCluster, topology: &Topology, spec: &RunSpec) {
         spec.dtype,
         spec.op
     );
-    let shared = Arc::new(spec.clone());
-    let outputs = cluster
-        .run_all(spec.run, TIMEOUT, move |comm| {
-            let spec = shared.clone();
-            async move {
-                let input = reference::input(&spec, comm.p(), comm.id());
-                collectives::run(&comm, &spec, input).await
-            }
-        })
-        .await;
-    for (node, output) in outputs.into_iter().enumerate() {
-        let output = output.unwrap_or_else(|error| panic!("{context}: node {node} failed: {error}"));
-        if let Err(mismatch) = reference::check(spec, p, node, &output) {
-            panic!("{context}: node {node}: {mismatch}");
-        }
+    if let Err(error) = cluster.verify(spec, TIMEOUT).await {
+        panic!("{context}: {error}");
     }
-    assert_mailboxes_empty(cluster, p, &context);
 }
 
 /// Both scans, inclusive and exclusive, on `kind` for p = 1..=17 (where `kind` takes p)

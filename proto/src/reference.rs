@@ -345,25 +345,7 @@ mod tests {
     use strum::IntoEnumIterator;
 
     fn spec(collective: Collective, dtype: Dtype, op: ReduceOp, size: u64, root: NodeId) -> RunSpec {
-        RunSpec {
-            run: 7,
-            collective,
-            algorithm: Algorithm::Linear,
-            root,
-            size_bytes: size,
-            dtype,
-            op,
-            seed: 0x5eed,
-            warmup: 0,
-            iterations: 1,
-            timeout_ms: 1000,
-            dump: false,
-            shift: 1,
-            exclusive: false,
-            emulation: None,
-            trace: false,
-            clock_offsets_ns: Vec::new(),
-        }
+        RunSpec { run: 7, root, size_bytes: size, dtype, op, seed: 0x5eed, ..RunSpec::new(collective, Algorithm::Linear) }
     }
 
     /// The reduction of every node's input in reverse node order p-1..0.
