@@ -345,7 +345,15 @@ mod tests {
     use strum::IntoEnumIterator;
 
     fn spec(collective: Collective, dtype: Dtype, op: ReduceOp, size: u64, root: NodeId) -> RunSpec {
-        RunSpec { run: 7, root, size_bytes: size, dtype, op, seed: 0x5eed, ..RunSpec::new(collective, Algorithm::Linear) }
+        RunSpec {
+            run: 7,
+            root,
+            size_bytes: size,
+            dtype,
+            op,
+            seed: 0x5eed,
+            ..RunSpec::new(collective, Algorithm::Linear)
+        }
     }
 
     /// The reduction of every node's input in reverse node order p-1..0.
