@@ -25,8 +25,6 @@ use crate::local::LocalCluster;
 use crate::model::{self, Prediction};
 use crate::report::{self, TimeStats};
 
-/// Untimed iterations before the timed ones of every run.
-
 /// The shortest deadline of one iteration's waits.
 const MIN_TIMEOUT: Duration = Duration::from_secs(30);
 

@@ -24,8 +24,6 @@ use crate::cli::CalibrateArgs;
 use crate::local::LocalCluster;
 use crate::report;
 
-/// Untimed round trips before the timed ones of every point.
-
 /// Deadline of every wait of one round trip.
 const TIMEOUT_MS: u64 = 30_000;
 
