@@ -45,7 +45,7 @@ pub fn render(events: &[FlowEvent], meta: &DiagramMeta, path: &Path) -> anyhow::
 const WIDTH: f64 = 1200.0;
 const LEFT: f64 = 96.0;
 const RIGHT: f64 = 40.0;
-const TOP: f64 = 92.0;
+const TOP: f64 = 104.0;
 /// Below the lanes: the axis, its title and the legend.
 const BOTTOM: f64 = 128.0;
 /// Above this many hops, arrows carry no step numbers (the colours still tell).
@@ -77,14 +77,10 @@ pub fn svg(events: &[FlowEvent], meta: &DiagramMeta) -> String {
     svg.text((x0, 34.0), 20.0, &title, r##"font-weight="bold" fill="#222""##);
     let hops: usize = messages.iter().map(|m| m.hops.len()).sum();
     let forwarded = messages.iter().map(|m| m.hops.len().saturating_sub(1)).sum::<usize>();
-    let subtitle = format!(
-        "{}; {}; {} messages, {hops} link crossings ({forwarded} forwarded); {}",
-        meta.routing,
-        meta.source,
-        messages.len(),
-        if meta.by_steps { "placed by step" } else { "placed in time" }
-    );
-    svg.text((x0, 58.0), 13.0, &subtitle, r##"fill="#555""##);
+    let placed = if meta.by_steps { "placed by step" } else { "placed in time" };
+    svg.text((x0, 58.0), 13.0, &format!("{}; {}", meta.routing, meta.source), r##"fill="#555""##);
+    let counts = format!("{} messages, {hops} link crossings ({forwarded} forwarded); {placed}", messages.len());
+    svg.text((x0, 77.0), 13.0, &counts, r##"fill="#555""##);
 
     // Grid: step columns or time ticks, behind everything.
     let (lanes_top, lanes_bottom) = (TOP, TOP + lane_gap * nodes as f64);

@@ -37,8 +37,7 @@ pub fn svg(title: &str, series: &[Series]) -> anyhow::Result<String> {
     anyhow::ensure!(points().next().is_some(), "nothing to plot: no size was measured");
     let (x_lo, x_hi) = points().fold((f64::MAX, f64::MIN), |(lo, hi), (x, _)| (lo.min(*x), hi.max(*x)));
     let (y_lo, y_hi) = points().fold((f64::MAX, f64::MIN), |(lo, hi), (_, y)| (lo.min(*y), hi.max(*y)));
-    // Whole decades of time, so the log axis always has labelled ticks.
-    let y_range = (10f64.powf((y_lo / 1.2).log10().floor()))..(10f64.powf((y_hi * 1.2).log10().ceil()));
+    let y_range = time_range(y_lo, y_hi);
     let x_range = (x_lo / 1.3)..(x_hi * 1.3);
 
     let mut text = String::new();
@@ -46,7 +45,7 @@ pub fn svg(title: &str, series: &[Series]) -> anyhow::Result<String> {
         let root = SVGBackend::with_string(&mut text, (WIDTH, HEIGHT)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_error)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 20))
+            .caption(title, ("sans-serif", 24))
             .margin(18)
             .x_label_area_size(56)
             .y_label_area_size(76)
@@ -63,8 +62,8 @@ pub fn svg(title: &str, series: &[Series]) -> anyhow::Result<String> {
             .y_labels(10)
             .x_label_formatter(&|x| size_label(*x))
             .y_label_formatter(&|y| time_label(*y))
-            .label_style(("sans-serif", 13))
-            .axis_desc_style(("sans-serif", 15))
+            .label_style(("sans-serif", 16))
+            .axis_desc_style(("sans-serif", 18))
             .light_line_style(RGBColor(240, 240, 240))
             .bold_line_style(RGBColor(215, 215, 215))
             .draw()
@@ -81,19 +80,25 @@ pub fn svg(title: &str, series: &[Series]) -> anyhow::Result<String> {
                 .draw_series(s.measured.iter().map(|&point| Circle::new(point, 3, ink.filled())))
                 .map_err(plot_error)?;
             if !s.model.is_empty() {
-                chart
-                    .draw_series(DashedLineSeries::new(s.model.iter().copied(), 7, 5, line))
-                    .map_err(plot_error)?
-                    .label(format!("{} (model)", s.label))
-                    .legend(move |(x, y)| DashedPathElement::new(vec![(x, y), (x + 24, y)], 5, 3, ink.stroke_width(2)));
+                chart.draw_series(DashedLineSeries::new(s.model.iter().copied(), 7, 5, line)).map_err(plot_error)?;
             }
         }
+        // One legend entry says what the dashed lines are (their colour says whose).
+        if series.iter().any(|s| !s.model.is_empty()) {
+            let grey = RGBColor(110, 110, 110);
+            chart
+                .draw_series(std::iter::empty::<PathElement<(f64, f64)>>())
+                .map_err(plot_error)?
+                .label("cost model (dashed)")
+                .legend(move |(x, y)| DashedPathElement::new(vec![(x, y), (x + 24, y)], 5, 3, grey.stroke_width(2)));
+        }
+        // Times grow with size, so the lower right is where the lines are not.
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
+            .position(SeriesLabelPosition::LowerRight)
             .background_style(WHITE.mix(0.9))
             .border_style(RGBColor(180, 180, 180))
-            .label_font(("sans-serif", 13))
+            .label_font(("sans-serif", 16))
             .draw()
             .map_err(plot_error)?;
         root.present().map_err(plot_error)?;
@@ -111,6 +116,17 @@ fn ink(i: usize) -> RGBColor {
     RGBColor(part(0), part(2), part(4))
 }
 
+/// The time axis: the data with some room, or whole decades when that room holds no
+/// power of ten (the log axis labels only those).
+fn time_range(lo: f64, hi: f64) -> std::ops::Range<f64> {
+    let (lo, hi) = (lo / 1.4, hi * 1.4);
+    if hi.log10().floor() >= lo.log10().ceil() {
+        lo..hi
+    } else {
+        10f64.powf(lo.log10().floor())..10f64.powf(hi.log10().ceil())
+    }
+}
+
 /// Powers of two in `range` to label: every 2^k with k a multiple of 1, 2, 5 or 10
 /// (whichever gives at most 12), so that 1 KiB and 1 MiB are among them when in range.
 fn size_ticks(range: std::ops::Range<f64>) -> Vec<f64> {
@@ -124,9 +140,9 @@ fn size_label(bytes: f64) -> String {
     picture::size_text(bytes.round() as u64)
 }
 
-/// A time on the axis: "1", "10", "100", "1000", "1e4".
+/// A time on the axis: "0.1", "1", "10", "100", "1000", "100000"; "1e7" from ten seconds.
 fn time_label(us: f64) -> String {
-    if us >= 1e5 {
+    if us >= 1e7 {
         format!("{us:.0e}")
     } else if us >= 1.0 {
         format!("{us:.0}")
@@ -160,7 +176,7 @@ mod tests {
         let circles = doc.descendants().filter(|n| n.has_tag_name("circle")).count();
         assert_eq!(circles, 2 * 18);
         let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).map(str::trim).collect();
-        for label in ["ring", "hypercube", "ring (model)", "hypercube (model)", "16 B", "1 KiB", "1 MiB"] {
+        for label in ["ring", "hypercube", "cost model (dashed)", "16 B", "1 KiB", "1 MiB"] {
             assert!(texts.contains(&label), "no {label:?} in {texts:?}");
         }
     }
@@ -178,6 +194,14 @@ mod tests {
     #[test]
     fn nothing_to_plot_is_an_error() {
         assert!(svg("empty", &[]).unwrap_err().to_string().contains("nothing to plot"));
+    }
+
+    #[test]
+    fn the_time_axis_always_holds_a_power_of_ten() {
+        let r = time_range(450.0, 600.0);
+        assert_eq!((r.start, r.end), (100.0, 1000.0));
+        let r = time_range(700.0, 30000.0);
+        assert!(r.start > 400.0 && r.end < 50000.0, "{r:?}");
     }
 
     #[test]

@@ -361,7 +361,8 @@ fn header(args: &SweepArgs, topology: &Topology, links: Option<&LinkPhysics>) ->
 }
 
 fn physics(l: &LinkPhysics) -> String {
-    format!("{}, t_s {} us, t_h {} us, t_w {} ns/B", l.routing, l.ts_us, l.th_us, l.tw_ns_per_byte)
+    let routing = l.routing.to_string().to_uppercase();
+    format!("{routing}, t_s {} us, t_h {} us, t_w {} ns/B", l.ts_us, l.th_us, l.tw_ns_per_byte)
 }
 
 fn columns(model: bool) -> String {
@@ -470,7 +471,7 @@ fn write_outputs(args: &SweepArgs, sweep: &Sweep) -> anyhow::Result<()> {
             }
         }
         let links = match &sweep.links {
-            Some(l) => physics(l),
+            Some(l) => physics(l).replace(" us", " µs"),
             None => "full-speed links".to_owned(),
         };
         let title = format!("{} on a {topology}: {links}", args.collective);

@@ -77,26 +77,39 @@ pub fn svg(topology: &Topology) -> String {
         TopologyKind::Hypercube if topology.dimension() <= 4 => cube(topology),
         TopologyKind::Hypercube => gray_circle(topology),
     };
-    // Shift everything so the drawing starts at the margin, below the header.
+    // Legend items, laid out in lines under the drawing.
     let (min_x, min_y) = drawing.at.iter().fold((f64::MAX, f64::MAX), |(x, y), p| (x.min(p.0), y.min(p.1)));
     let (max_x, max_y) = drawing.at.iter().fold((f64::MIN, f64::MIN), |(x, y), p| (x.max(p.0), y.max(p.1)));
-    let (dx, dy) = (MARGIN - min_x, MARGIN + HEADER - min_y);
+    let title_width = topology.to_string().chars().count() as f64 * 12.0 + 40.0;
+    let width = (max_x - min_x + 2.0 * MARGIN).max(460.0).max(title_width);
+    let item_width = |text: &str| 50.0 + text.chars().count() as f64 * 7.4;
+    let mut legend_at = Vec::new();
+    let (mut lx, mut line) = (20.0, 0usize);
+    for (_, text, _) in &drawing.legend {
+        if lx > 20.0 && lx + item_width(text) > width - 10.0 {
+            (lx, line) = (20.0, line + 1);
+        }
+        legend_at.push((lx, line));
+        lx += item_width(text);
+    }
+    let legend_height = if drawing.legend.is_empty() { 0.0 } else { 24.0 * (line + 1) as f64 + 8.0 };
+    let height = max_y - min_y + 2.0 * MARGIN + HEADER + legend_height;
+    // Centre the drawing across the width, below the header.
+    let (dx, dy) = ((width - (max_x - min_x)) / 2.0 - min_x, MARGIN + HEADER - min_y);
     let shift = |(x, y): (f64, f64)| (x + dx, y + dy);
     for p in &mut drawing.at {
         *p = shift(*p);
     }
-    let legend_height = if drawing.legend.is_empty() { 0.0 } else { 30.0 };
-    let width = (max_x - min_x + 2.0 * MARGIN).max(460.0);
-    let height = max_y - min_y + 2.0 * MARGIN + HEADER + legend_height;
 
     let mut svg = Svg::new(width, height);
     let edges = topology.edges().len();
     svg.text((20.0, 32.0), 19.0, &topology.to_string(), r##"font-weight="bold" fill="#222""##);
-    let subtitle = format!(
-        "{edges} links, diameter {}; ids row-major{}",
-        topology.diameter(),
-        if topology.kind() == TopologyKind::Hypercube { " (bit k = dimension k)" } else { "" }
-    );
+    let note = match topology.kind() {
+        TopologyKind::Hypercube => "; bit k of an id is its coordinate in dimension k",
+        TopologyKind::Ring | TopologyKind::Full => "",
+        _ => "; ids row-major (the last coordinate varies fastest)",
+    };
+    let subtitle = format!("{edges} links, diameter {}{note}", topology.diameter());
     svg.text((20.0, 52.0), 12.5, &subtitle, r##"fill="#555""##);
 
     for link in &drawing.links {
@@ -130,15 +143,14 @@ pub fn svg(topology: &Topology) -> String {
         }
         svg.close();
     }
-    let mut x = 20.0;
-    let y = height - 22.0;
-    for (ink, text, dashed) in &drawing.legend {
+    let legend_top = height - legend_height + 4.0;
+    for ((ink, text, dashed), (x, line)) in drawing.legend.iter().zip(legend_at) {
+        let y = legend_top + 24.0 * line as f64 + 8.0;
         svg.open(r#"class="legend""#);
         let dash = if *dashed { r#" stroke-dasharray="7 4""# } else { "" };
         svg.line((x, y), (x + 30.0, y), &format!(r#"stroke="{ink}" stroke-width="2"{dash}"#));
         svg.text((x + 36.0, y + 4.5), 12.5, text, r##"fill="#222""##);
         svg.close();
-        x += 50.0 + text.chars().count() as f64 * 7.2;
     }
     svg.finish("")
 }
@@ -204,9 +216,9 @@ fn grid(topology: &Topology) -> Drawing {
         let (hi, lo) = if topology.coords(a)[k] > topology.coords(b)[k] { (a, b) } else { (b, a) };
         let (h, l) = (at[hi], at[lo]);
         let shape = if k == 1 {
-            Shape::Curve((h.0 + 0.75 * s, h.1 - 0.55 * s), (l.0 - 0.75 * s, l.1 - 0.55 * s))
+            Shape::Curve((h.0 + 0.95 * s, h.1 - 0.45 * s), (l.0 - 0.95 * s, l.1 - 0.45 * s))
         } else {
-            Shape::Curve((h.0 - 0.55 * s, h.1 + 0.75 * s), (l.0 - 0.55 * s, l.1 - 0.75 * s))
+            Shape::Curve((h.0 - 0.45 * s, h.1 + 0.95 * s), (l.0 - 0.45 * s, l.1 - 0.95 * s))
         };
         links.push(Link { a: hi, b: lo, shape, kind: 1 + k });
     }
@@ -222,11 +234,11 @@ fn grid(topology: &Topology) -> Drawing {
 
 /// A 3-D mesh or torus as layers: layer `a` (the first coordinate) is a `b x c` grid
 /// in oblique view (rows recede up and to the right), layers stacked downwards; links
-/// between layers are vertical.
+/// between layers are vertical and lighter.
 fn layers(topology: &Topology) -> Drawing {
     let rows = topology.dims()[1];
-    let (sx, kx, ky) = (74.0, 33.0, 30.0);
-    let layer_gap = (rows.saturating_sub(1)) as f64 * ky + 78.0;
+    let (sx, kx, ky) = (110.0, 48.0, 40.0);
+    let layer_gap = (rows.saturating_sub(1)) as f64 * ky + 120.0;
     let at: Vec<(f64, f64)> = (0..topology.p())
         .map(|id| {
             let c = topology.coords(id);
@@ -239,26 +251,25 @@ fn layers(topology: &Topology) -> Drawing {
     for (a, b) in topology.edges() {
         let (k, wraps) = along(topology, a, b);
         if !wraps {
-            links.push(Link { a, b, shape: Shape::Line, kind: 0 });
+            links.push(Link { a, b, shape: Shape::Line, kind: usize::from(k == 0) });
             continue;
         }
         let (hi, lo) = if topology.coords(a)[k] > topology.coords(b)[k] { (a, b) } else { (b, a) };
         let (h, l) = (at[hi], at[lo]);
         let shape = match k {
-            // Between layers: out to the left and back.
-            0 => Shape::Curve(
-                (h.0 - 0.5 * layer_gap, h.1 + 0.3 * layer_gap),
-                (l.0 - 0.5 * layer_gap, l.1 - 0.3 * layer_gap),
-            ),
-            // Along a layer's rows (receding): out beyond the back and front.
-            1 => Shape::Curve((h.0 - 1.2 * kx, h.1 + 1.2 * ky), (l.0 + 1.2 * kx - 0.4 * sx, l.1 - 1.2 * ky)),
-            _ => Shape::Curve((h.0 + 0.7 * sx, h.1 - 0.45 * ky), (l.0 - 0.7 * sx, l.1 - 0.45 * ky)),
+            // From the last layer down and round into the first layer from above.
+            0 => Shape::Curve((h.0 - 0.6 * kx, h.1 + 0.45 * layer_gap), (l.0 - 0.6 * kx, l.1 - 0.45 * layer_gap)),
+            // From the front row further forward, round into the back row from behind.
+            1 => Shape::Curve((h.0 - 0.9 * kx + 0.3 * sx, h.1 + 0.9 * ky), (l.0 + 0.9 * kx + 0.3 * sx, l.1 - 0.9 * ky)),
+            // From a row's last node out to the right, over the row into its first.
+            _ => Shape::Curve((h.0 + 0.8 * sx, h.1 - 0.6 * ky), (l.0 - 0.8 * sx, l.1 - 0.6 * ky)),
         };
-        links.push(Link { a: hi, b: lo, shape, kind: 1 + k });
+        links.push(Link { a: hi, b: lo, shape, kind: 2 + k });
     }
-    let mut legend = vec![("#555", "link".to_owned(), false)];
+    let mut legend =
+        vec![("#555", "link within a layer".to_owned(), false), ("#a9a9a9", "link between layers".to_owned(), false)];
     if topology.kind() == TopologyKind::Torus3d {
-        for (k, name) in ["between layers", "along b", "along c"].iter().enumerate() {
+        for (k, name) in ["between layers", "along a layer's depth", "along a row"].iter().enumerate() {
             legend.push((colour(1 + k), format!("wraparound {name}"), true));
         }
     }

@@ -67,8 +67,8 @@ pub fn list(args: &ListArgs) -> anyhow::Result<()> {
         table.add_row(row.to_vec());
     }
     let defaults = "default: the algorithm made for the topology; --algorithm auto picks the large-message \
-                    algorithms (scatter-allgather, reduce-scatter-gather, halving-doubling/ring all-reduce) \
-                    from 64 KiB per node on 4 or more nodes";
+                    algorithms (scatter-allgather, halving-doubling/ring all-reduce, pipeline scan) from 64 KiB \
+                    per node on 4 or more nodes, and reduce-scatter-gather from 2 MiB";
     emit(format!("{table}\n{defaults}\n"))
 }
 
