@@ -1,6 +1,9 @@
 //! The handle an algorithm gets: who am I (`id`), how many are we (`p`), the topology,
 //! `send(dst, tag, bytes)` and `recv(src, tag)`, scoped to one iteration of one run with
-//! a deadline. Nothing below it (links, sockets, codecs) is visible to an algorithm.
+//! a deadline. Two more for large messages: `send_parts` sends blocks as one message
+//! without copying them together, and `post_into` + `wait` receive a message into its
+//! place of a result assembled in place (see `assembly`). Nothing below it (links,
+//! sockets, codecs) is visible to an algorithm.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -11,8 +14,9 @@ use topocomm_proto::elements::ElementsError;
 use topocomm_proto::frame::{FrameHeader, Tag};
 use topocomm_proto::{NodeId, Topology};
 
-use crate::mailbox::{Delivery, MessageKey, Take};
-use crate::router::{RouteError, Router};
+use crate::assembly::{AssemblyError, Place};
+use crate::mailbox::{Arrival, Delivery, MessageKey, Take};
+use crate::router::{Payload, RouteError, Router};
 
 /// Why a communication step failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -29,6 +33,14 @@ pub enum CommError {
     Elements { me: NodeId, source: ElementsError },
     #[error("node {me}: algorithm {algorithm} cannot run here: {reason}")]
     Unsupported { me: NodeId, algorithm: String, reason: String },
+}
+
+/// A receive posted with [`Comm::post_into`] (or by `recv`), to [`Comm::wait`] for.
+pub struct Posted(Pending);
+
+enum Pending {
+    Ready(Delivery, Option<Place>),
+    Waiting { key: MessageKey, waiting: tokio::sync::oneshot::Receiver<Result<Arrival, String>> },
 }
 
 /// One node's view of the cluster for one iteration of one run.
@@ -72,6 +84,21 @@ impl Comm {
 
     /// Sends `data` to node `dst` (any node: the router carries it hop by hop).
     pub async fn send(&self, dst: NodeId, tag: Tag, data: Bytes) -> Result<(), CommError> {
+        self.send_payload(dst, tag, Payload::One(data)).await
+    }
+
+    /// Sends the concatenation of `parts` to node `dst` as one message, without copying
+    /// them together (the link writes them back to back); the receiver gets one buffer.
+    pub async fn send_parts(
+        &self,
+        dst: NodeId,
+        tag: Tag,
+        parts: impl IntoIterator<Item = Bytes>,
+    ) -> Result<(), CommError> {
+        self.send_payload(dst, tag, Payload::of(parts)).await
+    }
+
+    async fn send_payload(&self, dst: NodeId, tag: Tag, data: Payload) -> Result<(), CommError> {
         self.check_peer(dst)?;
         let header = FrameHeader {
             run: self.run,
@@ -89,35 +116,74 @@ impl Comm {
 
     /// Waits for the next message from node `src` with `tag`.
     pub async fn recv(&self, src: NodeId, tag: Tag) -> Result<Bytes, CommError> {
+        let posted = self.post(src, tag)?;
+        self.wait(posted).await
+    }
+
+    /// Announces a receive of the next message from `src` with `tag`, to [`Comm::wait`]
+    /// for later (messages wait in the mailbox either way; see [`Comm::post_into`]).
+    pub fn post(&self, src: NodeId, tag: Tag) -> Result<Posted, CommError> {
+        self.post_maybe_into(src, tag, None)
+    }
+
+    /// Announces that the next message from `src` with `tag` belongs in `place` of an
+    /// assembled result; [`Comm::wait`] then returns it as that part. If it arrives after
+    /// this call, the link reads it straight into the place; if it came before, it is
+    /// copied there. Posting every receive of a schedule up front lets each message land
+    /// wherever it arrives.
+    pub fn post_into(&self, src: NodeId, tag: Tag, place: Place) -> Result<Posted, CommError> {
+        self.post_maybe_into(src, tag, Some(place))
+    }
+
+    /// [`Comm::post_into`] when there is a place, [`Comm::post`] when there is none.
+    pub fn post_maybe_into(&self, src: NodeId, tag: Tag, place: Option<Place>) -> Result<Posted, CommError> {
         self.check_peer(src)?;
         let key = MessageKey { run: self.run, iteration: self.iteration, src, tag };
-        let mailbox = self.router.mailbox();
-        let waiting = match mailbox.take(key) {
-            Ok(Take::Ready(delivery)) => return Ok(self.received(delivery)),
-            Ok(Take::Wait(waiting)) => waiting,
-            Err(reason) => {
-                return Err(CommError::Link { me: self.id(), reason });
-            }
+        match self.router.mailbox().take_into(key, place) {
+            Ok(Take::Ready(delivery, place)) => Ok(Posted(Pending::Ready(delivery, place))),
+            Ok(Take::Wait(waiting)) => Ok(Posted(Pending::Waiting { key, waiting })),
+            Err(reason) => Err(CommError::Link { me: self.id(), reason }),
+        }
+    }
+
+    /// Waits for a posted receive: the message, or its part of the assembly.
+    pub async fn wait(&self, posted: Posted) -> Result<Bytes, CommError> {
+        let (key, waiting) = match posted.0 {
+            // Taken in at the wait, not the post: the message counts as received (its
+            // step too) when the schedule takes it.
+            Pending::Ready(delivery, place) => return self.arrived(delivery, place),
+            Pending::Waiting { key, waiting } => (key, waiting),
         };
         match tokio::time::timeout_at(self.deadline, waiting).await {
-            Ok(Ok(Ok(delivery))) => Ok(self.received(delivery)),
+            Ok(Ok(Ok(Arrival { delivery, place }))) => self.arrived(delivery, place),
             Ok(Ok(Err(reason))) => Err(CommError::Link { me: self.id(), reason }),
             Ok(Err(_closed)) => Err(CommError::Link { me: self.id(), reason: "the wiring was closed".into() }),
             Err(_elapsed) => {
-                mailbox.abandon(key);
+                self.router.mailbox().abandon(key);
+                let (src, tag) = (key.src, key.tag);
                 Err(CommError::Timeout { me: self.id(), src, tag, timeout_ms: self.timeout_ms })
             }
         }
     }
 
+    /// A message that reached this node: as it came, or copied into the place it did not
+    /// land in.
+    fn arrived(&self, delivery: Delivery, place: Option<Place>) -> Result<Bytes, CommError> {
+        self.step.fetch_max(delivery.step, Ordering::Relaxed);
+        match place {
+            None => Ok(delivery.payload),
+            Some(place) => place.fill_from(&delivery.payload).map_err(|error| self.assembly_error(error)),
+        }
+    }
+
+    /// Wraps an assembly failure (a message of the wrong length for its place).
+    pub fn assembly_error(&self, error: AssemblyError) -> CommError {
+        CommError::Link { me: self.id(), reason: error.to_string() }
+    }
+
     /// The number of steps on the longest chain of messages that reached this node.
     pub fn steps(&self) -> u16 {
         self.step.load(Ordering::Relaxed)
-    }
-
-    fn received(&self, delivery: Delivery) -> Bytes {
-        self.step.fetch_max(delivery.step, Ordering::Relaxed);
-        delivery.payload
     }
 
     /// Sends to `dst` and then receives from `src`: one exchange step.

@@ -23,7 +23,7 @@ use topocomm_proto::{NodeId, Topology};
 use crate::handshake::{self, LinkHello};
 use crate::pacing::Clock;
 use crate::router::Router;
-use crate::{run, timebase};
+use crate::{memory, run, timebase};
 
 /// How long a wiring may take to bring every link up.
 const WIRE_TIMEOUT: Duration = Duration::from_secs(15);
@@ -82,6 +82,7 @@ type Control = Framed<TcpStream, LengthDelimitedCodec>;
 /// the algorithm then hand frames to one another without crossing threads (the pacer of
 /// emulated links is the one other thread).
 pub fn main(args: NodeArgs) -> anyhow::Result<()> {
+    memory::keep_freed_buffers();
     tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the node's runtime")?.block_on(
         async {
             tokio::select! {
@@ -228,6 +229,7 @@ async fn session(stream: TcpStream, bound: SocketAddr, args: &NodeArgs, shared: 
                         running = Some(tokio::spawn(async move {
                             tracing::info!(run = spec.run, collective = %spec.collective, algorithm = %spec.algorithm, "run started");
                             let report = run::execute(wired, &spec).await;
+                            memory::release_freed_buffers();
                             tracing::info!(run = spec.run, verified = report.verified, error = ?report.error, "run finished");
                             let _ = reports_tx.send(report);
                         }));

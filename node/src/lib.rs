@@ -2,6 +2,7 @@
 //! the `Comm` handle algorithms get, the collective algorithms themselves, the run
 //! driver and the control loop that ties them to a coordinator.
 
+pub mod assembly;
 pub mod collectives;
 pub mod comm;
 pub mod daemon;
@@ -9,6 +10,7 @@ pub mod handshake;
 pub mod links;
 pub mod logging;
 pub mod mailbox;
+pub mod memory;
 pub mod pacing;
 pub mod router;
 pub mod run;

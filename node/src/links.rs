@@ -1,18 +1,19 @@
 //! The tasks behind one neighbour link: a reader that cuts the byte stream into
-//! length-delimited frames and hands them to the router, and a writer that sends the
-//! router's frames with one vectored write of length + header and payload (the payload
-//! is never copied into a codec buffer). Works over any byte stream: TCP in the daemon,
-//! in-memory pipes in tests.
+//! `u32 length | header | payload` frames and hands them to the router, and a writer
+//! that sends the router's frames with vectored writes of length prefixes, headers and
+//! payload parts. No payload is ever copied into a codec buffer: the writer names the
+//! sender's buffers, several queued frames per system call; the reader leaves a short
+//! payload in its read-ahead buffer and reads a long one straight into a buffer of its
+//! own — or into the place a waiting receive offers for it (see `assembly`). Works over
+//! any byte stream: TCP in the daemon, in-memory pipes in tests.
 
 use std::io::IoSlice;
 use std::sync::Arc;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
-use futures::StreamExt;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use bytes::{Buf, BufMut, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 use tokio_util::sync::CancellationToken;
 use topocomm_proto::NodeId;
 use topocomm_proto::frame::{Frame, FrameHeader, SYSTEM_TAG_BASE};
@@ -62,17 +63,14 @@ pub fn spawn<S>(
 
 /// Reads frames until the stream fails; returns why it stopped.
 async fn read_frames<R: AsyncRead>(reader: R, peer: NodeId, router: &Router, max_frame: usize) -> String {
-    let codec = LengthDelimitedCodec::builder().max_frame_length(max_frame).new_codec();
-    let mut frames = std::pin::pin!(FramedRead::new(reader, codec));
+    let mut reader = std::pin::pin!(reader);
+    let mut buffer = BytesMut::with_capacity(READ_AHEAD);
     loop {
-        let body = match frames.next().await {
-            Some(Ok(body)) => body,
-            Some(Err(error)) => return format!("link to node {peer}: bad frame: {error}"),
-            None => return format!("link to node {peer} was closed by the peer"),
-        };
-        let frame = match Frame::parse(body.freeze()) {
-            Ok(frame) => frame,
-            Err(error) => return format!("link to node {peer}: malformed frame: {error}"),
+        let frame = match next_frame(&mut reader, &mut buffer, max_frame, router).await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => return format!("link to node {peer} was closed by the peer"),
+            Err(FrameError::Io(error)) => return format!("link to node {peer}: bad frame: {error}"),
+            Err(FrameError::Malformed(reason)) => return format!("link to node {peer}: malformed frame: {reason}"),
         };
         if let Err(error) = router.on_frame(peer, frame) {
             return format!("link to node {peer}: {error}");
@@ -80,9 +78,113 @@ async fn read_frames<R: AsyncRead>(reader: R, peer: NodeId, router: &Router, max
     }
 }
 
+/// Bytes the reader asks the stream for at a time (several small frames per read).
+const READ_AHEAD: usize = 64 * 1024;
+
+/// Payloads longer than this are read straight into a buffer of their own, allocated
+/// once at their exact length (a shorter one shares the read-ahead buffer).
+const OWN_BUFFER: usize = 64 * 1024;
+
+/// Why a frame could not be read.
+enum FrameError {
+    /// The stream failed, or a length prefix is over the limit.
+    Io(std::io::Error),
+    /// The bytes do not make a frame.
+    Malformed(String),
+}
+
+impl From<std::io::Error> for FrameError {
+    fn from(error: std::io::Error) -> Self {
+        FrameError::Io(error)
+    }
+}
+
+/// Reads the next `u32 length | header | payload` frame (`None`: the stream ended
+/// between frames). The payload is never copied after the read: a short one is a slice
+/// of `buffer`; a long one lands in the place a waiting receive offers for it (its part
+/// of an assembled result), or else in a buffer of its own.
+async fn next_frame<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    buffer: &mut BytesMut,
+    max_frame: usize,
+    router: &Router,
+) -> Result<Option<Frame>, FrameError> {
+    if !fill(reader, buffer, 4).await? {
+        if buffer.is_empty() {
+            return Ok(None);
+        }
+        return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+    }
+    let len = u32::from_be_bytes(buffer[..4].try_into().expect("four bytes")) as usize;
+    if len > max_frame {
+        let message = format!("frame size too big: {len} bytes, over the {max_frame}-byte limit");
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, message).into());
+    }
+    let payload_len = len.saturating_sub(FrameHeader::ENCODED_LEN);
+    if payload_len <= OWN_BUFFER {
+        expect(fill(reader, buffer, 4 + len).await?)?;
+        buffer.advance(4);
+        let body = buffer.split_to(len).freeze();
+        return Frame::parse(body).map(Some).map_err(|error| FrameError::Malformed(error.to_string()));
+    }
+    expect(fill(reader, buffer, 4 + FrameHeader::ENCODED_LEN).await?)?;
+    buffer.advance(4);
+    let header = FrameHeader::decode(&buffer.split_to(FrameHeader::ENCODED_LEN))
+        .map_err(|error| FrameError::Malformed(error.to_string()))?;
+    let early = buffer.split_to(buffer.len().min(payload_len));
+    let payload = match router.landing(&header, payload_len) {
+        Some(mut place) => {
+            place.put_slice(&early);
+            read_exactly(reader, &mut place).await?;
+            place.filled().map_err(|error| FrameError::Malformed(error.to_string()))?
+        }
+        None => {
+            let mut own = BytesMut::with_capacity(payload_len);
+            own.put_slice(&early);
+            let rest = payload_len - own.len();
+            read_exactly(reader, &mut (&mut own).limit(rest)).await?;
+            own.freeze()
+        }
+    };
+    Ok(Some(Frame { header, payload }))
+}
+
+/// Reads until `into` has no room left (`remaining_mut` must be exact: a `Place`, or a
+/// `limit`ed buffer), never past it: the next frame stays in the stream.
+async fn read_exactly<R: AsyncRead + Unpin, B: BufMut>(reader: &mut R, into: &mut B) -> std::io::Result<()> {
+    while into.remaining_mut() > 0 {
+        let rest = into.remaining_mut() as u64;
+        if (&mut *reader).take(rest).read_buf(into).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+    Ok(())
+}
+
+/// Reads until `buffer` holds at least `n` bytes; false if the stream ends first.
+async fn fill<R: AsyncRead + Unpin>(reader: &mut R, buffer: &mut BytesMut, n: usize) -> std::io::Result<bool> {
+    while buffer.len() < n {
+        buffer.reserve((n - buffer.len()).max(READ_AHEAD));
+        if reader.read_buf(buffer).await? == 0 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// A stream that ends inside a frame is an error.
+fn expect(filled: bool) -> Result<(), FrameError> {
+    if filled { Ok(()) } else { Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into()) }
+}
+
 /// Writes frames until the router drops the queue, at the pace `link_free_at` sets under
 /// emulation. Deadlines come from that schedule, not from when the previous write
 /// happened to finish, so timing errors do not add up.
+///
+/// At full speed the frames already queued go out together (up to `BATCH_FRAMES`) in
+/// vectored writes: one system call for a burst of small frames, and a frame's payload
+/// parts are never copied together. Emulated algorithm frames go one by one, each when
+/// its link model lets it, in queue order as before.
 async fn write_frames<W: AsyncWrite>(
     writer: W,
     mut frames: mpsc::UnboundedReceiver<Outgoing>,
@@ -91,21 +193,94 @@ async fn write_frames<W: AsyncWrite>(
     let mut writer = std::pin::pin!(writer);
     let clock = router.clock();
     let mut free_at = Instant::now();
-    while let Some(Outgoing { frame, queued_at }) = frames.recv().await {
-        let header = &frame.header;
-        if let Some(model) = router.emulation().filter(|_| header.tag < SYSTEM_TAG_BASE) {
-            free_at = link_free_at(&model, clock, &frame, queued_at, free_at);
-            clock.wait_until(free_at).await;
+    let mut batch = Vec::with_capacity(BATCH_FRAMES);
+    let mut heads = Vec::with_capacity(BATCH_FRAMES * HEAD_LEN);
+    while let Some(first) = frames.recv().await {
+        let mut next = Some(first);
+        while let Some(outgoing) = next.take() {
+            match router.emulation().filter(|_| outgoing.header.tag < SYSTEM_TAG_BASE) {
+                Some(model) => {
+                    write_batch(&mut writer, &mut batch, &mut heads).await?;
+                    let payload_len = outgoing.payload.len();
+                    free_at = link_free_at(&model, clock, &outgoing.header, payload_len, outgoing.queued_at, free_at);
+                    clock.wait_until(free_at).await;
+                    batch.push(outgoing);
+                    write_batch(&mut writer, &mut batch, &mut heads).await?;
+                }
+                None => {
+                    batch.push(outgoing);
+                    if batch.len() == BATCH_FRAMES {
+                        write_batch(&mut writer, &mut batch, &mut heads).await?;
+                    }
+                }
+            }
+            next = frames.try_recv().ok();
         }
-        let mut head = BytesMut::with_capacity(4 + FrameHeader::ENCODED_LEN);
-        head.put_u32(frame.body_len() as u32);
-        head.extend_from_slice(&frame.header.encode());
-        write_all_vectored(&mut writer, head.freeze(), frame.payload).await?;
+        write_batch(&mut writer, &mut batch, &mut heads).await?;
     }
     writer.shutdown().await
 }
 
-/// When an emulated link, free from `free_at`, has carried `frame` (queued at `queued_at`):
+/// Frames one vectored write may carry.
+const BATCH_FRAMES: usize = 32;
+
+/// Buffers one vectored write may name (Linux allows 1024).
+const MAX_SLICES: usize = 512;
+
+/// Length prefix and header of a frame on the wire.
+const HEAD_LEN: usize = 4 + FrameHeader::ENCODED_LEN;
+
+/// Writes `batch` back to back: each frame's length prefix and header (encoded into
+/// `heads`, reused from batch to batch), then its payload parts, uncopied.
+async fn write_batch<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    batch: &mut Vec<Outgoing>,
+    heads: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    heads.clear();
+    for outgoing in batch.iter() {
+        heads.put_u32((FrameHeader::ENCODED_LEN + outgoing.payload.len()) as u32);
+        heads.extend_from_slice(&outgoing.header.encode());
+    }
+    let mut slices: Vec<&[u8]> = Vec::with_capacity(batch.len() * 2);
+    for (outgoing, head) in batch.iter().zip(heads.chunks(HEAD_LEN)) {
+        slices.push(head);
+        slices.extend(outgoing.payload.parts().iter().map(|part| &part[..]).filter(|part| !part.is_empty()));
+    }
+    write_all_slices(writer, &slices).await?;
+    drop(slices);
+    batch.clear();
+    Ok(())
+}
+
+/// Writes `slices` one after another with vectored writes until all are out.
+pub async fn write_all_slices<W: AsyncWrite + Unpin>(writer: &mut W, slices: &[&[u8]]) -> std::io::Result<()> {
+    let (mut first, mut offset) = (0, 0);
+    while first < slices.len() {
+        let end = slices.len().min(first + MAX_SLICES);
+        let mut io: Vec<IoSlice> = Vec::with_capacity(end - first);
+        io.push(IoSlice::new(&slices[first][offset..]));
+        io.extend(slices[first + 1..end].iter().map(|slice| IoSlice::new(slice)));
+        let mut written = writer.write_vectored(&io).await?;
+        if written == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        // Skip what went out: whole slices, then part of the next.
+        while first < slices.len() && written >= slices[first].len() - offset {
+            written -= slices[first].len() - offset;
+            first += 1;
+            offset = 0;
+        }
+        offset += written;
+    }
+    Ok(())
+}
+
+/// When an emulated link, free from `free_at`, has carried the frame `header` heads (with
+/// `payload_len` bytes, queued at `queued_at`):
 ///
 /// * a frame (a message, or one packet of it) occupies the link for t_w · bytes, plus
 ///   t_h on a message's first packet, plus t_s when its source sends it; it starts when
@@ -113,9 +288,15 @@ async fn write_frames<W: AsyncWrite>(
 /// * cut-through without packets: a message an intermediate node passes on has its head
 ///   here t_w · m before its tail was queued, so it leaves t_h after the tail arrived —
 ///   unless the link is busy, in which case the head waits and the whole message with it.
-pub fn link_free_at(model: &LinkModel, clock: Clock, frame: &Frame, queued_at: Instant, free_at: Instant) -> Instant {
-    let header = &frame.header;
-    let transfer = clock.duration(model.transfer_ns(frame.payload.len()));
+pub fn link_free_at(
+    model: &LinkModel,
+    clock: Clock,
+    header: &FrameHeader,
+    payload_len: usize,
+    queued_at: Instant,
+    free_at: Instant,
+) -> Instant {
+    let transfer = clock.duration(model.transfer_ns(payload_len));
     let mut busy = transfer;
     if header.packet == 0 {
         busy += clock.duration(model.th_ns);
@@ -129,23 +310,4 @@ pub fn link_free_at(model: &LinkModel, clock: Clock, frame: &Frame, queued_at: I
         queued_at
     };
     free_at.max(ready) + busy
-}
-
-/// Writes `head` then `payload` with vectored writes until both are out.
-pub async fn write_all_vectored<W: AsyncWrite + Unpin>(
-    writer: &mut W,
-    head: Bytes,
-    payload: Bytes,
-) -> std::io::Result<()> {
-    let mut buf = head.chain(payload);
-    while buf.has_remaining() {
-        let mut slices = [IoSlice::new(&[]); 2];
-        let count = buf.chunks_vectored(&mut slices);
-        let written = writer.write_vectored(&slices[..count]).await?;
-        if written == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
-        }
-        buf.advance(written);
-    }
-    Ok(())
 }

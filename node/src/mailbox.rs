@@ -1,5 +1,7 @@
 //! Where delivered messages wait for the algorithm's `recv`, keyed by (run, iteration,
-//! source, tag). A link fault wakes every waiter with the fault's reason.
+//! source, tag). A link fault wakes every waiter with the fault's reason. A waiting
+//! receive may offer a place of an assembled result (see `assembly`), which the link
+//! reader then fills straight from the socket.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -9,6 +11,8 @@ use tokio::sync::oneshot;
 
 use topocomm_proto::NodeId;
 use topocomm_proto::frame::Tag;
+
+use crate::assembly::Place;
 
 /// Identifies one expected message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -26,13 +30,21 @@ pub struct Delivery {
     pub step: u16,
 }
 
-type Waiter = oneshot::Sender<Result<Delivery, String>>;
+/// What a waiting receive gets: the message, and its place back unless the message was
+/// read straight into it (then the payload is the filled place).
+#[derive(Debug)]
+pub struct Arrival {
+    pub delivery: Delivery,
+    pub place: Option<Place>,
+}
+
+type Waiter = oneshot::Sender<Result<Arrival, String>>;
 
 enum Slot {
     /// Messages that arrived before anyone asked, oldest first.
     Queued(VecDeque<Delivery>),
-    /// A `recv` waiting for the next message.
-    Waiting(Waiter),
+    /// A `recv` waiting for the next message, maybe with a place for it to land in.
+    Waiting(Waiter, Option<Place>),
 }
 
 #[derive(Default)]
@@ -50,10 +62,11 @@ pub struct Mailbox {
     state: Mutex<State>,
 }
 
-/// What `Mailbox::take` hands back: the message, or a receiver to wait on.
+/// What `Mailbox::take` hands back: the message (and the place, unused), or a receiver
+/// to wait on.
 pub enum Take {
-    Ready(Delivery),
-    Wait(oneshot::Receiver<Result<Delivery, String>>),
+    Ready(Delivery, Option<Place>),
+    Wait(oneshot::Receiver<Result<Arrival, String>>),
 }
 
 impl Mailbox {
@@ -65,10 +78,10 @@ impl Mailbox {
             return;
         }
         match state.slots.remove(&key) {
-            Some(Slot::Waiting(waiter)) => {
-                if let Err(Ok(payload)) = waiter.send(Ok(payload)) {
+            Some(Slot::Waiting(waiter, place)) => {
+                if let Err(Ok(arrival)) = waiter.send(Ok(Arrival { delivery: payload, place })) {
                     // The waiter gave up (deadline): keep the message for a later recv.
-                    state.slots.insert(key, Slot::Queued(VecDeque::from([payload])));
+                    state.slots.insert(key, Slot::Queued(VecDeque::from([arrival.delivery])));
                 }
             }
             Some(Slot::Queued(mut queue)) => {
@@ -83,26 +96,42 @@ impl Mailbox {
 
     /// Takes the oldest message for `key`, or registers to wait for it.
     pub fn take(&self, key: MessageKey) -> Result<Take, String> {
+        self.take_into(key, None)
+    }
+
+    /// [`Mailbox::take`], offering `place` for the message to be read into when it has
+    /// not arrived yet (see [`Mailbox::landing`]).
+    pub fn take_into(&self, key: MessageKey, place: Option<Place>) -> Result<Take, String> {
         let mut state = self.state.lock().expect("mailbox lock");
         if let Some(Slot::Queued(queue)) = state.slots.get_mut(&key) {
             let payload = queue.pop_front().expect("queues are never left empty");
             if queue.is_empty() {
                 state.slots.remove(&key);
             }
-            return Ok(Take::Ready(payload));
+            return Ok(Take::Ready(payload, place));
         }
         if let Some(fault) = &state.fault {
             return Err(fault.clone());
         }
         let (tx, rx) = oneshot::channel();
-        state.slots.insert(key, Slot::Waiting(tx));
+        state.slots.insert(key, Slot::Waiting(tx, place));
         Ok(Take::Wait(rx))
+    }
+
+    /// The place a waiting receive offers for the message `key`, if it is `len` bytes
+    /// long: the link reader then reads the payload straight into it (once).
+    pub fn landing(&self, key: MessageKey, len: usize) -> Option<Place> {
+        let mut state = self.state.lock().expect("mailbox lock");
+        match state.slots.get_mut(&key) {
+            Some(Slot::Waiting(_, place)) if place.as_ref().is_some_and(|place| place.len() == len) => place.take(),
+            _ => None,
+        }
     }
 
     /// Forgets a waiter that timed out, so a late message is queued instead.
     pub fn abandon(&self, key: MessageKey) {
         let mut state = self.state.lock().expect("mailbox lock");
-        if matches!(state.slots.get(&key), Some(Slot::Waiting(_))) {
+        if matches!(state.slots.get(&key), Some(Slot::Waiting(..))) {
             state.slots.remove(&key);
         }
     }
@@ -114,10 +143,10 @@ impl Mailbox {
             state.fault = Some(reason.clone());
         }
         let waiters: Vec<Slot> =
-            state.slots.extract_if(|_, slot| matches!(slot, Slot::Waiting(_))).map(|(_, slot)| slot).collect();
+            state.slots.extract_if(|_, slot| matches!(slot, Slot::Waiting(..))).map(|(_, slot)| slot).collect();
         drop(state);
         for slot in waiters {
-            if let Slot::Waiting(waiter) = slot {
+            if let Slot::Waiting(waiter, _) = slot {
                 let _ = waiter.send(Err(reason.clone()));
             }
         }
@@ -143,7 +172,7 @@ impl Mailbox {
             .values()
             .map(|slot| match slot {
                 Slot::Queued(q) => q.len(),
-                Slot::Waiting(_) => 0,
+                Slot::Waiting(..) => 0,
             })
             .sum()
     }

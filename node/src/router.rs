@@ -17,6 +17,7 @@ use topocomm_proto::frame::{Frame, FrameHeader, SYSTEM_TAG_BASE};
 use topocomm_proto::spec::LinkModel;
 use topocomm_proto::{NodeId, Topology};
 
+use crate::assembly::Place;
 use crate::links;
 use crate::mailbox::{Delivery, Mailbox, MessageKey};
 use crate::pacing::Clock;
@@ -24,8 +25,61 @@ use crate::pacing::Clock;
 /// A frame waiting for its link, with the moment it was handed over (emulated links
 /// schedule from it, so software delays do not add up along a route).
 pub struct Outgoing {
-    pub frame: Frame,
+    pub header: FrameHeader,
+    pub payload: Payload,
     pub queued_at: Instant,
+}
+
+/// A frame's payload: one buffer, or several that the link writes back to back with one
+/// vectored write, so that a message made of blocks is never copied into one buffer on
+/// its way out. The receiver reads one payload either way.
+#[derive(Debug, Clone)]
+pub enum Payload {
+    One(Bytes),
+    Parts(Vec<Bytes>),
+}
+
+impl Payload {
+    /// The payload of `parts`, in order (a single part needs no list).
+    pub fn of(parts: impl IntoIterator<Item = Bytes>) -> Self {
+        let mut parts: Vec<Bytes> = parts.into_iter().filter(|part| !part.is_empty()).collect();
+        match parts.len() {
+            0 => Payload::One(Bytes::new()),
+            1 => Payload::One(parts.pop().expect("one part")),
+            _ => Payload::Parts(parts),
+        }
+    }
+
+    /// Bytes in all.
+    pub fn len(&self) -> usize {
+        self.parts().iter().map(Bytes::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The buffers, in order.
+    pub fn parts(&self) -> &[Bytes] {
+        match self {
+            Payload::One(bytes) => std::slice::from_ref(bytes),
+            Payload::Parts(parts) => parts,
+        }
+    }
+
+    /// The payload as one buffer (copies only when it has several parts).
+    pub fn into_bytes(self) -> Bytes {
+        match self {
+            Payload::One(bytes) => bytes,
+            Payload::Parts(parts) => {
+                let mut whole = BytesMut::with_capacity(parts.iter().map(Bytes::len).sum());
+                for part in &parts {
+                    whole.extend_from_slice(part);
+                }
+                whole.freeze()
+            }
+        }
+    }
 }
 
 /// The sending side of one neighbour link, with what it carried.
@@ -189,7 +243,7 @@ impl Router {
     }
 
     /// Sends a message this node originates.
-    pub fn originate(&self, header: FrameHeader, payload: Bytes) -> Result<(), RouteError> {
+    pub fn originate(&self, header: FrameHeader, payload: Payload) -> Result<(), RouteError> {
         let dst = header.dst();
         if dst >= self.topology.p() {
             return Err(RouteError::UnknownNode { node: header.dst, p: self.topology.p() });
@@ -209,20 +263,21 @@ impl Router {
         }
         self.record(FlowKind::Send, &header, payload.len(), (dst != self.id).then(|| self.next_hop[dst]));
         if dst == self.id {
-            self.deliver(header, payload);
+            self.deliver(header, payload.into_bytes());
             return Ok(());
         }
         let model = self.emulation().filter(|m| m.packetized() && header.tag < SYSTEM_TAG_BASE);
         let Some(model) = model else {
-            return self.push(Frame { header, payload });
+            return self.push(header, payload);
         };
         // Cut-through: the message leaves in packets that every hop passes on as they arrive.
+        let payload = payload.into_bytes();
         let packet = model.packet_len(payload.len());
         let count = payload.len().div_ceil(packet).max(1);
         for index in 0..count {
             let part = payload.slice((index * packet).min(payload.len())..((index + 1) * packet).min(payload.len()));
             let header = FrameHeader { packet: index as u32, last: index + 1 == count, ..header };
-            self.push(Frame { header, payload: part })?;
+            self.push(header, Payload::One(part))?;
         }
         Ok(())
     }
@@ -272,7 +327,18 @@ impl Router {
             self.counters.forwarded.fetch_add(1, Ordering::Relaxed);
             self.record(FlowKind::Forward, &forwarded, frame.payload.len(), Some(self.next_hop[header.dst()]));
         }
-        self.push(Frame { header: forwarded, payload: frame.payload })
+        self.push(forwarded, Payload::One(frame.payload))
+    }
+
+    /// The place a waiting receive offers for the payload (`len` bytes) of the frame
+    /// `header` heads, if the frame is a whole message for this node: the link reader
+    /// then reads the payload straight into it.
+    pub fn landing(&self, header: &FrameHeader, len: usize) -> Option<Place> {
+        if header.dst() != self.id || header.packet != 0 || !header.last {
+            return None;
+        }
+        let key = MessageKey { run: header.run, iteration: header.iteration, src: header.src(), tag: header.tag };
+        self.mailbox.landing(key, len)
     }
 
     /// A link failed: the wiring is broken and every wait fails with `reason`.
@@ -319,13 +385,13 @@ impl Router {
         self.mailbox.deliver(key, Delivery { payload, step: header.step });
     }
 
-    fn push(&self, frame: Frame) -> Result<(), RouteError> {
-        let via = self.next_hop[frame.header.dst()];
+    fn push(&self, header: FrameHeader, payload: Payload) -> Result<(), RouteError> {
+        let via = self.next_hop[header.dst()];
         let link = self.links.get(&via).ok_or(RouteError::LinkClosed(via))?;
-        if frame.header.tag < SYSTEM_TAG_BASE {
-            link.bytes.fetch_add(frame.body_len() as u64, Ordering::Relaxed);
+        if header.tag < SYSTEM_TAG_BASE {
+            link.bytes.fetch_add((FrameHeader::ENCODED_LEN + payload.len()) as u64, Ordering::Relaxed);
         }
-        let outgoing = Outgoing { frame, queued_at: Instant::now() };
+        let outgoing = Outgoing { header, payload, queued_at: Instant::now() };
         link.frames.send(outgoing).map_err(|_| RouteError::LinkClosed(via))
     }
 }

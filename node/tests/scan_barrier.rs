@@ -16,7 +16,7 @@ use topocomm_proto::{Topology, TopologyKind};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
-const SCANS: [Algorithm; 2] = [Algorithm::Hypercube, Algorithm::Linear];
+const SCANS: [Algorithm; 3] = [Algorithm::Hypercube, Algorithm::Linear, Algorithm::Pipeline];
 const BARRIERS: [Algorithm; 2] = [Algorithm::Dissemination, Algorithm::Hypercube];
 const KINDS: [TopologyKind; 7] = [
     TopologyKind::Ring,
@@ -167,6 +167,23 @@ async fn scan_one_mebibyte() {
         let cluster = MemoryCluster::start(&topology);
         let elements = (1 << 20) / dtype.size();
         let s = scan_spec(run as u64 + 1, algorithm, elements, dtype, op, exclusive);
+        verify(&cluster, &topology, &s).await;
+    }
+}
+
+/// The pipeline with several segments (the last one shorter), inclusive and exclusive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipeline_scan_in_segments() {
+    let segment = collectives::scan::SEGMENT;
+    let cases = [
+        (TopologyKind::Hypercube, 8, Dtype::F64, ReduceOp::Sum, false, 2 * segment + 8 * 1001),
+        (TopologyKind::Ring, 5, Dtype::I32, ReduceOp::Prod, true, 3 * segment + 4 * 7),
+        (TopologyKind::Full, 3, Dtype::F32, ReduceOp::Max, false, segment + 4),
+    ];
+    for (run, (kind, p, dtype, op, exclusive, bytes)) in cases.into_iter().enumerate() {
+        let topology = topology(kind, p).unwrap();
+        let cluster = MemoryCluster::start(&topology);
+        let s = scan_spec(run as u64 + 1, Algorithm::Pipeline, bytes / dtype.size(), dtype, op, exclusive);
         verify(&cluster, &topology, &s).await;
     }
 }

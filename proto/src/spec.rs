@@ -119,6 +119,10 @@ pub enum Algorithm {
     PairwiseXor,
     /// Dissemination barrier: round k signals id + 2^k.
     Dissemination,
+    /// The message cut into segments that follow one another down a chain of the nodes
+    /// (large messages: every node works on one segment while the next works on the one
+    /// before).
+    Pipeline,
     /// Pick by collective, topology, p and size (the output names what ran).
     Auto,
 }

@@ -25,6 +25,7 @@ use topocomm_proto::spec::{Algorithm, Collective};
 use super::blocks::{BlockLayout, concat};
 use super::folding::{CoreBlocks, Fold, Part, expect_blocks, expect_len, position};
 use super::patterns::{Grid, LineGroup, Phase};
+use crate::assembly::Assembly;
 use crate::comm::{Comm, CommError};
 
 /// The ring schedule.
@@ -163,16 +164,32 @@ pub async fn doubling(
     my_msg: Bytes,
     phase: Phase,
 ) -> Result<Bytes, CommError> {
-    let mut result = my_msg;
+    // `result` is assembled in place: one buffer of the final length, in which every
+    // receive is posted before the first send, so that each msg is read from its link
+    // straight into its place whenever it comes; what a node holds so far is a list of
+    // parts of that buffer in layout order, sent as they are (never copied together).
+    let mut assembly = Assembly::new(blocks.len(0..fold.q()));
+    let at = blocks.span(my_id..my_id + 1).start;
+    let mut result = vec![assembly.copy_in(at, &my_msg).map_err(|error| comm.assembly_error(error))?];
+    let mut posted = Vec::with_capacity(fold.dimension());
     for i in 0..fold.dimension() {
         let partner = my_id ^ (1 << i);
-        let to = fold.physical(partner);
-        let msg = comm.exchange(to, to, phase.tag(i), result.clone()).await?;
         let first = partner >> i << i;
-        expect_len(comm, &msg, blocks.len(first..first + (1 << i)))?;
-        result = if partner < my_id { concat([&msg, &result]) } else { concat([&result, &msg]) };
+        let place = assembly.place(blocks.span(first..first + (1 << i))).map_err(|error| comm.assembly_error(error))?;
+        posted.push(comm.post_into(fold.physical(partner), phase.tag(i), place)?);
     }
-    Ok(result)
+    for (i, posted) in posted.into_iter().enumerate() {
+        let partner = my_id ^ (1 << i);
+        let to = fold.physical(partner);
+        comm.send_parts(to, phase.tag(i), result.iter().cloned()).await?;
+        let msg = comm.wait(posted).await?;
+        if partner < my_id {
+            result.insert(0, msg);
+        } else {
+            result.push(msg);
+        }
+    }
+    assembly.finish().map_err(|error| comm.assembly_error(error))
 }
 
 /// Bruck all-gather (Bruck, Ho, Kipnis, Upfal, Weathersby 1997): ⌈log p⌉ steps for any

@@ -197,8 +197,8 @@ pub async fn hypercube(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes
     for i in 0..fold.dimension() {
         let partner_v = v ^ (1 << i);
         let partner = fold.physical(partner_v);
-        let x = hand.pack(comm, &hypercube_keys(&fold, v, i))?;
-        comm.send(partner, steps.tag(i), x).await?;
+        let x = hand.pack_parts(comm, &hypercube_keys(&fold, v, i))?;
+        comm.send_parts(partner, steps.tag(i), x).await?;
         let y = comm.recv(partner, steps.tag(i)).await?;
         hand.unpack(comm, partner, &hypercube_keys(&fold, partner_v, i), y)?;
     }

@@ -13,8 +13,8 @@
 //! [`super::patterns`] and are shared with the dual, [`super::reduce`].
 
 use bytes::Bytes;
-use topocomm_proto::NodeId;
 use topocomm_proto::spec::{Algorithm, Collective};
+use topocomm_proto::{NodeId, catalogue};
 
 use super::allgather::allgather_layout;
 use super::blocks::BlockLayout;
@@ -213,12 +213,17 @@ pub async fn recursive_doubling(comm: &Comm, root: NodeId, message: Bytes) -> Re
 /// n := broadcast the length of X from root        /* hypercube (binomial) broadcast */
 /// layout := n bytes cut into p near-equal aligned pieces; piece i for node i
 /// piece := scatter the pieces of X from root      /* hypercube (binomial) scatter */
-/// X := all-gather the pieces                      /* ring, Algorithm 4.4 */
+/// X := all-gather the pieces      /* the topology's: Algorithm 4.4 on a ring, 4.6 on
+///                                    a grid, 4.7 (recursive doubling) elsewhere */
 /// ```
 ///
-/// Steps: ⌈log p⌉ (length) + ⌈log p⌉ (scatter) + p - 1 (all-gather). Cost
-/// ⌈log p⌉ (t_s + 8 t_w) + t_s log p + t_w m (p-1)/p + (p - 1)(t_s + t_w m/p)
-/// = t_s (2 log p + p - 1) + 2 t_w m (p-1)/p + 8 t_w log p.
+/// The all-gather is the one made for the topology, so that its every message crosses
+/// one link (the ring of ids would cross up to log p on a hypercube).
+///
+/// Steps: ⌈log p⌉ (length) + ⌈log p⌉ (scatter) + the all-gather's: p - 1 on a ring,
+/// log p on a hypercube. Cost on a ring ⌈log p⌉ (t_s + 8 t_w) + t_s log p +
+/// t_w m (p-1)/p + (p - 1)(t_s + t_w m/p) = t_s (2 log p + p - 1) + 2 t_w m (p-1)/p +
+/// 8 t_w log p; on a hypercube t_s 3 log p + 2 t_w m (p-1)/p + 8 t_w log p.
 pub async fn scatter_allgather(comm: &Comm, root: NodeId, message: Bytes) -> Result<Bytes, CommError> {
     let length = Bytes::copy_from_slice(&(message.len() as u64).to_le_bytes());
     let length = hypercube_in(comm, root, length, LENGTH).await?;
@@ -226,7 +231,8 @@ pub async fn scatter_allgather(comm: &Comm, root: NodeId, message: Bytes) -> Res
     let alignment = [8, 4, 1].into_iter().find(|a| n % a == 0).unwrap_or(1);
     let layout = BlockLayout::split(n, comm.p(), alignment);
     let piece = scatter_layout(comm, Algorithm::Hypercube, root, &layout, message).await?;
-    allgather_layout(comm, Algorithm::Ring, &layout, piece).await
+    let allgather = catalogue::default_algorithm(Collective::Allgather, comm.topology().kind());
+    allgather_layout(comm, allgather, &layout, piece).await
 }
 
 /// The message length the root broadcast, as 8 little-endian bytes.

@@ -6,7 +6,7 @@
 //! Everything here speaks `Comm` (send, recv) and plain ids; nothing touches links or
 //! timers, and nothing knows which collective called it.
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use topocomm_proto::elements::combine;
 use topocomm_proto::frame::Tag;
 use topocomm_proto::spec::{Dtype, ReduceOp};
@@ -316,11 +316,12 @@ pub struct Reduction {
 }
 
 impl Reduction {
-    /// `sum[j] := sum[j] op x[j]` for every element j (in place when `sum` is not shared).
+    /// `sum[j] := sum[j] op x[j]` for every element j (in place when `sum` is not shared,
+    /// as a received message is: no copy, no allocation).
     pub fn combine(self, comm: &Comm, sum: Bytes, x: &[u8]) -> Result<Bytes, CommError> {
-        let mut acc = Vec::from(sum);
+        let mut acc = sum.try_into_mut().unwrap_or_else(|shared| BytesMut::from(&shared[..]));
         combine(self.dtype, self.op, &mut acc, x).map_err(|error| comm.elements_error(error))?;
-        Ok(acc.into())
+        Ok(acc.freeze())
     }
 }
 

@@ -96,8 +96,13 @@ impl<'a> Hand<'a> {
 
     /// Takes the blocks `keys` out of hand, one after another in one message.
     pub fn pack(&mut self, comm: &Comm, keys: &[usize]) -> Result<Bytes, CommError> {
-        let parts = keys.iter().map(|&key| self.take(comm, key)).collect::<Result<Vec<_>, _>>()?;
-        Ok(concat(&parts))
+        Ok(concat(&self.pack_parts(comm, keys)?))
+    }
+
+    /// Takes the blocks `keys` out of hand as the parts of one message, uncopied (for
+    /// `Comm::send_parts`).
+    pub fn pack_parts(&mut self, comm: &Comm, keys: &[usize]) -> Result<Vec<Bytes>, CommError> {
+        keys.iter().map(|&key| self.take(comm, key)).collect()
     }
 
     /// Puts the blocks `keys` of a message from `src` in hand (cut without copying).
@@ -183,8 +188,8 @@ pub async fn scatter_along(
             }
             for half in &halves {
                 if let Some(&first) = half.first() {
-                    let message = concat(half.iter().map(|&j| &parcels[j]));
-                    comm.send(group.members[first], phase.tag(1), message).await?;
+                    let message = half.iter().map(|&j| parcels[j].clone());
+                    comm.send_parts(group.members[first], phase.tag(1), message).await?;
                 }
             }
             Ok(std::mem::take(&mut parcels[root]))
@@ -254,16 +259,16 @@ pub async fn gather_along(
             Ok(Some(parcels))
         }
         Some((half, delta)) => {
-            let mut x = mine;
+            let mut x = vec![mine];
             if let Some(&next) = half.get(delta) {
                 let from = group.members[next];
                 let further = comm.recv(from, phase.tag(delta + 1)).await?;
                 let expected = half[delta..].iter().map(|&j| parcel_len(j)).sum();
                 expect_len(comm, from, &further, expected)?;
-                x = concat([&x, &further]);
+                x.push(further);
             }
             let previous = if delta == 1 { root } else { half[delta - 2] };
-            comm.send(group.members[previous], phase.tag(delta), x).await?;
+            comm.send_parts(group.members[previous], phase.tag(delta), x).await?;
             Ok(None)
         }
     }

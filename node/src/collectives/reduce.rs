@@ -14,8 +14,8 @@
 //! combined (lengths differ, partial elements) fails the run with `CommError::Elements`.
 
 use bytes::Bytes;
-use topocomm_proto::NodeId;
 use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp};
+use topocomm_proto::{NodeId, catalogue};
 
 use super::blocks::BlockLayout;
 use super::patterns::{Grid, LineGroup, Phase, Reduction, Relabelling, hypercube_dimension, reduce_along};
@@ -221,14 +221,20 @@ pub async fn recursive_halving(
 ///
 /// ```text
 /// layout := m bytes cut into p near-equal element-aligned pieces; piece i for node i
-/// piece := reduce-scatter X over the pieces     /* ring, Algorithm 4.5 */
+/// piece := reduce-scatter X over the pieces  /* the topology's: Algorithm 4.8
+///                                              (recursive halving) on a hypercube or a
+///                                              fully connected network, 4.5 (ring)
+///                                              elsewhere */
 /// sum := gather the pieces to root               /* hypercube (binomial) gather */
 /// ```
 ///
 /// Every node knows m (its own vector's length), so unlike the scatter-allgather
-/// broadcast nothing travels ahead. Steps: p - 1 + ⌈log p⌉. Cost
+/// broadcast nothing travels ahead. The reduce-scatter is the one made for the
+/// topology, so that its every message crosses one link. Steps: p - 1 + ⌈log p⌉ with
+/// the ring, 2 log p with recursive halving. Cost with the ring
 /// (p - 1)(t_s + t_w m/p) + t_s log p + t_w m (p-1)/p
-/// = t_s (p - 1 + log p) + 2 t_w m (p-1)/p, plus (p - 1) combines of m/p bytes.
+/// = t_s (p - 1 + log p) + 2 t_w m (p-1)/p, plus (p - 1) combines of m/p bytes; with
+/// recursive halving t_s 2 log p + 2 t_w m (p-1)/p, plus combines of m (p-1)/p bytes.
 pub async fn reduce_scatter_gather(
     comm: &Comm,
     root: NodeId,
@@ -236,6 +242,7 @@ pub async fn reduce_scatter_gather(
     reduction: Reduction,
 ) -> Result<Bytes, CommError> {
     let layout = BlockLayout::split(vector.len(), comm.p(), reduction.dtype.size());
-    let piece = reduce_scatter_layout(comm, Algorithm::Ring, &layout, vector, reduction).await?;
+    let reduce_scatter = catalogue::default_algorithm(Collective::ReduceScatter, comm.topology().kind());
+    let piece = reduce_scatter_layout(comm, reduce_scatter, &layout, vector, reduction).await?;
     gather_layout(comm, Algorithm::Hypercube, root, &layout, piece).await
 }

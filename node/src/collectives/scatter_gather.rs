@@ -22,6 +22,7 @@ use topocomm_proto::spec::{Algorithm, Collective};
 use super::blocks::{BlockLayout, concat};
 use super::patterns::{Grid, LineGroup, Phase, Relabelling, hypercube_dimension};
 use super::personalized::{Hand, expect_input, expect_len, expect_one_block_per_node, gather_along, scatter_along};
+use crate::assembly::Assembly;
 use crate::comm::{Comm, CommError};
 
 /// Runs the scatter `algorithm` names: the root's p blocks of `block` bytes, block i to node i.
@@ -345,8 +346,8 @@ pub async fn hypercube_scatter(
                 let virtual_dest = my_virtual_id ^ (1 << i);
                 if virtual_dest < p {
                     let keys = physical(labels, p, virtual_dest..virtual_dest + (1 << i));
-                    let x = hand.pack(comm, &keys)?;
-                    comm.send(labels.to_physical(virtual_dest), phase.tag(i), x).await?;
+                    let x = hand.pack_parts(comm, &keys)?;
+                    comm.send_parts(labels.to_physical(virtual_dest), phase.tag(i), x).await?;
                 }
             } else {
                 let virtual_source = my_virtual_id ^ (1 << i);
@@ -392,6 +393,9 @@ pub async fn hypercube_gather(
     let d = hypercube_dimension(p);
     let labels = Relabelling::new(root, p);
     let phase = Phase(0);
+    if my_id == root {
+        return gather_at_root(comm, labels, layout, mine, phase).await;
+    }
     let mut hand = Hand::empty(layout);
     hand.put(my_id, mine);
     let my_virtual_id = labels.to_virtual(my_id);
@@ -401,8 +405,8 @@ pub async fn hypercube_gather(
             if my_virtual_id & (1 << i) != 0 {
                 let virtual_dest = my_virtual_id ^ (1 << i);
                 let keys = physical(labels, p, my_virtual_id..my_virtual_id + (1 << i));
-                let x = hand.pack(comm, &keys)?;
-                comm.send(labels.to_physical(virtual_dest), phase.tag(i), x).await?;
+                let x = hand.pack_parts(comm, &keys)?;
+                comm.send_parts(labels.to_physical(virtual_dest), phase.tag(i), x).await?;
             } else {
                 let virtual_source = my_virtual_id ^ (1 << i);
                 if virtual_source < p {
@@ -415,5 +419,49 @@ pub async fn hypercube_gather(
         }
         mask ^= 1 << i;
     }
-    if my_id == root { hand.pack(comm, &(0..p).collect::<Vec<_>>()) } else { Ok(Bytes::new()) }
+    Ok(Bytes::new())
+}
+
+/// The root's part of [`hypercube_gather`]: virtual id 0 passes every test of the loop
+/// and receives in every step i the blocks of virtual ids 2^i .. 2^(i+1) - 1 from virtual
+/// node 2^i. The blocks are assembled in node order in one buffer, and every receive is
+/// posted up front: a message whose blocks are consecutive there (always when
+/// virtual ids are physical ones, root 0) is read from its link straight into place,
+/// any other is cut into its blocks and copied.
+async fn gather_at_root(
+    comm: &Comm,
+    labels: Relabelling,
+    layout: &BlockLayout,
+    mine: Bytes,
+    phase: Phase,
+) -> Result<Bytes, CommError> {
+    let p = comm.p();
+    let fail = |error| comm.assembly_error(error);
+    let mut result = Assembly::new(layout.total());
+    result.copy_in(layout.range(comm.id()).start, &mine).map_err(fail)?;
+    let mut posted = Vec::new();
+    for i in 0..hypercube_dimension(p) {
+        let virtual_source = 1usize << i;
+        let src = labels.to_physical(virtual_source);
+        let keys = physical(labels, p, virtual_source..virtual_source + (1 << i));
+        let consecutive = keys.windows(2).all(|pair| pair[1] == pair[0] + 1);
+        let place = match (consecutive, keys.first(), keys.last()) {
+            (true, Some(&first), Some(&last)) => Some(result.place(layout.span(first..last + 1)).map_err(fail)?),
+            _ => None,
+        };
+        let in_place = place.is_some();
+        posted.push((src, keys, in_place, comm.post_maybe_into(src, phase.tag(i), place)?));
+    }
+    for (src, keys, in_place, posted) in posted {
+        let x = comm.wait(posted).await?;
+        if !in_place {
+            expect_len(comm, src, &x, keys.iter().map(|&key| layout.len(key)).sum())?;
+            let mut at = 0;
+            for key in keys {
+                result.copy_in(layout.range(key).start, &x[at..at + layout.len(key)]).map_err(fail)?;
+                at += layout.len(key);
+            }
+        }
+    }
+    result.finish().map_err(fail)
 }

@@ -1,0 +1,417 @@
+#!/usr/bin/env python3
+"""topocomm against Open MPI: the same collectives, node count and sizes, timed the same way.
+
+For every (collective, size) this runs `topocomm run ... --json` (a fresh local cluster
+of node daemons over loopback TCP, raw links) once per topocomm column (the topology's
+default algorithms, and `--algorithm auto`) and reads the median iteration time; where
+`mpirun` and `mpicc` are installed it runs bench/mpi/collectives.c under Open MPI with
+the TCP transport on loopback, timed the same way (barrier, every rank times the call,
+an iteration takes its slowest rank's time, median over the iterations), and prints the
+columns and their ratios. It also holds a 2-node topocomm broadcast of the largest size
+against one loopback TCP stream with large writes (bench/tcp_stream.c, iperf3-style), and
+reports the memory of the daemons in an all-reduce of the largest size.
+
+    bench/run.py --wait-idle --repeat 3           # the table of issue 7 (p = 8, hypercube)
+    bench/run.py --sizes 64KiB,1MiB --collectives broadcast,allreduce
+    bench/run.py --no-mpi --algorithms auto,ring  # topocomm only, two columns
+
+Only the Python standard library and a C compiler are needed. Times are wall-clock: on a
+shared machine use --wait-idle (each run waits for idle CPUs) and --repeat (each cell is
+then the median of the repeats, and the spread shows the lowest and highest ratio).
+Nothing here asserts a time; it measures and prints.
+"""
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+COLLECTIVES = [
+    "broadcast",
+    "reduce",
+    "allreduce",
+    "allgather",
+    "reduce-scatter",
+    "alltoall",
+    "scatter",
+    "gather",
+    "scan",
+]
+SIZES = "8B,1KiB,64KiB,1MiB,8MiB"
+MPI_FLAGS = ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo", "--bind-to", "none"]
+
+
+def parse_size(text):
+    match = re.fullmatch(r"\s*(\d+)\s*(B|KiB|MiB|GiB)?\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"bad size {text!r}: want e.g. 8B, 64KiB, 8MiB")
+    unit = {"B": 1, None: 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[match.group(2)]
+    return int(match.group(1)) * unit
+
+
+def show_size(n):
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
+def iterations_for(size, args):
+    """More iterations for small messages (they are quick and noisier)."""
+    if args.iterations:
+        return args.iterations
+    return 100 if size <= 64 * 1024 else 20 if size <= 1 << 20 else 10
+
+
+def cpu_times():
+    fields = [int(v) for v in open("/proc/stat").readline().split()[1:]]
+    return fields[3] + fields[4], sum(fields)
+
+
+def wait_until_idle(args):
+    """With --wait-idle: waits until the CPUs were at least 90 % idle over half a second
+    (other people's compilers on a shared machine), for at most a minute."""
+    if not args.wait_idle:
+        return
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        idle0, total0 = cpu_times()
+        time.sleep(0.5)
+        idle1, total1 = cpu_times()
+        if (idle1 - idle0) >= 0.9 * max(1, total1 - total0):
+            return
+
+
+def topocomm_point(args, collective, size, nodes=None, algorithm=None):
+    """One `topocomm run --json`; returns (median µs, min µs, algorithm that ran)."""
+    wait_until_idle(args)
+    command = [
+        str(args.topocomm),
+        "run",
+        collective,
+        "--nodes",
+        str(nodes or args.nodes),
+        "--topology",
+        args.topology,
+        "--size",
+        f"{size}B",
+        "--iterations",
+        str(iterations_for(size, args)),
+        "--warmup",
+        str(args.warmup),
+        "--json",
+    ]
+    algorithm = algorithm or args.algorithm
+    if algorithm != "default":
+        command += ["--algorithm", algorithm]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr.strip()}")
+    summary = json.loads(done.stdout)
+    if not summary.get("verified"):
+        raise RuntimeError(f"{' '.join(command)}: not verified: {summary}")
+    return summary["time_us"]["median"], summary["time_us"]["min"], summary["algorithm"]
+
+
+def mpi_points(args, points):
+    """Runs every (collective, size) under Open MPI, one mpirun each (so that --wait-idle
+    can wait before each, as it does before each topocomm run)."""
+    binary = build_mpi(args)
+    results = {}
+    for collective, size in points:
+        command = [args.mpirun, "-np", str(args.nodes), *mpirun_root_flags(), *MPI_FLAGS, str(binary)]
+        command += ["-i", str(iterations_for(size, args)), "-w", str(args.warmup), f"{collective}:{size}"]
+        wait_until_idle(args)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr.strip()}")
+        for line in done.stdout.splitlines():
+            if line.startswith("{"):
+                point = json.loads(line)
+                results[(point["collective"], point["size_bytes"])] = point["time_us"]["median"]
+    return results
+
+
+def mpirun_root_flags():
+    return ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else ["--oversubscribe"]
+
+
+def build_mpi(args):
+    source = ROOT / "bench" / "mpi" / "collectives.c"
+    binary = args.work / "mpi-collectives"
+    if not binary.exists() or binary.stat().st_mtime < source.stat().st_mtime:
+        subprocess.run([args.mpicc, "-O2", "-Wall", "-o", str(binary), str(source)], check=True)
+    return binary
+
+
+def tcp_stream_gbps(args, chunk, total=1 << 30):
+    """Loopback throughput of one TCP stream with `chunk`-byte writes and reads
+    (iperf3-style; iperf3's default length is 128 KiB), in GB/s: bench/tcp_stream.c,
+    compiled with the system's C compiler on first use."""
+    source = ROOT / "bench" / "tcp_stream.c"
+    binary = args.work / "tcp-stream"
+    if not binary.exists() or binary.stat().st_mtime < source.stat().st_mtime:
+        compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+        if compiler is None:
+            raise RuntimeError("no C compiler for bench/tcp_stream.c")
+        subprocess.run([compiler, "-O2", "-o", str(binary), str(source)], check=True)
+    done = subprocess.run([str(binary), str(total), str(chunk), "1"], capture_output=True, text=True, check=True)
+    return float(done.stdout.split()[0])
+
+
+def machine():
+    cpu = "unknown CPU"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mpi = "not installed"
+    if shutil.which("mpirun"):
+        out = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout
+        mpi = out.splitlines()[0] if out else "unknown"
+    return f"{platform.node()}: {os.cpu_count()} cores, {cpu}, Linux {platform.release()}; {mpi}"
+
+
+def load():
+    try:
+        return open("/proc/loadavg").read().split()[0]
+    except OSError:
+        return "?"
+
+
+def peak_memory(args, size):
+    """Memory of every daemon of a long-lived local cluster in an all-reduce of `size`
+    bytes: starts `topocomm serve` and the daemons itself, so that it can read their
+    /proc status while they live. Returns (algorithm, [(base KiB, peak KiB)], iterations
+    KiB): base is a daemon's resident set after an 8-byte all-reduce (code, runtime,
+    links); peak its VmHWM after the large one, input generation and the reference check
+    included; iterations the largest resident set any daemon had while the timed
+    iterations ran (sampled every 2 ms over the middle of a 40-iteration run, away from
+    the input generation before and the check after)."""
+    token = "bench-" + os.urandom(8).hex()
+    address = f"127.0.0.1:{free_port()}"
+    env = dict(os.environ, TOPOCOMM_TOKEN=token)
+    processes = []
+
+    def allreduce(bytes_, iterations):
+        command = [str(args.topocomm), "run", "allreduce", "--coordinator", address, "--topology", args.topology]
+        command += ["--size", f"{bytes_}B", "--iterations", str(iterations), "--warmup", "1", "--json"]
+        if args.algorithm != "default":
+            command += ["--algorithm", args.algorithm]
+        for _ in range(100):  # the daemons may still be registering
+            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
+            if done.returncode == 0:
+                return json.loads(done.stdout)
+            time.sleep(0.2)
+        raise RuntimeError(f"the all-reduce on the serving cluster failed: {done.stderr.strip()}")
+
+    try:
+        serve = [str(args.topocomm), "serve", "--nodes", str(args.nodes), "--listen", address]
+        processes.append(subprocess.Popen(serve, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        nodes = []
+        for index in range(args.nodes):
+            command = [str(args.topocomm), "node", "--coordinator", address, "--name", f"bench-{index}"]
+            command += ["--listen", "127.0.0.1:0"]
+            node = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            processes.append(node)
+            nodes.append(node)
+        allreduce(8, 5)
+        bases = [proc_status_kib(node.pid, "VmRSS") for node in nodes]
+        summary = allreduce(size, 5)
+        peaks = [proc_status_kib(node.pid, "VmHWM") for node in nodes]
+        samples = []
+        stop = threading.Event()
+
+        def sample():
+            while not stop.is_set():
+                samples.append((time.monotonic(), max(proc_status_kib(node.pid, "VmRSS") for node in nodes)))
+                time.sleep(0.002)
+
+        sampler = threading.Thread(target=sample)
+        started = time.monotonic()
+        sampler.start()
+        allreduce(size, 40)
+        ended = time.monotonic()
+        stop.set()
+        sampler.join()
+        span = ended - started
+        middle = [kib for at, kib in samples if started + 0.15 * span <= at <= started + 0.85 * span]
+        return summary["algorithm"], list(zip(bases, peaks)), max(middle, default=0)
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def proc_status_kib(pid, field):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=8)
+    parser.add_argument("--topology", default="hypercube")
+    parser.add_argument(
+        "--algorithms",
+        default="default,auto",
+        help="topocomm columns, comma list: default (the topology's algorithms, what runs when none is "
+        "named), auto (picked by size), or an algorithm's name",
+    )
+    parser.add_argument("--collectives", default=",".join(COLLECTIVES))
+    parser.add_argument("--sizes", default=SIZES, help=f"comma list (default {SIZES})")
+    parser.add_argument("--iterations", type=int, default=0, help="timed iterations (default: 100/20/10 by size)")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=1, help="run the whole table this many times")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds per run")
+    parser.add_argument("--topocomm", type=Path, default=ROOT / "target" / "release" / "topocomm")
+    parser.add_argument("--mpirun", default="mpirun")
+    parser.add_argument("--mpicc", default="mpicc")
+    parser.add_argument("--no-mpi", action="store_true", help="topocomm only")
+    parser.add_argument(
+        "--wait-idle", action="store_true", help="before each run, wait for the CPUs to be idle (shared machines)"
+    )
+    parser.add_argument("--no-extras", action="store_true", help="skip the TCP stream and peak-memory checks")
+    parser.add_argument("--json", type=Path, help="also write every measurement here")
+    parser.add_argument("--work", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "topocomm-bench")
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    collectives = [c.strip() for c in args.collectives.split(",") if c.strip()]
+    sizes = [parse_size(s) for s in args.sizes.split(",")]
+    modes = [m.strip() for m in args.algorithms.split(",") if m.strip()]
+    args.algorithm = modes[0]
+    if not args.topocomm.exists():
+        sys.exit(f"{args.topocomm} not found: cargo build --release first (or --topocomm PATH)")
+    with_mpi = not args.no_mpi and shutil.which(args.mpirun) and shutil.which(args.mpicc)
+    if not args.no_mpi and not with_mpi:
+        print("mpirun/mpicc not found: topocomm columns only", file=sys.stderr)
+
+    print(f"# machine: {machine()}")
+    print(f"# load average at start: {load()}")
+    print(
+        f"# p = {args.nodes}, topology {args.topology}, raw links, MPI_DOUBLE/MPI_SUM, root 0; each cell the median "
+        f"iteration (slowest node's time after a barrier); Open MPI: mpirun {' '.join(MPI_FLAGS)}"
+    )
+    points = [(c, s) for c in collectives for s in sizes]
+    runs = []
+    for repeat in range(args.repeat):
+        ours = {}
+        for collective, size in points:
+            for mode in modes:
+                ours[(collective, size, mode)] = topocomm_point(args, collective, size, algorithm=mode)
+                print(
+                    f"  [{repeat + 1}/{args.repeat}] topocomm {collective} {show_size(size)} {mode}: "
+                    f"{ours[(collective, size, mode)][0]:.1f} µs",
+                    file=sys.stderr,
+                )
+        theirs = mpi_points(args, points) if with_mpi else {}
+        runs.append((ours, theirs))
+
+    header = f"{'collective':<15} {'size':>7}"
+    if with_mpi:
+        header += f" {'Open MPI µs':>12}"
+    for mode in modes:
+        header += f" | {mode + ': algorithm':<22} {'µs':>10}"
+        if with_mpi:
+            header += f" {'ratio':>6}"
+            if args.repeat > 1:
+                header += f" {'(spread)':>12}"
+    print(header)
+    print("-" * len(header))
+    table = []
+    for collective, size in points:
+        line = f"{collective:<15} {show_size(size):>7}"
+        row = {"collective": collective, "size_bytes": size}
+        theirs = [run[1][(collective, size)] for run in runs] if with_mpi else []
+        if with_mpi:
+            mpi = statistics.median(theirs)
+            line += f" {mpi:>12.1f}"
+            row["mpi_us"] = theirs
+        for mode in modes:
+            ours = [run[0][(collective, size, mode)][0] for run in runs]
+            algorithm = runs[-1][0][(collective, size, mode)][2]
+            mine = statistics.median(ours)
+            line += f" | {algorithm:<22} {mine:>10.1f}"
+            row[mode] = {"algorithm": algorithm, "topocomm_us": ours}
+            if with_mpi:
+                ratios = [a / b for a, b in zip(ours, theirs)]
+                line += f" {mine / mpi:>6.2f}"
+                if args.repeat > 1:
+                    line += f" {min(ratios):>5.2f}..{max(ratios):<5.2f}"
+                row[mode]["ratio"] = mine / mpi
+        print(line)
+        table.append(row)
+
+    extras = {}
+    if not args.no_extras:
+        extras = run_extras(args, max(sizes), modes)
+    print(f"# load average at end: {load()}")
+    if args.json:
+        args.json.write_text(json.dumps({"machine": machine(), "table": table, **extras}, indent=2))
+
+
+def run_extras(args, largest, modes):
+    """The 2-node throughput against one TCP stream, and the daemons' peak memory."""
+    streams, large_writes, two_node = [], [], []
+    for _ in range(5):  # alternating, so that both see the same machine
+        wait_until_idle(args)
+        streams.append(tcp_stream_gbps(args, 128 * 1024))
+        large_writes.append(tcp_stream_gbps(args, 1 << 20))
+        two_node.append(topocomm_point(args, "broadcast", largest, nodes=2, algorithm="default")[0])
+    stream, large = statistics.median(streams), statistics.median(large_writes)
+    two_node_us = statistics.median(two_node)
+    ours = largest / (two_node_us * 1e-6) / 1e9
+    print()
+    print(
+        f"2-node broadcast of {show_size(largest)}: median {two_node_us:.0f} µs "
+        f"({', '.join(f'{t:.0f}' for t in two_node)}) = {ours:.2f} GB/s"
+    )
+    print(
+        f"one TCP stream on loopback: {stream:.2f} GB/s with 128 KiB writes (iperf3's default; "
+        f"{', '.join(f'{g:.2f}' for g in streams)}), {large:.2f} GB/s with 1 MiB writes "
+        f"({', '.join(f'{g:.2f}' for g in large_writes)}); topocomm reaches {ours / max(stream, large):.0%} "
+        f"of the faster"
+    )
+    extras = {"two_node_broadcast_us": two_node, "tcp_stream_gbps": {"128KiB": streams, "1MiB": large_writes}}
+    for mode in modes:
+        args_mode = argparse.Namespace(**{**vars(args), "algorithm": mode})
+        algorithm, memory, iterations = peak_memory(args_mode, largest)
+        base = max(b for b, _ in memory)
+        peak = max(k for _, k in memory)
+        print(
+            f"memory of a daemon in an all-reduce of {show_size(largest)} ({algorithm}): base {base / 1024:.1f} MiB "
+            f"(resident after an 8 B all-reduce); peak (VmHWM, input and check included) base + "
+            f"{(peak - base) * 1024 / largest:.2f} x the message; resident while the iterations run: base + "
+            f"{(iterations - base) * 1024 / largest:.2f} x"
+        )
+        extras[f"memory_{mode}"] = {"algorithm": algorithm, "base_and_peak_kib": memory, "iterations_kib": iterations}
+    return extras
+
+
+if __name__ == "__main__":
+    main()
