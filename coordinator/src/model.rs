@@ -65,7 +65,7 @@ async fn simulate(spec: RunSpec, topology: &Topology, model: LinkModel) -> Resul
     let cluster = MemoryCluster::with_clock(topology, Clock::Virtual);
     let p = topology.p();
     for id in 0..p {
-        cluster.router(id).set_emulation(Some(model));
+        cluster.router(id).set_emulation(Some(model), 0);
         cluster.router(id).start_recording();
     }
     let spec = Arc::new(spec);

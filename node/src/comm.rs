@@ -6,7 +6,7 @@
 //! sockets, codecs) is visible to an algorithm.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 
 use bytes::Bytes;
 use tokio::time::Instant;
@@ -53,13 +53,36 @@ pub struct Comm {
     timeout_ms: u64,
     /// The deepest step this node has received from (shared by clones of the handle).
     step: Arc<AtomicU16>,
+    /// Under emulation: the latest instant, on the emulated timeline, that this node's
+    /// sends follow from — the iteration's start, then the arrival of each message it
+    /// took (0: none yet). A send is ready to go at this instant, not when the software
+    /// got to it: what a node does between taking a message and sending is part of t_s,
+    /// as on the machines the model describes.
+    causal_ns: Arc<AtomicU64>,
 }
 
 impl Comm {
     /// A handle whose every wait ends at `deadline`.
     pub fn new(router: Arc<Router>, run: u64, iteration: u32, deadline: Instant) -> Self {
         let timeout_ms = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
-        Comm { router, run, iteration, deadline, timeout_ms, step: Arc::new(AtomicU16::new(0)) }
+        Comm {
+            router,
+            run,
+            iteration,
+            deadline,
+            timeout_ms,
+            step: Arc::new(AtomicU16::new(0)),
+            causal_ns: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// This handle, its iteration started at `start` (under emulation, the first sends
+    /// are ready to go then).
+    pub fn started_at(self, start: Instant) -> Self {
+        if self.router.emulation().is_some() {
+            self.causal_ns.fetch_max(self.router.timeline().ns(start), Ordering::Relaxed);
+        }
+        self
     }
 
     /// This node's id, 0..p-1.
@@ -110,8 +133,11 @@ impl Comm {
             step: self.step.load(Ordering::Relaxed).saturating_add(1),
             packet: 0,
             last: true,
+            due_ns: 0,
         };
-        self.router.originate(header, data).map_err(|error| self.route_error(error))
+        let causal_ns = self.causal_ns.load(Ordering::Relaxed);
+        let ready_at = (causal_ns > 0).then(|| self.router.timeline().instant(causal_ns));
+        self.router.originate(header, data, ready_at).map_err(|error| self.route_error(error))
     }
 
     /// Waits for the next message from node `src` with `tag`.
@@ -170,6 +196,7 @@ impl Comm {
     /// land in.
     fn arrived(&self, delivery: Delivery, place: Option<Place>) -> Result<Bytes, CommError> {
         self.step.fetch_max(delivery.step, Ordering::Relaxed);
+        self.causal_ns.fetch_max(delivery.due_ns, Ordering::Relaxed);
         match place {
             None => Ok(delivery.payload),
             Some(place) => place.fill_from(&delivery.payload).map_err(|error| self.assembly_error(error)),

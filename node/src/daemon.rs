@@ -21,7 +21,7 @@ use topocomm_proto::frame::DEFAULT_MAX_FRAME;
 use topocomm_proto::{NodeId, Topology};
 
 use crate::handshake::{self, LinkHello};
-use crate::pacing::Clock;
+use crate::pacing::Timeline;
 use crate::router::Router;
 use crate::{memory, run, timebase};
 
@@ -327,7 +327,7 @@ async fn wire(wiring: &Wiring, shared: &Arc<Shared>, max_frame: usize) -> anyhow
         }
     }
     tracing::info!(epoch = wiring.epoch, id = me, %topology, links = streams.len(), "wired");
-    Ok(Router::start(me, topology, streams, max_frame, Clock::Real))
+    Ok(Router::start(me, topology, streams, max_frame, Timeline::Real { offset_ns: 0 }))
 }
 
 /// Dials one higher-id neighbour until it admits us or the deadline passes.

@@ -191,7 +191,6 @@ async fn write_frames<W: AsyncWrite>(
     router: &Router,
 ) -> std::io::Result<()> {
     let mut writer = std::pin::pin!(writer);
-    let clock = router.clock();
     let mut free_at = Instant::now();
     let mut batch = Vec::with_capacity(BATCH_FRAMES);
     let mut heads = Vec::with_capacity(BATCH_FRAMES * HEAD_LEN);
@@ -201,9 +200,15 @@ async fn write_frames<W: AsyncWrite>(
             match router.emulation().filter(|_| outgoing.header.tag < SYSTEM_TAG_BASE) {
                 Some(model) => {
                     write_batch(&mut writer, &mut batch, &mut heads).await?;
-                    let payload_len = outgoing.payload.len();
-                    free_at = link_free_at(&model, clock, &outgoing.header, payload_len, outgoing.queued_at, free_at);
-                    clock.wait_until(free_at).await;
+                    let (timeline, payload_len) = (router.timeline(), outgoing.payload.len());
+                    let header = &outgoing.header;
+                    free_at = link_free_at(&model, timeline.clock(), header, payload_len, outgoing.ready_at, free_at);
+                    timeline.clock().wait_until(free_at).await;
+                    // The emulated link has carried the frame's tail to the next node now;
+                    // it goes out stamped with this instant (later than planned if the
+                    // software was late: the delay then travels on, as it would).
+                    let mut outgoing = outgoing;
+                    outgoing.header.due_ns = timeline.ns(Instant::now().max(free_at));
                     batch.push(outgoing);
                     write_batch(&mut writer, &mut batch, &mut heads).await?;
                 }
@@ -280,20 +285,20 @@ pub async fn write_all_slices<W: AsyncWrite + Unpin>(writer: &mut W, slices: &[&
 }
 
 /// When an emulated link, free from `free_at`, has carried the frame `header` heads (with
-/// `payload_len` bytes, queued at `queued_at`):
+/// `payload_len` bytes, ready to go at `ready_at`):
 ///
 /// * a frame (a message, or one packet of it) occupies the link for t_w · bytes, plus
 ///   t_h on a message's first packet, plus t_s when its source sends it; it starts when
-///   it is queued or when the link frees up, whichever is later (one transfer at a time);
-/// * cut-through without packets: a message an intermediate node passes on has its head
-///   here t_w · m before its tail was queued, so it leaves t_h after the tail arrived —
-///   unless the link is busy, in which case the head waits and the whole message with it.
+///   it is ready or when the link frees up, whichever is later (one transfer at a time);
+/// * cut-through without packets: a message an intermediate node passes on had its head
+///   here t_w · m before its tail, so it leaves t_h after the tail arrived — unless the
+///   link is busy, in which case the head waits and the whole message with it.
 pub fn link_free_at(
     model: &LinkModel,
     clock: Clock,
     header: &FrameHeader,
     payload_len: usize,
-    queued_at: Instant,
+    ready_at: Instant,
     free_at: Instant,
 ) -> Instant {
     let transfer = clock.duration(model.transfer_ns(payload_len));
@@ -305,9 +310,9 @@ pub fn link_free_at(
         }
     }
     let ready = if model.cuts_through_whole() && header.hops > 0 {
-        queued_at.checked_sub(transfer).unwrap_or(queued_at)
+        ready_at.checked_sub(transfer).unwrap_or(ready_at)
     } else {
-        queued_at
+        ready_at
     };
     free_at.max(ready) + busy
 }

@@ -28,6 +28,9 @@ pub struct MessageKey {
 pub struct Delivery {
     pub payload: Bytes,
     pub step: u16,
+    /// Under emulation: when the message's tail arrived, on the emulated timeline (0: not
+    /// emulated; see `FrameHeader::due_ns`).
+    pub due_ns: u64,
 }
 
 /// What a waiting receive gets: the message, and its place back unless the message was

@@ -82,6 +82,73 @@ impl Clock {
     }
 }
 
+/// Instants as nanoseconds on the cluster's common timeline, the way frames carry them
+/// (`FrameHeader::due_ns`): the coordinator's clock for real daemons (each node adds the
+/// offset the coordinator estimated for it), or one shared base for the nodes of an
+/// in-memory cluster on tokio's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timeline {
+    /// The wall clock of `timebase`, less this node's offset from the coordinator.
+    Real { offset_ns: i64 },
+    /// tokio's clock, counted from `base` (every node of the cluster shares it).
+    Virtual { base: Instant },
+}
+
+/// Where a virtual timeline's base sits, so that instants a little before it still
+/// have a reading (0 means "no time" in a frame).
+const VIRTUAL_BASE_NS: u64 = 1 << 40;
+
+impl Timeline {
+    /// The timeline of a node that measures emulated delays on `clock`; a virtual one
+    /// counts from `base`.
+    pub fn of(clock: Clock, base: Instant) -> Self {
+        match clock {
+            Clock::Real => Timeline::Real { offset_ns: 0 },
+            Clock::Virtual => Timeline::Virtual { base },
+        }
+    }
+
+    /// The clock behind this timeline.
+    pub fn clock(self) -> Clock {
+        match self {
+            Timeline::Real { .. } => Clock::Real,
+            Timeline::Virtual { .. } => Clock::Virtual,
+        }
+    }
+
+    /// This timeline for a node whose clock is `offset_ns` ahead of the coordinator's.
+    pub fn with_offset(self, offset_ns: i64) -> Self {
+        match self {
+            Timeline::Real { .. } => Timeline::Real { offset_ns },
+            virtual_timeline => virtual_timeline,
+        }
+    }
+
+    /// The reading of `at` on this timeline.
+    pub fn ns(self, at: Instant) -> u64 {
+        match self {
+            Timeline::Real { offset_ns } => crate::timebase::ns_at(at.into_std()).saturating_add_signed(-offset_ns),
+            Timeline::Virtual { base } => match at.checked_duration_since(base) {
+                Some(after) => VIRTUAL_BASE_NS + Clock::Virtual.nanos(after),
+                None => VIRTUAL_BASE_NS.saturating_sub(Clock::Virtual.nanos(base - at)),
+            },
+        }
+    }
+
+    /// The instant whose reading on this timeline is `ns`.
+    pub fn instant(self, ns: u64) -> Instant {
+        match self {
+            Timeline::Real { offset_ns } => {
+                Instant::from_std(crate::timebase::instant_at(ns.saturating_add_signed(offset_ns)))
+            }
+            Timeline::Virtual { base } => match ns.checked_sub(VIRTUAL_BASE_NS) {
+                Some(after) => base + Clock::Virtual.duration(after),
+                None => base.checked_sub(Clock::Virtual.duration(VIRTUAL_BASE_NS - ns)).unwrap_or(base),
+            },
+        }
+    }
+}
+
 type Request = (std::time::Instant, oneshot::Sender<()>);
 
 /// The process's pacer thread, started on first use.
@@ -179,6 +246,23 @@ mod tests {
         let start = Instant::now();
         Clock::Virtual.wait_until(start + Clock::Virtual.duration(12_345)).await;
         assert_eq!(Clock::Virtual.nanos(Instant::now() - start), 12_345);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn timelines_read_instants_back() {
+        let base = Instant::now();
+        let later = base + Clock::Virtual.duration(700);
+        for timeline in
+            [Timeline::Virtual { base }, Timeline::Real { offset_ns: -5_000 }, Timeline::Real { offset_ns: 0 }]
+        {
+            let (a, b) = (timeline.ns(base), timeline.ns(later));
+            assert_eq!(timeline.clock().nanos(later - base), b - a);
+            assert_eq!(timeline.instant(a), base);
+            assert_eq!(timeline.instant(b), later);
+        }
+        // A node ahead of the coordinator reads the same instant later on its own clock.
+        let ahead = Timeline::Real { offset_ns: 1_000 };
+        assert_eq!(ahead.ns(base) + 1_000, Timeline::Real { offset_ns: 0 }.ns(base));
     }
 
     #[tokio::test]

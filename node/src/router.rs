@@ -20,14 +20,16 @@ use topocomm_proto::{NodeId, Topology};
 use crate::assembly::Place;
 use crate::links;
 use crate::mailbox::{Delivery, Mailbox, MessageKey};
-use crate::pacing::Clock;
+use crate::pacing::{Clock, Timeline};
 
-/// A frame waiting for its link, with the moment it was handed over (emulated links
-/// schedule from it, so software delays do not add up along a route).
+/// A frame waiting for its link, with the instant it became ready to go on the emulated
+/// timeline: when its source's schedule let it go (see `Comm`), or when its tail reached
+/// this hop (`due_ns`). Emulated links schedule from it, not from when the software got
+/// to it, so software delays do not add up along a route or a schedule.
 pub struct Outgoing {
     pub header: FrameHeader,
     pub payload: Payload,
-    pub queued_at: Instant,
+    pub ready_at: Instant,
 }
 
 /// A frame's payload: one buffer, or several that the link writes back to back with one
@@ -129,8 +131,8 @@ pub struct Router {
     shutdown: CancellationToken,
     /// The link physics of the current run (`None`: full speed).
     emulation: RwLock<Option<LinkModel>>,
-    /// The clock emulated delays are measured on.
-    clock: Clock,
+    /// The timeline emulated frames are stamped on (the clock delays are measured on).
+    timeline: RwLock<Timeline>,
     /// Cut-through messages whose last packet has not arrived yet.
     partial: Mutex<HashMap<MessageKey, BytesMut>>,
     /// The message flow, while recording.
@@ -153,7 +155,7 @@ impl Router {
         topology: Topology,
         streams: Vec<(NodeId, S)>,
         max_frame: usize,
-        clock: Clock,
+        timeline: Timeline,
     ) -> Arc<Self>
     where
         S: AsyncRead + AsyncWrite + Send + 'static,
@@ -175,7 +177,7 @@ impl Router {
             counters: Counters::default(),
             shutdown: CancellationToken::new(),
             emulation: RwLock::new(None),
-            clock,
+            timeline: RwLock::new(timeline),
             partial: Mutex::new(HashMap::new()),
             recorder: Recorder::default(),
         });
@@ -199,12 +201,20 @@ impl Router {
 
     /// The clock emulated delays are measured on.
     pub fn clock(&self) -> Clock {
-        self.clock
+        self.timeline().clock()
     }
 
-    /// Sets the link physics for the run that starts (`None`: full speed).
-    pub fn set_emulation(&self, model: Option<LinkModel>) {
+    /// The timeline emulated frames are stamped on.
+    pub fn timeline(&self) -> Timeline {
+        *self.timeline.read().expect("timeline lock")
+    }
+
+    /// Sets the link physics for the run that starts (`None`: full speed), and this
+    /// node's clock offset from the coordinator's (how its timeline reads).
+    pub fn set_emulation(&self, model: Option<LinkModel>, clock_offset_ns: i64) {
         *self.emulation.write().expect("emulation lock") = model;
+        let mut timeline = self.timeline.write().expect("timeline lock");
+        *timeline = timeline.with_offset(clock_offset_ns);
     }
 
     /// The link physics in force.
@@ -232,7 +242,7 @@ impl Router {
             return;
         }
         let since = self.recorder.since.lock().expect("recorder lock").unwrap_or_else(Instant::now);
-        let at_ns = self.clock.nanos(Instant::now().saturating_duration_since(since));
+        let at_ns = self.clock().nanos(Instant::now().saturating_duration_since(since));
         let event = FlowEvent::of(at_ns, self.id, kind, header, bytes, next);
         self.recorder.events.lock().expect("recorder lock").push(event);
     }
@@ -242,8 +252,14 @@ impl Router {
         self.shutdown.cancel();
     }
 
-    /// Sends a message this node originates.
-    pub fn originate(&self, header: FrameHeader, payload: Payload) -> Result<(), RouteError> {
+    /// Sends a message this node originates, ready to go at `ready_at` on the emulated
+    /// timeline (`None`: now).
+    pub fn originate(
+        &self,
+        header: FrameHeader,
+        payload: Payload,
+        ready_at: Option<Instant>,
+    ) -> Result<(), RouteError> {
         let dst = header.dst();
         if dst >= self.topology.p() {
             return Err(RouteError::UnknownNode { node: header.dst, p: self.topology.p() });
@@ -262,13 +278,18 @@ impl Router {
             self.counters.sent.fetch_add(1, Ordering::Relaxed);
         }
         self.record(FlowKind::Send, &header, payload.len(), (dst != self.id).then(|| self.next_hop[dst]));
+        let ready_at = match (ready_at, self.emulation()) {
+            (Some(causal), Some(model)) => self.ready_from(causal, model.ts_ns),
+            _ => Instant::now(),
+        };
         if dst == self.id {
-            self.deliver(header, payload.into_bytes());
+            let due_ns = if self.emulation().is_some() { self.timeline().ns(ready_at) } else { 0 };
+            self.deliver(FrameHeader { due_ns, ..header }, payload.into_bytes());
             return Ok(());
         }
         let model = self.emulation().filter(|m| m.packetized() && header.tag < SYSTEM_TAG_BASE);
         let Some(model) = model else {
-            return self.push(header, payload);
+            return self.push(header, payload, ready_at);
         };
         // Cut-through: the message leaves in packets that every hop passes on as they arrive.
         let payload = payload.into_bytes();
@@ -277,7 +298,7 @@ impl Router {
         for index in 0..count {
             let part = payload.slice((index * packet).min(payload.len())..((index + 1) * packet).min(payload.len()));
             let header = FrameHeader { packet: index as u32, last: index + 1 == count, ..header };
-            self.push(header, Payload::One(part))?;
+            self.push(header, Payload::One(part), ready_at)?;
         }
         Ok(())
     }
@@ -327,7 +348,21 @@ impl Router {
             self.counters.forwarded.fetch_add(1, Ordering::Relaxed);
             self.record(FlowKind::Forward, &forwarded, frame.payload.len(), Some(self.next_hop[header.dst()]));
         }
-        self.push(forwarded, Payload::One(frame.payload))
+        // Under emulation the frame is ready to go on when its tail arrived here.
+        let ready_at = match self.emulation().filter(|_| header.due_ns > 0) {
+            Some(model) => self.ready_from(self.timeline().instant(header.due_ns), model.th_ns),
+            None => Instant::now(),
+        };
+        self.push(forwarded, Payload::One(frame.payload), ready_at)
+    }
+
+    /// When a frame whose emulated schedule lets it go at `due` is ready to go, now that
+    /// the software got to it: software time up to `slack_ns` (t_s at the source, t_h at
+    /// a hop: the costs that stand for it in the model) hides inside the emulated time;
+    /// beyond that it delays the frame, and the wire time t_w·m is never hidden.
+    fn ready_from(&self, due: Instant, slack_ns: u64) -> Instant {
+        let now = Instant::now();
+        due.max(now.checked_sub(self.clock().duration(slack_ns)).unwrap_or(now))
     }
 
     /// The place a waiting receive offers for the payload (`len` bytes) of the frame
@@ -382,16 +417,16 @@ impl Router {
             partial.remove(&key).expect("just extended").freeze()
         };
         self.record(FlowKind::Deliver, &header, payload.len(), None);
-        self.mailbox.deliver(key, Delivery { payload, step: header.step });
+        self.mailbox.deliver(key, Delivery { payload, step: header.step, due_ns: header.due_ns });
     }
 
-    fn push(&self, header: FrameHeader, payload: Payload) -> Result<(), RouteError> {
+    fn push(&self, header: FrameHeader, payload: Payload, ready_at: Instant) -> Result<(), RouteError> {
         let via = self.next_hop[header.dst()];
         let link = self.links.get(&via).ok_or(RouteError::LinkClosed(via))?;
         if header.tag < SYSTEM_TAG_BASE {
             link.bytes.fetch_add((FrameHeader::ENCODED_LEN + payload.len()) as u64, Ordering::Relaxed);
         }
-        let outgoing = Outgoing { header, payload, queued_at: Instant::now() };
+        let outgoing = Outgoing { header, payload, ready_at };
         link.frames.send(outgoing).map_err(|_| RouteError::LinkClosed(via))
     }
 }

@@ -22,7 +22,8 @@ use crate::timebase;
 pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
     let (id, p) = (router.id(), router.topology().p());
     router.mailbox().begin_run(spec.run);
-    router.set_emulation(spec.emulation);
+    let clock_offset_ns = spec.clock_offsets_ns.get(id).copied().unwrap_or(0);
+    router.set_emulation(spec.emulation, clock_offset_ns);
     let mut report = NodeReport {
         run: spec.run,
         node: id,
@@ -137,13 +138,13 @@ async fn iterate(
         }
         let synchronise = Comm::new(router.clone(), spec.run, iteration, deadline);
         barrier::dissemination(&synchronise, barrier::RUNTIME_BARRIER_TAG).await?;
-        // A fresh handle, so the barrier's messages do not count as steps of the collective.
-        let comm = Comm::new(router.clone(), spec.run, iteration, deadline);
-        let started = if spec.clock_offsets_ns.len() == comm.p() {
+        let started = if spec.clock_offsets_ns.len() == synchronise.p() {
             common_start(&synchronise, &spec.clock_offsets_ns).await?
         } else {
             Instant::now()
         };
+        // A fresh handle, so the barrier's messages do not count as steps of the collective.
+        let comm = Comm::new(router.clone(), spec.run, iteration, deadline).started_at(started);
         output = collectives::run(&comm, spec, input.clone()).await?;
         let elapsed = started.elapsed();
         report.steps = report.steps.max(comm.steps());

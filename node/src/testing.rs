@@ -13,7 +13,7 @@ use topocomm_proto::{NodeId, Topology};
 
 use crate::collectives;
 use crate::comm::{Comm, CommError};
-use crate::pacing::Clock;
+use crate::pacing::{Clock, Timeline};
 use crate::router::Router;
 
 /// Bytes an in-memory pipe buffers per direction before its writer waits.
@@ -41,10 +41,12 @@ impl MemoryCluster {
             streams[a].push((b, end_a));
             streams[b].push((a, end_b));
         }
+        // One base for every node, so that their frames' times compare.
+        let timeline = Timeline::of(clock, Instant::now());
         let routers = streams
             .into_iter()
             .enumerate()
-            .map(|(id, links)| Router::start(id, topology.clone(), links, DEFAULT_MAX_FRAME, clock))
+            .map(|(id, links)| Router::start(id, topology.clone(), links, DEFAULT_MAX_FRAME, timeline))
             .collect();
         MemoryCluster { routers }
     }

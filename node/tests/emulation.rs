@@ -25,7 +25,7 @@ async fn elapsed_ns(p: usize, model: Option<LinkModel>, sends: &[(NodeId, NodeId
     let topology = Topology::new(TopologyKind::Ring, p, None).unwrap();
     let cluster = MemoryCluster::with_clock(&topology, Clock::Virtual);
     for id in 0..p {
-        cluster.router(id).set_emulation(model);
+        cluster.router(id).set_emulation(model, 0);
     }
     let sends = sends.to_vec();
     let start = Instant::now();
@@ -124,4 +124,42 @@ async fn a_node_sends_on_two_links_at_once() {
     let one = elapsed_ns(8, Some(model(Routing::Sf, 1024)), &[(0, 1, m)]).await;
     let both = elapsed_ns(8, Some(model(Routing::Sf, 1024)), &[(0, 1, m), (0, 7, m)]).await;
     assert_eq!(one, both);
+}
+
+/// Node 1 takes a message from node 0, works for `work_ns` (emulated), and sends one on
+/// to node 2; returns the emulated nanoseconds until node 2 has it.
+async fn relay_ns(work_ns: u64) -> u64 {
+    let topology = Topology::new(TopologyKind::Ring, 4, None).unwrap();
+    let cluster = MemoryCluster::with_clock(&topology, Clock::Virtual);
+    for id in 0..4 {
+        cluster.router(id).set_emulation(Some(model(Routing::Sf, 0)), 0);
+    }
+    let start = Instant::now();
+    let results = cluster
+        .run_all(1, Duration::from_secs(1 << 40), move |comm| async move {
+            match comm.id() {
+                0 => comm.send(1, 0, Bytes::from(vec![1u8; 1000])).await?,
+                1 => {
+                    let message = comm.recv(0, 0).await?;
+                    tokio::time::sleep(Clock::Virtual.duration(work_ns)).await;
+                    comm.send(2, 1, message).await?;
+                }
+                2 => drop(comm.recv(1, 1).await?),
+                _ => {}
+            }
+            Ok(Instant::now())
+        })
+        .await;
+    Clock::Virtual.nanos(results[2].as_ref().map(|done| *done - start).unwrap())
+}
+
+#[tokio::test(start_paused = true)]
+async fn software_time_up_to_t_s_hides_inside_the_start_up_time() {
+    let hop = TS + TH + 1000 * TW_PS / 1000;
+    // Work that takes less than t_s is part of the next message's start-up time ...
+    assert_eq!(relay_ns(0).await, 2 * hop);
+    assert_eq!(relay_ns(TS - 50_000).await, 2 * hop);
+    // ... and longer work delays it, and everything after it, by the difference: the
+    // hop and the wire time are never hidden.
+    assert_eq!(relay_ns(TS + 30_000).await, 2 * hop + 30_000);
 }

@@ -9,7 +9,7 @@ use tokio::io::{AsyncWriteExt, DuplexStream};
 use tokio::time::Instant;
 use topocomm_node::Comm;
 use topocomm_node::comm::CommError;
-use topocomm_node::pacing::Clock;
+use topocomm_node::pacing::Timeline;
 use topocomm_node::router::Router;
 use topocomm_node::testing::MemoryCluster;
 use topocomm_proto::frame::FrameHeader;
@@ -21,12 +21,12 @@ const MAX_FRAME: usize = 1024;
 fn lone_node() -> (std::sync::Arc<Router>, DuplexStream) {
     let topology = Topology::new(TopologyKind::Ring, 2, None).unwrap();
     let (near, far) = tokio::io::duplex(1 << 16);
-    let router = Router::start(0, topology, vec![(1, near)], MAX_FRAME, Clock::Real);
+    let router = Router::start(0, topology, vec![(1, near)], MAX_FRAME, Timeline::Real { offset_ns: 0 });
     (router, far)
 }
 
 fn header(src: u32, dst: u32) -> FrameHeader {
-    FrameHeader { run: 1, iteration: 0, src, dst, tag: 7, hops: 0, step: 1, packet: 0, last: true }
+    FrameHeader { run: 1, iteration: 0, src, dst, tag: 7, hops: 0, step: 1, packet: 0, last: true, due_ns: 0 }
 }
 
 async fn write_frame(far: &mut DuplexStream, header: FrameHeader, payload: &[u8]) {

@@ -43,11 +43,16 @@ pub struct FrameHeader {
     pub packet: u32,
     /// Whether this is the message's last packet (always, under store-and-forward).
     pub last: bool,
+    /// Under emulation: when the frame's tail reached the node it was sent to, in
+    /// nanoseconds on the cluster's common timeline (0: not emulated). A hop schedules
+    /// what the frame causes from this instant, not from when its software got to it, so
+    /// software delays hide inside the emulated times instead of adding to them.
+    pub due_ns: u64,
 }
 
 impl FrameHeader {
     /// The header's encoded length: fixed, because integers are fixed-width.
-    pub const ENCODED_LEN: usize = 8 + 4 + 4 + 4 + 4 + 2 + 2 + 4 + 1;
+    pub const ENCODED_LEN: usize = 8 + 4 + 4 + 4 + 4 + 2 + 2 + 4 + 1 + 8;
 
     pub fn src(&self) -> NodeId {
         self.src as NodeId
@@ -100,7 +105,18 @@ mod tests {
     use super::*;
 
     fn header() -> FrameHeader {
-        FrameHeader { run: 9, iteration: 3, src: 1, dst: 6, tag: 42, hops: 2, step: 1, packet: 0, last: true }
+        FrameHeader {
+            run: 9,
+            iteration: 3,
+            src: 1,
+            dst: 6,
+            tag: 42,
+            hops: 2,
+            step: 1,
+            packet: 0,
+            last: true,
+            due_ns: 7,
+        }
     }
 
     #[test]
