@@ -72,6 +72,12 @@ async fn read_frames<R: AsyncRead>(reader: R, peer: NodeId, router: &Router, max
             Err(FrameError::Io(error)) => return format!("link to node {peer}: bad frame: {error}"),
             Err(FrameError::Malformed(reason)) => return format!("link to node {peer}: malformed frame: {reason}"),
         };
+        // An emulated frame travelled ahead of its time: it reaches this node when its
+        // link model says its tail arrives, as a network emulator releases a packet.
+        if frame.header.due_ns > 0 && frame.header.tag < SYSTEM_TAG_BASE {
+            let timeline = router.timeline();
+            timeline.clock().wait_until(timeline.instant(frame.header.due_ns)).await;
+        }
         if let Err(error) = router.on_frame(peer, frame) {
             return format!("link to node {peer}: {error}");
         }
@@ -177,14 +183,16 @@ fn expect(filled: bool) -> Result<(), FrameError> {
     if filled { Ok(()) } else { Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into()) }
 }
 
-/// Writes frames until the router drops the queue, at the pace `link_free_at` sets under
-/// emulation. Deadlines come from that schedule, not from when the previous write
-/// happened to finish, so timing errors do not add up.
+/// Writes frames until the router drops the queue. The frames already queued go out
+/// together (up to `BATCH_FRAMES`) in vectored writes: one system call for a burst of
+/// small frames, and a frame's payload parts are never copied together.
 ///
-/// At full speed the frames already queued go out together (up to `BATCH_FRAMES`) in
-/// vectored writes: one system call for a burst of small frames, and a frame's payload
-/// parts are never copied together. Emulated algorithm frames go one by one, each when
-/// its link model lets it, in queue order as before.
+/// Under emulation each algorithm frame is stamped with the instant `link_free_at` says
+/// its tail reaches the next node (`due_ns`) and goes out at once; the reader at the other
+/// end holds it until then. So the real transfer and the receiver's wake-up happen
+/// while the emulated link is busy, not after it, and the schedule's instants come from
+/// the link model, not from when a write happened to finish: timing errors do not add
+/// up.
 async fn write_frames<W: AsyncWrite>(
     writer: W,
     mut frames: mpsc::UnboundedReceiver<Outgoing>,
@@ -197,27 +205,17 @@ async fn write_frames<W: AsyncWrite>(
     while let Some(first) = frames.recv().await {
         let mut next = Some(first);
         while let Some(outgoing) = next.take() {
-            match router.emulation().filter(|_| outgoing.header.tag < SYSTEM_TAG_BASE) {
-                Some(model) => {
-                    write_batch(&mut writer, &mut batch, &mut heads).await?;
-                    let (timeline, payload_len) = (router.timeline(), outgoing.payload.len());
-                    let header = &outgoing.header;
-                    free_at = link_free_at(&model, timeline.clock(), header, payload_len, outgoing.ready_at, free_at);
-                    timeline.clock().wait_until(free_at).await;
-                    // The emulated link has carried the frame's tail to the next node now;
-                    // it goes out stamped with this instant (later than planned if the
-                    // software was late: the delay then travels on, as it would).
-                    let mut outgoing = outgoing;
-                    outgoing.header.due_ns = timeline.ns(Instant::now().max(free_at));
-                    batch.push(outgoing);
-                    write_batch(&mut writer, &mut batch, &mut heads).await?;
-                }
-                None => {
-                    batch.push(outgoing);
-                    if batch.len() == BATCH_FRAMES {
-                        write_batch(&mut writer, &mut batch, &mut heads).await?;
-                    }
-                }
+            let mut outgoing = outgoing;
+            if let Some(model) = router.emulation().filter(|_| outgoing.header.tag < SYSTEM_TAG_BASE) {
+                let (timeline, payload_len) = (router.timeline(), outgoing.payload.len());
+                let header = &outgoing.header;
+                free_at = link_free_at(&model, timeline.clock(), header, payload_len, outgoing.ready_at, free_at);
+                // Never due before it is written (a writer that ran late delays it).
+                outgoing.header.due_ns = timeline.ns(free_at.max(Instant::now()));
+            }
+            batch.push(outgoing);
+            if batch.len() == BATCH_FRAMES {
+                write_batch(&mut writer, &mut batch, &mut heads).await?;
             }
             next = frames.try_recv().ok();
         }

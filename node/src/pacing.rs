@@ -26,7 +26,7 @@ const SPIN: Duration = Duration::from_micros(5);
 /// the rest itself, yielding the processor between looks at the clock: the cross-thread
 /// wake-up then happens before the deadline instead of after it, and other processes
 /// (often the ones about to receive) still get the CPU.
-const EARLY_WAKE: Duration = Duration::from_micros(50);
+const EARLY_WAKE: Duration = Duration::from_micros(150);
 
 /// Which clock emulated delays are measured on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -319,7 +319,7 @@ impl Router {
                 tag = header.tag,
                 src = header.src,
                 dst = header.dst,
-                hop = header.hops,
+                hop = header.hops + 1,
                 from,
                 bytes = frame.payload.len(),
                 "deliver"

@@ -24,21 +24,8 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
     router.mailbox().begin_run(spec.run);
     let clock_offset_ns = spec.clock_offsets_ns.get(id).copied().unwrap_or(0);
     router.set_emulation(spec.emulation, clock_offset_ns);
-    let mut report = NodeReport {
-        run: spec.run,
-        node: id,
-        times_us: Vec::with_capacity(spec.iterations as usize),
-        verified: false,
-        mismatch: None,
-        digest: 0,
-        frames_sent: 0,
-        frames_forwarded: 0,
-        steps: 0,
-        link_bytes: Vec::new(),
-        error: None,
-        dump: None,
-        trace: None,
-    };
+    let mut report = NodeReport::empty(spec.run, id);
+    report.times_us.reserve(spec.iterations as usize);
     // Generating inputs and references is heavy arithmetic: off the runtime's thread, so
     // the node keeps answering its links and the coordinator meanwhile.
     let input = {

@@ -100,6 +100,28 @@ pub struct NodeReport {
     pub trace: Option<NodeTrace>,
 }
 
+impl NodeReport {
+    /// The report of node `node` for `run`, before anything happened: no times, not
+    /// verified, no traffic, no error.
+    pub fn empty(run: u64, node: NodeId) -> Self {
+        NodeReport {
+            run,
+            node,
+            times_us: Vec::new(),
+            verified: false,
+            mismatch: None,
+            digest: 0,
+            frames_sent: 0,
+            frames_forwarded: 0,
+            steps: 0,
+            link_bytes: Vec::new(),
+            error: None,
+            dump: None,
+            trace: None,
+        }
+    }
+}
+
 /// The events a node recorded, timed from `origin_ns` on its own clock.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeTrace {

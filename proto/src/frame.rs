@@ -34,7 +34,7 @@ pub struct FrameHeader {
     pub dst: u32,
     /// The algorithm's tag.
     pub tag: Tag,
-    /// Links crossed so far.
+    /// Links crossed before the one the frame is on (0 as its source sends it).
     pub hops: u16,
     /// The sender's step: one more than the deepest step it had received from when it
     /// sent (so the deepest step anyone receives is the schedule's step count).
