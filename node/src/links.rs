@@ -72,9 +72,12 @@ async fn read_frames<R: AsyncRead>(reader: R, peer: NodeId, router: &Router, max
             Err(FrameError::Io(error)) => return format!("link to node {peer}: bad frame: {error}"),
             Err(FrameError::Malformed(reason)) => return format!("link to node {peer}: malformed frame: {reason}"),
         };
-        // An emulated frame travelled ahead of its time: it reaches this node when its
-        // link model says its tail arrives, as a network emulator releases a packet.
-        if frame.header.due_ns > 0 && frame.header.tag < SYSTEM_TAG_BASE {
+        // An emulated frame for this node travelled ahead of its time: it is delivered
+        // when its link model says its tail arrives, as a network emulator releases a
+        // packet. One to forward goes on at once: its next link is scheduled from its due
+        // time, so no hop adds its real latency to the emulated one.
+        let header = &frame.header;
+        if header.due_ns > 0 && header.tag < SYSTEM_TAG_BASE && header.dst() == router.id() {
             let timeline = router.timeline();
             timeline.clock().wait_until(timeline.instant(frame.header.due_ns)).await;
         }
@@ -189,10 +192,10 @@ fn expect(filled: bool) -> Result<(), FrameError> {
 ///
 /// Under emulation each algorithm frame is stamped with the instant `link_free_at` says
 /// its tail reaches the next node (`due_ns`) and goes out at once; the reader at the other
-/// end holds it until then. So the real transfer and the receiver's wake-up happen
-/// while the emulated link is busy, not after it, and the schedule's instants come from
-/// the link model, not from when a write happened to finish: timing errors do not add
-/// up.
+/// end holds it until then (or, if it only passes through, sends it on at once). So the
+/// real transfer and the receiver's wake-up happen while the emulated link is busy, not
+/// after it, and the schedule's instants come from the link model, not from when a
+/// write happened to finish: timing errors do not add up.
 async fn write_frames<W: AsyncWrite>(
     writer: W,
     mut frames: mpsc::UnboundedReceiver<Outgoing>,

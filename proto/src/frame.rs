@@ -3,7 +3,8 @@
 //!
 //! On the wire a frame is `u32 length (big-endian) | header | payload`, where the
 //! length counts header and payload. The length prefix is written and checked by
-//! the length-delimited codec in the node's link layer; this file only knows the header.
+//! the node's link layer (`node/src/links.rs`, which reads a long payload straight into
+//! its destination); this file only knows the header.
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
