@@ -258,21 +258,7 @@ async fn session(stream: TcpStream, bound: SocketAddr, args: &NodeArgs, shared: 
 }
 
 fn failed_report(spec: &topocomm_proto::spec::RunSpec, reason: &str) -> NodeReport {
-    NodeReport {
-        run: spec.run,
-        node: usize::MAX,
-        times_us: Vec::new(),
-        verified: false,
-        mismatch: None,
-        digest: 0,
-        frames_sent: 0,
-        frames_forwarded: 0,
-        steps: 0,
-        link_bytes: Vec::new(),
-        error: Some(reason.to_owned()),
-        dump: None,
-        trace: None,
-    }
+    NodeReport { error: Some(reason.to_owned()), ..NodeReport::empty(spec.run, usize::MAX) }
 }
 
 async fn send(control: &mut Control, message: &ToCoordinator) -> anyhow::Result<()> {
