@@ -132,6 +132,8 @@ async fn iterate(
         };
         // A fresh handle, so the barrier's messages do not count as steps of the collective.
         let comm = Comm::new(router.clone(), spec.run, iteration, deadline).started_at(started);
+        // The last iteration's output goes before this one runs: a daemon never holds two.
+        drop(std::mem::take(&mut output));
         output = collectives::run(&comm, spec, input.clone()).await?;
         let elapsed = started.elapsed();
         report.steps = report.steps.max(comm.steps());
