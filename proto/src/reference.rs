@@ -170,6 +170,20 @@ impl Expected {
         Expected { dtype, bytes, tolerance: Tolerance::Exact }
     }
 
+    /// Appends `more` (of the same type) to this result, with its tolerance.
+    fn append(&mut self, more: Expected) {
+        let elements = |e: &Expected| e.bytes.len().div_ceil(e.dtype.size());
+        let bounds = |e: &Expected| match &e.tolerance {
+            Tolerance::Exact => vec![0.0; elements(e)],
+            Tolerance::PerElement(bounds) => bounds.clone(),
+        };
+        self.tolerance = match (&self.tolerance, &more.tolerance) {
+            (Tolerance::Exact, Tolerance::Exact) => Tolerance::Exact,
+            _ => Tolerance::PerElement([bounds(self), bounds(&more)].concat()),
+        };
+        self.bytes.extend_from_slice(&more.bytes);
+    }
+
     /// The tolerance of element `index` (0 for an exact match).
     pub fn tolerance_of(&self, index: usize) -> f64 {
         match &self.tolerance {
@@ -263,33 +277,92 @@ fn describe_tolerance(tolerance: &f64) -> String {
 /// A spec whose size is not a whole number of elements (refused by
 /// [`RunSpec::validate`]) reduces its whole elements only.
 pub fn expected(spec: &RunSpec, p: usize, node: NodeId) -> Expected {
-    debug_assert!(node < p, "node {node} is not one of {p} nodes");
-    let nothing = || Expected::exact(spec.dtype, Vec::new());
-    let concat = |blocks: &mut dyn Iterator<Item = Vec<u8>>| Expected::exact(spec.dtype, blocks.flatten().collect());
-    let vectors = |nodes: std::ops::Range<NodeId>| nodes.map(|k| node_vector(spec, k));
-    match spec.collective {
-        Collective::Broadcast => Expected::exact(spec.dtype, node_vector(spec, spec.root)),
-        Collective::Reduce if node == spec.root => reduction(spec, vectors(0..p)),
-        Collective::Allreduce => reduction(spec, vectors(0..p)),
-        Collective::Scan if spec.exclusive && node == 0 => nothing(),
-        Collective::Scan if spec.exclusive => reduction(spec, vectors(0..node)),
-        Collective::Scan => reduction(spec, vectors(0..node + 1)),
-        Collective::Allgather => concat(&mut vectors(0..p)),
-        Collective::Gather if node == spec.root => concat(&mut vectors(0..p)),
-        Collective::ReduceScatter => reduction(spec, (0..p).map(|k| node_block(spec, k, node))),
-        Collective::Scatter => Expected::exact(spec.dtype, node_block(spec, spec.root, node)),
-        Collective::Alltoall => concat(&mut (0..p).map(|k| node_block(spec, k, node))),
-        Collective::Shift => Expected::exact(spec.dtype, node_vector(spec, (node + p - spec.shift % p) % p)),
-        Collective::PingPong if node == spec.root || node == (spec.root + spec.shift) % p => {
-            Expected::exact(spec.dtype, node_vector(spec, spec.root))
+    let mut whole = Expected::exact(spec.dtype, Vec::new());
+    for segment in segments(spec, p, node) {
+        whole.append(segment.expected(spec, 0, segment.len));
+    }
+    whole
+}
+
+/// Holds node `node`'s output of a `p`-node run against [`expected`], a piece at a time:
+/// the reference is never built whole, so checking a large result costs little memory.
+pub fn check(spec: &RunSpec, p: usize, node: NodeId, output: &[u8]) -> Result<(), Mismatch> {
+    let segments = segments(spec, p, node);
+    let expected_len: usize = segments.iter().map(|segment| segment.len).sum();
+    if output.len() != expected_len {
+        return Err(Mismatch::Length { got: output.len(), expected: expected_len });
+    }
+    let size = spec.dtype.size();
+    let (mut at, mut differing, mut first) = (0, 0, None);
+    for segment in &segments {
+        for start in (0..segment.len).step_by(CHECK_PIECE) {
+            let len = CHECK_PIECE.min(segment.len - start);
+            if let Err(Mismatch::Elements { differing: here, first: index, got, expected, tolerance, .. }) =
+                segment.expected(spec, start, len).check(&output[at..at + len])
+            {
+                differing += here;
+                first.get_or_insert((at / size + index, got, expected, tolerance));
+            }
+            at += len;
         }
-        Collective::Reduce | Collective::Gather | Collective::Barrier | Collective::PingPong => nothing(),
+    }
+    match first {
+        None => Ok(()),
+        Some((first, got, expected, tolerance)) => {
+            Err(Mismatch::Elements { differing, total: output.len().div_ceil(size), first, got, expected, tolerance })
+        }
     }
 }
 
-/// Holds node `node`'s output of a `p`-node run against [`expected`].
-pub fn check(spec: &RunSpec, p: usize, node: NodeId, output: &[u8]) -> Result<(), Mismatch> {
-    expected(spec, p, node).check(output)
+/// Bytes of the reference [`check`] builds at a time (a multiple of every element size).
+const CHECK_PIECE: usize = 1 << 20;
+
+/// One part of a node's expected result: `len` bytes from each of `sources` (a node and
+/// a byte offset into its stream), reduced element-wise in the order given when there
+/// are several.
+struct Segment {
+    sources: Vec<(NodeId, usize)>,
+    len: usize,
+}
+
+impl Segment {
+    /// Bytes `start .. start + len` of this part (`start` a multiple of [`CHECK_PIECE`]).
+    fn expected(&self, spec: &RunSpec, start: usize, len: usize) -> Expected {
+        let mut pieces = self.sources.iter().map(|&(node, offset)| node_data(spec, node, offset + start, len));
+        match self.sources.len() {
+            1 => Expected::exact(spec.dtype, pieces.next().expect("one source")),
+            _ => reduction(spec, pieces),
+        }
+    }
+}
+
+/// The parts of what node `node` must end with, in order (see [`expected`]).
+fn segments(spec: &RunSpec, p: usize, node: NodeId) -> Vec<Segment> {
+    debug_assert!(node < p, "node {node} is not one of {p} nodes");
+    let size = spec.size_bytes as usize;
+    let part = |sources: Vec<(NodeId, usize)>| Segment { sources, len: size };
+    // Block `block` of node `k`.
+    let one = |k: NodeId, block: usize| vec![part(vec![(k, block * size)])];
+    // The reduction of block `block` of each of `nodes`.
+    let reduced = |nodes: std::ops::Range<NodeId>, block: usize| vec![part(nodes.map(|k| (k, block * size)).collect())];
+    // Block `block` of each node, one after another.
+    let gathered = |block: usize| (0..p).map(|k| part(vec![(k, block * size)])).collect();
+    match spec.collective {
+        Collective::Broadcast => one(spec.root, 0),
+        Collective::Reduce if node == spec.root => reduced(0..p, 0),
+        Collective::Allreduce => reduced(0..p, 0),
+        Collective::Scan if spec.exclusive && node == 0 => Vec::new(),
+        Collective::Scan if spec.exclusive => reduced(0..node, 0),
+        Collective::Scan => reduced(0..node + 1, 0),
+        Collective::Allgather => gathered(0),
+        Collective::Gather if node == spec.root => gathered(0),
+        Collective::ReduceScatter => reduced(0..p, node),
+        Collective::Scatter => one(spec.root, node),
+        Collective::Alltoall => gathered(node),
+        Collective::Shift => one((node + p - spec.shift % p) % p, 0),
+        Collective::PingPong if node == spec.root || node == (spec.root + spec.shift) % p => one(spec.root, 0),
+        Collective::Reduce | Collective::Gather | Collective::Barrier | Collective::PingPong => Vec::new(),
+    }
 }
 
 /// The xxh3 digest of a node's result, as reported to the coordinator.
@@ -301,9 +374,9 @@ pub fn digest(bytes: &[u8]) -> u64 {
 /// its tolerance.
 fn reduction(spec: &RunSpec, mut vectors: impl Iterator<Item = Vec<u8>>) -> Expected {
     let (dtype, op) = (spec.dtype, spec.op);
-    let whole = spec.elements() * dtype.size();
     let float_sum = dtype.is_float() && op == ReduceOp::Sum;
     let mut acc = vectors.next().expect("a reduction of at least one vector");
+    let whole = acc.len() / dtype.size() * dtype.size();
     // Σ_k |x_k[i]|, only needed for float sums.
     let mut magnitudes: Vec<f64> = if float_sum { iter_f64(dtype, &acc).map(f64::abs).collect() } else { Vec::new() };
     let mut count = 1usize;
@@ -469,7 +542,7 @@ mod tests {
             assert_eq!(expected(&exact, p, 0).tolerance, Tolerance::Exact);
         }
         // One node: nothing is rounded, so nothing may differ.
-        assert_eq!(expected(&s, 1, 0).tolerance, Tolerance::PerElement(vec![0.0; 4]));
+        assert_eq!(expected(&s, 1, 0).tolerance, Tolerance::Exact);
     }
 
     #[test]
@@ -521,6 +594,28 @@ mod tests {
                 let msg = check(&s, p, 3, &out).unwrap_err().to_string();
                 assert!(msg.starts_with("2 of 8 elements differ; first at element 2"), "{msg}");
             }
+        }
+    }
+
+    #[test]
+    fn check_goes_piece_by_piece_and_counts_across_pieces() {
+        // 2.5 pieces per block: a result of several segments, each of several pieces.
+        let size = (CHECK_PIECE * 5 / 2) as u64;
+        let p = 3;
+        for collective in [Collective::Allreduce, Collective::Alltoall, Collective::ReduceScatter] {
+            let s = spec(collective, Dtype::F64, ReduceOp::Sum, size, 0);
+            let mut out = expected(&s, p, 1).bytes;
+            assert_eq!(check(&s, p, 1, &out), Ok(()), "{collective:?}");
+            let total = out.len() / 8;
+            // One element in the second piece, one in the last.
+            let (second, last) = (CHECK_PIECE / 8 + 5, total - 1);
+            spoil(Dtype::F64, &mut out, last);
+            spoil(Dtype::F64, &mut out, second);
+            let err = check(&s, p, 1, &out).unwrap_err();
+            assert!(
+                matches!(err, Mismatch::Elements { differing: 2, first, total: t, .. } if first == second && t == total),
+                "{collective:?}: {err:?}"
+            );
         }
     }
 
