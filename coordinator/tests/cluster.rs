@@ -409,7 +409,7 @@ fn a_local_cluster_runs_and_leaves_nothing_behind() {
     let mut local = command(&topocomm_bin());
     local.args("run broadcast --nodes 4 --topology ring --size 4KiB".split_whitespace());
     local.args("--iterations 3 --json --timeout 5s --logs".split_whitespace());
-    local.arg(&logs);
+    local.arg(&logs).env("RUST_LOG", "debug");
     let finished = run_bounded(local, &scratch, "local", Duration::from_secs(60));
     let json = finished.json();
     assert_summary(&json, "broadcast", "ring", "ring", 4);
@@ -428,6 +428,10 @@ fn a_local_cluster_runs_and_leaves_nothing_behind() {
     for node in 0..4 {
         let log = logs.join(format!("node-{node}.log"));
         assert!(log.is_file(), "{} is missing", log.display());
+        // Plain text, so that `grep field=value` finds the message flow.
+        let text = read_text(&log);
+        assert!(!text.contains('\u{1b}'), "{} has terminal colour codes", log.display());
+        assert!(text.contains(" deliver ") && text.contains("bytes=4096"), "no deliver line in {}", log.display());
     }
 }
 
