@@ -278,17 +278,17 @@ impl Router {
             self.counters.sent.fetch_add(1, Ordering::Relaxed);
         }
         self.record(FlowKind::Send, &header, payload.len(), (dst != self.id).then(|| self.next_hop[dst]));
-        let ready_at = match (ready_at, self.emulation()) {
+        let emulation = self.emulation();
+        let ready_at = match (ready_at, emulation) {
             (Some(causal), Some(model)) => self.ready_from(causal, model.ts_ns),
             _ => Instant::now(),
         };
         if dst == self.id {
-            let due_ns = if self.emulation().is_some() { self.timeline().ns(ready_at) } else { 0 };
+            let due_ns = if emulation.is_some() { self.timeline().ns(ready_at) } else { 0 };
             self.deliver(FrameHeader { due_ns, ..header }, payload.into_bytes());
             return Ok(());
         }
-        let model = self.emulation().filter(|m| m.packetized() && header.tag < SYSTEM_TAG_BASE);
-        let Some(model) = model else {
+        let Some(model) = emulation.filter(|m| m.packetized() && header.tag < SYSTEM_TAG_BASE) else {
             return self.push(header, payload, ready_at);
         };
         // Cut-through: the message leaves in packets that every hop passes on as they arrive.

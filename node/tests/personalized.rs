@@ -354,24 +354,8 @@ async fn step_counts_match_the_formulas() {
     for (run, (collective, algorithm, kind, p, shift, steps)) in cases.into_iter().enumerate() {
         let topology = topology(kind, p).unwrap();
         let cluster = MemoryCluster::start(&topology);
-        let s = Arc::new(spec(run as u64 + 1, collective, algorithm, 0, 2, Dtype::I32, shift));
-        let shared = s.clone();
-        let outputs = cluster
-            .run_all(s.run, TIMEOUT, move |comm| {
-                let s = shared.clone();
-                async move {
-                    let input = reference::input(&s, comm.p(), comm.id());
-                    let output = collectives::run(&comm, &s, input).await?;
-                    Ok((output, comm.steps()))
-                }
-            })
-            .await;
-        let mut longest = 0;
-        for (node, output) in outputs.into_iter().enumerate() {
-            let (output, node_steps) = output.unwrap();
-            reference::check(&s, p, node, &output).unwrap();
-            longest = longest.max(node_steps);
-        }
+        let s = spec(run as u64 + 1, collective, algorithm, 0, 2, Dtype::I32, shift);
+        let longest = cluster.verify(&s, TIMEOUT).await.unwrap();
         assert_eq!(longest, steps, "{algorithm} {collective} on {kind} of {p}");
     }
 }
