@@ -191,15 +191,17 @@ impl Comm {
             // a wake-up later (60-120 µs on a virtual machine). Each look lets the runtime
             // poll the sockets and then gives the processor to any other process that
             // wants it. (At full speed this measured no better: 8 daemons on 2 cores need
-            // the processor more than a quick wake-up.)
+            // the processor more than a quick wake-up.) A resumed poll looks before it
+            // gives the processor away: the message may be what resumed it, and another
+            // process's turn costs tens of microseconds.
             let until = Instant::now() + BUSY_POLL;
             while Instant::now() < until {
                 match waiting.try_recv() {
                     Ok(arrival) => return self.took(Some(arrival)),
                     Err(tokio::sync::oneshot::error::TryRecvError::Closed) => return self.took(None),
                     Err(tokio::sync::oneshot::error::TryRecvError::Empty) => {
-                        tokio::task::yield_now().await;
                         std::thread::yield_now();
+                        tokio::task::yield_now().await;
                     }
                 }
             }
@@ -229,6 +231,10 @@ impl Comm {
     /// land in.
     fn arrived(&self, delivery: Delivery, place: Option<Place>) -> Result<Bytes, CommError> {
         self.step.fetch_max(delivery.step, Ordering::Relaxed);
+        if delivery.due_ns > 0 {
+            let due = self.router.timeline().instant(delivery.due_ns);
+            tracing::trace!(late_us = Instant::now().saturating_duration_since(due).as_secs_f64() * 1e6, "taken");
+        }
         self.causal_ns.fetch_max(delivery.due_ns, Ordering::Relaxed);
         match place {
             None => Ok(delivery.payload),

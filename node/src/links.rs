@@ -79,7 +79,9 @@ async fn read_frames<R: AsyncRead>(reader: R, peer: NodeId, router: &Router, max
         let header = &frame.header;
         if header.due_ns > 0 && header.tag < SYSTEM_TAG_BASE && header.dst() == router.id() {
             let timeline = router.timeline();
-            timeline.clock().wait_until(timeline.instant(frame.header.due_ns)).await;
+            let due = timeline.instant(frame.header.due_ns);
+            timeline.clock().wait_until(due).await;
+            tracing::trace!(late_us = Instant::now().saturating_duration_since(due).as_secs_f64() * 1e6, "released");
         }
         if let Err(error) = router.on_frame(peer, frame) {
             return format!("link to node {peer}: {error}");
