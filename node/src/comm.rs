@@ -188,12 +188,12 @@ impl Comm {
         if self.router.clock() == Clock::Real && self.router.emulation().is_some() {
             // On emulated links, poll for a while before sleeping, as MPI's progress
             // engine does: a frame held until its due time is then taken at that time, not
-            // a wake-up later (60-120 µs on a virtual machine). Each look lets the runtime
-            // poll the sockets and then gives the processor to any other process that
-            // wants it. (At full speed this measured no better: 8 daemons on 2 cores need
-            // the processor more than a quick wake-up.) A resumed poll looks before it
-            // gives the processor away: the message may be what resumed it, and another
-            // process's turn costs tens of microseconds.
+            // a wake-up later (60-120 µs on a virtual machine). Between looks the poll
+            // gives the processor to any other process that wants it, then lets the
+            // runtime poll the sockets; resumed, it looks first, since the message may be
+            // what resumed it and another process's turn costs tens of microseconds. (At
+            // full speed this measured no better: 8 daemons on 2 cores need the processor
+            // more than a quick wake-up.)
             let until = Instant::now() + BUSY_POLL;
             while Instant::now() < until {
                 match waiting.try_recv() {
@@ -232,8 +232,8 @@ impl Comm {
     fn arrived(&self, delivery: Delivery, place: Option<Place>) -> Result<Bytes, CommError> {
         self.step.fetch_max(delivery.step, Ordering::Relaxed);
         if delivery.due_ns > 0 {
-            let due = self.router.timeline().instant(delivery.due_ns);
-            tracing::trace!(late_us = Instant::now().saturating_duration_since(due).as_secs_f64() * 1e6, "taken");
+            // The field is computed only when the trace line is enabled.
+            tracing::trace!(late_us = crate::pacing::late_us(self.router.timeline().instant(delivery.due_ns)), "taken");
         }
         self.causal_ns.fetch_max(delivery.due_ns, Ordering::Relaxed);
         match place {

@@ -81,7 +81,7 @@ async fn read_frames<R: AsyncRead>(reader: R, peer: NodeId, router: &Router, max
             let timeline = router.timeline();
             let due = timeline.instant(frame.header.due_ns);
             timeline.clock().wait_until(due).await;
-            tracing::trace!(late_us = Instant::now().saturating_duration_since(due).as_secs_f64() * 1e6, "released");
+            tracing::trace!(late_us = crate::pacing::late_us(due), "released");
         }
         if let Err(error) = router.on_frame(peer, frame) {
             return format!("link to node {peer}: {error}");

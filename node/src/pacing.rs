@@ -5,7 +5,8 @@
 //! waits on the wall clock at microsecond accuracy: tokio's timer ticks in milliseconds, so
 //! the last stretch of every wait goes to one pacer thread per process that sleeps with a
 //! 1 ns timer slack and wakes the waiting task a little early; the task waits out the final
-//! microseconds itself (yielding the processor), so no thread wake-up lands after the deadline.
+//! microseconds itself (yielding the processor, then keeping it for the last few), so no
+//! thread wake-up lands after the deadline. `late_us` says how late a wait came out.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -92,6 +93,12 @@ impl Clock {
             }
         }
     }
+}
+
+/// How long after `due` it is now, in microseconds (0 if `due` is still ahead): what the
+/// trace lines of held frames log.
+pub fn late_us(due: Instant) -> f64 {
+    Instant::now().saturating_duration_since(due).as_secs_f64() * 1e6
 }
 
 /// Instants as nanoseconds on the cluster's common timeline, the way frames carry them
