@@ -17,7 +17,7 @@ use topocomm_proto::{NodeId, Topology};
 use crate::assembly::{AssemblyError, Place};
 use crate::mailbox::{Arrival, Delivery, MessageKey, Take};
 use crate::pacing::Clock;
-use crate::router::{Payload, RouteError, Router};
+use crate::router::{Payload, RouteError, Router, Written};
 
 /// How long a receive on emulated links polls for its message before it sleeps.
 const BUSY_POLL: std::time::Duration = std::time::Duration::from_millis(1);
@@ -111,7 +111,7 @@ impl Comm {
 
     /// Sends `data` to node `dst` (any node: the router carries it hop by hop).
     pub async fn send(&self, dst: NodeId, tag: Tag, data: Bytes) -> Result<(), CommError> {
-        self.send_payload(dst, tag, Payload::One(data)).await
+        self.send_payload(dst, tag, Payload::One(data), None)
     }
 
     /// Sends the concatenation of `parts` to node `dst` as one message, without copying
@@ -122,10 +122,11 @@ impl Comm {
         tag: Tag,
         parts: impl IntoIterator<Item = Bytes>,
     ) -> Result<(), CommError> {
-        self.send_payload(dst, tag, Payload::of(parts)).await
+        self.send_payload(dst, tag, Payload::of(parts), None)
     }
 
-    async fn send_payload(&self, dst: NodeId, tag: Tag, data: Payload) -> Result<(), CommError> {
+    /// Hands a message to the router; `written` goes with it to its link.
+    fn send_payload(&self, dst: NodeId, tag: Tag, data: Payload, written: Option<Written>) -> Result<(), CommError> {
         self.check_peer(dst)?;
         let header = FrameHeader {
             run: self.run,
@@ -141,7 +142,7 @@ impl Comm {
         };
         let causal_ns = self.causal_ns.load(Ordering::Relaxed);
         let ready_at = (causal_ns > 0).then(|| self.router.timeline().instant(causal_ns));
-        self.router.originate(header, data, ready_at).map_err(|error| self.route_error(error))
+        self.router.originate(header, data, ready_at, written).map_err(|error| self.route_error(error))
     }
 
     /// Waits for the next message from node `src` with `tag`.
@@ -252,10 +253,20 @@ impl Comm {
         self.step.load(Ordering::Relaxed)
     }
 
-    /// Sends to `dst` and then receives from `src`: one exchange step.
+    /// Sends to `dst` and then receives from `src`: one exchange step. Like
+    /// `MPI_Sendrecv` it returns only once the link has written what it sent, so the
+    /// sent buffer is free by the next step: an exchange loop (recursive doubling) holds
+    /// its input, the vector it sends and the one it receives, never a fourth.
     pub async fn exchange(&self, dst: NodeId, src: NodeId, tag: Tag, data: Bytes) -> Result<Bytes, CommError> {
-        self.send(dst, tag, data).await?;
-        self.recv(src, tag).await
+        let (written, done) = Written::new();
+        self.send_payload(dst, tag, Payload::One(data), Some(written))?;
+        let received = self.recv(src, tag).await?;
+        // Resolves (closed) when the link has dropped the frame, written or not.
+        if tokio::time::timeout_at(self.deadline, done).await.is_err() {
+            let reason = format!("the message to node {dst} (tag {tag}) was not written before the deadline");
+            return Err(CommError::Link { me: self.id(), reason });
+        }
+        Ok(received)
     }
 
     /// Wraps an element-wise operation failure.

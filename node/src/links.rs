@@ -66,7 +66,7 @@ async fn read_frames<R: AsyncRead>(reader: R, peer: NodeId, router: &Router, max
     let mut reader = std::pin::pin!(reader);
     let mut buffer = BytesMut::with_capacity(READ_AHEAD);
     loop {
-        let frame = match next_frame(&mut reader, &mut buffer, max_frame, router).await {
+        let frame = match next_frame(&mut reader, &mut buffer, max_frame, router, peer).await {
             Ok(Some(frame)) => frame,
             Ok(None) => return format!("link to node {peer} was closed by the peer"),
             Err(FrameError::Io(error)) => return format!("link to node {peer}: bad frame: {error}"),
@@ -93,8 +93,10 @@ async fn read_frames<R: AsyncRead>(reader: R, peer: NodeId, router: &Router, max
 const READ_AHEAD: usize = 64 * 1024;
 
 /// Payloads longer than this are read straight into a buffer of their own, allocated
-/// once at their exact length (a shorter one shares the read-ahead buffer).
-const OWN_BUFFER: usize = 64 * 1024;
+/// once at their exact length (a shorter one shares the read-ahead buffer), and only
+/// once their receive is posted (`Router::admit`): Open MPI's TCP transport sends
+/// messages up to 64 KiB eagerly too, and longer ones after a rendezvous.
+pub const RENDEZVOUS_ABOVE: usize = 64 * 1024;
 
 /// Why a frame could not be read.
 enum FrameError {
@@ -112,13 +114,14 @@ impl From<std::io::Error> for FrameError {
 
 /// Reads the next `u32 length | header | payload` frame (`None`: the stream ended
 /// between frames). The payload is never copied after the read: a short one is a slice
-/// of `buffer`; a long one lands in the place a waiting receive offers for it (its part
-/// of an assembled result), or else in a buffer of its own.
+/// of `buffer`; a long one waits for its receive, then lands in the place that receive
+/// offers for it (its part of an assembled result), or else in a buffer of its own.
 async fn next_frame<R: AsyncRead + Unpin>(
     reader: &mut R,
     buffer: &mut BytesMut,
     max_frame: usize,
     router: &Router,
+    peer: NodeId,
 ) -> Result<Option<Frame>, FrameError> {
     if !fill(reader, buffer, 4).await? {
         if buffer.is_empty() {
@@ -132,7 +135,7 @@ async fn next_frame<R: AsyncRead + Unpin>(
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, message).into());
     }
     let payload_len = len.saturating_sub(FrameHeader::ENCODED_LEN);
-    if payload_len <= OWN_BUFFER {
+    if payload_len <= RENDEZVOUS_ABOVE {
         expect(fill(reader, buffer, 4 + len).await?)?;
         buffer.advance(4);
         let body = buffer.split_to(len).freeze();
@@ -143,6 +146,7 @@ async fn next_frame<R: AsyncRead + Unpin>(
     let header = FrameHeader::decode(&buffer.split_to(FrameHeader::ENCODED_LEN))
         .map_err(|error| FrameError::Malformed(error.to_string()))?;
     let early = buffer.split_to(buffer.len().min(payload_len));
+    router.admit(&header, peer).await;
     let payload = match router.landing(&header, payload_len) {
         Some(mut place) => {
             place.put_slice(&early);

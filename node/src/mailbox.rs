@@ -1,13 +1,16 @@
 //! Where delivered messages wait for the algorithm's `recv`, keyed by (run, iteration,
 //! source, tag). A link fault wakes every waiter with the fault's reason. A waiting
 //! receive may offer a place of an assembled result (see `assembly`), which the link
-//! reader then fills straight from the socket.
+//! reader then fills straight from the socket. Every new waiting receive is announced
+//! (`Mailbox::posted`), so a link reader that holds back a large message nobody asked
+//! for yet learns when someone does.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 use bytes::Bytes;
-use tokio::sync::oneshot;
+use tokio::sync::futures::Notified;
+use tokio::sync::{Notify, oneshot};
 
 use topocomm_proto::NodeId;
 use topocomm_proto::frame::Tag;
@@ -63,6 +66,8 @@ struct State {
 #[derive(Default)]
 pub struct Mailbox {
     state: Mutex<State>,
+    /// Notified whenever a receive starts waiting (or the wiring fails).
+    posted: Notify,
 }
 
 /// What `Mailbox::take` hands back: the message (and the place, unused), or a receiver
@@ -118,7 +123,21 @@ impl Mailbox {
         }
         let (tx, rx) = oneshot::channel();
         state.slots.insert(key, Slot::Waiting(tx, place));
+        drop(state);
+        self.posted.notify_waiters();
         Ok(Take::Wait(rx))
+    }
+
+    /// Resolves at the next receive that starts waiting (or at a fault); create it before
+    /// looking at the state with [`Mailbox::is_waiting`] so that no post is missed.
+    pub fn posted(&self) -> Notified<'_> {
+        self.posted.notified()
+    }
+
+    /// Whether a receive waits for a message that `wanted` accepts (or the wiring failed).
+    pub fn is_waiting(&self, wanted: impl Fn(&MessageKey) -> bool) -> bool {
+        let state = self.state.lock().expect("mailbox lock");
+        state.fault.is_some() || state.slots.iter().any(|(key, slot)| matches!(slot, Slot::Waiting(..)) && wanted(key))
     }
 
     /// The place a waiting receive offers for the message `key`, if it is `len` bytes
@@ -148,6 +167,7 @@ impl Mailbox {
         let waiters: Vec<Slot> =
             state.slots.extract_if(|_, slot| matches!(slot, Slot::Waiting(..))).map(|(_, slot)| slot).collect();
         drop(state);
+        self.posted.notify_waiters();
         for slot in waiters {
             if let Slot::Waiting(waiter, _) = slot {
                 let _ = waiter.send(Err(reason.clone()));

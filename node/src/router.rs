@@ -30,6 +30,21 @@ pub struct Outgoing {
     pub header: FrameHeader,
     pub payload: Payload,
     pub ready_at: Instant,
+    /// Dropped with the frame once the link has written it (or given up on it).
+    pub written: Option<Written>,
+}
+
+/// Held by an outgoing frame until its link is done with it, buffer included: the
+/// receiver of [`Written::new`] then resolves (as a closed channel), which tells a sender
+/// that its buffer's memory is free again (`Comm::exchange`).
+pub struct Written(#[allow(dead_code)] tokio::sync::oneshot::Sender<()>);
+
+impl Written {
+    /// A signal and what resolves when the frame that carries it is done with.
+    pub fn new() -> (Self, tokio::sync::oneshot::Receiver<()>) {
+        let (signal, done) = tokio::sync::oneshot::channel();
+        (Self(signal), done)
+    }
 }
 
 /// A frame's payload: one buffer, or several that the link writes back to back with one
@@ -118,12 +133,17 @@ pub enum RouteError {
     LinkClosed(NodeId),
 }
 
+/// The longest a link holds back a long message that no receive has asked for yet.
+pub const HOLD_LIMIT: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// One node's router for one wiring epoch.
 pub struct Router {
     id: NodeId,
     topology: Topology,
     /// `next_hop[dst]`: the neighbour a frame for `dst` leaves through.
     next_hop: Vec<NodeId>,
+    /// `arrives_via[src]`: the neighbour a message from `src` comes in from.
+    arrives_via: Vec<NodeId>,
     links: HashMap<NodeId, LinkQueue>,
     mailbox: Mailbox,
     counters: Counters,
@@ -161,6 +181,9 @@ impl Router {
         S: AsyncRead + AsyncWrite + Send + 'static,
     {
         let next_hop = (0..topology.p()).map(|dst| if dst == id { id } else { topology.next_hop(id, dst) }).collect();
+        let arrives_via = (0..topology.p())
+            .map(|src| if src == id { id } else { topology.route(src, id).iter().rev().nth(1).copied().unwrap_or(src) })
+            .collect();
         let mut links = HashMap::new();
         let mut outgoing = Vec::new();
         for (peer, stream) in streams {
@@ -172,6 +195,7 @@ impl Router {
             id,
             topology,
             next_hop,
+            arrives_via,
             links,
             mailbox: Mailbox::default(),
             counters: Counters::default(),
@@ -253,12 +277,13 @@ impl Router {
     }
 
     /// Sends a message this node originates, ready to go at `ready_at` on the emulated
-    /// timeline (`None`: now).
+    /// timeline (`None`: now); `written` goes with its (last) frame.
     pub fn originate(
         &self,
         header: FrameHeader,
         payload: Payload,
         ready_at: Option<Instant>,
+        written: Option<Written>,
     ) -> Result<(), RouteError> {
         let dst = header.dst();
         if dst >= self.topology.p() {
@@ -289,16 +314,18 @@ impl Router {
             return Ok(());
         }
         let Some(model) = emulation.filter(|m| m.packetized() && header.tag < SYSTEM_TAG_BASE) else {
-            return self.push(header, payload, ready_at);
+            return self.push(header, payload, ready_at, written);
         };
         // Cut-through: the message leaves in packets that every hop passes on as they arrive.
         let payload = payload.into_bytes();
         let packet = model.packet_len(payload.len());
         let count = payload.len().div_ceil(packet).max(1);
+        let mut written = written;
         for index in 0..count {
             let part = payload.slice((index * packet).min(payload.len())..((index + 1) * packet).min(payload.len()));
             let header = FrameHeader { packet: index as u32, last: index + 1 == count, ..header };
-            self.push(header, Payload::One(part), ready_at)?;
+            let written = if header.last { written.take() } else { None };
+            self.push(header, Payload::One(part), ready_at, written)?;
         }
         Ok(())
     }
@@ -353,7 +380,7 @@ impl Router {
             Some(model) => self.ready_from(self.timeline().instant(header.due_ns), model.th_ns),
             None => Instant::now(),
         };
-        self.push(forwarded, Payload::One(frame.payload), ready_at)
+        self.push(forwarded, Payload::One(frame.payload), ready_at, None)
     }
 
     /// When a frame whose emulated schedule lets it go at `due` is ready to go, now that
@@ -363,6 +390,34 @@ impl Router {
     fn ready_from(&self, due: Instant, slack_ns: u64) -> Instant {
         let now = Instant::now();
         due.max(now.checked_sub(self.clock().duration(slack_ns)).unwrap_or(now))
+    }
+
+    /// Before the link from `peer` reads the long payload of `header`, a message for this
+    /// node: waits until this node asks for it. This is the rendezvous MPI libraries use
+    /// above their eager limit (`links::RENDEZVOUS_ABOVE`): until the receive is posted
+    /// the payload stays in the socket and TCP holds its sender back, so a node never
+    /// buffers large messages of later steps that it is not ready for (an 8 MiB all-reduce
+    /// by recursive doubling held a fourth vector that way). It reads at once when the
+    /// node waits for any message that comes in over this link (it may be queued behind
+    /// this one), on emulated links (their timing stays as it was), and after
+    /// `HOLD_LIMIT` in any case: the hold saves memory, it never decides an outcome.
+    pub async fn admit(&self, header: &FrameHeader, peer: NodeId) {
+        if header.dst() != self.id || self.emulation().is_some() {
+            return;
+        }
+        let limit = Instant::now() + HOLD_LIMIT;
+        loop {
+            let posted = self.mailbox.posted();
+            let mut posted = std::pin::pin!(posted);
+            posted.as_mut().enable();
+            if self.mailbox.is_waiting(|waiting| self.arrives_via.get(waiting.src) == Some(&peer)) {
+                return;
+            }
+            if tokio::time::timeout_at(limit, posted).await.is_err() {
+                tracing::debug!(src = header.src, tag = header.tag, "no receive for a held message: reading it anyway");
+                return;
+            }
+        }
     }
 
     /// The place a waiting receive offers for the payload (`len` bytes) of the frame
@@ -420,13 +475,19 @@ impl Router {
         self.mailbox.deliver(key, Delivery { payload, step: header.step, due_ns: header.due_ns });
     }
 
-    fn push(&self, header: FrameHeader, payload: Payload, ready_at: Instant) -> Result<(), RouteError> {
+    fn push(
+        &self,
+        header: FrameHeader,
+        payload: Payload,
+        ready_at: Instant,
+        written: Option<Written>,
+    ) -> Result<(), RouteError> {
         let via = self.next_hop[header.dst()];
         let link = self.links.get(&via).ok_or(RouteError::LinkClosed(via))?;
         if header.tag < SYSTEM_TAG_BASE {
             link.bytes.fetch_add((FrameHeader::ENCODED_LEN + payload.len()) as u64, Ordering::Relaxed);
         }
-        let outgoing = Outgoing { header, payload, ready_at };
+        let outgoing = Outgoing { header, payload, ready_at, written };
         link.frames.send(outgoing).map_err(|_| RouteError::LinkClosed(via))
     }
 }

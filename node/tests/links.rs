@@ -1,6 +1,7 @@
 //! The link layer under bad input: oversized, malformed and misaddressed frames close
 //! the link with a reason and fail the waiting algorithm; nothing panics or hangs.
-//! Also: forwarding keeps payloads intact and counts hops.
+//! Also: forwarding keeps payloads intact and counts hops, and a long message nobody
+//! asked for yet waits in its link (a rendezvous) without ever blocking one behind it.
 
 use std::time::Duration;
 
@@ -19,9 +20,14 @@ const MAX_FRAME: usize = 1024;
 
 /// Node 0 of a 2-node ring whose only link's far end the test drives by hand.
 fn lone_node() -> (std::sync::Arc<Router>, DuplexStream) {
+    lone_node_taking(MAX_FRAME)
+}
+
+/// [`lone_node`] with frames up to `max_frame` bytes; its pipe buffers 64 KiB.
+fn lone_node_taking(max_frame: usize) -> (std::sync::Arc<Router>, DuplexStream) {
     let topology = Topology::new(TopologyKind::Ring, 2, None).unwrap();
     let (near, far) = tokio::io::duplex(1 << 16);
-    let router = Router::start(0, topology, vec![(1, near)], MAX_FRAME, Timeline::Real { offset_ns: 0 });
+    let router = Router::start(0, topology, vec![(1, near)], max_frame, Timeline::Real { offset_ns: 0 });
     (router, far)
 }
 
@@ -116,4 +122,55 @@ async fn frames_cross_a_ring_hop_by_hop_intact() {
     let forwarded: Vec<u64> = (0..8).map(|id| cluster.router(id).traffic().frames_forwarded).collect();
     assert_eq!(forwarded, vec![0, 1, 1, 1, 0, 0, 0, 0]);
     assert_eq!(cluster.router(0).traffic().frames_sent, 1);
+}
+
+/// One MiB: well above the 64 KiB a link reads before its receive is posted.
+const LONG: usize = 1 << 20;
+
+#[tokio::test(start_paused = true)]
+async fn a_long_message_waits_in_its_link_until_its_receive_is_posted() {
+    let (router, mut far) = lone_node_taking(2 * LONG);
+    let sender = tokio::spawn(async move {
+        write_frame(&mut far, header(1, 0), &vec![5u8; LONG]).await;
+        far
+    });
+    // Long enough for the link to read the whole message if it would (the clock is
+    // paused: the sleep ends when every task is idle), shorter than the hold's limit.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(router.mailbox().queued(), 0, "nobody asked for it: it must not be read into memory");
+    assert!(!sender.is_finished(), "the sender is held back by the full link");
+    let message = wait_for_node_1(&router).await.unwrap();
+    assert_eq!(message.len(), LONG);
+    assert!(message.iter().all(|&byte| byte == 5));
+    sender.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_held_message_is_read_at_once_when_one_behind_it_is_awaited() {
+    let (router, mut far) = lone_node_taking(2 * LONG);
+    let _sender = tokio::spawn(async move {
+        write_frame(&mut far, header(1, 0), &vec![6u8; LONG]).await;
+        write_frame(&mut far, FrameHeader { tag: 8, ..header(1, 0) }, b"behind").await;
+        far
+    });
+    let started = Instant::now();
+    let comm = Comm::new(router.clone(), 1, 0, started + Duration::from_secs(5));
+    assert_eq!(&comm.recv(1, 8).await.unwrap()[..], b"behind");
+    // On the paused clock time moves only when every task waits: had the link waited
+    // out its hold, the clock would stand at the limit.
+    assert!(started.elapsed() < topocomm_node::router::HOLD_LIMIT, "waited {:?}", started.elapsed());
+    assert_eq!(router.mailbox().queued(), 1, "the long message was read to reach the short one");
+    let long = comm.recv(1, 7).await.unwrap();
+    assert!(long.len() == LONG && long.iter().all(|&byte| byte == 6));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_long_message_nobody_asks_for_is_read_after_the_hold_limit() {
+    let (router, mut far) = lone_node_taking(2 * LONG);
+    let _sender = tokio::spawn(async move {
+        write_frame(&mut far, header(1, 0), &vec![7u8; LONG]).await;
+        far
+    });
+    tokio::time::sleep(topocomm_node::router::HOLD_LIMIT + Duration::from_millis(10)).await;
+    assert_eq!(router.mailbox().queued(), 1, "after the limit the link reads it anyway");
 }
