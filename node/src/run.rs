@@ -124,7 +124,7 @@ async fn iterate(
             origin = Some(router.start_recording());
         }
         let synchronise = Comm::new(router.clone(), spec.run, iteration, deadline);
-        barrier::dissemination(&synchronise, barrier::RUNTIME_BARRIER_TAG).await?;
+        barrier::runtime(&synchronise).await?;
         let started = if spec.clock_offsets_ns.len() == synchronise.p() {
             common_start(&synchronise, &spec.clock_offsets_ns).await?
         } else {
@@ -145,7 +145,7 @@ async fn iterate(
         // One more barrier, so that frames this node forwards for others after its own
         // part is done are in the trace too.
         let closing = Comm::new(router.clone(), spec.run, last + 1, Instant::now() + timeout);
-        barrier::dissemination(&closing, barrier::RUNTIME_BARRIER_TAG).await?;
+        barrier::runtime(&closing).await?;
         // Frames of earlier iterations still in flight when recording began are not this one's.
         let events = router.take_recording().into_iter().filter(|e| e.iteration == last).collect();
         report.trace = Some(NodeTrace { origin_ns: timebase::ns_at(origin.into_std()), events });

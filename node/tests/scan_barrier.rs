@@ -243,9 +243,10 @@ async fn barrier_on_every_kind() {
     }
 }
 
-/// When node `late` enters `algorithm`'s barrier 200 ms after the others, no node
-/// leaves before it entered.
-async fn nobody_leaves_before(algorithm: Algorithm, kind: TopologyKind, p: usize, late: usize) {
+/// When node `late` enters `algorithm`'s barrier (`None`: the runtime's own barrier
+/// before every iteration) 200 ms after the others, no node leaves before it entered.
+async fn nobody_leaves_before(algorithm: Option<Algorithm>, kind: TopologyKind, p: usize, late: usize) {
+    let name = algorithm.map_or("runtime".to_string(), |algorithm| algorithm.to_string());
     const DELAY: Duration = Duration::from_millis(200);
     let topology = topology(kind, p).unwrap();
     let cluster = MemoryCluster::start(&topology);
@@ -255,28 +256,31 @@ async fn nobody_leaves_before(algorithm: Algorithm, kind: TopologyKind, p: usize
                 tokio::time::sleep(DELAY).await;
             }
             let entered = Instant::now();
-            barrier::run(&comm, algorithm).await?;
+            match algorithm {
+                Some(algorithm) => barrier::run(&comm, algorithm).await?,
+                None => barrier::runtime(&comm).await?,
+            }
             Ok::<_, CommError>((entered, Instant::now()))
         })
         .await;
     let times: Vec<(Instant, Instant)> = times
         .into_iter()
         .enumerate()
-        .map(|(node, t)| t.unwrap_or_else(|e| panic!("{algorithm} node {node}: {e}")))
+        .map(|(node, t)| t.unwrap_or_else(|e| panic!("{name} node {node}: {e}")))
         .collect();
     let last_entry = times[late].0;
     assert!(
         times.iter().all(|&(entered, _)| entered <= last_entry),
-        "{algorithm} on {kind} of {p}: node {late} was not the last to enter"
+        "{name} on {kind} of {p}: node {late} was not the last to enter"
     );
     for (node, &(_, left)) in times.iter().enumerate() {
         assert!(
             left >= last_entry,
-            "{algorithm} on {kind} of {p}: node {node} left {:?} before node {late} entered",
+            "{name} on {kind} of {p}: node {node} left {:?} before node {late} entered",
             last_entry - left
         );
     }
-    assert_mailboxes_empty(&cluster, p, &format!("{algorithm} barrier on {kind} of {p}"));
+    assert_mailboxes_empty(&cluster, p, &format!("{name} barrier on {kind} of {p}"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -287,8 +291,18 @@ async fn barrier_lets_nobody_out_before_the_last_arrives() {
             // The first node, the last (an extra node when p is not a power of two),
             // and one in the middle.
             for late in [0, p - 1, p / 2] {
-                nobody_leaves_before(algorithm, kind, p, late).await;
+                nobody_leaves_before(Some(algorithm), kind, p, late).await;
             }
+        }
+    }
+}
+
+/// The runtime's barrier: the butterfly on a hypercube, dissemination elsewhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runtime_barrier_lets_nobody_out_before_the_last_arrives() {
+    for (kind, p) in [(TopologyKind::Hypercube, 8), (TopologyKind::Hypercube, 2), (TopologyKind::Ring, 5)] {
+        for late in [0, p - 1, p / 2] {
+            nobody_leaves_before(None, kind, p, late).await;
         }
     }
 }

@@ -1,10 +1,11 @@
 //! Barriers: no node leaves before every node has arrived.
 //!
-//! Two schedules of zero-byte signals: the dissemination barrier (any p, also the
-//! runtime's own barrier before every iteration) and the butterfly barrier of the
-//! hypercube. A signal costs t_s + t_h l (l links, no payload).
+//! Two schedules of zero-byte signals: the dissemination barrier (any p) and the
+//! butterfly barrier of the hypercube; the runtime's own barrier before every iteration
+//! is one of them (`runtime`). A signal costs t_s + t_h l (l links, no payload).
 
 use bytes::Bytes;
+use topocomm_proto::TopologyKind;
 use topocomm_proto::frame::{SYSTEM_TAG_BASE, Tag};
 use topocomm_proto::spec::{Algorithm, Collective};
 
@@ -25,6 +26,24 @@ pub async fn run(comm: &Comm, algorithm: Algorithm) -> Result<(), CommError> {
 
 /// Tags of the runtime's own barrier (before every iteration), out of the algorithms' range.
 pub const RUNTIME_BARRIER_TAG: Tag = SYSTEM_TAG_BASE;
+
+/// The runtime's own barrier (before every iteration, on system tags that are never
+/// emulated or counted): on a hypercube the butterfly, whose every round crosses one
+/// link, so the nodes leave it within about a hop's time of one another and no node is
+/// left forwarding barrier signals for others when the timed collective starts; on any
+/// other topology dissemination (its signals may be forwarded).
+pub async fn runtime(comm: &Comm) -> Result<(), CommError> {
+    if comm.topology().kind() == TopologyKind::Hypercube {
+        let tags = ButterflyTags {
+            rounds: RUNTIME_BARRIER_TAG,
+            signal: RUNTIME_BARRIER_TAG + 0x40,
+            release: RUNTIME_BARRIER_TAG + 0x41,
+        };
+        butterfly_with(comm, tags).await
+    } else {
+        dissemination(comm, RUNTIME_BARRIER_TAG).await
+    }
+}
 
 /// Dissemination barrier (Hensgen, Finkel and Manber, 1988), any p.
 ///
@@ -74,10 +93,22 @@ pub async fn dissemination(comm: &Comm, tag_base: Tag) -> Result<(), CommError> 
 /// Steps: log2 p when p is a power of two, ⌊log2 p⌋ + 2 otherwise. Cost
 /// (t_s + t_h l) per step, l = 1 on a hypercube.
 pub async fn hypercube(comm: &Comm) -> Result<(), CommError> {
+    let (butterfly, fold) = (Phase(0), Phase(1));
+    butterfly_with(comm, ButterflyTags { rounds: butterfly.tag(0), signal: fold.tag(0), release: fold.tag(1) }).await
+}
+
+/// The tags of one butterfly barrier: round k uses `rounds + k`.
+struct ButterflyTags {
+    rounds: Tag,
+    signal: Tag,
+    release: Tag,
+}
+
+/// [`hypercube`] on the given tags.
+async fn butterfly_with(comm: &Comm, tags: ButterflyTags) -> Result<(), CommError> {
     let (my_id, p) = (comm.id(), comm.p());
     let q = 1 << p.ilog2(); // p ≥ 1
-    let (butterfly, fold) = (Phase(0), Phase(1));
-    let (signal, release) = (fold.tag(0), fold.tag(1));
+    let ButterflyTags { rounds, signal, release } = tags;
     if my_id >= q {
         comm.send(my_id - q, signal, Bytes::new()).await?;
         comm.recv(my_id - q, release).await?;
@@ -89,7 +120,7 @@ pub async fn hypercube(comm: &Comm) -> Result<(), CommError> {
     }
     for k in 0..q.trailing_zeros() as usize {
         let partner = my_id ^ (1 << k);
-        comm.exchange(partner, partner, butterfly.tag(k), Bytes::new()).await?;
+        comm.exchange(partner, partner, rounds + k as Tag, Bytes::new()).await?;
     }
     if let Some(extra) = extra {
         comm.send(extra, release, Bytes::new()).await?;
