@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::io::{AsyncWriteExt, DuplexStream};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use topocomm_node::Comm;
 use topocomm_node::comm::CommError;
@@ -127,13 +128,21 @@ async fn frames_cross_a_ring_hop_by_hop_intact() {
 /// One MiB: well above the 64 KiB a link reads before its receive is posted.
 const LONG: usize = 1 << 20;
 
+/// Writes `frames` (header and payload) into the far end on a task of their own, which
+/// ends once the link has taken them all; returns the far end then.
+fn send_in_background(mut far: DuplexStream, frames: Vec<(FrameHeader, Vec<u8>)>) -> JoinHandle<DuplexStream> {
+    tokio::spawn(async move {
+        for (header, payload) in frames {
+            write_frame(&mut far, header, &payload).await;
+        }
+        far
+    })
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_long_message_waits_in_its_link_until_its_receive_is_posted() {
-    let (router, mut far) = lone_node_taking(2 * LONG);
-    let sender = tokio::spawn(async move {
-        write_frame(&mut far, header(1, 0), &vec![5u8; LONG]).await;
-        far
-    });
+    let (router, far) = lone_node_taking(2 * LONG);
+    let sender = send_in_background(far, vec![(header(1, 0), vec![5u8; LONG])]);
     // Long enough for the link to read the whole message if it would (the clock is
     // paused: the sleep ends when every task is idle), shorter than the hold's limit.
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -147,12 +156,9 @@ async fn a_long_message_waits_in_its_link_until_its_receive_is_posted() {
 
 #[tokio::test(start_paused = true)]
 async fn a_held_message_is_read_at_once_when_one_behind_it_is_awaited() {
-    let (router, mut far) = lone_node_taking(2 * LONG);
-    let _sender = tokio::spawn(async move {
-        write_frame(&mut far, header(1, 0), &vec![6u8; LONG]).await;
-        write_frame(&mut far, FrameHeader { tag: 8, ..header(1, 0) }, b"behind").await;
-        far
-    });
+    let (router, far) = lone_node_taking(2 * LONG);
+    let behind = FrameHeader { tag: 8, ..header(1, 0) };
+    let _sender = send_in_background(far, vec![(header(1, 0), vec![6u8; LONG]), (behind, b"behind".to_vec())]);
     let started = Instant::now();
     let comm = Comm::new(router.clone(), 1, 0, started + Duration::from_secs(5));
     assert_eq!(&comm.recv(1, 8).await.unwrap()[..], b"behind");
@@ -166,11 +172,8 @@ async fn a_held_message_is_read_at_once_when_one_behind_it_is_awaited() {
 
 #[tokio::test(start_paused = true)]
 async fn a_long_message_nobody_asks_for_is_read_after_the_hold_limit() {
-    let (router, mut far) = lone_node_taking(2 * LONG);
-    let _sender = tokio::spawn(async move {
-        write_frame(&mut far, header(1, 0), &vec![7u8; LONG]).await;
-        far
-    });
+    let (router, far) = lone_node_taking(2 * LONG);
+    let _sender = send_in_background(far, vec![(header(1, 0), vec![7u8; LONG])]);
     tokio::time::sleep(topocomm_node::router::HOLD_LIMIT + Duration::from_millis(10)).await;
     assert_eq!(router.mailbox().queued(), 1, "after the limit the link reads it anyway");
 }
