@@ -15,12 +15,14 @@
 
 use bytes::Bytes;
 use topocomm_proto::NodeId;
+use topocomm_proto::frame::Tag;
 use topocomm_proto::spec::{Algorithm, Collective};
 
 use super::blocks::{BlockLayout, concat};
 use super::folding::{Fold, Part, Role};
 use super::patterns::{Grid, LineGroup, Phase, hypercube_dimension};
 use super::personalized::{Hand, alltoall_along, expect_input, expect_len};
+use crate::assembly::Assembly;
 use crate::comm::{Comm, CommError};
 
 /// Runs the alltoall `algorithm` names; `blocks` holds p blocks of `block` bytes.
@@ -225,19 +227,12 @@ pub async fn hypercube(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes
 /// t_h per hop: ½ t_h p log p in all on a hypercube.
 pub async fn pairwise_xor(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
-    let layout = BlockLayout::uniform(p, block);
     let phase = Phase(0);
-    let mut result = layout.cut(&blocks, 0..p);
-    for i in 1..1usize << hypercube_dimension(p) {
-        let partner = my_id ^ i;
-        if partner < p {
-            comm.send(partner, phase.tag(i), layout.slice(&blocks, partner..partner + 1)).await?;
-            let x = comm.recv(partner, phase.tag(i)).await?;
-            expect_len(comm, partner, &x, block)?;
-            result[partner] = x;
-        }
-    }
-    Ok(concat(&result))
+    let steps = (1..1usize << hypercube_dimension(p))
+        .map(|i| (phase.tag(i), my_id ^ i, my_id ^ i))
+        .filter(|&(_, partner, _)| partner < p) // no such node
+        .collect();
+    exchange_in_place(comm, &blocks, block, steps).await
 }
 
 /// All-to-all by pairwise exchange at every distance (as MPI libraries do it on a
@@ -253,16 +248,36 @@ pub async fn pairwise_xor(comm: &Comm, blocks: Bytes, block: usize) -> Result<By
 /// Steps: p - 1, any p. Cost (t_s + t_w m)(p - 1) on a fully connected network.
 pub async fn pairwise(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
-    let layout = BlockLayout::uniform(p, block);
     let phase = Phase(0);
-    let mut result = layout.cut(&blocks, 0..p);
-    for i in 1..p {
-        let (dst, src) = ((my_id + i) % p, (my_id + p - i) % p);
-        let x = comm.exchange(dst, src, phase.tag(i), layout.slice(&blocks, dst..dst + 1)).await?;
-        expect_len(comm, src, &x, block)?;
-        result[src] = x;
+    let steps = (1..p).map(|i| (phase.tag(i), (my_id + i) % p, (my_id + p - i) % p)).collect();
+    exchange_in_place(comm, &blocks, block, steps).await
+}
+
+/// The steps of a pairwise exchange, `(tag, dst, src)` each: send my block for `dst`,
+/// receive `src`'s block for me. The result is assembled in place, as MPI receives into
+/// the caller's buffer: every receive is posted before the first send, so each block is
+/// read from its link straight into its place, and the result is never copied together.
+async fn exchange_in_place(
+    comm: &Comm,
+    blocks: &Bytes,
+    block: usize,
+    steps: Vec<(Tag, NodeId, NodeId)>,
+) -> Result<Bytes, CommError> {
+    let (my_id, p) = (comm.id(), comm.p());
+    let layout = BlockLayout::uniform(p, block);
+    let span = |node: NodeId| node * block..(node + 1) * block;
+    let mut result = Assembly::new(p * block);
+    result.copy_in(span(my_id).start, &layout.slice(blocks, my_id..my_id + 1)).map_err(|e| comm.assembly_error(e))?;
+    let mut posted = Vec::with_capacity(steps.len());
+    for &(tag, _, src) in &steps {
+        let place = result.place(span(src)).map_err(|error| comm.assembly_error(error))?;
+        posted.push(comm.post_into(src, tag, place)?);
     }
-    Ok(concat(&result))
+    for (&(tag, dst, _), posted) in steps.iter().zip(posted) {
+        comm.send(dst, tag, layout.slice(blocks, dst..dst + 1)).await?;
+        comm.wait(posted).await?;
+    }
+    result.finish().map_err(|error| comm.assembly_error(error))
 }
 
 /// Bruck's all-to-all (Bruck, Ho, Kipnis, Upfal, Weathersby 1997): a local rotation,
