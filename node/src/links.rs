@@ -3,9 +3,10 @@
 //! that sends the router's frames with vectored writes of length prefixes, headers and
 //! payload parts. No payload is ever copied into a codec buffer: the writer names the
 //! sender's buffers, several queued frames per system call; the reader leaves a short
-//! payload in its read-ahead buffer and reads a long one straight into a buffer of its
-//! own — or into the place a waiting receive offers for it (see `assembly`). Works over
-//! any byte stream: TCP in the daemon, in-memory pipes in tests.
+//! payload in its read-ahead buffer and reads a long one, once its receive is posted
+//! (`Router::admit`, a rendezvous), straight into a buffer of its own — or into the
+//! place that receive offers for it (see `assembly`). Works over any byte stream: TCP
+//! in the daemon, in-memory pipes in tests.
 
 use std::io::IoSlice;
 use std::sync::Arc;

@@ -1,7 +1,8 @@
 //! The hop-by-hop router of one node for one wiring: a frame for this node goes to the
 //! mailbox, any other frame goes to the link towards the next hop of the topology's
 //! route (store-and-forward: a frame is forwarded only once it has been read whole).
-//! It knows links only as queues of frames; it never touches a socket.
+//! It knows links only as queues of frames; it never touches a socket. It also tells a
+//! link when to read a long message for this node (`admit`: once it is asked for).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
