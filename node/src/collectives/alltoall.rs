@@ -23,7 +23,7 @@ use super::folding::{Fold, Part, Role};
 use super::patterns::{Grid, LineGroup, Phase, hypercube_dimension};
 use super::personalized::{Hand, alltoall_along, expect_input, expect_len};
 use crate::assembly::Assembly;
-use crate::comm::{Comm, CommError};
+use crate::comm::{Comm, CommError, Posted};
 
 /// Runs the alltoall `algorithm` names; `blocks` holds p blocks of `block` bytes.
 pub async fn run(comm: &Comm, algorithm: Algorithm, blocks: Bytes, block: usize) -> Result<Bytes, CommError> {
@@ -196,11 +196,19 @@ pub async fn hypercube(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes
     let mut held = from_node(p, my_id);
     held.extend(extra.map(|e| from_node(p, e)).unwrap_or_default());
     hand.unpack(comm, my_id, &held, data)?;
+    // The last step brings the blocks for me from the partner's half of the cube: when
+    // they are a run of consecutive sources (always, unless nodes fold), the result is
+    // assembled in place and that message is read straight into its part of it.
+    let mut last_step = InPlaceLastStep::prepare(comm, &fold, v, extra, block, steps)?;
     for i in 0..fold.dimension() {
         let partner_v = v ^ (1 << i);
         let partner = fold.physical(partner_v);
         let x = hand.pack_parts(comm, &hypercube_keys(&fold, v, i))?;
         comm.send_parts(partner, steps.tag(i), x).await?;
+        if let Some(last) = last_step.as_mut().filter(|_| i + 1 == fold.dimension()) {
+            last.wait(comm).await?;
+            break;
+        }
         let y = comm.recv(partner, steps.tag(i)).await?;
         hand.unpack(comm, partner, &hypercube_keys(&fold, partner_v, i), y)?;
     }
@@ -208,7 +216,66 @@ pub async fn hypercube(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes
         let part = hand.pack(comm, &to_node(p, e))?;
         fold.unfold(comm, extra, unfold.tag(0), part).await?;
     }
-    hand.pack(comm, &to_node(p, my_id))
+    match last_step {
+        Some(last) => last.finish(comm, &mut hand),
+        None => hand.pack(comm, &to_node(p, my_id)),
+    }
+}
+
+/// The result of the hypercube all-to-all assembled in place, its last step's message
+/// (the blocks from `sources`) posted straight into its part.
+struct InPlaceLastStep {
+    result: Assembly,
+    sources: std::ops::Range<NodeId>,
+    block: usize,
+    posted: Option<Posted>,
+}
+
+impl InPlaceLastStep {
+    /// Posts the last step's receive into a result assembled in place, if this core node
+    /// has no extra node and that message's blocks come from consecutive sources.
+    fn prepare(
+        comm: &Comm,
+        fold: &Fold,
+        v: usize,
+        extra: Option<NodeId>,
+        block: usize,
+        steps: Phase,
+    ) -> Result<Option<Self>, CommError> {
+        let (my_id, p) = (comm.id(), comm.p());
+        let Some(last) = fold.dimension().checked_sub(1).filter(|_| extra.is_none()) else {
+            return Ok(None);
+        };
+        let keys = hypercube_keys(fold, v ^ (1 << last), last);
+        let Some(first) = keys.first().map(|key| key / p) else { return Ok(None) };
+        let sources = first..first + keys.len();
+        if keys.iter().zip(sources.clone()).any(|(&key, s)| key != s * p + my_id) {
+            return Ok(None);
+        }
+        let mut result = Assembly::new(p * block);
+        let place =
+            result.place(sources.start * block..sources.end * block).map_err(|error| comm.assembly_error(error))?;
+        let posted = comm.post_into(fold.physical(v ^ (1 << last)), steps.tag(last), place)?;
+        Ok(Some(Self { result, sources, block, posted: Some(posted) }))
+    }
+
+    /// Waits for the last step's message to fill its part.
+    async fn wait(&mut self, comm: &Comm) -> Result<(), CommError> {
+        match self.posted.take() {
+            Some(posted) => comm.wait(posted).await.map(drop),
+            None => Ok(()),
+        }
+    }
+
+    /// Copies the blocks for me that arrived before the last step into their places.
+    fn finish(mut self, comm: &Comm, hand: &mut Hand) -> Result<Bytes, CommError> {
+        let (my_id, p) = (comm.id(), comm.p());
+        for s in (0..p).filter(|s| !self.sources.contains(s)) {
+            let block = hand.take(comm, s * p + my_id)?;
+            self.result.copy_in(s * self.block, &block).map_err(|error| comm.assembly_error(error))?;
+        }
+        self.result.finish().map_err(|error| comm.assembly_error(error))
+    }
 }
 
 /// All-to-all by pairwise exchange on a hypercube: Algorithm 4.10
