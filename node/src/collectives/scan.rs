@@ -103,19 +103,10 @@ pub async fn hypercube(
 ///
 /// The combines run in node order, so the result matches the sequential reference bit
 /// for bit. Steps: p - 1 (one hop each, strictly one after another). Cost
-/// (p - 1)(t_s + t_w m) plus p - 1 combines on the critical path.
+/// (p - 1)(t_s + t_w m) plus p - 1 combines on the critical path. It is [`pipeline`]
+/// with one segment.
 pub async fn linear(comm: &Comm, x: Bytes, reduction: Reduction, exclusive: bool) -> Result<Bytes, CommError> {
-    let (my_id, p) = (comm.id(), comm.p());
-    let phase = Phase(0);
-    let prefix = if my_id > 0 { Some(comm.recv(my_id - 1, phase.tag(my_id)).await?) } else { None };
-    let sum = match &prefix {
-        Some(prefix) => reduction.combine(comm, prefix.clone(), &x)?,
-        None => x,
-    };
-    if my_id + 1 < p {
-        comm.send(my_id + 1, phase.tag(my_id + 1), sum.clone()).await?;
-    }
-    Ok(if exclusive { prefix.unwrap_or_default() } else { sum })
+    segmented(comm, x, reduction, exclusive, 1).await
 }
 
 /// Bytes a segment of [`pipeline`] aims at: large enough that a message's fixed costs
@@ -143,10 +134,15 @@ pub const SEGMENT: usize = 1024 * 1024;
 /// combines of m/k on the critical path: for large m about t_w m + (p - 1)(t_s + t_w m/k),
 /// against (p - 1)(t_s + t_w m) unsegmented.
 pub async fn pipeline(comm: &Comm, x: Bytes, reduction: Reduction, exclusive: bool) -> Result<Bytes, CommError> {
-    let (my_id, p) = (comm.id(), comm.p());
-    let phase = Phase(1);
-    element_count(reduction.dtype, x.len()).map_err(|error| comm.elements_error(error))?;
     let k = x.len().div_ceil(SEGMENT).max(1);
+    segmented(comm, x, reduction, exclusive, k).await
+}
+
+/// The chain of [`pipeline`] with `x` cut into `k` element-aligned segments.
+async fn segmented(comm: &Comm, x: Bytes, reduction: Reduction, exclusive: bool, k: usize) -> Result<Bytes, CommError> {
+    let (my_id, p) = (comm.id(), comm.p());
+    let phase = Phase(0);
+    element_count(reduction.dtype, x.len()).map_err(|error| comm.elements_error(error))?;
     let segments = BlockLayout::split(x.len(), k, reduction.dtype.size());
     let mut result = Vec::with_capacity(k);
     for s in 0..k {
