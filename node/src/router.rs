@@ -38,13 +38,16 @@ pub struct Outgoing {
 /// Held by an outgoing frame until its link is done with it, buffer included: the
 /// receiver of [`Written::new`] then resolves (as a closed channel), which tells a sender
 /// that its buffer's memory is free again (`Comm::exchange`).
-pub struct Written(#[allow(dead_code)] tokio::sync::oneshot::Sender<()>);
+pub struct Written {
+    /// Never sent on: dropping it is the signal.
+    _signal: tokio::sync::oneshot::Sender<()>,
+}
 
 impl Written {
     /// A signal and what resolves when the frame that carries it is done with.
     pub fn new() -> (Self, tokio::sync::oneshot::Receiver<()>) {
         let (signal, done) = tokio::sync::oneshot::channel();
-        (Self(signal), done)
+        (Self { _signal: signal }, done)
     }
 }
 

@@ -199,15 +199,14 @@ pub async fn hypercube(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes
     // The last step brings the blocks for me from the partner's half of the cube: when
     // they are a run of consecutive sources (always, unless nodes fold), the result is
     // assembled in place and that message is read straight into its part of it.
-    let mut last_step = InPlaceLastStep::prepare(comm, &fold, v, extra, block, steps)?;
+    let last_step = InPlaceLastStep::prepare(comm, &fold, v, extra, block, steps)?;
     for i in 0..fold.dimension() {
         let partner_v = v ^ (1 << i);
         let partner = fold.physical(partner_v);
         let x = hand.pack_parts(comm, &hypercube_keys(&fold, v, i))?;
         comm.send_parts(partner, steps.tag(i), x).await?;
-        if let Some(last) = last_step.as_mut().filter(|_| i + 1 == fold.dimension()) {
-            last.wait(comm).await?;
-            break;
+        if last_step.is_some() && i + 1 == fold.dimension() {
+            break; // its message is already posted into the result
         }
         let y = comm.recv(partner, steps.tag(i)).await?;
         hand.unpack(comm, partner, &hypercube_keys(&fold, partner_v, i), y)?;
@@ -217,7 +216,7 @@ pub async fn hypercube(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes
         fold.unfold(comm, extra, unfold.tag(0), part).await?;
     }
     match last_step {
-        Some(last) => last.finish(comm, &mut hand),
+        Some(last) => last.finish(comm, &mut hand).await,
         None => hand.pack(comm, &to_node(p, my_id)),
     }
 }
@@ -228,7 +227,7 @@ struct InPlaceLastStep {
     result: Assembly,
     sources: std::ops::Range<NodeId>,
     block: usize,
-    posted: Option<Posted>,
+    posted: Posted,
 }
 
 impl InPlaceLastStep {
@@ -256,20 +255,14 @@ impl InPlaceLastStep {
         let place =
             result.place(sources.start * block..sources.end * block).map_err(|error| comm.assembly_error(error))?;
         let posted = comm.post_into(fold.physical(v ^ (1 << last)), steps.tag(last), place)?;
-        Ok(Some(Self { result, sources, block, posted: Some(posted) }))
+        Ok(Some(Self { result, sources, block, posted }))
     }
 
-    /// Waits for the last step's message to fill its part.
-    async fn wait(&mut self, comm: &Comm) -> Result<(), CommError> {
-        match self.posted.take() {
-            Some(posted) => comm.wait(posted).await.map(drop),
-            None => Ok(()),
-        }
-    }
-
-    /// Copies the blocks for me that arrived before the last step into their places.
-    fn finish(mut self, comm: &Comm, hand: &mut Hand) -> Result<Bytes, CommError> {
+    /// Waits for the last step's message to fill its part, then copies the blocks for me
+    /// that arrived before it into their places.
+    async fn finish(mut self, comm: &Comm, hand: &mut Hand<'_>) -> Result<Bytes, CommError> {
         let (my_id, p) = (comm.id(), comm.p());
+        comm.wait(self.posted).await?;
         for s in (0..p).filter(|s| !self.sources.contains(s)) {
             let block = hand.take(comm, s * p + my_id)?;
             self.result.copy_in(s * self.block, &block).map_err(|error| comm.assembly_error(error))?;
