@@ -70,7 +70,7 @@ def iterations_for(size, args):
     """More iterations for small messages (they are quick and noisier)."""
     if args.iterations:
         return args.iterations
-    return 100 if size <= 64 * 1024 else 20 if size <= 1 << 20 else 10
+    return 1000 if size <= 1024 else 100 if size <= 64 * 1024 else 20 if size <= 1 << 20 else 10
 
 
 def cpu_times():
@@ -285,7 +285,7 @@ def main():
     )
     parser.add_argument("--collectives", default=",".join(COLLECTIVES))
     parser.add_argument("--sizes", default=SIZES, help=f"comma list (default {SIZES})")
-    parser.add_argument("--iterations", type=int, default=0, help="timed iterations (default: 100/20/10 by size)")
+    parser.add_argument("--iterations", type=int, default=0, help="timed iterations (default by size: 1000 up to 1 KiB, 100 up to 64 KiB, 20 up to 1 MiB, 10 above)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=1, help="run the whole table this many times")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per run")

@@ -6,8 +6,8 @@
  *   mpirun -np P ./collectives [-i ITERATIONS] [-w WARMUP] COLLECTIVE:BYTES ...
  *
  * COLLECTIVE is one of broadcast, reduce, allreduce, allgather, reduce-scatter,
- * alltoall, scatter, gather, scan (topocomm's names); BYTES is topocomm's `--size`,
- * bytes per node, a whole number of doubles. Every call moves MPI_DOUBLEs and reduces
+ * alltoall, scatter, gather, scan, barrier (topocomm's names; a barrier moves no data);
+ * BYTES is topocomm's `--size`, bytes per node, a whole number of doubles. Every call moves MPI_DOUBLEs and reduces
  * with MPI_SUM; roots are rank 0. The buffers follow topocomm's data layouts
  * (proto/src/reference.rs), with n = BYTES / 8 elements:
  *
@@ -20,8 +20,9 @@
  *
  * Timing, as topocomm's node runtime does it (node/src/run.rs): every iteration,
  * warm-ups included, starts with a barrier; each rank times its own call with
- * MPI_Wtime; an iteration takes as long as its slowest rank; the result is the median
- * over the timed iterations (and min, mean, max). Output: one JSON object per line,
+ * MPI_Wtime and keeps its times; after the loop the slowest rank's time of each
+ * iteration is taken (one MPI_Reduce of the arrays, nothing between the calls but the
+ * barrier); the result is the median over the timed iterations (and min, mean, max). Output: one JSON object per line,
  *
  *   {"collective":"broadcast","size_bytes":65536,"p":8,"iterations":20,
  *    "time_us":{"min":..,"median":..,"mean":..,"max":..}}
@@ -44,10 +45,11 @@ enum collective {
     SCATTER,
     GATHER,
     SCAN,
+    BARRIER,
 };
 
 static const char *const NAMES[] = {
-    "broadcast", "reduce", "allreduce", "allgather", "reduce-scatter", "alltoall", "scatter", "gather", "scan",
+    "broadcast", "reduce", "allreduce", "allgather", "reduce-scatter", "alltoall", "scatter", "gather", "scan", "barrier",
 };
 
 static int parse_collective(const char *name) {
@@ -116,6 +118,9 @@ static void call(int c, double *send, double *recv, int n) {
     case SCAN:
         MPI_Scan(send, recv, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
         break;
+    case BARRIER:
+        MPI_Barrier(MPI_COMM_WORLD);
+        break;
     }
 }
 
@@ -132,8 +137,9 @@ static void measure(int c, long bytes, int warmup, int iterations, int rank, int
     /* At least one element each, so that the pointers are valid for n = 0. */
     double *send = malloc((size_t)(send_count + 1) * sizeof(double));
     double *recv = malloc((size_t)(recv_count + 1) * sizeof(double));
+    double *mine_us = malloc((size_t)(iterations + 1) * sizeof(double));
     double *times = malloc((size_t)(iterations + 1) * sizeof(double));
-    if (send == NULL || recv == NULL || times == NULL) {
+    if (send == NULL || recv == NULL || mine_us == NULL || times == NULL) {
         fprintf(stderr, "rank %d: out of memory for %s of %ld bytes\n", rank, NAMES[c], bytes);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -146,12 +152,16 @@ static void measure(int c, long bytes, int warmup, int iterations, int rank, int
         double started = MPI_Wtime();
         call(c, send, recv, (int)n);
         double mine = MPI_Wtime() - started;
-        double slowest = 0.0;
-        MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         if (iteration >= warmup) {
-            times[iteration - warmup] = slowest * 1e6;
+            mine_us[iteration - warmup] = mine * 1e6;
         }
     }
+    /* Each iteration's slowest rank, taken once after the loop, as topocomm's
+     * coordinator takes it from the nodes' reports: a reduction after every call would
+     * make rank 0 enter each barrier last, leave it first, and start a broadcast or a
+     * scatter while the other ranks are still leaving (measured: the 8-byte broadcast
+     * then looks 2-4x faster than with this). */
+    MPI_Reduce(mine_us, times, iterations, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         double sum = 0.0;
         for (int i = 0; i < iterations; i++) {
@@ -167,6 +177,7 @@ static void measure(int c, long bytes, int warmup, int iterations, int rank, int
     }
     free(send);
     free(recv);
+    free(mine_us);
     free(times);
 }
 
