@@ -402,6 +402,18 @@ mod tests {
         }
     }
 
+    /// Brent-Kung tree scan, SF on a hypercube: 2 log p - 1 one-hop messages of the whole
+    /// vector on the longest chain (log p up, log p - 1 down), so (2 log p - 1)(t_s + t_w m).
+    #[test]
+    fn tree_scan_costs_ts_tw_m_times_2_log_p_minus_1() {
+        for p in [4, 8, 16] {
+            let steps = 2 * log2(p) - 1;
+            check_one_hop(Collective::Scan, Algorithm::Tree, &shape(TopologyKind::Hypercube, p), |c, m| {
+                ((c.ts + c.th + c.tw * m) * steps, steps)
+            });
+        }
+    }
+
     /// Seed 002, SF ring all-to-all personalized: (t_s + ½ t_w m p)(p - 1) in p - 1
     /// steps (messages of p - 1, ..., 1 blocks: ½ p(p - 1) blocks in all, whole for any p).
     #[test]

@@ -16,7 +16,7 @@ use topocomm_proto::{Topology, TopologyKind};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
-const SCANS: [Algorithm; 3] = [Algorithm::Hypercube, Algorithm::Linear, Algorithm::Pipeline];
+const SCANS: [Algorithm; 4] = [Algorithm::Hypercube, Algorithm::Linear, Algorithm::Pipeline, Algorithm::Tree];
 const BARRIERS: [Algorithm; 2] = [Algorithm::Dissemination, Algorithm::Hypercube];
 const KINDS: [TopologyKind; 7] = [
     TopologyKind::Ring,
@@ -161,6 +161,8 @@ async fn scan_one_mebibyte() {
         (Algorithm::Hypercube, TopologyKind::Full, 6, Dtype::I32, ReduceOp::Prod, true),
         (Algorithm::Linear, TopologyKind::Ring, 5, Dtype::F32, ReduceOp::Max, false),
         (Algorithm::Linear, TopologyKind::Torus, 6, Dtype::I64, ReduceOp::Sum, true),
+        (Algorithm::Tree, TopologyKind::Hypercube, 8, Dtype::F64, ReduceOp::Sum, false),
+        (Algorithm::Tree, TopologyKind::Full, 7, Dtype::I64, ReduceOp::Min, true),
     ];
     for (run, (algorithm, kind, p, dtype, op, exclusive)) in cases.into_iter().enumerate() {
         let topology = topology(kind, p).unwrap();
@@ -200,6 +202,7 @@ async fn native_topologies_forward_nothing() {
     let native = [
         (Collective::Scan, Algorithm::Hypercube, TopologyKind::Hypercube, 16),
         (Collective::Scan, Algorithm::Hypercube, TopologyKind::Full, 11),
+        (Collective::Scan, Algorithm::Tree, TopologyKind::Hypercube, 16),
         (Collective::Scan, Algorithm::Linear, TopologyKind::Ring, 9),
         (Collective::Barrier, Algorithm::Hypercube, TopologyKind::Hypercube, 16),
         (Collective::Barrier, Algorithm::Hypercube, TopologyKind::Full, 13),

@@ -70,6 +70,7 @@ pub const ENTRIES: &[Entry] = &[
     entry(C::Scan, A::Hypercube, "hypercube", ANY, "⌈log p⌉", "Algorithm 4.9"),
     entry(C::Scan, A::Linear, "ring", ANY, "p-1", "seed 000, pipeline"),
     entry(C::Scan, A::Pipeline, "ring", ANY, "p-1, of k segments each", "seed 000, segmented (large messages)"),
+    entry(C::Scan, A::Tree, "hypercube", ANY, "2⌈log p⌉-1", "Brent-Kung 1982 (large messages)"),
     entry(C::Scatter, A::Linear, "full", ANY, "p-1", "seed 002 (naive)"),
     entry(C::Scatter, A::Ring, "ring", ANY, "⌈p/2⌉", "seed 002"),
     entry(C::Scatter, A::Mesh, "mesh, torus, mesh3d, torus3d", ANY, "rows, then columns", "seed 002"),

@@ -123,6 +123,9 @@ pub enum Algorithm {
     /// (large messages: every node works on one segment while the next works on the one
     /// before).
     Pipeline,
+    /// Up a binomial tree and back down (Brent-Kung prefix sums): 2 log p - 1 steps,
+    /// every message between ids that differ in one bit.
+    Tree,
     /// Pick by collective, topology, p and size (the output names what ran).
     Auto,
 }

@@ -1,14 +1,16 @@
 //! Prefix sums (scan): node i ends with the reduction of nodes 0..=i (0..i when
 //! exclusive; node 0 then ends with an empty buffer).
 //!
-//! Three schedules: the hypercube prefix sums of Algorithm 4.9 (seed 001; Program 3.7 in
-//! seed 000), the pipeline along the ring of ids, and that pipeline segmented for large
-//! vectors. Costs are for store-and-forward routing on the topology each was made for
+//! Four schedules: the hypercube prefix sums of Algorithm 4.9 (seed 001; Program 3.7 in
+//! seed 000), the pipeline along the ring of ids, that pipeline segmented for large
+//! vectors, and the tree of Brent and Kung (up a binomial tree and back down) for large
+//! vectors on a hypercube. Costs are for store-and-forward routing on the topology each was made for
 //! (t_s start-up, t_w per byte, m bytes per vector), plus the time of the combines.
 //! Every node's vector must have the same length; a vector that cannot be combined fails
 //! the run with `CommError::Elements`.
 
 use bytes::Bytes;
+use topocomm_proto::NodeId;
 use topocomm_proto::elements::element_count;
 use topocomm_proto::spec::{Algorithm, Collective};
 
@@ -29,6 +31,7 @@ pub async fn run(
         Algorithm::Hypercube => hypercube(comm, vector, reduction, exclusive).await,
         Algorithm::Linear => linear(comm, vector, reduction, exclusive).await,
         Algorithm::Pipeline => pipeline(comm, vector, reduction, exclusive).await,
+        Algorithm::Tree => tree(comm, vector, reduction, exclusive).await,
         other => Err(super::unsupported(comm, Collective::Scan, other)),
     }
 }
@@ -160,4 +163,95 @@ async fn segmented(comm: &Comm, x: Bytes, reduction: Reduction, exclusive: bool,
         result.push(if exclusive { kept } else { sum });
     }
     Ok(concat(&result))
+}
+
+/// Tree prefix sums (Brent and Kung 1982, the up-sweep and down-sweep of Blelloch 1990):
+/// the sums of ever larger blocks of nodes go up a binomial tree, then the prefix of each
+/// block comes back down it. Partners differ in one bit of their ids, so on a hypercube
+/// every message crosses one link; the vector moves 2(p - 1) - log p times in all, where
+/// Algorithm 4.9 moves it p log p times, and the longest chain is 2 log p - 1 messages,
+/// where the pipeline's is p - 1 (and its hops from i to i + 1 are up to log p links long
+/// on a hypercube).
+///
+/// ```text
+/// /* at level k, my block B := [start, start + 2^(k+1)) ∩ [0, p), start := my_id with its
+///    low k + 1 bits cleared; its left half L ends at l := start + 2^k - 1, its right half
+///    R := [start + 2^k, ...) ∩ [0, p) at r := min(start + 2^(k+1), p) - 1 */
+/// sum := my_number
+/// for k := 0 to d - 1 do                         /* up-sweep: r learns the sum of B */
+///     if R is not empty then
+///         if my_id = l then send sum to r
+///         if my_id = r then receive left_k from l; sum := left_k + sum
+/// prefix := nothing                              /* what all nodes before my block bring */
+/// for k := d - 1 downto 0 do                     /* down-sweep: B's prefix goes to L */
+///     if R is not empty then
+///         if my_id = r then
+///             if start > 0 then send prefix to l
+///             prefix := prefix + left_k          /* R's prefix */
+///         if my_id = l and start > 0 then receive prefix from r
+/// result := prefix + my_number                   /* exclusive: result := prefix */
+/// ```
+///
+/// The owner of a block (its last node) holds its sum after the up-sweep's level k and
+/// its prefix at the down-sweep's. Steps: 2⌈log2 p⌉ - 1. Cost (2 log p - 1)(t_s + t_w m)
+/// plus as many combines on the critical path.
+pub async fn tree(comm: &Comm, my_number: Bytes, reduction: Reduction, exclusive: bool) -> Result<Bytes, CommError> {
+    let (my_id, p) = (comm.id(), comm.p());
+    let d = hypercube_dimension(p);
+    let phase = Phase(0);
+    element_count(reduction.dtype, my_number.len()).map_err(|error| comm.elements_error(error))?;
+    let block = |k: usize| TreeBlock::at(my_id, k, p);
+    let mut sum = my_number.clone();
+    let mut left: Vec<Option<Bytes>> = vec![None; d];
+    for (k, left_k) in left.iter_mut().enumerate() {
+        let Some(b) = block(k) else { continue };
+        if my_id == b.l {
+            comm.send(b.r, phase.tag(k), sum.clone()).await?;
+        } else if my_id == b.r {
+            let received = comm.recv(b.l, phase.tag(k)).await?;
+            sum = reduction.combine(comm, sum, &received)?;
+            *left_k = Some(received);
+        }
+    }
+    drop(sum);
+    let mut prefix: Option<Bytes> = None;
+    for k in (0..d).rev() {
+        let Some(b) = block(k) else { continue };
+        // r of this block, the one node that received left_k in the up-sweep.
+        if let Some(left_k) = left[k].take() {
+            if let Some(prefix) = &prefix {
+                comm.send(b.l, phase.tag(d + k), prefix.clone()).await?;
+            }
+            // prefix + left_k, formed in left_k's buffer (every operator is commutative).
+            prefix = Some(match prefix {
+                Some(prefix) => reduction.combine(comm, left_k, &prefix)?,
+                None => left_k,
+            });
+        } else if my_id == b.l && b.start > 0 {
+            prefix = Some(comm.recv(b.r, phase.tag(d + k)).await?);
+        }
+    }
+    Ok(match (prefix, exclusive) {
+        (Some(prefix), false) => reduction.combine(comm, prefix, &my_number)?,
+        (None, false) => my_number,
+        (prefix, true) => prefix.unwrap_or_default(),
+    })
+}
+
+/// The block of [`tree`] that holds a node at level k, when its right half is not empty.
+struct TreeBlock {
+    /// Its first node.
+    start: NodeId,
+    /// The last node of its left half.
+    l: NodeId,
+    /// Its last node (the last of its right half).
+    r: NodeId,
+}
+
+impl TreeBlock {
+    fn at(node: NodeId, k: usize, p: usize) -> Option<Self> {
+        let start = node >> (k + 1) << (k + 1);
+        let right = start + (1 << k);
+        (right < p).then(|| TreeBlock { start, l: right - 1, r: (start + (2 << k)).min(p) - 1 })
+    }
 }
