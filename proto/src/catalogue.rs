@@ -142,8 +142,8 @@ pub const LARGE_REDUCE: u64 = 2 * 1024 * 1024;
 
 /// What `auto` runs: the large-message algorithm where the textbook and MPI libraries
 /// prefer one (scatter-allgather broadcast, reduce-scatter-gather reduction,
-/// halving-doubling or ring all-reduce, the segmented pipeline scan), the topology's
-/// default otherwise.
+/// halving-doubling or ring all-reduce, the segmented pipeline scan, the linear scatter
+/// on a fully connected network), the topology's default otherwise.
 pub fn auto(collective: Collective, topology: TopologyKind, p: usize, size_bytes: u64) -> Algorithm {
     let large = size_bytes >= LARGE_MESSAGE && p >= 4;
     match collective {
@@ -152,6 +152,10 @@ pub fn auto(collective: Collective, topology: TopologyKind, p: usize, size_bytes
         C::Allreduce if large && topology == TopologyKind::Ring => A::Ring,
         C::Allreduce if large => A::HalvingDoubling,
         C::Scan if large => A::Pipeline,
+        // The root's direct sends, as Open MPI scatters large blocks: the binomial tree
+        // costs only log p start-ups less on a fully connected network, and its relays
+        // copy 5 blocks more of 8 (measured on 8 nodes sharing 2 cores: 1.7x the time).
+        C::Scatter if large && topology == TopologyKind::Full => A::Linear,
         _ => default_algorithm(collective, topology),
     }
 }
@@ -215,5 +219,8 @@ mod tests {
         assert_eq!(auto(Collective::Reduce, TopologyKind::Hypercube, 8, 8 << 20), Algorithm::ReduceScatterGather);
         assert_eq!(auto(Collective::Scan, TopologyKind::Hypercube, 8, 1 << 20), Algorithm::Pipeline);
         assert_eq!(auto(Collective::Scan, TopologyKind::Hypercube, 8, 8), Algorithm::Hypercube);
+        assert_eq!(auto(Collective::Scatter, TopologyKind::Full, 8, 1 << 20), Algorithm::Linear);
+        assert_eq!(auto(Collective::Scatter, TopologyKind::Full, 8, 8), Algorithm::Hypercube);
+        assert_eq!(auto(Collective::Scatter, TopologyKind::Hypercube, 8, 1 << 20), Algorithm::Hypercube);
     }
 }
