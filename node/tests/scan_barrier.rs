@@ -181,6 +181,7 @@ async fn pipeline_scan_in_segments() {
         (TopologyKind::Hypercube, 8, Dtype::F64, ReduceOp::Sum, false, 2 * segment + 8 * 1001),
         (TopologyKind::Ring, 5, Dtype::I32, ReduceOp::Prod, true, 3 * segment + 4 * 7),
         (TopologyKind::Full, 3, Dtype::F32, ReduceOp::Max, false, segment + 4),
+        (TopologyKind::Full, 4, Dtype::I64, ReduceOp::Sum, true, 4 * segment + 8 * 3),
     ];
     for (run, (kind, p, dtype, op, exclusive, bytes)) in cases.into_iter().enumerate() {
         let topology = topology(kind, p).unwrap();
