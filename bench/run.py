@@ -285,7 +285,12 @@ def main():
     )
     parser.add_argument("--collectives", default=",".join(COLLECTIVES))
     parser.add_argument("--sizes", default=SIZES, help=f"comma list (default {SIZES})")
-    parser.add_argument("--iterations", type=int, default=0, help="timed iterations (default by size: 1000 up to 1 KiB, 100 up to 64 KiB, 20 up to 1 MiB, 10 above)")
+    parser.add_argument(
+        "--iterations",
+        type=int,
+        default=0,
+        help="timed iterations (default by size: 1000 up to 1 KiB, 100 up to 64 KiB, 20 up to 1 MiB, 10 above)",
+    )
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=1, help="run the whole table this many times")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per run")

@@ -7,8 +7,8 @@
  *
  * COLLECTIVE is one of broadcast, reduce, allreduce, allgather, reduce-scatter,
  * alltoall, scatter, gather, scan, barrier (topocomm's names; a barrier moves no data);
- * BYTES is topocomm's `--size`, bytes per node, a whole number of doubles. Every call moves MPI_DOUBLEs and reduces
- * with MPI_SUM; roots are rank 0. The buffers follow topocomm's data layouts
+ * BYTES is topocomm's `--size`, bytes per node, a whole number of doubles. Every call
+ * moves MPI_DOUBLEs and reduces with MPI_SUM; roots are rank 0. The buffers follow topocomm's data layouts
  * (proto/src/reference.rs), with n = BYTES / 8 elements:
  *
  *   broadcast, reduce, allreduce, scan   one vector of n per node

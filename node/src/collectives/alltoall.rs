@@ -225,8 +225,8 @@ pub async fn hypercube(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes
 /// (the blocks from `sources`) posted straight into its part.
 struct InPlaceLastStep {
     result: Assembly,
+    layout: BlockLayout,
     sources: std::ops::Range<NodeId>,
-    block: usize,
     posted: Posted,
 }
 
@@ -251,11 +251,11 @@ impl InPlaceLastStep {
         if keys.iter().zip(sources.clone()).any(|(&key, s)| key != s * p + my_id) {
             return Ok(None);
         }
-        let mut result = Assembly::new(p * block);
-        let place =
-            result.place(sources.start * block..sources.end * block).map_err(|error| comm.assembly_error(error))?;
+        let layout = BlockLayout::uniform(p, block);
+        let mut result = Assembly::new(layout.total());
+        let place = result.place(layout.span(sources.clone())).map_err(|error| comm.assembly_error(error))?;
         let posted = comm.post_into(fold.physical(v ^ (1 << last)), steps.tag(last), place)?;
-        Ok(Some(Self { result, sources, block, posted }))
+        Ok(Some(Self { result, layout, sources, posted }))
     }
 
     /// Waits for the last step's message to fill its part, then copies the blocks for me
@@ -265,7 +265,7 @@ impl InPlaceLastStep {
         comm.wait(self.posted).await?;
         for s in (0..p).filter(|s| !self.sources.contains(s)) {
             let block = hand.take(comm, s * p + my_id)?;
-            self.result.copy_in(s * self.block, &block).map_err(|error| comm.assembly_error(error))?;
+            self.result.copy_in(self.layout.range(s).start, &block).map_err(|error| comm.assembly_error(error))?;
         }
         self.result.finish().map_err(|error| comm.assembly_error(error))
     }
@@ -325,12 +325,12 @@ async fn exchange_in_place(
 ) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
     let layout = BlockLayout::uniform(p, block);
-    let span = |node: NodeId| node * block..(node + 1) * block;
-    let mut result = Assembly::new(p * block);
-    result.copy_in(span(my_id).start, &layout.slice(blocks, my_id..my_id + 1)).map_err(|e| comm.assembly_error(e))?;
+    let mut result = Assembly::new(layout.total());
+    let mine = layout.slice(blocks, my_id..my_id + 1);
+    result.copy_in(layout.range(my_id).start, &mine).map_err(|error| comm.assembly_error(error))?;
     let mut posted = Vec::with_capacity(steps.len());
     for &(tag, _, src) in &steps {
-        let place = result.place(span(src)).map_err(|error| comm.assembly_error(error))?;
+        let place = result.place(layout.range(src)).map_err(|error| comm.assembly_error(error))?;
         posted.push(comm.post_into(src, tag, place)?);
     }
     for (&(tag, dst, _), posted) in steps.iter().zip(posted) {

@@ -3,8 +3,8 @@
 //!
 //! Four schedules: the hypercube prefix sums of Algorithm 4.9 (seed 001; Program 3.7 in
 //! seed 000), the pipeline along the ring of ids, that pipeline segmented for large
-//! vectors, and the tree of Brent and Kung (up a binomial tree and back down) for large
-//! vectors on a hypercube. Costs are for store-and-forward routing on the topology each was made for
+//! vectors, and the work-efficient tree of Brent and Kung (up a binomial tree and back
+//! down). Costs are for store-and-forward routing on the topology each was made for
 //! (t_s start-up, t_w per byte, m bytes per vector), plus the time of the combines.
 //! Every node's vector must have the same length; a vector that cannot be combined fails
 //! the run with `CommError::Elements`.
@@ -205,8 +205,8 @@ async fn segmented(comm: &Comm, x: Bytes, reduction: Reduction, exclusive: bool,
 /// ```
 ///
 /// The owner of a block (its last node) holds its sum after the up-sweep's level k and
-/// its prefix at the down-sweep's. Steps: 2⌈log2 p⌉ - 1. Cost (2 log p - 1)(t_s + t_w m)
-/// plus as many combines on the critical path.
+/// its prefix at the down-sweep's. Steps: 2⌈log2 p⌉ - 1 for p > 1. Cost
+/// (2 log p - 1)(t_s + t_w m) plus as many combines on the critical path.
 pub async fn tree(comm: &Comm, my_number: Bytes, reduction: Reduction, exclusive: bool) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
     let d = hypercube_dimension(p);
