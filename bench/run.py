@@ -14,6 +14,12 @@ reports the memory of the daemons in an all-reduce of the largest size.
     bench/run.py --wait-idle --repeat 3           # the table of issue 7 (p = 8, hypercube)
     bench/run.py --sizes 64KiB,1MiB --collectives broadcast,allreduce
     bench/run.py --no-mpi --algorithms auto,ring  # topocomm only, two columns
+    bench/run.py --algorithms default,default+encrypt --collectives allreduce,broadcast,alltoall \
+                 --sizes 64KiB,1MiB,8MiB --busbw      # the cost of --encrypt, in busbw
+
+A column `NAME+encrypt` runs column NAME with every link encrypted (TOPOCOMM_ENCRYPT=true);
+`--busbw` adds a table of bus bandwidths (nccl-tests' factors, as `topocomm sweep` prints
+them) for Open MPI and every column, with each encrypted column's cost against its plain one.
 
 Only the Python standard library and a C compiler are needed. Times are wall-clock: on a
 shared machine use --wait-idle (each run waits for idle CPUs) and --repeat (each cell is
@@ -112,9 +118,12 @@ def topocomm_point(args, collective, size, nodes=None, algorithm=None):
         "--json",
     ]
     algorithm = algorithm or args.algorithm
+    encrypted = algorithm.endswith("+encrypt")
+    algorithm = algorithm.removesuffix("+encrypt")
     if algorithm != "default":
         command += ["--algorithm", algorithm]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+    env = dict(os.environ, TOPOCOMM_ENCRYPT="true" if encrypted else "false")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr.strip()}")
     summary = json.loads(done.stdout)
@@ -302,6 +311,9 @@ def main():
         "--wait-idle", action="store_true", help="before each run, wait for the CPUs to be idle (shared machines)"
     )
     parser.add_argument("--no-extras", action="store_true", help="skip the TCP stream and peak-memory checks")
+    parser.add_argument(
+        "--busbw", action="store_true", help="also print bus bandwidths (nccl-tests) and the cost of +encrypt columns"
+    )
     parser.add_argument("--json", type=Path, help="also write every measurement here")
     parser.add_argument("--work", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "topocomm-bench")
     args = parser.parse_args()
@@ -372,12 +384,54 @@ def main():
         print(line)
         table.append(row)
 
+    if args.busbw:
+        print_busbw(args, points, modes, runs, with_mpi)
+
     extras = {}
     if not args.no_extras:
         extras = run_extras(args, max(sizes), modes)
     print(f"# load average at end: {load()}")
     if args.json:
         args.json.write_text(json.dumps({"machine": machine(), "table": table, **extras}, indent=2))
+
+
+def bus_factor(collective, p):
+    """nccl-tests' busbw factor, as `topocomm sweep` defines it (coordinator/src/sweep.rs)."""
+    if collective == "allreduce":
+        return 2 * (p - 1) / p
+    if collective in ("allgather", "reduce-scatter", "alltoall", "scatter", "gather"):
+        return (p - 1) / p
+    return 1.0
+
+
+def print_busbw(args, points, modes, runs, with_mpi):
+    """busbw (GB/s) of every cell's median time; each `X+encrypt` column's cost against X."""
+    print()
+    header = f"{'busbw GB/s':<15} {'size':>7}"
+    if with_mpi:
+        header += f" {'Open MPI':>9}"
+    for mode in modes:
+        header += f" {mode:>18}"
+        if mode.endswith("+encrypt") and mode.removesuffix("+encrypt") in modes:
+            header += f" {'cost':>6}"
+    print(header)
+    print("-" * len(header))
+    for collective, size in points:
+        factor = bus_factor(collective, args.nodes)
+
+        def busbw(us):
+            return size / (us * 1e-6) / 1e9 * factor
+
+        line = f"{collective:<15} {show_size(size):>7}"
+        if with_mpi:
+            line += f" {busbw(statistics.median(run[1][(collective, size)] for run in runs)):>9.3f}"
+        medians = {mode: statistics.median(run[0][(collective, size, mode)][0] for run in runs) for mode in modes}
+        for mode in modes:
+            line += f" {busbw(medians[mode]):>18.3f}"
+            plain = mode.removesuffix("+encrypt")
+            if mode.endswith("+encrypt") and plain in modes:
+                line += f" {1 - busbw(medians[mode]) / busbw(medians[plain]):>6.0%}"
+        print(line)
 
 
 def run_extras(args, largest, modes):
@@ -403,7 +457,7 @@ def run_extras(args, largest, modes):
         f"of the faster"
     )
     extras = {"two_node_broadcast_us": two_node, "tcp_stream_gbps": {"128KiB": streams, "1MiB": large_writes}}
-    for mode in modes:
+    for mode in (m for m in modes if not m.endswith("+encrypt")):
         args_mode = argparse.Namespace(**{**vars(args), "algorithm": mode})
         algorithm, memory, iterations = peak_memory(args_mode, largest)
         base = max(b for b, _ in memory)

@@ -32,7 +32,7 @@ FAULT_DEADLINE=30 # seconds from a fault to the failed run, at most
 LONG_RUN=(broadcast -t hypercube --ts 1ms -i 20000 --warmup 0)
 
 # The caller's environment must not steer the cluster.
-unset TOPOCOMM_COORDINATOR TOPOCOMM_TOKEN TOPOCOMM_LISTEN TOPOCOMM_ADVERTISE TOPOCOMM_NODE_NAME TOPOCOMM_LOG RUST_LOG NODES
+unset TOPOCOMM_COORDINATOR TOPOCOMM_TOKEN TOPOCOMM_TOKEN_FILE TOPOCOMM_ENCRYPT TOPOCOMM_LISTEN TOPOCOMM_ADVERTISE TOPOCOMM_NODE_NAME TOPOCOMM_LOG RUST_LOG NODES
 
 T0=$SECONDS
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/topocomm-e2e.XXXXXX")
@@ -98,17 +98,18 @@ fi
 
 # Compose on this test's project, with this test's settings.
 compose() {
-  NODES=$NODES TOPOCOMM_TOKEN=$TOKEN TOPOCOMM_IMAGE=$IMAGE TOPOCOMM_LOG=$LOG_FORMAT RUST_LOG=$NODE_LOG \
+  NODES=$NODES TOPOCOMM_TOKEN=$TOKEN TOPOCOMM_ENCRYPT=$ENCRYPT TOPOCOMM_IMAGE=$IMAGE TOPOCOMM_LOG=$LOG_FORMAT RUST_LOG=$NODE_LOG \
     timeout --kill-after=5 240 "${COMPOSE[@]}" --no-ansi -p "$PROJECT" -f "$ROOT/docker-compose.yml" "$@" 2>&1
 }
 # v2 dropped --no-ansi.
 if ! "${COMPOSE[@]}" --no-ansi version >/dev/null 2>&1; then
   compose() {
-    NODES=$NODES TOPOCOMM_TOKEN=$TOKEN TOPOCOMM_IMAGE=$IMAGE TOPOCOMM_LOG=$LOG_FORMAT RUST_LOG=$NODE_LOG \
+    NODES=$NODES TOPOCOMM_TOKEN=$TOKEN TOPOCOMM_ENCRYPT=$ENCRYPT TOPOCOMM_IMAGE=$IMAGE TOPOCOMM_LOG=$LOG_FORMAT RUST_LOG=$NODE_LOG \
       timeout --kill-after=5 240 "${COMPOSE[@]}" --ansi never -p "$PROJECT" -f "$ROOT/docker-compose.yml" "$@" 2>&1
   }
 fi
 NODES=8
+ENCRYPT=false
 LOG_FORMAT=text
 NODE_LOG=info
 
@@ -635,6 +636,40 @@ compose down -v --remove-orphans -t 5 >"$TMP/down.log"
 left=$(docker ps -aq --filter "label=com.docker.compose.project=$PROJECT")
 [ -z "$left" ] && pass "compose down in $((SECONDS - t))s" || fail "compose down left $(echo $left)"
 COORD=""
+
+# --- Compose, every link encrypted ----------------------------------------------------------
+section "compose: 8 nodes, TOPOCOMM_ENCRYPT=true (Noise on every control and data link)"
+NODES=8 ENCRYPT=true LOG_FORMAT=text NODE_LOG=info
+t=$SECONDS
+if compose up -d --scale "node=$NODES" >"$TMP/up.log"; then
+  COORD=$(docker ps -q --filter "label=com.docker.compose.project=$PROJECT" --filter "label=com.docker.compose.service=coordinator")
+  if [ -n "$COORD" ] && wait_for 120 ready; then
+    pass "encrypted: 8 node containers formed the cluster in $((SECONDS - t))s"
+    RUNS_OK=0
+    RUNS_FAILED=()
+    run_verified "encrypted" allreduce -t torus --size 1MiB && run_verified "encrypted" alltoall -t hypercube --size 64KiB
+    if ((${#RUNS_FAILED[@]} == 0)); then
+      pass "encrypted: allreduce (torus, 1 MiB) and alltoall (hypercube, 64 KiB) verified"
+    else
+      fail "encrypted: ${RUNS_FAILED[*]}"
+    fi
+    # A client without the mode is turned away with the reason.
+    if timeout 60 docker exec -e TOPOCOMM_ENCRYPT=false "$COORD" topocomm status >"$TMP/plain.out" 2>&1; then
+      fail "encrypted: a plain client was let in"
+    elif grep -q -- "--encrypt" "$TMP/plain.out"; then
+      pass "encrypted: a plain client is refused and told why"
+    else
+      fail "encrypted: a plain client's error does not say why: $(head -c 300 "$TMP/plain.out")"
+    fi
+  else
+    fail "encrypted: the cluster of 8 did not form within 120s"
+  fi
+else
+  fail "encrypted: compose up failed: $(head -c 300 "$TMP/up.log")"
+fi
+compose down -v --remove-orphans -t 5 >"$TMP/down.log" || true
+COORD=""
+ENCRYPT=false
 
 # --- Docker Swarm: the same image as a stack -------------------------------------------------
 section "swarm: docker stack deploy on a single-node swarm"

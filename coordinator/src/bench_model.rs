@@ -17,7 +17,7 @@ use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 use strum::IntoEnumIterator;
 use topocomm_proto::control::RunRequest;
-use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Routing, RunSpec};
+use topocomm_proto::spec::{Algorithm, Collective, LinkModel, MAX_TIMEOUT, MAX_TIMEOUT_MS, Routing, RunSpec};
 use topocomm_proto::{Topology, TopologyKind, catalogue};
 
 use crate::cli::BenchModelArgs;
@@ -187,7 +187,7 @@ pub async fn run(args: &BenchModelArgs) -> anyhow::Result<()> {
             Some(folder) => folder.join(format!("p{p}")),
             None => std::env::temp_dir().join("topocomm-logs").join(format!("bench-model-{p}")),
         };
-        let local = LocalCluster::start(p, &logs).await?;
+        let local = LocalCluster::start(p, &logs, false).await?;
         eprintln!("local cluster of {p} nodes up, node logs in {}/node-*.log", local.logs.display());
         let ours = cases.iter().filter(|c| c.p() == p);
         let result = tokio::select! {
@@ -300,8 +300,9 @@ fn plan(
         let prediction = model::predict(&spec, &topology, links).map(|p| Prediction { events: Vec::new(), ..p });
         // Room for a slow machine: ten times the model, never under half a minute.
         let model_us = prediction.as_ref().map(Prediction::time_us).unwrap_or(0.0);
-        let timeout = MIN_TIMEOUT.max(Duration::from_secs_f64(10.0 * (model_us + barrier_us) / 1e6));
-        spec.timeout_ms = timeout.as_millis() as u64;
+        let timeout = Duration::try_from_secs_f64(10.0 * (model_us + barrier_us) / 1e6).unwrap_or(MAX_TIMEOUT);
+        let timeout = timeout.clamp(MIN_TIMEOUT, MAX_TIMEOUT);
+        spec.timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(MAX_TIMEOUT_MS);
         cases.push(Case { topology, routing, spec, links, prediction, barrier_us });
     }
     eprintln!("predicted {total} runs in {:.1} s", began.elapsed().as_secs_f64());

@@ -230,7 +230,7 @@ pub async fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
     anyhow::ensure!(sizes.len() >= 2, "--sizes needs at least two different sizes to tell t_h from t_w");
 
     let logs = args.logs.clone().unwrap_or_else(|| std::env::temp_dir().join("topocomm-logs").join("calibrate"));
-    let local = LocalCluster::start(p, &logs).await?;
+    let local = LocalCluster::start(p, &logs, false).await?;
     eprintln!("calibrating on a ring of {p} local nodes (raw links), node logs in {}/node-*.log", local.logs.display());
     let result = tokio::select! {
         result = measure(&local, &sizes, p, &spec_of) => result,

@@ -3,11 +3,16 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use anyhow::Context;
 use bytesize::ByteSize;
 use clap::{Args, Parser, Subcommand};
 use topocomm_node::daemon::NodeArgs;
+use topocomm_node::security::SecurityArgs;
 use topocomm_proto::TopologyKind;
-use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp, Routing};
+use topocomm_proto::auth::Key;
+use topocomm_proto::spec::{Algorithm, Collective, Dtype, MAX_TIMEOUT, ReduceOp, Routing};
+
+use crate::client::Credentials;
 
 /// Run, measure and understand collective communication on interconnection networks.
 #[derive(Debug, Parser)]
@@ -53,9 +58,19 @@ pub struct RemoteArgs {
     /// A serving coordinator, HOST:PORT. Without it, `run` starts a local cluster.
     #[arg(long, env = "TOPOCOMM_COORDINATOR")]
     pub coordinator: Option<String>,
-    /// The cluster token (local clusters make a random one).
-    #[arg(long, env = "TOPOCOMM_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
+    /// The token (local clusters make a random one) and the mode.
+    #[command(flatten)]
+    pub security: SecurityArgs,
+}
+
+impl RemoteArgs {
+    /// What this client proves to a serving coordinator.
+    pub fn credentials(&self) -> anyhow::Result<Credentials> {
+        let token = self.security.token()?.context(
+            "a serving coordinator needs the cluster token: --token-file FILE or TOPOCOMM_TOKEN (or --token)",
+        )?;
+        Ok(Credentials { key: Key::from_token(&token), encrypted: self.security.encrypt })
+    }
 }
 
 /// The shape to wire.
@@ -121,8 +136,8 @@ pub struct RunArgs {
     /// Untimed warm-up iterations before them.
     #[arg(long, default_value_t = 3)]
     pub warmup: u32,
-    /// Deadline of every wait of one iteration (and of forming the cluster).
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    /// Deadline of every wait of one iteration (and of forming the cluster): 1ms to 24h.
+    #[arg(long, default_value = "30s", value_parser = parse_timeout)]
     pub timeout: Duration,
     /// Print one JSON object instead of the table.
     #[arg(long)]
@@ -194,8 +209,8 @@ pub struct SweepArgs {
     /// Untimed warm-up iterations before them.
     #[arg(long, default_value_t = 3)]
     pub warmup: u32,
-    /// Deadline of every wait of one iteration (and of forming the cluster).
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    /// Deadline of every wait of one iteration (and of forming the cluster): 1ms to 24h.
+    #[arg(long, default_value = "30s", value_parser = parse_timeout)]
     pub timeout: Duration,
     /// Also write the points as CSV to FILE.
     #[arg(long, value_name = "FILE")]
@@ -330,9 +345,14 @@ pub struct ServeArgs {
     /// Address to accept nodes and clients on.
     #[arg(long, default_value = "0.0.0.0:7700", env = "TOPOCOMM_LISTEN")]
     pub listen: String,
-    /// The cluster token nodes and clients must present (default: a random one, printed).
-    #[arg(long, env = "TOPOCOMM_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
+    /// The cluster token nodes and clients must prove (default: a random one, written
+    /// to --write-token FILE or else printed), and the mode.
+    #[command(flatten)]
+    pub security: SecurityArgs,
+    /// Write the random token made for this cluster to FILE (mode 0600) instead of
+    /// printing it.
+    #[arg(long, value_name = "FILE")]
+    pub write_token: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -430,6 +450,20 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .map_err(|error| format!("{text:?} is not a size like 8B, 4096, 64KiB or 1MiB ({error})"))
 }
 
+/// Parses `--timeout`: a duration such as `30s` or `2min`, from 1 ms (every wait of an
+/// iteration ends by it) to one day ([`MAX_TIMEOUT`], the most a run spec takes).
+pub fn parse_timeout(text: &str) -> Result<Duration, String> {
+    let timeout =
+        humantime::parse_duration(text).map_err(|error| format!("{text:?} is not a duration like 30s ({error})"))?;
+    if timeout < Duration::from_millis(1) {
+        return Err(format!("{text:?} is under the minimum of 1ms: every wait of an iteration ends by the timeout"));
+    }
+    if timeout > MAX_TIMEOUT {
+        return Err(format!("{text:?} exceeds the limit of one day (24h) per iteration"));
+    }
+    Ok(timeout)
+}
+
 /// Parses `4x4` or `2x2x2`.
 pub fn parse_dims(text: &str) -> Result<Vec<usize>, String> {
     text.split(['x', 'X'])
@@ -469,6 +503,18 @@ mod tests {
         assert_eq!(parse_time("0.5ns").unwrap(), 500);
         assert!(parse_time("10").unwrap_err().contains("units"));
         assert_eq!(parse_time_or_auto("auto").unwrap(), Emulated::Auto);
+    }
+
+    #[test]
+    fn timeouts_are_one_ms_to_one_day() {
+        assert_eq!(parse_timeout("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_timeout("1ms").unwrap(), Duration::from_millis(1));
+        assert_eq!(parse_timeout("24h").unwrap(), MAX_TIMEOUT);
+        assert!(parse_timeout("0").unwrap_err().contains("minimum of 1ms"));
+        assert!(parse_timeout("999us").unwrap_err().contains("minimum of 1ms"));
+        assert!(parse_timeout("24h 1ms").unwrap_err().contains("one day"));
+        assert!(parse_timeout("200years").unwrap_err().contains("one day"));
+        assert!(parse_timeout("soon").unwrap_err().contains("not a duration"));
     }
 
     #[test]

@@ -1,18 +1,29 @@
-//! Talking to a serving coordinator from the CLI: one connection per request.
+//! Talking to a serving coordinator from the CLI: one connection per request, opened
+//! with the mutual handshake (the client proves the token and checks that the
+//! coordinator can too; the token itself never travels).
 
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use tokio::net::TcpStream;
-use topocomm_proto::control::{ClientRequest, ClientResponse, ToCoordinator};
+use topocomm_node::handshake;
+use topocomm_proto::auth::{Key, Purpose};
+use topocomm_proto::control::{ClientRequest, ClientResponse, MAX_REPORT_FRAME};
 
 use crate::server::{framed, receive, send};
+
+/// What a client proves and how it talks.
+#[derive(Debug, Clone)]
+pub struct Credentials {
+    pub key: Key,
+    pub encrypted: bool,
+}
 
 /// Sends `request` to the coordinator at `address` and waits (at most `patience`) for
 /// its answer.
 pub async fn request(
     address: &str,
-    token: &str,
+    credentials: &Credentials,
     request: ClientRequest,
     patience: Duration,
 ) -> anyhow::Result<ClientResponse> {
@@ -20,9 +31,13 @@ pub async fn request(
         .await
         .with_context(|| format!("connecting to the coordinator at {address} timed out"))?
         .with_context(|| format!("cannot reach the coordinator at {address}"))?;
-    let mut control = framed(stream);
-    send(&mut control, &ToCoordinator::Client { token: token.to_owned(), request }).await?;
-    match tokio::time::timeout(patience, receive::<ClientResponse>(&mut control)).await {
+    let _ = stream.set_nodelay(true);
+    let channel = handshake::initiate(stream, &credentials.key, Purpose::Client, credentials.encrypted)
+        .await
+        .with_context(|| format!("the coordinator at {address} did not let this client in"))?;
+    let mut control = framed(channel, MAX_REPORT_FRAME);
+    send(&mut control, &request).await?;
+    match tokio::time::timeout(patience, receive::<_, ClientResponse>(&mut control)).await {
         Err(_) => bail!("the coordinator at {address} did not answer within {patience:?}"),
         Ok(Err(error)) => Err(error),
         Ok(Ok(None)) => {

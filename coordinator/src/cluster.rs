@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, OwnedSemaphorePermit, mpsc};
 use tokio::time::Instant;
 use topocomm_proto::NodeId;
 use topocomm_proto::control::{ClusterStatus, ToCoordinator, ToNode, TopologySpec};
@@ -16,8 +16,26 @@ pub type SessionId = u64;
 /// What node sessions tell the orchestrator.
 #[derive(Debug)]
 pub enum Event {
-    Message { session: SessionId, message: ToCoordinator },
-    Closed { session: SessionId },
+    /// A node's message, holding one of its session's few places in the queue until
+    /// the orchestrator is done with it.
+    Message {
+        session: SessionId,
+        message: ToCoordinator,
+        _place: OwnedSemaphorePermit,
+    },
+    Closed {
+        session: SessionId,
+    },
+}
+
+/// What an authenticated node says of itself when it registers.
+#[derive(Debug, Clone)]
+pub struct Registration {
+    /// Its stable name (checked by the handshake: short, no control characters).
+    pub name: String,
+    pub data_addr: String,
+    /// The memory it has for runs, in bytes (0: unknown).
+    pub memory_bytes: u64,
 }
 
 /// One registered node.
@@ -25,6 +43,7 @@ pub enum Event {
 pub struct Member {
     pub name: String,
     pub data_addr: String,
+    pub memory_bytes: u64,
     /// Assigned once the cluster has formed.
     pub id: Option<NodeId>,
     /// The live control session, if connected.
@@ -37,6 +56,8 @@ pub struct Participant {
     pub id: NodeId,
     pub name: String,
     pub data_addr: String,
+    /// The memory it said it has for runs, in bytes (0: unknown).
+    pub memory_bytes: u64,
     pub session: SessionId,
     pub sender: mpsc::UnboundedSender<ToNode>,
 }
@@ -51,7 +72,6 @@ struct Roster {
 /// Registration and membership.
 pub struct Cluster {
     expected: usize,
-    token: String,
     roster: Mutex<Roster>,
     changed: Notify,
     events: mpsc::UnboundedSender<Event>,
@@ -60,13 +80,12 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// A cluster of `expected` nodes admitting those that present `token`; also returns
-    /// the receiver of node events, for the orchestrator.
-    pub fn new(expected: usize, token: String) -> (Self, mpsc::UnboundedReceiver<Event>) {
+    /// A cluster of `expected` nodes (the handshake has checked their key before they
+    /// register); also returns the receiver of node events, for the orchestrator.
+    pub fn new(expected: usize) -> (Self, mpsc::UnboundedReceiver<Event>) {
         let (events, receiver) = mpsc::unbounded_channel();
         let cluster = Cluster {
             expected,
-            token,
             roster: Mutex::new(Roster::default()),
             changed: Notify::new(),
             events,
@@ -75,21 +94,13 @@ impl Cluster {
         (cluster, receiver)
     }
 
-    pub fn token(&self) -> &str {
-        &self.token
-    }
-
     /// Admits a registering node; returns its session id or why it is refused.
     pub fn register(
         &self,
-        token: &str,
-        name: String,
-        data_addr: String,
+        registration: Registration,
         sender: mpsc::UnboundedSender<ToNode>,
     ) -> Result<SessionId, String> {
-        if token != self.token {
-            return Err("wrong cluster token".into());
-        }
+        let Registration { name, data_addr, memory_bytes } = registration;
         let mut roster = self.roster.lock().expect("roster lock");
         roster.next_session += 1;
         let session = roster.next_session;
@@ -99,7 +110,13 @@ impl Cluster {
             }
             Some(index) => index,
             None if roster.members.len() < self.expected => {
-                roster.members.push(Member { name: name.clone(), data_addr: String::new(), id: None, session: None });
+                roster.members.push(Member {
+                    name: name.clone(),
+                    data_addr: String::new(),
+                    memory_bytes: 0,
+                    id: None,
+                    session: None,
+                });
                 roster.members.len() - 1
             }
             None => match roster.members.iter().position(|m| m.session.is_none()) {
@@ -116,6 +133,7 @@ impl Cluster {
         };
         let member = &mut roster.members[index];
         member.data_addr = data_addr;
+        member.memory_bytes = memory_bytes;
         member.session = Some((session, sender));
         if !roster.formed && roster.members.len() == self.expected {
             assign_ids(&mut roster.members);
@@ -142,9 +160,9 @@ impl Cluster {
         self.changed.notify_waiters();
     }
 
-    /// Passes a node's message to the orchestrator.
-    pub fn forward(&self, session: SessionId, message: ToCoordinator) {
-        let _ = self.events.send(Event::Message { session, message });
+    /// Passes a node's message to the orchestrator; it holds `place` until handled.
+    pub fn forward(&self, session: SessionId, message: ToCoordinator, place: OwnedSemaphorePermit) {
+        let _ = self.events.send(Event::Message { session, message, _place: place });
     }
 
     /// Waits until every expected node is registered and connected; returns them by id.
@@ -198,7 +216,14 @@ impl Cluster {
             .iter()
             .map(|m| {
                 let (session, sender) = m.session.clone()?;
-                Some(Participant { id: m.id?, name: m.name.clone(), data_addr: m.data_addr.clone(), session, sender })
+                Some(Participant {
+                    id: m.id?,
+                    name: m.name.clone(),
+                    data_addr: m.data_addr.clone(),
+                    memory_bytes: m.memory_bytes,
+                    session,
+                    sender,
+                })
             })
             .collect::<Option<_>>()?;
         all.sort_by_key(|p| p.id);
@@ -276,40 +301,43 @@ mod tests {
         mpsc::unbounded_channel().0
     }
 
+    fn node(name: &str, data_addr: &str) -> Registration {
+        Registration { name: name.into(), data_addr: data_addr.into(), memory_bytes: 1 << 30 }
+    }
+
     #[test]
     fn ids_follow_natural_name_order_and_survive_a_restart() {
-        let (cluster, _events) = Cluster::new(3, "t".into());
-        let s10 = cluster.register("t", "node-10".into(), "a:1".into(), sender()).unwrap();
-        cluster.register("t", "node-2".into(), "a:2".into(), sender()).unwrap();
-        cluster.register("t", "node-1".into(), "a:3".into(), sender()).unwrap();
+        let (cluster, _events) = Cluster::new(3);
+        let s10 = cluster.register(node("node-10", "a:1"), sender()).unwrap();
+        cluster.register(node("node-2", "a:2"), sender()).unwrap();
+        cluster.register(node("node-1", "a:3"), sender()).unwrap();
         let ids = ids_by_name(&cluster);
         assert_eq!(ids["node-1"], 0);
         assert_eq!(ids["node-2"], 1);
         assert_eq!(ids["node-10"], 2);
         cluster.disconnected(s10);
-        cluster.register("t", "node-10".into(), "a:9".into(), sender()).unwrap();
+        cluster.register(node("node-10", "a:9"), sender()).unwrap();
         assert_eq!(ids_by_name(&cluster)["node-10"], 2);
     }
 
     #[tokio::test]
     async fn an_incomplete_cluster_names_who_is_missing() {
-        let (cluster, _events) = Cluster::new(3, "t".into());
-        cluster.register("t", "a".into(), "a:1".into(), sender()).unwrap();
-        let gone = cluster.register("t", "b".into(), "a:2".into(), sender()).unwrap();
+        let (cluster, _events) = Cluster::new(3);
+        cluster.register(node("a", "a:1"), sender()).unwrap();
+        let gone = cluster.register(node("b", "a:2"), sender()).unwrap();
         let error = cluster.participants(Duration::from_millis(10)).await.unwrap_err();
         assert!(error.contains("2 of 3 nodes connected; 1 never registered"), "{error}");
-        cluster.register("t", "c".into(), "a:3".into(), sender()).unwrap();
+        cluster.register(node("c", "a:3"), sender()).unwrap();
         cluster.disconnected(gone);
         let error = cluster.participants(Duration::from_millis(10)).await.unwrap_err();
         assert!(error.contains("lost: node 1 (b)"), "{error}");
     }
 
     #[test]
-    fn strangers_duplicates_and_extras_are_refused() {
-        let (cluster, _events) = Cluster::new(1, "t".into());
-        assert!(cluster.register("x", "n".into(), "a:1".into(), sender()).unwrap_err().contains("token"));
-        cluster.register("t", "n".into(), "a:1".into(), sender()).unwrap();
-        assert!(cluster.register("t", "n".into(), "a:1".into(), sender()).unwrap_err().contains("already connected"));
-        assert!(cluster.register("t", "m".into(), "a:2".into(), sender()).unwrap_err().contains("full"));
+    fn duplicates_and_extras_are_refused() {
+        let (cluster, _events) = Cluster::new(1);
+        cluster.register(node("n", "a:1"), sender()).unwrap();
+        assert!(cluster.register(node("n", "a:1"), sender()).unwrap_err().contains("already connected"));
+        assert!(cluster.register(node("m", "a:2"), sender()).unwrap_err().contains("full"));
     }
 }

@@ -32,12 +32,9 @@ use topocomm_proto::Topology;
 use topocomm_proto::control::{ClientRequest, ClientResponse, RunOutcome, RunRequest};
 
 use crate::cli::{Cli, Command, RunArgs, ServeArgs, StatusArgs};
-use crate::local::LocalCluster;
+use crate::local::{Capacity, LocalCluster};
 use crate::request::{Planned, Repetition};
 use crate::run::Coordinator;
-
-/// Extra patience for wiring and reporting on top of the run's own deadlines.
-const CLIENT_SLACK: Duration = Duration::from_secs(60);
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -51,6 +48,9 @@ fn main() -> ExitCode {
             }
         };
     }
+    // A coordinator holds a descriptor per node and per connection in its handshake (the
+    // node role raises its own limit in the daemon).
+    topocomm_node::limits::raise_open_file_limit();
     match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime.block_on(command(cli)),
         Err(error) => {
@@ -131,13 +131,9 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn run_remote(address: &str, args: &RunArgs, request: RunRequest) -> anyhow::Result<RunOutcome> {
-    let token = args
-        .remote
-        .token
-        .as_deref()
-        .context("a serving coordinator needs the cluster token: --token or TOPOCOMM_TOKEN")?;
-    let patience = args.timeout * (args.warmup + args.iterations + 1) + CLIENT_SLACK;
-    match client::request(address, token, ClientRequest::Run(request), patience).await? {
+    let credentials = args.remote.credentials()?;
+    let patience = request::client_patience(&request.spec);
+    match client::request(address, &credentials, ClientRequest::Run(request), patience).await? {
         ClientResponse::RunDone(outcome) => Ok(*outcome),
         ClientResponse::Error(error) => Err(anyhow!(error)),
         other => bail!("unexpected answer from the coordinator: {other:?}"),
@@ -145,11 +141,12 @@ async fn run_remote(address: &str, args: &RunArgs, request: RunRequest) -> anyho
 }
 
 async fn run_local(args: &RunArgs, request: RunRequest) -> anyhow::Result<RunOutcome> {
-    // Refuse a bad shape or size before starting any process.
+    // Refuse a bad shape or size, or more than this machine holds, before starting any process.
     Topology::new(request.topology, args.what.nodes, request.dims.as_deref())?;
     request.spec.validate(args.what.nodes)?;
+    Capacity::of_this_machine().check_run(&request.spec, args.what.nodes)?;
     let logs = args.logs.clone().unwrap_or_else(|| std::env::temp_dir().join("topocomm-logs"));
-    let local = LocalCluster::start(args.what.nodes, &logs).await?;
+    let local = LocalCluster::start(args.what.nodes, &logs, args.remote.security.encrypt).await?;
     eprintln!(
         "local cluster: {} node processes, coordinator on {}, node logs in {}/node-*.log",
         args.what.nodes,
@@ -166,12 +163,22 @@ async fn run_local(args: &RunArgs, request: RunRequest) -> anyhow::Result<RunOut
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.nodes >= 1, "--nodes must be at least 1");
-    let token = args.token.clone().unwrap_or_else(local::random_token);
+    let given = args.security.token()?;
+    let token = given.clone().unwrap_or_else(local::random_token);
     let listener = TcpListener::bind(&args.listen).await.with_context(|| format!("binding {}", args.listen))?;
-    let coordinator = Arc::new(Coordinator::new(args.nodes, token.clone()));
-    eprintln!("topocomm coordinator on {} for {} nodes", listener.local_addr()?, args.nodes);
-    if args.token.is_none() {
-        eprintln!("cluster token (give it to nodes and clients as --token or TOPOCOMM_TOKEN): {token}");
+    let key = topocomm_proto::auth::Key::from_token(&token);
+    let coordinator = Arc::new(Coordinator::new(args.nodes, key, args.security.encrypt));
+    let mode = if args.security.encrypt { "every link encrypted" } else { "links authenticated, not encrypted" };
+    eprintln!("topocomm coordinator on {} for {} nodes ({mode})", listener.local_addr()?, args.nodes);
+    match (&given, &args.write_token) {
+        (None, Some(path)) => {
+            local::write_token_file(path, &token)?;
+            eprintln!("cluster token written to {} (give it to nodes and clients as --token-file)", path.display());
+        }
+        (None, None) => {
+            eprintln!("cluster token (give it to nodes and clients in a --token-file or TOPOCOMM_TOKEN): {token}")
+        }
+        (Some(_), _) => {}
     }
     tokio::select! {
         () = server::serve(listener, coordinator) => Ok(()),
@@ -183,9 +190,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 async fn status(args: StatusArgs) -> anyhow::Result<()> {
-    let address = args.remote.coordinator.context("--coordinator (or TOPOCOMM_COORDINATOR) is needed")?;
-    let token = args.remote.token.context("--token (or TOPOCOMM_TOKEN) is needed")?;
-    match client::request(&address, &token, ClientRequest::Status, Duration::from_secs(10)).await? {
+    let address = args.remote.coordinator.clone().context("--coordinator (or TOPOCOMM_COORDINATOR) is needed")?;
+    let credentials = args.remote.credentials()?;
+    match client::request(&address, &credentials, ClientRequest::Status, Duration::from_secs(10)).await? {
         ClientResponse::Status(status) => {
             // Ready: the cluster formed (every member has an id) and every member is connected.
             let connected = status.registered.len();

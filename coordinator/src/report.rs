@@ -9,7 +9,7 @@ use bytesize::ByteSize;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 use topocomm_proto::Topology;
-use topocomm_proto::control::RunOutcome;
+use topocomm_proto::control::{RunOutcome, SetupTimes};
 use topocomm_proto::spec::{Collective, LinkModel, Routing};
 
 use crate::model::Prediction;
@@ -72,6 +72,8 @@ pub struct RunSummary {
     pub model_us: Option<f64>,
     /// Measured median over predicted.
     pub model_ratio: Option<f64>,
+    /// What the run waited for before its first iteration: the cluster, the wiring.
+    pub setup_ms: SetupTimes,
 }
 
 /// Link physics in the units people read.
@@ -158,6 +160,7 @@ pub fn summarize(outcome: &RunOutcome, prediction: Option<(&Prediction, LinkMode
         links,
         model_us,
         model_ratio: model_us.filter(|&m| m > 0.0).map(|m| time_us.median / m),
+        setup_ms: outcome.setup,
     })
 }
 

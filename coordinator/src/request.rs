@@ -44,7 +44,8 @@ pub fn plan(what: &CollectiveArgs, repetition: Repetition) -> anyhow::Result<Pla
         seed: what.seed,
         warmup: repetition.warmup,
         iterations: repetition.iterations,
-        timeout_ms: repetition.timeout.as_millis() as u64,
+        timeout_ms: u64::try_from(repetition.timeout.as_millis())
+            .map_err(|_| anyhow!("--timeout {:?} does not fit in 64-bit milliseconds", repetition.timeout))?,
         dump: repetition.dump,
         shift: what.shift,
         exclusive: what.exclusive,
@@ -54,6 +55,17 @@ pub fn plan(what: &CollectiveArgs, repetition: Repetition) -> anyhow::Result<Pla
     };
     let request = RunRequest { topology: what.shape.topology, dims: what.shape.dims.clone(), spec };
     Ok(Planned { request, predict_with })
+}
+
+/// Extra patience for wiring and reporting on top of the run's own deadlines.
+const CLIENT_SLACK: Duration = Duration::from_secs(60);
+
+/// How long a client waits for a serving coordinator to answer `spec`: the run's own
+/// deadline, one more timeout (the wait for the cluster), and slack for wiring and
+/// reporting. Saturating: an invalid spec is refused by the coordinator, not here.
+pub fn client_patience(spec: &RunSpec) -> Duration {
+    let run = spec.run_deadline().unwrap_or(Duration::MAX);
+    run.saturating_add(spec.timeout()).saturating_add(CLIENT_SLACK)
 }
 
 /// The emulation to run with and the link physics to predict with, from `--ts/--th/--tw`:

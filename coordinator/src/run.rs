@@ -2,14 +2,16 @@
 //! (or a node) changed, starts the run on every node and gathers their reports, failing
 //! with the names of the nodes at fault when anything goes wrong or runs out of time.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use tokio::sync::{Mutex, mpsc};
 use tokio::time::Instant;
-use topocomm_node::timebase;
+use topocomm_node::{limits, timebase};
+use topocomm_proto::NodeId;
+use topocomm_proto::auth::Key;
 use topocomm_proto::control::{
-    NodeReport, RunOutcome, RunRequest, RunTrace, ToCoordinator, ToNode, TopologySpec, Wiring,
+    Neighbour, NodeReport, RunOutcome, RunRequest, RunTrace, SetupTimes, ToCoordinator, ToNode, TopologySpec, Wiring,
 };
 use topocomm_proto::{Topology, catalogue};
 
@@ -27,9 +29,11 @@ const PROBE_DEADLINE: Duration = Duration::from_secs(5);
 /// After the first node reports a failure, how much longer the others get.
 const FAILURE_GRACE: Duration = Duration::from_secs(2);
 
-/// The coordinator: the cluster and the one-at-a-time run driver.
+/// The coordinator: the cluster key, the cluster and the one-at-a-time run driver.
 pub struct Coordinator {
     pub cluster: Cluster,
+    key: Key,
+    encrypted: bool,
     driver: Mutex<Driver>,
 }
 
@@ -40,27 +44,44 @@ struct Driver {
 }
 
 impl Coordinator {
-    /// A coordinator for `expected` nodes sharing `token`.
-    pub fn new(expected: usize, token: String) -> Self {
-        let (cluster, events) = Cluster::new(expected, token);
-        Coordinator { cluster, driver: Mutex::new(Driver { events, epoch: 0, run: 0 }) }
+    /// A coordinator for `expected` nodes proving `key`, every link encrypted if asked.
+    pub fn new(expected: usize, key: Key, encrypted: bool) -> Self {
+        let (cluster, events) = Cluster::new(expected);
+        Coordinator { cluster, key, encrypted, driver: Mutex::new(Driver { events, epoch: 0, run: 0 }) }
+    }
+
+    /// The cluster key every connection must prove.
+    pub fn key(&self) -> &Key {
+        &self.key
+    }
+
+    /// Whether every link is encrypted.
+    pub fn encrypted(&self) -> bool {
+        self.encrypted
     }
 
     /// Runs `request` on the cluster: wires it as asked, then runs and gathers.
     pub async fn execute(&self, request: RunRequest) -> Result<RunOutcome, String> {
         let mut driver = self.driver.lock().await;
-        let timeout = Duration::from_millis(request.spec.timeout_ms);
+        // Before the timeout bounds the wait for the cluster.
+        request.spec.validate_timing().map_err(|e| e.to_string())?;
+        let timeout = request.spec.timeout();
+        let asked_at = Instant::now();
         let participants = self.cluster.participants(timeout).await?;
+        let mut setup = SetupTimes { ready_ms: asked_at.elapsed().as_secs_f64() * 1e3, wiring_ms: None };
         let p = participants.len();
         let topology = Topology::new(request.topology, p, request.dims.as_deref()).map_err(|e| e.to_string())?;
         request.spec.validate(p).map_err(|e| e.to_string())?;
+        check_memory(&request.spec, &participants)?;
         catalogue::check(request.spec.collective, request.spec.algorithm)?;
         let topology_spec = TopologySpec { kind: topology.kind(), p, dims: topology.dims().to_vec() };
         let sessions: Vec<SessionId> = participants.iter().map(|p| p.session).collect();
         driver.drain();
         if self.cluster.wiring_of(&sessions).as_ref() != Some(&topology_spec) {
             self.cluster.set_wiring(None);
+            let wiring_from = Instant::now();
             driver.wire(&participants, &topology, &topology_spec).await?;
+            setup.wiring_ms = Some(wiring_from.elapsed().as_secs_f64() * 1e3);
             self.cluster.set_wiring(Some((topology_spec.clone(), sessions)));
         }
         let spec = &request.spec;
@@ -78,10 +99,14 @@ impl Coordinator {
         match driver.start(&participants, &spec).await {
             Ok(mut reports) => {
                 let trace = clocks.map(|clocks| align(&mut reports, &clocks));
-                Ok(RunOutcome { spec, topology: topology_spec, reports, trace })
+                Ok(RunOutcome { spec, topology: topology_spec, reports, trace, setup })
             }
             Err(error) => {
-                // Whatever is left of this run dies with the next wiring.
+                // Every node stops now (not at its own deadline), and whatever is left of
+                // this run dies with the next wiring.
+                for participant in &participants {
+                    let _ = participant.sender.send(ToNode::Abort { run: spec.run });
+                }
                 self.cluster.set_wiring(None);
                 Err(error)
             }
@@ -100,7 +125,9 @@ impl Driver {
         tokio::time::timeout_at(deadline, self.events.recv()).await.ok().flatten()
     }
 
-    /// Sends every participant its part of the wiring and waits for all links.
+    /// Sends every participant its part of the wiring, each link with a fresh key only
+    /// its two ends get, and waits for all links. When the wiring fails, every node's
+    /// word is heard (until the deadline) before the one at fault is named.
     async fn wire(
         &mut self,
         participants: &[Participant],
@@ -110,47 +137,52 @@ impl Driver {
         self.epoch += 1;
         let epoch = self.epoch;
         tracing::info!(epoch, %topology, "wiring");
+        let mut link_keys: BTreeMap<(NodeId, NodeId), Key> = BTreeMap::new();
         for participant in participants {
             let neighbours = topology
                 .neighbours(participant.id)
                 .into_iter()
-                .map(|n| (n, participants[n].data_addr.clone()))
+                .map(|n| {
+                    let key =
+                        link_keys.entry((participant.id.min(n), participant.id.max(n))).or_insert_with(Key::random);
+                    Neighbour { id: n, address: participants[n].data_addr.clone(), key: key.clone() }
+                })
                 .collect();
             let wiring = Wiring { epoch, id: participant.id, topology: spec.clone(), neighbours };
             let _ = participant.sender.send(ToNode::Wire(wiring));
         }
         let by_session = index(participants);
-        let mut waiting: Vec<bool> = vec![true; participants.len()];
+        let mut outcomes: Vec<Option<WireOutcome>> = vec![None; participants.len()];
         let deadline = Instant::now() + WIRE_DEADLINE;
-        while waiting.iter().any(|&w| w) {
-            let Some(event) = self.next(deadline).await else {
-                return Err(format!(
-                    "wiring the {topology} timed out after {WIRE_DEADLINE:?}; not linked: {}",
-                    names(participants, &waiting)
-                ));
-            };
+        while outcomes.iter().any(Option::is_none) {
+            let Some(event) = self.next(deadline).await else { break };
             match event {
                 Event::Closed { session } => {
                     if let Some(node) = by_session.get(&session) {
                         return Err(format!("{} disconnected while wiring", describe(node)));
                     }
                 }
-                Event::Message { session, message } => {
-                    let Some(node) = by_session.get(&session) else {
-                        continue;
-                    };
+                Event::Message { session, message, .. } => {
+                    let Some(node) = by_session.get(&session) else { continue };
                     match message {
-                        ToCoordinator::Wired { epoch: e } if e == epoch => waiting[node.id] = false,
-                        ToCoordinator::WireFailed { epoch: e, reason } if e == epoch => {
-                            return Err(format!("{} could not wire: {reason}", describe(node)));
+                        ToCoordinator::Wired { epoch: e } if e == epoch => {
+                            outcomes[node.id] = Some(WireOutcome::Linked)
+                        }
+                        ToCoordinator::WireFailed { epoch: e, reason, unreachable, missing } if e == epoch => {
+                            outcomes[node.id] = Some(WireOutcome::Failed { reason, unreachable, missing });
                         }
                         _ => {}
                     }
                 }
             }
         }
-        tracing::info!(epoch, %topology, "every link is up");
-        Ok(())
+        if outcomes.iter().all(|o| matches!(o, Some(WireOutcome::Linked))) {
+            tracing::info!(epoch, %topology, "every link is up");
+            return Ok(());
+        }
+        let error = blame(participants, &outcomes, topology);
+        tracing::error!(epoch, %error, "wiring failed");
+        Err(error)
     }
 
     /// Estimates each participant's clock offset from the coordinator's, as NTP does: a
@@ -166,17 +198,25 @@ impl Driver {
                 sent_at[participant.id] = timebase::now_ns();
                 let _ = participant.sender.send(ToNode::ClockProbe { nonce: round });
             }
-            let mut waiting = participants.len();
+            let mut answered = vec![false; participants.len()];
             let deadline = Instant::now() + PROBE_DEADLINE;
-            while waiting > 0 {
+            while answered.iter().any(|a| !a) {
                 let Some(event) = self.next(deadline).await else {
-                    return Err(format!("clock probe {round} was not answered within {PROBE_DEADLINE:?}"));
+                    let silent: Vec<bool> = answered.iter().map(|a| !a).collect();
+                    return Err(format!(
+                        "clock probe {round} was not answered within {PROBE_DEADLINE:?} by {}",
+                        names(participants, &silent)
+                    ));
                 };
                 match event {
-                    Event::Message { session, message: ToCoordinator::ClockReply { nonce, node_ns } }
+                    Event::Message { session, message: ToCoordinator::ClockReply { nonce, node_ns }, .. }
                         if nonce == round =>
                     {
                         let Some(node) = by_session.get(&session) else { continue };
+                        if std::mem::replace(&mut answered[node.id], true) {
+                            tracing::warn!(node = %describe(node), round, "dropped a second answer to one clock probe");
+                            continue;
+                        }
                         let received_at = timebase::now_ns();
                         let sent = sent_at[node.id];
                         let round_trip = received_at.saturating_sub(sent);
@@ -185,7 +225,6 @@ impl Driver {
                         if best[node.id].is_none_or(|b| candidate.error_ns < b.error_ns) {
                             best[node.id] = Some(candidate);
                         }
-                        waiting -= 1;
                     }
                     Event::Closed { session } if by_session.contains_key(&session) => {
                         return Err(format!(
@@ -197,7 +236,8 @@ impl Driver {
                 }
             }
         }
-        Ok(best.into_iter().map(|b| b.expect("every node answered every probe")).collect())
+        // Every node answered every round, so every entry is set.
+        Ok(best.into_iter().flatten().collect())
     }
 
     /// Starts `spec` on every participant and gathers one report from each.
@@ -211,8 +251,10 @@ impl Driver {
             let _ = participant.sender.send(ToNode::Start(Box::new(spec.clone())));
         }
         let by_session = index(participants);
-        let per_iteration = Duration::from_millis(spec.timeout_ms);
-        let mut deadline = Instant::now() + per_iteration * (spec.warmup + spec.iterations) + FAILURE_GRACE;
+        let per_iteration = spec.timeout();
+        // Validated specs have a deadline; saturating, so that nothing else can panic here.
+        let whole = spec.run_deadline().unwrap_or(Duration::MAX);
+        let mut deadline = limits::deadline_after(Instant::now(), whole.saturating_add(FAILURE_GRACE));
         let mut reports: Vec<Option<NodeReport>> = vec![None; participants.len()];
         while reports.iter().any(Option::is_none) {
             let Some(event) = self.next(deadline).await else {
@@ -224,16 +266,21 @@ impl Driver {
                         return Err(format!("{} disconnected during run {}", describe(node), spec.run));
                     }
                 }
-                Event::Message { session, message: ToCoordinator::Report(report) } => {
+                Event::Message { session, message: ToCoordinator::Report(report), .. } => {
                     let Some(node) = by_session.get(&session) else {
                         continue;
                     };
                     if report.run != spec.run {
                         continue;
                     }
+                    if reports[node.id].is_some() {
+                        tracing::warn!(node = %describe(node), run = spec.run, "dropped a second report of one run");
+                        continue;
+                    }
                     if report.error.is_some() {
                         // The others are bounded by their own per-iteration deadlines.
-                        deadline = deadline.min(Instant::now() + per_iteration + FAILURE_GRACE);
+                        let grace = per_iteration.saturating_add(FAILURE_GRACE);
+                        deadline = deadline.min(limits::deadline_after(Instant::now(), grace));
                     }
                     reports[node.id] = Some(NodeReport { node: node.id, ..*report });
                 }
@@ -298,6 +345,75 @@ fn align(reports: &mut [NodeReport], clocks: &[ClockOffset]) -> RunTrace {
     RunTrace { events, clock_error_us: clocks.iter().map(|c| c.error_ns as f64 / 1e3).collect() }
 }
 
+/// Refuses, before any node allocates, a run that needs more memory per node than the
+/// node with the least reported it had when it registered (nodes that did not say are
+/// left to check for themselves, as every node does again).
+fn check_memory(spec: &topocomm_proto::spec::RunSpec, participants: &[Participant]) -> Result<(), String> {
+    let Some(smallest) = participants.iter().filter(|p| p.memory_bytes > 0).min_by_key(|p| p.memory_bytes) else {
+        return Ok(());
+    };
+    spec.check_memory(participants.len(), smallest.memory_bytes, &describe(smallest)).map_err(|e| e.to_string())
+}
+
+/// How one node's part of a wiring ended.
+#[derive(Debug, Clone)]
+enum WireOutcome {
+    Linked,
+    Failed { reason: String, unreachable: Vec<NodeId>, missing: Vec<NodeId> },
+}
+
+/// Names the node(s) at fault for a failed wiring, most certain first: those that never
+/// answered (paused, or stuck); else those a neighbour dialled and could not reach (an
+/// address nobody listens on); else those that never dialled in. Each culprit is named
+/// with the neighbours that reported it; every node's own report follows.
+fn blame(participants: &[Participant], outcomes: &[Option<WireOutcome>], topology: &Topology) -> String {
+    let silent: Vec<bool> = outcomes.iter().map(Option::is_none).collect();
+    let mut named_unreachable: BTreeMap<NodeId, Vec<NodeId>> = BTreeMap::new();
+    let mut named_missing: BTreeMap<NodeId, Vec<NodeId>> = BTreeMap::new();
+    for (reporter, outcome) in outcomes.iter().enumerate() {
+        if let Some(WireOutcome::Failed { unreachable, missing, .. }) = outcome {
+            for &n in unreachable.iter().filter(|&&n| n < participants.len()) {
+                named_unreachable.entry(n).or_default().push(reporter);
+            }
+            for &n in missing.iter().filter(|&&n| n < participants.len()) {
+                named_missing.entry(n).or_default().push(reporter);
+            }
+        }
+    }
+    let mut message = if silent.iter().any(|&s| s) {
+        format!(
+            "wiring the {topology} failed: {} did not answer within {WIRE_DEADLINE:?} (paused, or stuck)",
+            names(participants, &silent)
+        )
+    } else {
+        let (named, how) = if named_unreachable.is_empty() {
+            (&named_missing, "never dialled")
+        } else {
+            (&named_unreachable, "could not be reached at its address by")
+        };
+        let most = named.values().map(Vec::len).max().unwrap_or(0);
+        let culprits: Vec<String> = named
+            .iter()
+            .filter(|(_, reporters)| reporters.len() == most)
+            .map(|(&n, reporters)| {
+                let by: Vec<String> = reporters.iter().map(|r| format!("node {r}")).collect();
+                format!("{} ({how} {})", describe(&participants[n]), by.join(", "))
+            })
+            .collect();
+        if culprits.is_empty() {
+            format!("wiring the {topology} failed")
+        } else {
+            format!("wiring the {topology} failed at {}", culprits.join("; "))
+        }
+    };
+    for (node, outcome) in outcomes.iter().enumerate() {
+        if let Some(WireOutcome::Failed { reason, .. }) = outcome {
+            message += &format!("\n  {}: {reason}", describe(&participants[node]));
+        }
+    }
+    message
+}
+
 fn index(participants: &[Participant]) -> HashMap<SessionId, Participant> {
     participants.iter().map(|p| (p.session, p.clone())).collect()
 }
@@ -308,4 +424,106 @@ fn describe(node: &Participant) -> String {
 
 fn names(participants: &[Participant], which: &[bool]) -> String {
     participants.iter().filter(|p| which[p.id]).map(describe).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tokio::sync::Semaphore;
+    use topocomm_proto::TopologyKind;
+    use topocomm_proto::spec::{Algorithm, Collective, RunSpec};
+
+    use super::*;
+    use crate::cluster::Registration;
+
+    /// How a fake node misbehaves.
+    #[derive(Clone, Copy)]
+    struct Rogue {
+        /// Answers every clock probe this many times.
+        answers_per_probe: usize,
+        /// Sends every report this many times.
+        reports: usize,
+    }
+
+    /// Registers `p` in-process nodes that answer orders as a daemon would (without
+    /// running anything), node 0 as `rogue` says; returns the coordinator.
+    fn cluster_of(p: usize, rogue: Rogue) -> Arc<Coordinator> {
+        let coordinator = Arc::new(Coordinator::new(p, Key::from_token("t"), false));
+        for index in 0..p {
+            let (sender, mut orders) = mpsc::unbounded_channel();
+            let registration =
+                Registration { name: format!("node-{index}"), data_addr: format!("a:{index}"), memory_bytes: 1 << 30 };
+            let session = coordinator.cluster.register(registration, sender).expect("registered");
+            let (coordinator, queue) = (coordinator.clone(), Arc::new(Semaphore::new(16)));
+            let behaviour = if index == 0 { rogue } else { Rogue { answers_per_probe: 1, reports: 1 } };
+            tokio::spawn(async move {
+                let mut id = usize::MAX;
+                while let Some(order) = orders.recv().await {
+                    let (replies, message) = match order {
+                        ToNode::Wire(wiring) => {
+                            id = wiring.id;
+                            (1, ToCoordinator::Wired { epoch: wiring.epoch })
+                        }
+                        ToNode::ClockProbe { nonce } => (
+                            behaviour.answers_per_probe,
+                            ToCoordinator::ClockReply { nonce, node_ns: timebase::now_ns() },
+                        ),
+                        ToNode::Start(spec) => {
+                            let report =
+                                NodeReport { times_us: vec![1.0], verified: true, ..NodeReport::empty(spec.run, id) };
+                            (behaviour.reports, ToCoordinator::Report(Box::new(report)))
+                        }
+                        _ => continue,
+                    };
+                    for copy in 0..replies {
+                        // Repeats of a report are forged: they say the run failed.
+                        let message = match &message {
+                            ToCoordinator::Report(report) if copy > 0 => ToCoordinator::Report(Box::new(NodeReport {
+                                verified: false,
+                                error: Some("forged".into()),
+                                ..(**report).clone()
+                            })),
+                            other => other.clone(),
+                        };
+                        if let Ok(place) = queue.clone().try_acquire_owned() {
+                            coordinator.cluster.forward(session, message, place);
+                        }
+                    }
+                }
+            });
+        }
+        coordinator
+    }
+
+    fn traced_request() -> RunRequest {
+        let spec = RunSpec { trace: true, ..RunSpec::new(Collective::Barrier, Algorithm::Hypercube) };
+        RunRequest { topology: TopologyKind::Hypercube, dims: None, spec }
+    }
+
+    #[tokio::test]
+    async fn a_node_answering_every_clock_probe_twice_cannot_panic_the_coordinator() {
+        let coordinator = cluster_of(4, Rogue { answers_per_probe: 2, reports: 1 });
+        let outcome = coordinator.execute(traced_request()).await.expect("the run goes on");
+        assert_eq!(outcome.reports.len(), 4);
+        assert_eq!(outcome.trace.expect("traced").clock_error_us.len(), 4);
+        // And again: the extra answers left over from the last run are no answers to this one.
+        coordinator.execute(traced_request()).await.expect("the next run goes on");
+    }
+
+    #[tokio::test]
+    async fn a_second_report_of_one_run_is_dropped() {
+        let coordinator = cluster_of(4, Rogue { answers_per_probe: 1, reports: 3 });
+        let outcome = coordinator.execute(traced_request()).await.expect("the forged repeats were dropped");
+        assert_eq!(outcome.reports.iter().filter(|r| r.node == 0).count(), 1);
+        assert!(outcome.reports.iter().all(|r| r.verified && r.error.is_none()));
+    }
+
+    #[tokio::test]
+    async fn a_silent_prober_is_named() {
+        let coordinator = cluster_of(2, Rogue { answers_per_probe: 0, reports: 1 });
+        tokio::time::pause();
+        let error = coordinator.execute(traced_request()).await.unwrap_err();
+        assert!(error.contains("node 0 (node-0)") && !error.contains("node-1"), "{error}");
+    }
 }

@@ -33,15 +33,12 @@ use topocomm_proto::spec::{Algorithm, Collective, LinkModel};
 use topocomm_proto::{Topology, catalogue};
 
 use crate::cli::{CollectiveArgs, SweepArgs};
-use crate::local::LocalCluster;
+use crate::local::{Capacity, CapacityError, LocalCluster};
 use crate::model;
 use crate::plot::{self, Series};
 use crate::report::{self, LinkPhysics};
 use crate::request::{self, Planned, Repetition};
 use crate::trace;
-
-/// Extra patience for a serving coordinator on top of a point's own deadlines.
-const CLIENT_SLACK: Duration = Duration::from_secs(60);
 
 /// `--algorithm` of a sweep: every algorithm of the collective, or these.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,15 +154,15 @@ impl Point {
 /// Where the sweep runs.
 enum Cluster {
     Local(LocalCluster),
-    Remote { address: String, token: String },
+    Remote { address: String, credentials: crate::client::Credentials },
 }
 
 impl Cluster {
     async fn execute(&self, request: RunRequest, patience: Duration) -> anyhow::Result<RunOutcome> {
         match self {
             Cluster::Local(local) => local.coordinator.execute(request).await.map_err(|e| anyhow!(e)),
-            Cluster::Remote { address, token } => {
-                match crate::client::request(address, token, ClientRequest::Run(request), patience).await? {
+            Cluster::Remote { address, credentials } => {
+                match crate::client::request(address, credentials, ClientRequest::Run(request), patience).await? {
                     ClientResponse::RunDone(outcome) => Ok(*outcome),
                     ClientResponse::Error(error) => Err(anyhow!(error)),
                     other => bail!("unexpected answer from the coordinator: {other:?}"),
@@ -219,11 +216,24 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
     if !remote {
         Topology::new(args.shape.topology, args.nodes, args.shape.dims.as_deref())?;
     }
-    // Sizes that cannot run (not whole elements, ...) are left out, once, with the reason.
+    // A local cluster must fit on this machine, and so must each size's run.
+    let capacity = (!remote).then(Capacity::of_this_machine);
+    if let Some(capacity) = &capacity {
+        capacity.check_nodes(args.nodes)?;
+    }
+    // Sizes that cannot run (not whole elements, too large, ...) are left out, once, with the reason.
     let mut sizes = Vec::new();
     for &size in &args.sizes {
         let Planned { request, .. } = request::plan(&what(args, algorithms[0], size), repetition)?;
-        match request.spec.validate(if remote { usize::MAX } else { args.nodes }) {
+        let spec = &request.spec;
+        let checked = match &capacity {
+            Some(capacity) => spec
+                .validate(args.nodes)
+                .map_err(CapacityError::from)
+                .and_then(|()| capacity.check_run(spec, args.nodes)),
+            None => spec.validate(usize::MAX).map_err(CapacityError::from),
+        };
+        match checked {
             Ok(()) => sizes.push(size),
             Err(error) => eprintln!("skipping {}: {error}", crate::picture::size_text(size)),
         }
@@ -232,17 +242,10 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
     let predict_with = request::link_models(&args.links)?.1;
 
     let cluster = match &args.remote.coordinator {
-        Some(address) => Cluster::Remote {
-            address: address.clone(),
-            token: args
-                .remote
-                .token
-                .clone()
-                .context("a serving coordinator needs the cluster token: --token or TOPOCOMM_TOKEN")?,
-        },
+        Some(address) => Cluster::Remote { address: address.clone(), credentials: args.remote.credentials()? },
         None => {
             let logs = args.logs.clone().unwrap_or_else(|| std::env::temp_dir().join("topocomm-logs"));
-            let local = LocalCluster::start(args.nodes, &logs).await?;
+            let local = LocalCluster::start(args.nodes, &logs, args.remote.security.encrypt).await?;
             eprintln!(
                 "local cluster: {} node processes, coordinator on {}, node logs in {}/node-*.log",
                 args.nodes,
@@ -288,7 +291,6 @@ async fn measure(
     table: bool,
     sweep: &mut Sweep,
 ) -> anyhow::Result<()> {
-    let patience = args.timeout * (args.warmup + args.iterations + 1) + CLIENT_SLACK;
     let show = |text: &str| {
         if table {
             bar.suspend(|| println!("{text}"));
@@ -298,6 +300,7 @@ async fn measure(
         for (s, &size) in sizes.iter().enumerate() {
             bar.set_message(format!("{algorithm}, {}", crate::picture::size_text(size)));
             let Planned { request, .. } = request::plan(&what(args, algorithm, size), repetition)?;
+            let patience = request::client_patience(&request.spec);
             let outcome = cluster
                 .execute(request, patience)
                 .await

@@ -19,7 +19,8 @@ use common::{
     wait_until,
 };
 use serde_json::Value;
-use topocomm_node::handshake::{HandshakeError, LinkHello, introduce};
+use topocomm_node::handshake::{HandshakeError, initiate};
+use topocomm_proto::auth::{Key, Purpose};
 
 /// Sizes and counts small enough for debug builds on two shared cores.
 const SMALL: &str = "--size 16KiB --iterations 3 --warmup 1";
@@ -294,22 +295,30 @@ fn strangers_are_refused_and_the_cluster_carries_on() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
     let hello = |token: &str, epoch: u64| {
         runtime.block_on(async {
-            let mut stream =
-                tokio::net::TcpStream::connect(&target.data_addr).await.expect("connecting to a data port");
-            let hello = LinkHello::new(token, epoch, 0, id);
-            tokio::time::timeout(Duration::from_secs(10), introduce(&mut stream, &hello))
+            let stream = tokio::net::TcpStream::connect(&target.data_addr).await.expect("connecting to a data port");
+            let purpose = Purpose::Link { epoch, from: 0, to: id };
+            tokio::time::timeout(Duration::from_secs(10), initiate(stream, &Key::from_token(token), purpose, false))
                 .await
                 .expect("the node answered the handshake in time")
+                .map(|_| ())
         })
     };
+    // A wrong token is refused: before any proof, as no link is waiting, or else when
+    // it cannot check the node's proof (it stops, proving nothing).
     match hello("not-the-token", 1) {
-        Err(HandshakeError::Refused(reason)) => assert!(reason.contains("token"), "{reason}"),
+        Err(HandshakeError::Impostor | HandshakeError::Refused(_)) => {}
         other => panic!("a hello with a wrong token got {other:?}"),
     }
-    // Even the right token does not open a link outside the current wiring.
+    // Even the right token does not open a link outside the current wiring...
     match hello(&cluster.token, u64::MAX) {
         Err(HandshakeError::Refused(reason)) => assert!(reason.contains("epoch"), "{reason}"),
         other => panic!("a hello from another epoch got {other:?}"),
+    }
+    // ...nor the link of the current wiring: that needs the key only its two ends got.
+    let epoch = wirings(&cluster) as u64;
+    match hello(&cluster.token, epoch) {
+        Err(HandshakeError::Impostor | HandshakeError::Refused(_)) => {}
+        other => panic!("the cluster token alone opened a wired link: {other:?}"),
     }
     let logged = poll(Duration::from_secs(5), || {
         let log = cluster.node_stderr(id);

@@ -68,7 +68,8 @@ pub struct Comm {
 impl Comm {
     /// A handle whose every wait ends at `deadline`.
     pub fn new(router: Arc<Router>, run: u64, iteration: u32, deadline: Instant) -> Self {
-        let timeout_ms = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
+        let timeout_ms =
+            u64::try_from(deadline.saturating_duration_since(Instant::now()).as_millis()).unwrap_or(u64::MAX);
         Comm {
             router,
             run,

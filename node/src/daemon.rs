@@ -1,7 +1,10 @@
-//! The node daemon: registers with the coordinator over its control link, wires the
-//! neighbour links each `Wire` names (dialling higher ids, admitting lower ones through
-//! the handshake), runs each `Start` and sends the report back. A new wiring closes the
-//! old links and aborts a run still going on them.
+//! The node daemon: registers with the coordinator over its control link (after the
+//! mutual handshake of `handshake`: the node proves the token and refuses a coordinator
+//! that cannot), wires the neighbour links each `Wire` names (dialling higher ids,
+//! admitting lower ones — only the neighbour wired to a slot, proving that link's key),
+//! runs each `Start` and sends the report back. Wiring runs beside the control loop, so
+//! the node keeps answering pings while it waits for its neighbours; a new wiring
+//! closes the old links and aborts a run still going on them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -15,14 +18,17 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
+use topocomm_proto::auth::{self, Hello, Key, Purpose};
 use topocomm_proto::codec;
-use topocomm_proto::control::{MAX_CONTROL_FRAME, NodeReport, PROTOCOL_VERSION, ToCoordinator, ToNode, Wiring};
+use topocomm_proto::control::{MAX_ORDER_FRAME, NodeReport, ToCoordinator, ToNode, Wiring};
 use topocomm_proto::frame::DEFAULT_MAX_FRAME;
 use topocomm_proto::{NodeId, Topology};
 
-use crate::handshake::{self, LinkHello};
+use crate::handshake::{self, Gate, HandshakeError};
 use crate::pacing::Timeline;
 use crate::router::Router;
+use crate::secure::Channel;
+use crate::security::{PendingHandshakes, SecurityArgs};
 use crate::{memory, run, timebase};
 
 /// How long a wiring may take to bring every link up.
@@ -34,9 +40,8 @@ pub struct NodeArgs {
     /// The coordinator's control address, HOST:PORT.
     #[arg(long, env = "TOPOCOMM_COORDINATOR")]
     pub coordinator: String,
-    /// The cluster token: the coordinator and every data link check it.
-    #[arg(long, env = "TOPOCOMM_TOKEN", hide_env_values = true)]
-    pub token: String,
+    #[command(flatten)]
+    pub security: SecurityArgs,
     /// Address the data listener binds (neighbours dial it).
     #[arg(long, env = "TOPOCOMM_LISTEN", default_value = "0.0.0.0:0")]
     pub listen: SocketAddr,
@@ -45,7 +50,7 @@ pub struct NodeArgs {
     #[arg(long, env = "TOPOCOMM_ADVERTISE")]
     pub advertise: Option<String>,
     /// A stable name: a node that re-registers under its old name gets its old id back.
-    /// Default: the host name.
+    /// Default: the host name. At most 128 letters, digits and . _ -
     #[arg(long, env = "TOPOCOMM_NODE_NAME")]
     pub name: Option<String>,
     /// Largest data frame accepted on a link, in bytes; a larger one closes the link.
@@ -64,19 +69,20 @@ pub struct NodeArgs {
 struct Admission {
     epoch: u64,
     id: NodeId,
-    /// Lower-id neighbours expected to dial in and not yet linked.
-    expected: BTreeSet<NodeId>,
-    linked: mpsc::UnboundedSender<(NodeId, TcpStream)>,
+    /// Lower-id neighbours expected to dial in and not yet linked, with their link's key.
+    expected: BTreeMap<NodeId, Key>,
+    linked: mpsc::UnboundedSender<(NodeId, Channel<TcpStream>)>,
     topology: String,
 }
 
 /// State shared by the control loop and the data listener.
 struct Shared {
-    token: String,
+    encrypted: bool,
     admission: Mutex<Option<Admission>>,
+    pending: PendingHandshakes,
 }
 
-type Control = Framed<TcpStream, LengthDelimitedCodec>;
+type Control = Framed<Channel<TcpStream>, LengthDelimitedCodec>;
 
 /// Runs the daemon on its own single-threaded runtime: the link tasks, the router and
 /// the algorithm then hand frames to one another without crossing threads (the pacer of
@@ -115,19 +121,28 @@ pub async fn stop_signal() -> &'static str {
 /// Runs the daemon until the coordinator refuses it (or, with `exit_with_coordinator`,
 /// until the control link closes).
 pub async fn run(args: NodeArgs) -> anyhow::Result<()> {
+    let cluster_key = args.security.cluster_key()?;
+    let name = args.name.clone().unwrap_or_else(host_name);
+    auth::check_name(&name).with_context(|| format!("--name {}", auth::shown(&name)))?;
+    // One descriptor per link: a node of a large full topology needs many.
+    crate::limits::raise_open_file_limit();
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding the data listener on {}", args.listen))?;
     let bound = listener.local_addr()?;
-    let shared = Arc::new(Shared { token: args.token.clone(), admission: Mutex::new(None) });
+    let shared = Arc::new(Shared {
+        encrypted: args.security.encrypt,
+        admission: Mutex::new(None),
+        pending: PendingHandshakes::default(),
+    });
     tokio::spawn(accept_links(listener, shared.clone()));
-    tracing::info!(%bound, coordinator = %args.coordinator, "node daemon listening");
+    tracing::info!(%bound, coordinator = %args.coordinator, encrypted = args.security.encrypt, "node daemon listening");
     loop {
         let stream = connect(&args.coordinator, args.connect_timeout).await?;
-        match session(stream, bound, &args, &shared).await {
-            Ok(()) => tracing::warn!("control link closed by the coordinator"),
-            Err(error) if is_refusal(&error) => return Err(error),
-            Err(error) => tracing::warn!(%error, "control link failed"),
+        match session(stream, bound, &name, &cluster_key, &args, &shared).await {
+            SessionEnd::Closed => tracing::warn!("control link closed by the coordinator"),
+            SessionEnd::Refused(reason) => bail!("refused by the coordinator: {reason}"),
+            SessionEnd::Failed(error) => tracing::warn!(error = %format!("{error:#}"), "control link failed"),
         }
         if args.exit_with_coordinator {
             return Ok(());
@@ -136,8 +151,20 @@ pub async fn run(args: NodeArgs) -> anyhow::Result<()> {
     }
 }
 
-fn is_refusal(error: &anyhow::Error) -> bool {
-    error.to_string().starts_with("refused by the coordinator")
+/// How a control session ended.
+enum SessionEnd {
+    /// The coordinator closed it (reconnect, unless told to exit with it).
+    Closed,
+    /// The coordinator refused this node for good (or could not prove the token): exit.
+    Refused(String),
+    /// It broke (reconnect).
+    Failed(anyhow::Error),
+}
+
+impl From<anyhow::Error> for SessionEnd {
+    fn from(error: anyhow::Error) -> Self {
+        SessionEnd::Failed(error)
+    }
 }
 
 async fn connect(address: &str, patience: Duration) -> anyhow::Result<TcpStream> {
@@ -159,102 +186,155 @@ async fn connect(address: &str, patience: Duration) -> anyhow::Result<TcpStream>
     }
 }
 
-/// One control session: register, then serve wirings and runs.
-async fn session(stream: TcpStream, bound: SocketAddr, args: &NodeArgs, shared: &Arc<Shared>) -> anyhow::Result<()> {
+/// What the control loop is waiting on besides the coordinator.
+enum Underway {
+    Wired { epoch: u64, result: Result<Arc<Router>, WireError> },
+    Report(NodeReport),
+}
+
+/// One control session: authenticate and register, then serve wirings and runs.
+async fn session(
+    stream: TcpStream,
+    bound: SocketAddr,
+    name: &str,
+    cluster_key: &Key,
+    args: &NodeArgs,
+    shared: &Arc<Shared>,
+) -> SessionEnd {
     let data_addr = match &args.advertise {
         Some(address) => address.clone(),
-        None if bound.ip().is_unspecified() => SocketAddr::new(stream.local_addr()?.ip(), bound.port()).to_string(),
+        None if bound.ip().is_unspecified() => match stream.local_addr() {
+            Ok(local) => SocketAddr::new(local.ip(), bound.port()).to_string(),
+            Err(error) => return SessionEnd::Failed(error.into()),
+        },
         None => bound.to_string(),
     };
-    let name = args.name.clone().unwrap_or_else(host_name);
+    let purpose = Purpose::Node {
+        name: name.to_owned(),
+        data_addr: data_addr.clone(),
+        memory_bytes: memory::available_bytes().unwrap_or(0),
+    };
+    let channel = match handshake::initiate(stream, cluster_key, purpose, args.security.encrypt).await {
+        Ok(channel) => channel,
+        Err(error) if error.is_refusal() => return SessionEnd::Refused(error.to_string()),
+        Err(error) => {
+            return SessionEnd::Failed(anyhow::Error::new(error).context("the handshake with the coordinator"));
+        }
+    };
     let mut control =
-        Framed::new(stream, LengthDelimitedCodec::builder().max_frame_length(MAX_CONTROL_FRAME).new_codec());
-    send(
-        &mut control,
-        &ToCoordinator::Register {
-            version: PROTOCOL_VERSION,
-            token: args.token.clone(),
-            name: name.clone(),
-            data_addr: data_addr.clone(),
-        },
-    )
-    .await?;
-    tracing::info!(%name, %data_addr, "registering with the coordinator");
+        Framed::new(channel, LengthDelimitedCodec::builder().max_frame_length(MAX_ORDER_FRAME).new_codec());
+    tracing::info!(%name, %data_addr, "registered with the coordinator");
 
-    let (reports_tx, mut reports) = mpsc::unbounded_channel::<NodeReport>();
+    let (underway_tx, mut underway) = mpsc::unbounded_channel::<Underway>();
     let mut router: Option<Arc<Router>> = None;
-    let mut running: Option<JoinHandle<()>> = None;
-    let result = loop {
+    let mut wiring: Option<JoinHandle<()>> = None;
+    let mut running: Option<(u64, JoinHandle<()>)> = None;
+    let end = loop {
         tokio::select! {
             message = control.next() => {
                 let message: ToNode = match message {
-                    None => break Ok(()),
-                    Some(Err(error)) => break Err(error.into()),
+                    None => break SessionEnd::Closed,
+                    Some(Err(error)) => break SessionEnd::Failed(error.into()),
                     Some(Ok(body)) => match codec::decode(&body) {
                         Ok(message) => message,
-                        Err(error) => break Err(anyhow::anyhow!("malformed control message: {error}")),
+                        Err(error) => break SessionEnd::Failed(anyhow::anyhow!("malformed control message: {error}")),
                     },
                 };
                 match message {
-                    ToNode::Wire(wiring) => {
-                        if let Some(task) = running.take() {
-                            task.abort();
-                        }
-                        if let Some(old) = router.take() {
-                            old.shutdown();
-                        }
-                        let epoch = wiring.epoch;
-                        let reply = match wire(&wiring, shared, args.max_frame).await {
-                            Ok(wired) => {
-                                router = Some(wired);
-                                ToCoordinator::Wired { epoch }
-                            }
-                            Err(error) => {
-                                tracing::error!(epoch, error = %format!("{error:#}"), "wiring failed");
-                                ToCoordinator::WireFailed { epoch, reason: format!("{error:#}") }
-                            }
-                        };
-                        send(&mut control, &reply).await?;
+                    ToNode::Wire(order) => {
+                        stop(&mut running, &mut wiring, &mut router);
+                        let (shared, done, max_frame) = (shared.clone(), underway_tx.clone(), args.max_frame);
+                        wiring = Some(tokio::spawn(async move {
+                            let epoch = order.epoch;
+                            let result = wire(&order, &shared, max_frame).await;
+                            let _ = done.send(Underway::Wired { epoch, result });
+                        }));
                     }
                     ToNode::Start(spec) => {
                         let Some(wired) = router.clone() else {
                             let report = failed_report(&spec, "this node is not wired");
-                            send(&mut control, &ToCoordinator::Report(Box::new(report))).await?;
+                            if let Err(error) = send(&mut control, &ToCoordinator::Report(Box::new(report))).await {
+                                break error.into();
+                            }
                             continue;
                         };
-                        if let Some(task) = running.take() {
+                        if let Some((_, task)) = running.take() {
                             task.abort();
                         }
-                        let reports_tx = reports_tx.clone();
-                        running = Some(tokio::spawn(async move {
+                        let done = underway_tx.clone();
+                        let run_id = spec.run;
+                        running = Some((run_id, tokio::spawn(async move {
                             tracing::info!(run = spec.run, collective = %spec.collective, algorithm = %spec.algorithm, "run started");
                             let report = run::execute(wired, &spec).await;
                             memory::release_freed_buffers();
                             tracing::info!(run = spec.run, verified = report.verified, error = ?report.error, "run finished");
-                            let _ = reports_tx.send(report);
-                        }));
+                            let _ = done.send(Underway::Report(report));
+                        })));
                     }
-                    ToNode::Ping => send(&mut control, &ToCoordinator::Pong).await?,
+                    ToNode::Abort { run } => {
+                        if let Some((_, task)) = running.take_if(|(id, _)| *id == run) {
+                            task.abort();
+                            memory::release_freed_buffers();
+                            tracing::warn!(run, "run aborted by the coordinator");
+                        }
+                    }
+                    ToNode::Ping => {
+                        if let Err(error) = send(&mut control, &ToCoordinator::Pong).await {
+                            break error.into();
+                        }
+                    }
                     ToNode::ClockProbe { nonce } => {
                         let reply = ToCoordinator::ClockReply { nonce, node_ns: timebase::now_ns() };
-                        send(&mut control, &reply).await?;
+                        if let Err(error) = send(&mut control, &reply).await {
+                            break error.into();
+                        }
                     }
-                    ToNode::Refused { reason } => break Err(anyhow::anyhow!("refused by the coordinator: {reason}")),
+                    ToNode::Refused { reason } => break SessionEnd::Refused(reason),
                 }
             }
-            Some(report) = reports.recv() => {
-                send(&mut control, &ToCoordinator::Report(Box::new(report))).await?;
+            Some(done) = underway.recv() => {
+                let message = match done {
+                    Underway::Wired { epoch, result: Ok(wired) } => {
+                        wiring = None;
+                        router = Some(wired);
+                        ToCoordinator::Wired { epoch }
+                    }
+                    Underway::Wired { epoch, result: Err(error) } => {
+                        wiring = None;
+                        tracing::error!(epoch, error = %error.reason, unreachable = ?error.unreachable, missing = ?error.missing, "wiring failed");
+                        ToCoordinator::WireFailed { epoch, reason: error.reason, unreachable: error.unreachable, missing: error.missing }
+                    }
+                    Underway::Report(report) => {
+                        running = None;
+                        ToCoordinator::Report(Box::new(report))
+                    }
+                };
+                if let Err(error) = send(&mut control, &message).await {
+                    break error.into();
+                }
             }
         }
     };
-    if let Some(task) = running.take() {
+    stop(&mut running, &mut wiring, &mut router);
+    *shared.admission.lock().expect("admission lock") = None;
+    end
+}
+
+/// Stops whatever runs on the current wiring, and the wiring itself.
+fn stop(
+    running: &mut Option<(u64, JoinHandle<()>)>,
+    wiring: &mut Option<JoinHandle<()>>,
+    router: &mut Option<Arc<Router>>,
+) {
+    if let Some((_, task)) = running.take() {
+        task.abort();
+    }
+    if let Some(task) = wiring.take() {
         task.abort();
     }
     if let Some(old) = router.take() {
         old.shutdown();
     }
-    *shared.admission.lock().expect("admission lock") = None;
-    result
 }
 
 fn failed_report(spec: &topocomm_proto::spec::RunSpec, reason: &str) -> NodeReport {
@@ -266,19 +346,36 @@ async fn send(control: &mut Control, message: &ToCoordinator) -> anyhow::Result<
     control.send(bytes::Bytes::from(body)).await.context("sending to the coordinator")
 }
 
+/// Why a wiring failed: the neighbours this node dialled and could not reach, and those
+/// that never dialled in.
+#[derive(Debug, Default)]
+struct WireError {
+    reason: String,
+    unreachable: Vec<NodeId>,
+    missing: Vec<NodeId>,
+}
+
+impl WireError {
+    fn new(reason: impl Into<String>) -> Self {
+        WireError { reason: reason.into(), ..WireError::default() }
+    }
+}
+
 /// Opens every link of `wiring`: dials neighbours with higher ids, admits lower ones.
-async fn wire(wiring: &Wiring, shared: &Arc<Shared>, max_frame: usize) -> anyhow::Result<Arc<Router>> {
+async fn wire(wiring: &Wiring, shared: &Arc<Shared>, max_frame: usize) -> Result<Arc<Router>, WireError> {
     let spec = &wiring.topology;
-    let topology = Topology::new(spec.kind, spec.p, Some(&spec.dims))?;
+    let topology = Topology::new(spec.kind, spec.p, Some(&spec.dims)).map_err(|e| WireError::new(e.to_string()))?;
     let me = wiring.id;
     let deadline = Instant::now() + WIRE_TIMEOUT;
-    let addresses: BTreeMap<NodeId, String> = wiring.neighbours.iter().cloned().collect();
+    let links: BTreeMap<NodeId, (String, Key)> =
+        wiring.neighbours.iter().map(|n| (n.id, (n.address.clone(), n.key.clone()))).collect();
     for neighbour in topology.neighbours(me) {
-        if !addresses.contains_key(&neighbour) {
-            bail!("the wiring gives no address for neighbour {neighbour}");
+        if !links.contains_key(&neighbour) {
+            return Err(WireError::new(format!("the wiring gives no address for neighbour {neighbour}")));
         }
     }
-    let expected: BTreeSet<NodeId> = topology.neighbours(me).into_iter().filter(|&n| n < me).collect();
+    let expected: BTreeMap<NodeId, Key> =
+        links.iter().filter(|&(&n, _)| n < me).map(|(&n, (_, key))| (n, key.clone())).collect();
     let (linked, mut inbound) = mpsc::unbounded_channel();
     *shared.admission.lock().expect("admission lock") = Some(Admission {
         epoch: wiring.epoch,
@@ -287,64 +384,93 @@ async fn wire(wiring: &Wiring, shared: &Arc<Shared>, max_frame: usize) -> anyhow
         linked,
         topology: topology.to_string(),
     });
-    let dials: Vec<_> = topology
-        .neighbours(me)
-        .into_iter()
-        .filter(|&n| n > me)
-        .map(|peer| {
-            let hello = LinkHello::new(&shared.token, wiring.epoch, me, peer);
-            let address = addresses[&peer].clone();
-            tokio::spawn(async move { dial(peer, address, hello, deadline).await.map(|stream| (peer, stream)) })
+    let dials: Vec<_> = links
+        .iter()
+        .filter(|&(&n, _)| n > me)
+        .map(|(&peer, (address, key))| {
+            let purpose = Purpose::Link { epoch: wiring.epoch, from: me, to: peer };
+            let (address, key, encrypted) = (address.clone(), key.clone(), shared.encrypted);
+            tokio::spawn(async move { (peer, dial(peer, address, key, purpose, encrypted, deadline).await) })
         })
         .collect();
-    let mut streams = Vec::new();
+    let mut channels = Vec::new();
+    let mut failures = Vec::new();
+    let mut error = WireError::default();
     for dialled in futures::future::join_all(dials).await {
-        streams.push(dialled??);
+        match dialled {
+            Ok((peer, Ok(channel))) => channels.push((peer, channel)),
+            Ok((peer, Err(dial_error))) => {
+                failures.push(format!("{dial_error:#}"));
+                error.unreachable.push(peer);
+            }
+            Err(panicked) => failures.push(format!("a dial failed: {panicked}")),
+        }
     }
-    let mut waiting = expected;
+    let mut waiting: BTreeSet<NodeId> = expected.into_keys().collect();
     while !waiting.is_empty() {
         match tokio::time::timeout_at(deadline, inbound.recv()).await {
-            Ok(Some((peer, stream))) => {
+            Ok(Some((peer, channel))) => {
                 waiting.remove(&peer);
-                streams.push((peer, stream));
+                channels.push((peer, channel));
             }
-            Ok(None) => bail!("the data listener stopped"),
-            Err(_) => bail!("neighbours {waiting:?} did not link within {WIRE_TIMEOUT:?}"),
-        }
-    }
-    tracing::info!(epoch = wiring.epoch, id = me, %topology, links = streams.len(), "wired");
-    Ok(Router::start(me, topology, streams, max_frame, Timeline::Real { offset_ns: 0 }))
-}
-
-/// Dials one higher-id neighbour until it admits us or the deadline passes.
-async fn dial(peer: NodeId, address: String, hello: LinkHello, deadline: Instant) -> anyhow::Result<TcpStream> {
-    loop {
-        let attempt = async {
-            let mut stream = TcpStream::connect(&address).await?;
-            stream.set_nodelay(true)?;
-            handshake::introduce(&mut stream, &hello).await?;
-            anyhow::Ok(stream)
-        };
-        match tokio::time::timeout_at(deadline, attempt).await {
-            Ok(Ok(stream)) => return Ok(stream),
-            Ok(Err(error)) => {
-                tracing::debug!(peer, %address, %error, "link not admitted yet; retrying")
+            Ok(None) => {
+                failures.push("the data listener stopped".to_owned());
+                break;
             }
             Err(_) => {
-                bail!("could not link to neighbour {peer} at {address} within {WIRE_TIMEOUT:?}")
+                failures.push(format!("neighbours {waiting:?} did not link within {WIRE_TIMEOUT:?}"));
+                break;
             }
         }
-        if Instant::now() >= deadline {
-            bail!("could not link to neighbour {peer} at {address} within {WIRE_TIMEOUT:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    if !failures.is_empty() {
+        error.missing.extend(waiting);
+        error.reason = failures.join("; ");
+        return Err(error);
+    }
+    tracing::info!(epoch = wiring.epoch, id = me, %topology, links = channels.len(), "wired");
+    Ok(Router::start(me, topology, channels, max_frame, Timeline::Real { offset_ns: 0 }))
+}
+
+/// Dials one higher-id neighbour until it admits us or the deadline passes, backing off
+/// from 20 ms to 320 ms between tries (it may not have its wiring yet).
+async fn dial(
+    peer: NodeId,
+    address: String,
+    key: Key,
+    purpose: Purpose,
+    encrypted: bool,
+    deadline: Instant,
+) -> anyhow::Result<Channel<TcpStream>> {
+    let mut pause = Duration::from_millis(20);
+    let mut last_error = String::from("no answer");
+    loop {
+        let attempt = async {
+            let stream = TcpStream::connect(&address).await?;
+            stream.set_nodelay(true)?;
+            anyhow::Ok(handshake::initiate(stream, &key, purpose.clone(), encrypted).await?)
+        };
+        match tokio::time::timeout_at(deadline, attempt).await {
+            Ok(Ok(channel)) => return Ok(channel),
+            Ok(Err(error)) => {
+                tracing::debug!(peer, %address, %error, "link not admitted yet; retrying");
+                last_error = format!("{error:#}");
+            }
+            Err(_) => break,
+        }
+        if Instant::now() + pause >= deadline {
+            break;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(320));
+    }
+    bail!("could not link to neighbour {peer} at {address} within {WIRE_TIMEOUT:?} ({last_error})")
 }
 
 /// Admits data links that fit the current wiring; refuses and logs every other.
 async fn accept_links(listener: TcpListener, shared: Arc<Shared>) {
     loop {
-        let (mut stream, from) = match listener.accept().await {
+        let (stream, from) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(error) => {
                 tracing::warn!(%error, "data listener accept failed");
@@ -355,12 +481,18 @@ async fn accept_links(listener: TcpListener, shared: Arc<Shared>) {
         let shared = shared.clone();
         tokio::spawn(async move {
             let _ = stream.set_nodelay(true);
-            let admitted = handshake::admit(&mut stream, |hello| admissible(&shared, hello)).await;
-            match admitted {
-                Ok(hello) => {
+            let ticket = shared.pending.enter();
+            let accepted = tokio::select! {
+                accepted = handshake::accept(stream, shared.as_ref(), shared.encrypted) => accepted,
+                _ = ticket.evicted.cancelled() => Err(HandshakeError::Refused("dropped for newer connections".into())),
+            };
+            drop(ticket);
+            match accepted {
+                Ok((hello, channel)) => {
+                    let Purpose::Link { epoch, from: peer, .. } = hello.purpose else { return };
                     let admission = shared.admission.lock().expect("admission lock");
-                    if let Some(admission) = admission.as_ref().filter(|a| a.epoch == hello.epoch) {
-                        let _ = admission.linked.send((hello.from, stream));
+                    if let Some(admission) = admission.as_ref().filter(|a| a.epoch == epoch) {
+                        let _ = admission.linked.send((peer, channel));
                     }
                 }
                 Err(error) => tracing::warn!(%from, %error, "refused a data link"),
@@ -369,28 +501,43 @@ async fn accept_links(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
-/// Whether `hello` names a neighbour this node is waiting for in the current epoch.
-fn admissible(shared: &Shared, hello: &LinkHello) -> Result<(), String> {
-    if hello.token != shared.token {
-        return Err("wrong cluster token".into());
+impl Gate for Shared {
+    /// The key of the link `hello` asks for, if it names a neighbour this node is
+    /// waiting for in the current epoch.
+    fn key_for(&self, hello: &Hello) -> Result<Key, String> {
+        let Purpose::Link { epoch, from, to } = hello.purpose else {
+            return Err("this is a node's data port: only links between neighbours open here".into());
+        };
+        let admission = self.admission.lock().expect("admission lock");
+        let Some(admission) = admission.as_ref() else {
+            return Err("this node is not wired yet".into());
+        };
+        if epoch != admission.epoch {
+            return Err(format!("wiring epoch {epoch} is not the current one ({})", admission.epoch));
+        }
+        if to != admission.id {
+            return Err(format!("this is node {}, not node {to}", admission.id));
+        }
+        admission.expected.get(&from).cloned().ok_or_else(|| {
+            format!(
+                "node {from} is not a neighbour waiting to link with node {} in the {}",
+                admission.id, admission.topology
+            )
+        })
     }
-    let mut admission = shared.admission.lock().expect("admission lock");
-    let Some(admission) = admission.as_mut() else {
-        return Err("this node is not wired yet".into());
-    };
-    if hello.epoch != admission.epoch {
-        return Err(format!("wiring epoch {} is not the current one ({})", hello.epoch, admission.epoch));
+
+    /// Takes the slot of the proven neighbour: once only.
+    fn admit(&self, hello: &Hello) -> Result<(), String> {
+        let Purpose::Link { epoch, from, .. } = hello.purpose else {
+            return Err("not a data link".into());
+        };
+        let mut admission = self.admission.lock().expect("admission lock");
+        let taken = admission.as_mut().filter(|a| a.epoch == epoch).and_then(|a| a.expected.remove(&from));
+        match taken {
+            Some(_) => Ok(()),
+            None => Err(format!("node {from} is linked already, or the wiring changed")),
+        }
     }
-    if hello.to != admission.id {
-        return Err(format!("this is node {}, not node {}", admission.id, hello.to));
-    }
-    if !admission.expected.remove(&hello.from) {
-        return Err(format!(
-            "node {} is not a neighbour waiting to link with node {} in the {}",
-            hello.from, admission.id, admission.topology
-        ));
-    }
-    Ok(())
 }
 
 fn host_name() -> String {

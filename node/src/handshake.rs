@@ -1,95 +1,162 @@
-//! The data-link handshake: the dialling node says who it is, who it wants, which wiring
-//! epoch and the cluster token; the accepting node checks all four against its current
-//! wiring and answers welcome or refused. Only then do frames flow. The messages are
-//! read with exact-length reads so no data frame is ever swallowed by a buffer.
+//! The mutual handshake that opens every connection — a node's or a client's control
+//! link to the coordinator, a data link between neighbours — before any other byte is
+//! read (the messages and proofs are `topocomm_proto::auth`):
+//!
+//! ```text
+//! initiator                                   acceptor
+//!   Hello { purpose, nonce_i, encrypted } ─▶    key_for(hello): the key, or a refusal
+//!                                         ◀─  Challenge { nonce_a, MAC_acceptor }
+//!   checks MAC_acceptor (a stranger that
+//!   cannot prove the key gets nothing)
+//!   Answer { MAC_initiator }              ─▶  checks it; admit(hello): takes the slot
+//!                                         ◀─  Verdict::Welcome
+//!   (with --encrypt: a Noise handshake keyed by both nonces, then every byte sealed)
+//! ```
+//!
+//! Each message is `u32 length | bincode`, at most `auth::MAX_HANDSHAKE_MESSAGE` bytes,
+//! read with exact-length reads (no data byte is swallowed by a buffer), and the whole
+//! exchange has [`HANDSHAKE_TIMEOUT`]: nothing a stranger does before authentication
+//! costs more than a few KiB or more than a few seconds.
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use topocomm_proto::NodeId;
-use topocomm_proto::codec;
+use topocomm_proto::auth::{self, Answer, Challenge, Hello, Key, Purpose, Side, Verdict};
 use topocomm_proto::control::PROTOCOL_VERSION;
 
-/// Handshake messages are small; anything longer is a stranger talking.
-const MAX_HANDSHAKE: usize = 4096;
+use crate::secure::{self, Channel};
 
-/// How long either side waits for the other's handshake message.
+/// How long a whole handshake may take, on either side.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The dialling side's introduction.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LinkHello {
-    pub version: u32,
-    pub token: String,
-    pub epoch: u64,
-    pub from: NodeId,
-    pub to: NodeId,
-}
-
-/// The accepting side's answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum LinkReply {
-    Welcome,
-    Refused(String),
-}
 
 /// Why a handshake did not complete.
 #[derive(Debug, thiserror::Error)]
 pub enum HandshakeError {
     #[error("handshake i/o: {0}")]
     Io(#[from] std::io::Error),
-    #[error("handshake message of {0} bytes is too long")]
+    #[error("handshake message of {0} bytes is over the limit")]
     TooLong(usize),
     #[error("handshake message unreadable: {0}")]
     Malformed(String),
     #[error("no handshake within {0:?}")]
     Timeout(Duration),
+    /// The other side refused us, or we refused it; the reason says which and why.
     #[error("refused: {0}")]
     Refused(String),
+    /// The acceptor could not prove the key: not the coordinator or neighbour we meant.
+    #[error(
+        "the other side could not prove the cluster token (the two sides have different tokens, or it is not \
+         the coordinator or node it claims to be)"
+    )]
+    Impostor,
+    #[error("encryption: {0}")]
+    Encryption(String),
 }
 
-impl LinkHello {
-    /// A hello from `from` to `to` in `epoch`.
-    pub fn new(token: &str, epoch: u64, from: NodeId, to: NodeId) -> Self {
-        LinkHello { version: PROTOCOL_VERSION, token: token.to_owned(), epoch, from, to }
+impl HandshakeError {
+    /// Whether the other side refused us for good (a wrong token, version or mode), as
+    /// opposed to a failure worth retrying.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, HandshakeError::Refused(_) | HandshakeError::Impostor)
     }
 }
 
-/// Dials side: sends the hello and waits for the answer.
-pub async fn introduce<S: AsyncRead + AsyncWrite + Unpin>(
-    stream: &mut S,
-    hello: &LinkHello,
-) -> Result<(), HandshakeError> {
-    write_message(stream, hello).await?;
-    match with_deadline(read_message::<_, LinkReply>(stream)).await? {
-        LinkReply::Welcome => Ok(()),
-        LinkReply::Refused(reason) => Err(HandshakeError::Refused(reason)),
-    }
-}
-
-/// Accepting side: reads the hello, asks `admit` whether it fits the current wiring,
-/// answers, and returns the hello of an admitted peer.
-pub async fn admit<S, F>(stream: &mut S, admit: F) -> Result<LinkHello, HandshakeError>
+/// Opens a connection as `purpose`, proving `key` and checking that the other side
+/// holds it too; returns the channel, encrypted when asked.
+pub async fn initiate<S>(stream: S, key: &Key, purpose: Purpose, encrypted: bool) -> Result<Channel<S>, HandshakeError>
 where
     S: AsyncRead + AsyncWrite + Unpin,
-    F: FnOnce(&LinkHello) -> Result<(), String>,
 {
-    let hello: LinkHello = with_deadline(read_message(stream)).await?;
-    let verdict = if hello.version != PROTOCOL_VERSION {
-        Err(format!("protocol version {} (this node speaks {PROTOCOL_VERSION})", hello.version))
-    } else {
-        admit(&hello)
-    };
-    match verdict {
-        Ok(()) => {
-            write_message(stream, &LinkReply::Welcome).await?;
-            Ok(hello)
+    with_deadline(async move {
+        let mut stream = stream;
+        let hello = Hello { version: PROTOCOL_VERSION, purpose, nonce: auth::nonce(), encrypted };
+        let hello_bytes = auth::encode(&hello).map_err(|e| HandshakeError::Malformed(e.to_string()))?;
+        write_body(&mut stream, &hello_bytes).await?;
+        let acceptor_nonce = match read_message::<_, Challenge>(&mut stream).await? {
+            Challenge::Refused(reason) => return Err(HandshakeError::Refused(reason)),
+            Challenge::Proceed { nonce, proof } => {
+                if !key.verify(Side::Acceptor, &hello_bytes, &nonce, &proof) {
+                    return Err(HandshakeError::Impostor);
+                }
+                nonce
+            }
+        };
+        let proof = key.prove(Side::Initiator, &hello_bytes, &acceptor_nonce);
+        write_message(&mut stream, &Answer { proof }).await?;
+        match read_message::<_, Verdict>(&mut stream).await? {
+            Verdict::Refused(reason) => return Err(HandshakeError::Refused(reason)),
+            Verdict::Welcome => {}
         }
-        Err(reason) => {
-            let _ = write_message(stream, &LinkReply::Refused(reason.clone())).await;
-            Err(HandshakeError::Refused(reason))
+        if !encrypted {
+            return Ok(Channel::Plain(stream));
         }
+        let session_key = key.session_key(&hello_bytes, &acceptor_nonce);
+        secure::initiate(stream, &session_key).await.map(Channel::Encrypted)
+    })
+    .await
+}
+
+/// What an acceptor makes of a hello.
+pub trait Gate {
+    /// The key this hello must prove, or why it is refused (before any proof).
+    fn key_for(&self, hello: &Hello) -> Result<Key, String>;
+    /// Called once the initiator proved the key: whether it is admitted (it may take a
+    /// slot here, which no unproven hello can).
+    fn admit(&self, hello: &Hello) -> Result<(), String>;
+}
+
+/// Accepts a connection: reads the hello, proves the key `gate` names for it, checks the
+/// initiator's proof and lets `gate` admit it; `encrypted` is this side's mode, and a
+/// hello of the other mode is refused. Returns the hello and the channel.
+pub async fn accept<S, G>(stream: S, gate: &G, encrypted: bool) -> Result<(Hello, Channel<S>), HandshakeError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    G: Gate + ?Sized,
+{
+    with_deadline(async move {
+        let mut stream = stream;
+        let hello_bytes = read_body(&mut stream).await?;
+        let hello: Hello = auth::decode(&hello_bytes).map_err(|e| HandshakeError::Malformed(e.to_string()))?;
+        let key = match first_look(&hello, encrypted).and_then(|()| gate.key_for(&hello)) {
+            Ok(key) => key,
+            Err(reason) => {
+                let _ = write_message(&mut stream, &Challenge::Refused(reason.clone())).await;
+                return Err(HandshakeError::Refused(reason));
+            }
+        };
+        let nonce = auth::nonce();
+        let proof = key.prove(Side::Acceptor, &hello_bytes, &nonce);
+        write_message(&mut stream, &Challenge::Proceed { nonce, proof }).await?;
+        let answer: Answer = read_message(&mut stream).await?;
+        let verdict = if key.verify(Side::Initiator, &hello_bytes, &nonce, &answer.proof) {
+            gate.admit(&hello)
+        } else {
+            Err("wrong key: the hello did not prove the cluster token (or this link's key)".to_owned())
+        };
+        if let Err(reason) = verdict {
+            let _ = write_message(&mut stream, &Verdict::Refused(reason.clone())).await;
+            return Err(HandshakeError::Refused(reason));
+        }
+        write_message(&mut stream, &Verdict::Welcome).await?;
+        if !encrypted {
+            return Ok((hello, Channel::Plain(stream)));
+        }
+        let session_key = key.session_key(&hello_bytes, &nonce);
+        let channel = secure::accept(stream, &session_key).await?;
+        Ok((hello, Channel::Encrypted(channel)))
+    })
+    .await
+}
+
+/// The checks every hello passes before its key is looked up: the version and the mode.
+fn first_look(hello: &Hello, encrypted: bool) -> Result<(), String> {
+    if hello.version != PROTOCOL_VERSION {
+        return Err(format!("protocol version {} (this side speaks {PROTOCOL_VERSION})", hello.version));
+    }
+    match (hello.encrypted, encrypted) {
+        (true, false) => Err("this side does not encrypt; start both sides with or without --encrypt".into()),
+        (false, true) => Err("this side encrypts every link (--encrypt); start the other side with it too".into()),
+        _ => Ok(()),
     }
 }
 
@@ -97,64 +164,170 @@ async fn with_deadline<T>(future: impl Future<Output = Result<T, HandshakeError>
     tokio::time::timeout(HANDSHAKE_TIMEOUT, future).await.map_err(|_| HandshakeError::Timeout(HANDSHAKE_TIMEOUT))?
 }
 
-async fn write_message<S: AsyncWrite + Unpin, T: Serialize>(stream: &mut S, message: &T) -> Result<(), HandshakeError> {
-    let body = codec::encode(message).map_err(|e| HandshakeError::Malformed(e.to_string()))?;
+async fn write_message<S: AsyncWrite + Unpin, T: serde::Serialize>(
+    stream: &mut S,
+    message: &T,
+) -> Result<(), HandshakeError> {
+    let body = auth::encode(message).map_err(|e| HandshakeError::Malformed(e.to_string()))?;
+    write_body(stream, &body).await
+}
+
+async fn write_body<S: AsyncWrite + Unpin>(stream: &mut S, body: &[u8]) -> Result<(), HandshakeError> {
     let mut out = Vec::with_capacity(4 + body.len());
     out.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    out.extend_from_slice(&body);
+    out.extend_from_slice(body);
     stream.write_all(&out).await?;
     stream.flush().await?;
     Ok(())
 }
 
-async fn read_message<S: AsyncRead + Unpin, T: serde::de::DeserializeOwned>(
-    stream: &mut S,
-) -> Result<T, HandshakeError> {
+/// Reads one message body, refusing a length over the limit before reading it.
+async fn read_body<S: AsyncRead + Unpin>(stream: &mut S) -> Result<Vec<u8>, HandshakeError> {
     let len = stream.read_u32().await? as usize;
-    if len > MAX_HANDSHAKE {
+    if len > auth::MAX_HANDSHAKE_MESSAGE {
         return Err(HandshakeError::TooLong(len));
     }
     let mut body = vec![0; len];
     stream.read_exact(&mut body).await?;
-    codec::decode(&body).map_err(|e| HandshakeError::Malformed(e.to_string()))
+    Ok(body)
+}
+
+async fn read_message<S: AsyncRead + Unpin, T: serde::de::DeserializeOwned>(
+    stream: &mut S,
+) -> Result<T, HandshakeError> {
+    let body = read_body(stream).await?;
+    auth::decode(&body).map_err(|e| HandshakeError::Malformed(e.to_string()))
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
     use super::*;
 
-    #[tokio::test]
-    async fn matching_hello_is_welcomed() {
-        let (mut a, mut b) = tokio::io::duplex(1024);
-        let hello = LinkHello::new("secret", 3, 1, 2);
-        let (dialled, admitted) = tokio::join!(
-            introduce(&mut a, &hello),
-            admit(&mut b, |h| if h.token == "secret" { Ok(()) } else { Err("bad token".into()) })
-        );
-        dialled.unwrap();
-        assert_eq!(admitted.unwrap(), hello);
+    /// A gate with one key that admits each `Link` purpose's `from` once.
+    struct OneKey {
+        key: Key,
+        admitted: Mutex<Vec<usize>>,
+    }
+
+    impl OneKey {
+        fn new(token: &str) -> Self {
+            OneKey { key: Key::from_token(token), admitted: Mutex::new(Vec::new()) }
+        }
+    }
+
+    impl Gate for OneKey {
+        fn key_for(&self, _hello: &Hello) -> Result<Key, String> {
+            Ok(self.key.clone())
+        }
+        fn admit(&self, hello: &Hello) -> Result<(), String> {
+            let Purpose::Link { from, .. } = hello.purpose else { return Ok(()) };
+            let mut admitted = self.admitted.lock().unwrap();
+            if admitted.contains(&from) {
+                return Err(format!("node {from} is linked already"));
+            }
+            admitted.push(from);
+            Ok(())
+        }
+    }
+
+    fn link(from: usize) -> Purpose {
+        Purpose::Link { epoch: 1, from, to: 9 }
     }
 
     #[tokio::test]
-    async fn wrong_token_is_refused_on_both_sides() {
-        let (mut a, mut b) = tokio::io::duplex(1024);
-        let hello = LinkHello::new("guess", 3, 1, 2);
-        let (dialled, admitted) = tokio::join!(
-            introduce(&mut a, &hello),
-            admit(&mut b, |h| if h.token == "secret" { Ok(()) } else { Err("bad token".into()) })
-        );
-        assert!(matches!(dialled, Err(HandshakeError::Refused(r)) if r == "bad token"));
-        assert!(admitted.is_err());
+    async fn both_sides_prove_the_key_and_data_flows_after() {
+        for encrypted in [false, true] {
+            let (a, b) = tokio::io::duplex(1 << 16);
+            let gate = OneKey::new("secret");
+            let key = Key::from_token("secret");
+            let (opened, accepted) = tokio::join!(initiate(a, &key, link(1), encrypted), accept(b, &gate, encrypted));
+            let (mut opened, (hello, mut accepted)) = (opened.unwrap(), accepted.unwrap());
+            assert_eq!(hello.purpose, link(1));
+            opened.write_all(b"after the handshake").await.unwrap();
+            opened.flush().await.unwrap();
+            let mut got = [0; 19];
+            accepted.read_exact(&mut got).await.unwrap();
+            assert_eq!(&got, b"after the handshake");
+        }
     }
 
     #[tokio::test]
-    async fn oversized_or_garbage_hello_is_an_error_not_a_panic() {
-        let (mut a, mut b) = tokio::io::duplex(1 << 16);
-        a.write_all(&u32::MAX.to_be_bytes()).await.unwrap();
-        assert!(matches!(admit(&mut b, |_| Ok(())).await, Err(HandshakeError::TooLong(_))));
+    async fn a_wrong_key_is_refused_and_learns_nothing_of_the_right_one() {
+        let (a, b) = tokio::io::duplex(1 << 16);
+        let gate = OneKey::new("secret");
+        let key = Key::from_token("guess");
+        let (opened, accepted) = tokio::join!(initiate(a, &key, link(1), false), accept(b, &gate, false));
+        // The initiator sees the acceptor's proof fail against its own (wrong) key and
+        // stops before proving anything: to it the acceptor is an impostor.
+        assert!(matches!(opened, Err(HandshakeError::Impostor)), "{opened:?}");
+        assert!(accepted.is_err());
+        assert!(gate.admitted.lock().unwrap().is_empty(), "no slot taken");
+    }
 
-        let (mut a, mut b) = tokio::io::duplex(1 << 16);
+    #[tokio::test]
+    async fn an_acceptor_without_the_key_is_an_impostor() {
+        // A fake coordinator that knows the protocol but not the token.
+        let (a, b) = tokio::io::duplex(1 << 16);
+        let fake = OneKey::new("not the token");
+        let key = Key::from_token("secret");
+        let (opened, _) = tokio::join!(initiate(a, &key, link(1), false), accept(b, &fake, false));
+        assert!(matches!(opened, Err(HandshakeError::Impostor)), "{opened:?}");
+    }
+
+    #[tokio::test]
+    async fn the_token_never_travels() {
+        // Everything the initiator writes, captured: neither the token nor the key is in it.
+        let token = "a-very-recognisable-token-0123456789";
+        let (a, mut b) = tokio::io::duplex(1 << 16);
+        let opened = tokio::spawn(async move { initiate(a, &Key::from_token(token), link(1), false).await });
+        let mut seen = vec![0u8; 4096];
+        let n = b.read(&mut seen).await.unwrap();
+        seen.truncate(n);
+        drop(b);
+        let _ = opened.await;
+        assert!(n > 0);
+        assert!(!seen.windows(token.len()).any(|w| w == token.as_bytes()));
+    }
+
+    #[tokio::test]
+    async fn mismatched_modes_and_versions_are_refused_with_the_reason() {
+        let (a, b) = tokio::io::duplex(1 << 16);
+        let gate = OneKey::new("k");
+        let key = Key::from_token("k");
+        let (opened, _) = tokio::join!(initiate(a, &key, link(1), false), accept(b, &gate, true));
+        assert!(matches!(opened, Err(HandshakeError::Refused(r)) if r.contains("--encrypt")));
+    }
+
+    #[tokio::test]
+    async fn one_slot_is_taken_once() {
+        let gate = OneKey::new("k");
+        for expect_ok in [true, false] {
+            let (a, b) = tokio::io::duplex(1 << 16);
+            let key = Key::from_token("k");
+            let (opened, accepted) = tokio::join!(initiate(a, &key, link(3), false), accept(b, &gate, false));
+            assert_eq!(opened.is_ok(), expect_ok);
+            assert_eq!(accepted.is_ok(), expect_ok);
+        }
+    }
+
+    #[tokio::test]
+    async fn oversized_garbage_and_silence_are_errors_not_allocations() {
+        let gate = OneKey::new("k");
+        let (mut a, b) = tokio::io::duplex(1 << 16);
+        a.write_all(&(512u32 << 20).to_be_bytes()).await.unwrap();
+        assert!(matches!(accept(b, &gate, false).await, Err(HandshakeError::TooLong(_))));
+
+        let (mut a, b) = tokio::io::duplex(1 << 16);
         a.write_all(&[0, 0, 0, 3, 0xff, 0xff, 0xff]).await.unwrap();
-        assert!(matches!(admit(&mut b, |_| Ok(())).await, Err(HandshakeError::Malformed(_))));
+        assert!(matches!(accept(b, &gate, false).await, Err(HandshakeError::Malformed(_))));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_stranger_is_dropped_at_the_deadline() {
+        let gate = OneKey::new("k");
+        let (_a, b) = tokio::io::duplex(1 << 16);
+        assert!(matches!(accept(b, &gate, false).await, Err(HandshakeError::Timeout(_))));
     }
 }

@@ -7,6 +7,7 @@ pub mod collectives;
 pub mod comm;
 pub mod daemon;
 pub mod handshake;
+pub mod limits;
 pub mod links;
 pub mod logging;
 pub mod mailbox;
@@ -14,6 +15,8 @@ pub mod memory;
 pub mod pacing;
 pub mod router;
 pub mod run;
+pub mod secure;
+pub mod security;
 pub mod testing;
 pub mod timebase;
 

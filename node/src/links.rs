@@ -81,6 +81,16 @@ async fn read_frames<R: AsyncRead>(reader: R, peer: NodeId, router: &Router, max
         if header.due_ns > 0 && header.tag < SYSTEM_TAG_BASE && header.dst() == router.id() {
             let timeline = router.timeline();
             let due = timeline.instant(frame.header.due_ns);
+            // A frame due after the run's deadline is no frame of this run (or a forged
+            // one): refused, not held in memory until then.
+            if let Some(horizon) = router.due_horizon()
+                && Instant::now().checked_add(horizon).is_none_or(|latest| due > latest)
+            {
+                return format!(
+                    "link to node {peer}: a frame due {:.1} s from now, beyond the run's deadline of {horizon:?}",
+                    due.saturating_duration_since(Instant::now()).as_secs_f64()
+                );
+            }
             timeline.clock().wait_until(due).await;
             tracing::trace!(late_us = crate::pacing::late_us(due), "released");
         }
@@ -230,6 +240,9 @@ async fn write_frames<W: AsyncWrite>(
             next = frames.try_recv().ok();
         }
         write_batch(&mut writer, &mut batch, &mut heads).await?;
+        // Nothing more is queued: what a stream holds back (an encrypted link's last
+        // sealed record) goes out now, not with the next frame. A no-op on raw TCP.
+        writer.flush().await?;
     }
     writer.shutdown().await
 }

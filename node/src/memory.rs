@@ -36,3 +36,48 @@ pub fn release_freed_buffers() {
         libc::malloc_trim(0);
     }
 }
+
+/// The memory this process may still use, in bytes: the kernel's estimate of what is
+/// available without swapping (`MemAvailable`), lowered to what the process's cgroup
+/// (a container's memory limit) has left. `None` where neither can be read.
+pub fn available_bytes() -> Option<u64> {
+    let system = std::fs::read_to_string("/proc/meminfo").ok().and_then(|text| meminfo_available(&text));
+    let cgroup = cgroup_headroom();
+    match (system, cgroup) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// `MemAvailable` of a `/proc/meminfo` text, in bytes.
+fn meminfo_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|line| line.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// What the cgroup (v2) of this process may still allocate: `memory.max` less
+/// `memory.current`; `None` without a limit.
+fn cgroup_headroom() -> Option<u64> {
+    let read = |name: &str| std::fs::read_to_string(format!("/sys/fs/cgroup/{name}")).ok();
+    let max: u64 = read("memory.max")?.trim().parse().ok()?; // "max" (no limit) does not parse
+    let current: u64 = read("memory.current")?.trim().parse().ok()?;
+    Some(max.saturating_sub(current))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_mem_available_in_bytes() {
+        let text = "MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   20000000 kB\n";
+        assert_eq!(meminfo_available(text), Some(20_000_000 * 1024));
+        assert_eq!(meminfo_available("MemTotal: 1 kB\n"), None);
+    }
+
+    #[test]
+    fn this_machine_reports_some_memory() {
+        assert!(available_bytes().is_some_and(|bytes| bytes > 0));
+    }
+}

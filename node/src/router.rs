@@ -155,6 +155,9 @@ pub struct Router {
     shutdown: CancellationToken,
     /// The link physics of the current run (`None`: full speed).
     emulation: RwLock<Option<LinkModel>>,
+    /// How far ahead of now an emulated frame may be due: the run's deadline (`None`
+    /// outside a run, as in the cost model, whose virtual links may queue far ahead).
+    due_horizon: RwLock<Option<std::time::Duration>>,
     /// The timeline emulated frames are stamped on (the clock delays are measured on).
     timeline: RwLock<Timeline>,
     /// Cut-through messages whose last packet has not arrived yet.
@@ -205,6 +208,7 @@ impl Router {
             counters: Counters::default(),
             shutdown: CancellationToken::new(),
             emulation: RwLock::new(None),
+            due_horizon: RwLock::new(None),
             timeline: RwLock::new(timeline),
             partial: Mutex::new(HashMap::new()),
             recorder: Recorder::default(),
@@ -243,6 +247,17 @@ impl Router {
         *self.emulation.write().expect("emulation lock") = model;
         let mut timeline = self.timeline.write().expect("timeline lock");
         *timeline = timeline.with_offset(clock_offset_ns);
+    }
+
+    /// Sets how far ahead of now an emulated frame may be due (the run's per-iteration
+    /// deadline): a frame due later is refused, never held.
+    pub fn set_due_horizon(&self, horizon: std::time::Duration) {
+        *self.due_horizon.write().expect("horizon lock") = Some(horizon);
+    }
+
+    /// How far ahead of now an emulated frame may be due, if a run has said.
+    pub fn due_horizon(&self) -> Option<std::time::Duration> {
+        *self.due_horizon.read().expect("horizon lock")
     }
 
     /// The link physics in force.

@@ -3,9 +3,9 @@
 //! result against the reference, and the report for the coordinator.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
+use bytesize::ByteSize;
 use tokio::time::Instant;
 use topocomm_proto::control::{NodeDump, NodeReport, NodeTrace};
 use topocomm_proto::frame::Tag;
@@ -14,6 +14,8 @@ use topocomm_proto::spec::RunSpec;
 
 use crate::collectives::{self, barrier};
 use crate::comm::{Comm, CommError};
+use crate::limits;
+use crate::memory;
 use crate::pacing::Clock;
 use crate::router::Router;
 use crate::timebase;
@@ -24,21 +26,34 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
     router.mailbox().begin_run(spec.run);
     let clock_offset_ns = spec.clock_offsets_ns.get(id).copied().unwrap_or(0);
     router.set_emulation(spec.emulation, clock_offset_ns);
+    router.set_due_horizon(spec.timeout());
     let mut report = NodeReport::empty(spec.run, id);
-    report.times_us.reserve(spec.iterations as usize);
+    let last = match admit(spec, p, &mut report) {
+        Ok(last) => last,
+        Err(refused) => {
+            tracing::error!(run = spec.run, %refused, "run refused");
+            report.error = Some(refused);
+            return report;
+        }
+    };
     // Generating inputs and references is heavy arithmetic: off the runtime's thread, so
     // the node keeps answering its links and the coordinator meanwhile.
+    let input_len = reference::input_len(spec, p, id) as u64;
     let input = {
         let spec = spec.clone();
-        match tokio::task::spawn_blocking(move || reference::input(&spec, p, id)).await {
-            Ok(input) => input,
+        match tokio::task::spawn_blocking(move || reference::try_input(&spec, p, id)).await {
+            Ok(Ok(input)) => input,
+            Ok(Err(refused)) => {
+                report.error = Some(format!("{} ({refused})", shortfall("the input", input_len)));
+                return report;
+            }
             Err(failed) => {
                 report.error = Some(format!("the input could not be generated: {failed}"));
                 return report;
             }
         }
     };
-    match iterate(&router, spec, &input, &mut report).await {
+    match iterate(&router, spec, last, &input, &mut report).await {
         Ok(output) => {
             let traffic = router.traffic();
             report.frames_sent = traffic.frames_sent;
@@ -67,6 +82,32 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
         }
     }
     report
+}
+
+/// Checks `spec` before anything is allocated for it: a valid spec whose memory
+/// estimate fits in what this process may still use, and room for its timings in
+/// `report`. Returns the index of the last iteration.
+fn admit(spec: &RunSpec, p: usize, report: &mut NodeReport) -> Result<u32, String> {
+    spec.validate(p).map_err(|e| e.to_string())?;
+    if let Some(available) = memory::available_bytes() {
+        spec.check_memory(p, available, "this node").map_err(|e| e.to_string())?;
+    }
+    let timings = usize::try_from(spec.iterations).unwrap_or(usize::MAX);
+    if report.times_us.try_reserve_exact(timings).is_err() {
+        let bytes = u64::from(spec.iterations).saturating_mul(std::mem::size_of::<f64>() as u64);
+        return Err(shortfall(&format!("the timings of {} iterations", spec.iterations), bytes));
+    }
+    // At least one iteration, and the count fits in u32 (validated above).
+    Ok(spec.total_iterations().and_then(|total| total.checked_sub(1)).unwrap_or(0))
+}
+
+/// Why `what` (`bytes` long) could not be allocated: what this node has available.
+fn shortfall(what: &str, bytes: u64) -> String {
+    let available = match memory::available_bytes() {
+        Some(available) => ByteSize(available).to_string(),
+        None => "an unknown amount of memory".to_owned(),
+    };
+    format!("{what} needs {} and could not be allocated; this node has {available} available", ByteSize(bytes))
 }
 
 /// How far ahead node 0 sets an iteration's common start: time for its announcement to
@@ -107,18 +148,18 @@ async fn common_start(comm: &Comm, offsets_ns: &[i64]) -> Result<Instant, CommEr
 async fn iterate(
     router: &Arc<Router>,
     spec: &RunSpec,
+    last: u32,
     input: &Bytes,
     report: &mut NodeReport,
 ) -> Result<Bytes, CommError> {
-    let timeout = Duration::from_millis(spec.timeout_ms);
+    let timeout = spec.timeout();
     let mut output = Bytes::new();
-    let last = spec.warmup + spec.iterations - 1;
     let mut origin = None;
     for iteration in 0..=last {
         if iteration == spec.warmup {
             router.reset_traffic();
         }
-        let deadline = Instant::now() + timeout;
+        let deadline = limits::deadline_after(Instant::now(), timeout);
         if spec.trace && iteration == last {
             // Before the barrier: no frame of this iteration can arrive before it.
             origin = Some(router.start_recording());
@@ -144,7 +185,12 @@ async fn iterate(
     if let Some(origin) = origin {
         // One more barrier, so that frames this node forwards for others after its own
         // part is done are in the trace too.
-        let closing = Comm::new(router.clone(), spec.run, last + 1, Instant::now() + timeout);
+        let closing = Comm::new(
+            router.clone(),
+            spec.run,
+            last.saturating_add(1),
+            limits::deadline_after(Instant::now(), timeout),
+        );
         barrier::runtime(&closing).await?;
         // Frames of earlier iterations still in flight when recording began are not this one's.
         let events = router.take_recording().into_iter().filter(|e| e.iteration == last).collect();

@@ -92,6 +92,19 @@ async fn a_peer_that_hangs_up_fails_the_wait_with_its_name() {
 }
 
 #[tokio::test]
+async fn a_frame_due_beyond_the_deadline_is_refused_not_held() {
+    let (router, mut far) = lone_node();
+    router.set_due_horizon(Duration::from_secs(5));
+    // Due in about a century: a forged or stray emulated frame.
+    let due_ns = topocomm_node::timebase::now_ns() + 100 * 365 * 24 * 3600 * 1_000_000_000;
+    write_frame(&mut far, FrameHeader { due_ns, ..header(1, 0) }, b"late").await;
+    let started = std::time::Instant::now();
+    let text = wait_for_node_1(&router).await.unwrap_err().to_string();
+    assert!(started.elapsed() < Duration::from_secs(2), "refused at once, not held: {text}");
+    assert!(text.contains("beyond the run's deadline"), "{text}");
+}
+
+#[tokio::test]
 async fn a_silent_peer_ends_in_a_timeout_naming_it() {
     let (router, _far) = lone_node();
     let comm = Comm::new(router, 1, 0, Instant::now() + Duration::from_millis(100));

@@ -19,14 +19,15 @@ pub enum CodecError {
 /// error, not an allocation (without a limit bincode would try, and abort on overflow).
 pub const DECODE_LIMIT: usize = 1 << 30;
 
-/// Fixed-width integers, so that a frame header always has the same length.
-fn config() -> impl bincode::config::Config {
-    bincode::config::standard().with_fixed_int_encoding().with_little_endian().with_limit::<DECODE_LIMIT>()
+/// Fixed-width integers, so that a frame header always has the same length; at most
+/// `LIMIT` bytes claimed by the value decoded.
+fn config<const LIMIT: usize>() -> impl bincode::config::Config {
+    bincode::config::standard().with_fixed_int_encoding().with_little_endian().with_limit::<LIMIT>()
 }
 
 /// Encodes a value into a fresh vector.
 pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, CodecError> {
-    bincode::serde::encode_to_vec(value, config()).map_err(|e| CodecError::Encode(e.to_string()))
+    bincode::serde::encode_to_vec(value, config::<DECODE_LIMIT>()).map_err(|e| CodecError::Encode(e.to_string()))
 }
 
 /// Encodes a value onto the end of `out`.
@@ -46,8 +47,24 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
 }
 
 /// Decodes a value from the start of `bytes`, returning it and how many bytes it took.
+///
+/// A value can hold no more than the bytes it is decoded from (integers are fixed-width,
+/// so every byte it claims is a byte read), so bincode's limit is the smallest of a few
+/// steps that covers `bytes`: a 17-byte message claiming a 300 MiB string is refused
+/// instead of reserving 300 MiB before finding the bytes missing (found by fuzzing).
 pub fn decode_prefix<T: DeserializeOwned>(bytes: &[u8]) -> Result<(T, usize), CodecError> {
-    bincode::serde::decode_from_slice(bytes, config()).map_err(|e| CodecError::Decode(e.to_string()))
+    const KIB: usize = 1 << 10;
+    match bytes.len() {
+        n if n <= 4 * KIB => decode_within::<T, { 4 * KIB }>(bytes),
+        n if n <= 256 * KIB => decode_within::<T, { 256 * KIB }>(bytes),
+        n if n <= 16 * KIB * KIB => decode_within::<T, { 16 * KIB * KIB }>(bytes),
+        n if n <= 256 * KIB * KIB => decode_within::<T, { 256 * KIB * KIB }>(bytes),
+        _ => decode_within::<T, DECODE_LIMIT>(bytes),
+    }
+}
+
+fn decode_within<T: DeserializeOwned, const LIMIT: usize>(bytes: &[u8]) -> Result<(T, usize), CodecError> {
+    bincode::serde::decode_from_slice(bytes, config::<LIMIT>()).map_err(|e| CodecError::Decode(e.to_string()))
 }
 
 #[cfg(test)]
@@ -75,6 +92,20 @@ mod tests {
         let mut longer = bytes.clone();
         longer.push(0);
         assert!(matches!(decode::<Sample>(&longer), Err(CodecError::Trailing { trailing: 1 })));
+    }
+
+    #[test]
+    fn a_claimed_length_beyond_the_input_is_refused_and_real_values_still_decode() {
+        // A 300 MiB string claimed by a 17-byte input.
+        let mut claim = vec![7, 0, 0, 0];
+        claim.extend_from_slice(&(300u64 << 20).to_le_bytes());
+        claim.extend_from_slice(&[1, 2, 3, 4, 5]);
+        assert!(decode::<Sample>(&claim).is_err());
+        // Values just over each step of the limit still decode.
+        for len in [4096, 4097, 300 << 10, (16 << 20) + 1] {
+            let s = Sample { a: 1, b: "x".repeat(len), c: vec![] };
+            assert_eq!(decode::<Sample>(&encode(&s).unwrap()).unwrap(), s);
+        }
     }
 
     #[test]

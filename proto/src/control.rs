@@ -1,21 +1,28 @@
 //! Control messages between the coordinator, the nodes and CLI clients. They travel
 //! length-delimited over one TCP connection per party, encoded by `codec`.
 //!
-//! A control connection starts with one `ToCoordinator` message: `Register` makes it a
-//! node's link, `Client` a CLI request.
+//! A control connection starts with the handshake of `auth`, whose purpose makes it a
+//! node's link (then `ToNode` and `ToCoordinator` messages) or a CLI client's (then one
+//! `ClientRequest` and its `ClientResponse`). Only after it do the limits below apply.
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use crate::auth::Key;
 use crate::flow::FlowEvent;
 use crate::spec::RunSpec;
 use crate::topology::{NodeId, TopologyKind};
 
-/// The largest control message either side accepts (dumps of large runs ride on these).
-pub const MAX_CONTROL_FRAME: usize = 512 * 1024 * 1024;
+/// The largest control message the coordinator accepts from an authenticated node, and
+/// a client from the coordinator (reports and dumps of large runs ride on these).
+pub const MAX_REPORT_FRAME: usize = 512 * 1024 * 1024;
+
+/// The largest message a node accepts from the coordinator (wirings and run specs: a few
+/// bytes per node of the cluster), and the coordinator from an authenticated client.
+pub const MAX_ORDER_FRAME: usize = 16 * 1024 * 1024;
 
 /// The protocol version: a node and a coordinator of different versions refuse each other.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// A topology as the coordinator hands it out: each node rebuilds (and so re-validates) it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,28 +39,36 @@ pub struct Wiring {
     pub epoch: u64,
     pub id: NodeId,
     pub topology: TopologySpec,
-    /// Each neighbour's id and data address (`host:port`).
-    pub neighbours: Vec<(NodeId, String)>,
+    /// Each neighbour: its id, its data address and the key of the link to it.
+    pub neighbours: Vec<Neighbour>,
+}
+
+/// One neighbour of a wiring.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Neighbour {
+    pub id: NodeId,
+    /// Where its data listener accepts links (`host:port`).
+    pub address: String,
+    /// The key of this one link in this one epoch: only its two ends get it, so only
+    /// they can open it (`auth`).
+    pub key: Key,
 }
 
 /// Messages to the coordinator.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ToCoordinator {
-    /// A node introduces itself with the cluster token, a stable name (for getting its id
-    /// back after a restart) and the address its data listener accepts neighbour links on.
-    Register { version: u32, token: String, name: String, data_addr: String },
     /// Every link of this epoch is up.
     Wired { epoch: u64 },
-    /// The node could not wire this epoch.
-    WireFailed { epoch: u64, reason: String },
+    /// The node could not wire this epoch: the neighbours it dialled and could not
+    /// reach (`unreachable`), and those that never dialled in (`missing`), so that the
+    /// coordinator can tell who is at fault.
+    WireFailed { epoch: u64, reason: String, unreachable: Vec<NodeId>, missing: Vec<NodeId> },
     /// The node's part of a run.
     Report(Box<NodeReport>),
     /// The answer to `Ping`.
     Pong,
     /// The answer to a clock probe: the node's clock when it answered, in ns.
     ClockReply { nonce: u64, node_ns: u64 },
-    /// A CLI request, with the cluster token; the connection is the client's.
-    Client { token: String, request: ClientRequest },
 }
 
 /// Messages from the coordinator to a node.
@@ -63,6 +78,8 @@ pub enum ToNode {
     Wire(Wiring),
     /// Take part in a run.
     Start(Box<RunSpec>),
+    /// Stop taking part in this run (the coordinator gave up on it).
+    Abort { run: u64 },
     /// Refused registration (wrong version, cluster full...): the node exits with this reason.
     Refused { reason: String },
     /// Answer at once with the time on your clock (for aligning traces, as NTP does).
@@ -187,4 +204,15 @@ pub struct RunOutcome {
     pub reports: Vec<NodeReport>,
     /// The aligned message flow, when the run asked for a trace.
     pub trace: Option<RunTrace>,
+    /// How long the run waited for the cluster and for its links.
+    pub setup: SetupTimes,
+}
+
+/// What a run spent before its first iteration, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct SetupTimes {
+    /// Waiting until every expected node was registered and connected.
+    pub ready_ms: f64,
+    /// Wiring the topology (`None`: the wiring in force was the one asked for).
+    pub wiring_ms: Option<f64>,
 }

@@ -3,6 +3,7 @@
 //! names users type (collectives, algorithms, ops, dtypes) and the sequential
 //! reference that says what every node must end with.
 
+pub mod auth;
 pub mod catalogue;
 pub mod codec;
 pub mod control;

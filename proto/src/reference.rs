@@ -31,6 +31,8 @@
 //! (p - 1) · u` with unit roundoff `u = eps / 2`, so it already covers the rounding of
 //! both the node's result and the reference; the leading factor 2 is extra slack on top.
 
+use std::collections::TryReserveError;
+
 use bytes::Bytes;
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
@@ -61,12 +63,18 @@ pub fn node_block(spec: &RunSpec, node: NodeId, block: usize) -> Vec<u8> {
 /// any block boundary of whole elements): the generator seeks there, so a block costs
 /// only its own length.
 pub fn node_data(spec: &RunSpec, node: NodeId, offset: usize, len: usize) -> Vec<u8> {
+    let mut bytes = vec![0u8; len];
+    fill_node_data(spec, node, offset, &mut bytes);
+    bytes
+}
+
+/// Fills `bytes` with node `node`'s element stream from byte `offset` (see [`node_data`]).
+fn fill_node_data(spec: &RunSpec, node: NodeId, offset: usize, bytes: &mut [u8]) {
     debug_assert!(offset.is_multiple_of(4), "offset {offset} is not word-aligned");
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
     rng.set_stream(node as u64);
     rng.set_word_pos((offset / 4) as u128);
-    let mut bytes = vec![0u8; len];
-    rng.fill_bytes(&mut bytes);
+    rng.fill_bytes(bytes);
     match spec.dtype {
         Dtype::I32 | Dtype::I64 => {}
         Dtype::F32 => {
@@ -90,7 +98,6 @@ pub fn node_data(spec: &RunSpec, node: NodeId, offset: usize, len: usize) -> Vec
             }
         }
     }
-    bytes
 }
 
 /// What node `node` of a `p`-node run starts with (`size` is `spec.size_bytes`).
@@ -101,12 +108,18 @@ pub fn node_data(spec: &RunSpec, node: NodeId, offset: usize, len: usize) -> Vec
 /// * Barrier: nothing.
 /// * Every other collective: every node holds its own `node_vector(node)`.
 pub fn input(spec: &RunSpec, p: usize, node: NodeId) -> Bytes {
-    let size = spec.size_bytes as usize;
-    match input_shape(spec, p, node) {
-        InputShape::Nothing => Bytes::new(),
-        InputShape::Vector => node_vector(spec, node).into(),
-        InputShape::Blocks => node_data(spec, node, 0, p * size).into(),
-    }
+    try_input(spec, p, node).expect("memory for the input")
+}
+
+/// [`input`], failing instead of aborting the process when its memory cannot be had.
+pub fn try_input(spec: &RunSpec, p: usize, node: NodeId) -> Result<Bytes, TryReserveError> {
+    // Every shape is a prefix of the node's stream: nothing, one block or p blocks.
+    let len = input_len(spec, p, node);
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(len)?;
+    bytes.resize(len, 0);
+    fill_node_data(spec, node, 0, &mut bytes);
+    Ok(bytes.into())
 }
 
 /// The length in bytes of what node `node` starts with (see [`input`]), without
@@ -116,7 +129,8 @@ pub fn input_len(spec: &RunSpec, p: usize, node: NodeId) -> usize {
     match input_shape(spec, p, node) {
         InputShape::Nothing => 0,
         InputShape::Vector => size,
-        InputShape::Blocks => p * size,
+        // Saturating: a length past the address space is then refused by `try_input`.
+        InputShape::Blocks => p.saturating_mul(size),
     }
 }
 
@@ -670,6 +684,21 @@ mod tests {
             assert_eq!(digest(&v), digest(&node_vector(&s, 3)));
             assert_ne!(digest(&v), digest(&node_vector(&s, 4)));
         }
+    }
+
+    #[test]
+    fn try_input_is_input_for_every_shape() {
+        for collective in Collective::iter() {
+            let s = spec(collective, Dtype::F32, ReduceOp::Sum, 64, 1);
+            for node in 0..4 {
+                let input = input(&s, 4, node);
+                assert_eq!(input.len(), input_len(&s, 4, node), "{collective} node {node}");
+                assert_eq!(try_input(&s, 4, node).expect("64 B fit"), input, "{collective} node {node}");
+            }
+        }
+        // An input larger than the address space is refused, not attempted.
+        let s = spec(Collective::Alltoall, Dtype::I64, ReduceOp::Sum, 1 << 61, 0);
+        assert!(try_input(&s, 4, 0).is_err());
     }
 
     #[test]

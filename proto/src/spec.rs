@@ -1,6 +1,9 @@
 //! The names users type: collectives, algorithms, reduction operators, element types,
 //! and the run specification the coordinator hands every node.
 
+use std::time::Duration;
+
+use bytesize::ByteSize;
 use serde::{Deserialize, Serialize};
 use strum::{Display, EnumIter, EnumString, IntoStaticStr, VariantNames};
 
@@ -271,7 +274,27 @@ pub enum SpecError {
     RootOutOfRange { root: NodeId, p: usize },
     #[error("at least one timed iteration is needed")]
     NoIterations,
+    #[error("the timeout must be more than 0 ms: it bounds every wait of an iteration")]
+    ZeroTimeout,
+    #[error("timeout {timeout_ms} ms exceeds the limit of one day ({MAX_TIMEOUT_MS} ms) per iteration")]
+    TimeoutTooLong { timeout_ms: u64 },
+    #[error("warmup {warmup} + iterations {iterations} exceeds the limit of {} iterations per run (u32)", u32::MAX)]
+    TooManyIterations { warmup: u32, iterations: u32 },
+    #[error("the run's deadline, timeout {timeout_ms} ms × {iterations} iterations, does not fit in a duration")]
+    DeadlineOverflow { timeout_ms: u64, iterations: u32 },
+    #[error("the memory a node needs for {size} bytes on {p} nodes does not fit in 64 bits")]
+    MemoryOverflow { size: u64, p: usize },
+    #[error("the run needs about {} per node; {holder} has {} available", ByteSize(*needed), ByteSize(*available))]
+    TooMuchMemory { needed: u64, available: u64, holder: String },
 }
+
+/// The longest `timeout_ms` a spec may have: one day per iteration. Longer waits are no
+/// use to anyone watching a run, and the cap keeps every deadline derived from it
+/// (× the iterations, + grace periods) far inside what `Duration` and `Instant` hold.
+pub const MAX_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// [`MAX_TIMEOUT_MS`] as a duration.
+pub const MAX_TIMEOUT: Duration = Duration::from_millis(MAX_TIMEOUT_MS);
 
 /// Everything a node needs to take part in one run (warm-up + timed iterations).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -356,6 +379,85 @@ impl RunSpec {
         if self.iterations == 0 {
             return Err(SpecError::NoIterations);
         }
+        self.validate_timing()
+    }
+
+    /// Checks the timeout and the iteration counts, which do not depend on the cluster:
+    /// a timeout of 1 ms to [`MAX_TIMEOUT_MS`], `warmup + iterations` within `u32`, and a
+    /// whole-run deadline ([`RunSpec::run_deadline`]) that fits in a `Duration`.
+    pub fn validate_timing(&self) -> Result<(), SpecError> {
+        if self.timeout_ms == 0 {
+            return Err(SpecError::ZeroTimeout);
+        }
+        if self.timeout_ms > MAX_TIMEOUT_MS {
+            return Err(SpecError::TimeoutTooLong { timeout_ms: self.timeout_ms });
+        }
+        let iterations = self
+            .total_iterations()
+            .ok_or(SpecError::TooManyIterations { warmup: self.warmup, iterations: self.iterations })?;
+        match self.run_deadline() {
+            Some(_) => Ok(()),
+            None => Err(SpecError::DeadlineOverflow { timeout_ms: self.timeout_ms, iterations }),
+        }
+    }
+
+    /// The deadline of every wait of one iteration.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+
+    /// Warm-up and timed iterations together; `None` if they overflow `u32`.
+    pub fn total_iterations(&self) -> Option<u32> {
+        self.warmup.checked_add(self.iterations)
+    }
+
+    /// The longest the whole run may take: the timeout once per iteration; `None` if the
+    /// iterations or the product overflow.
+    pub fn run_deadline(&self) -> Option<Duration> {
+        self.timeout().checked_mul(self.total_iterations()?)
+    }
+
+    /// An estimate, on the safe side, of the bytes one node of a `p`-node run needs at
+    /// its peak (the most any node needs: the root of a scatter holds all p blocks):
+    ///
+    /// * its input: p blocks of `size_bytes` for scatter (the root), reduce-scatter and
+    ///   alltoall, nothing for barrier, one block otherwise (`reference::input_len`);
+    /// * its output: p blocks for allgather, gather (the root) and alltoall, nothing for
+    ///   barrier, one block otherwise (`reference::expected`);
+    /// * twice the larger of the two in flight: frames received and blocks being
+    ///   combined or concatenated while input and output are held;
+    /// * 8 bytes of timing per timed iteration.
+    ///
+    /// Measured (release build, 8-node hypercube, peak VmHWM of a daemon less its ~7 MiB
+    /// base): an 8 MiB all-reduce 24 MiB (estimate 32), a 1 MiB alltoall 27.5 MiB
+    /// (estimate 32), a 1 MiB allgather 3 MiB (estimate 25). The daemon's own base is
+    /// not included. `None` when the estimate overflows `u64`.
+    pub fn memory_per_node(&self, p: usize) -> Option<u64> {
+        let size = self.size_bytes;
+        let blocks = || size.checked_mul(u64::try_from(p).ok()?);
+        let input = match self.collective {
+            Collective::Barrier => 0,
+            Collective::Scatter | Collective::ReduceScatter | Collective::Alltoall => blocks()?,
+            _ => size,
+        };
+        let output = match self.collective {
+            Collective::Barrier => 0,
+            Collective::Allgather | Collective::Gather | Collective::Alltoall => blocks()?,
+            _ => size,
+        };
+        let in_flight = input.max(output).checked_mul(2)?;
+        let timing = u64::from(self.iterations).checked_mul(std::mem::size_of::<f64>() as u64)?;
+        input.checked_add(output)?.checked_add(in_flight)?.checked_add(timing)
+    }
+
+    /// Refuses a `p`-node run whose [`RunSpec::memory_per_node`] exceeds
+    /// `available_bytes`, the memory that `holder` (e.g. "node 3 (node-3)", named in
+    /// the error) has available.
+    pub fn check_memory(&self, p: usize, available_bytes: u64, holder: &str) -> Result<(), SpecError> {
+        let needed = self.memory_per_node(p).ok_or(SpecError::MemoryOverflow { size: self.size_bytes, p })?;
+        if needed > available_bytes {
+            return Err(SpecError::TooMuchMemory { needed, available: available_bytes, holder: holder.to_owned() });
+        }
         Ok(())
     }
 }
@@ -398,5 +500,96 @@ mod tests {
         assert!(err.to_string().contains("try 8 or 16"), "{err}");
         assert!(RunSpec { size_bytes: 16, ..spec.clone() }.validate(4).is_ok());
         assert!(RunSpec { size_bytes: 16, root: 4, ..spec }.validate(4).is_err());
+    }
+
+    const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn everyday_specs_validate_and_fit_in_memory() {
+        use strum::IntoEnumIterator;
+        for collective in Collective::iter() {
+            let spec =
+                RunSpec { size_bytes: 1 << 20, warmup: 3, iterations: 20, ..RunSpec::new(collective, Algorithm::Auto) };
+            for p in [1, 8, 1024] {
+                assert_eq!(spec.validate(p), Ok(()), "{collective} on {p}");
+                assert_eq!(spec.check_memory(p, 24 * GIB, "node 0 (node-0)"), Ok(()), "{collective} on {p}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_timeout_is_one_ms_to_one_day() {
+        let spec = RunSpec::new(Collective::Allreduce, Algorithm::Ring);
+        assert_eq!(RunSpec { timeout_ms: 0, ..spec.clone() }.validate(4), Err(SpecError::ZeroTimeout));
+        assert_eq!(RunSpec { timeout_ms: 1, ..spec.clone() }.validate(4), Ok(()));
+        assert_eq!(RunSpec { timeout_ms: MAX_TIMEOUT_MS, ..spec.clone() }.validate(4), Ok(()));
+        let err = RunSpec { timeout_ms: MAX_TIMEOUT_MS + 1, ..spec.clone() }.validate(4).unwrap_err();
+        assert_eq!(err, SpecError::TimeoutTooLong { timeout_ms: MAX_TIMEOUT_MS + 1 });
+        assert!(err.to_string().contains("one day"), "{err}");
+        let err = RunSpec { timeout_ms: u64::MAX, ..spec }.validate(4).unwrap_err();
+        assert!(matches!(err, SpecError::TimeoutTooLong { .. }), "{err}");
+    }
+
+    #[test]
+    fn warmup_and_iterations_must_add_up_within_u32() {
+        let spec = RunSpec::new(Collective::Barrier, Algorithm::Dissemination);
+        let most = RunSpec { warmup: 1, iterations: u32::MAX - 1, ..spec.clone() };
+        assert_eq!(most.total_iterations(), Some(u32::MAX));
+        assert_eq!(most.validate(4), Ok(()));
+        for (warmup, iterations) in [(u32::MAX, 1), (3, u32::MAX), (u32::MAX, u32::MAX)] {
+            let err = RunSpec { warmup, iterations, ..spec.clone() }.validate(4).unwrap_err();
+            assert_eq!(err, SpecError::TooManyIterations { warmup, iterations });
+            assert!(err.to_string().contains("4294967295"), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_run_deadline_is_the_timeout_per_iteration_and_never_overflows_once_valid() {
+        let spec =
+            RunSpec { warmup: 2, iterations: 3, timeout_ms: 1500, ..RunSpec::new(Collective::Reduce, Algorithm::Ring) };
+        assert_eq!(spec.run_deadline(), Some(Duration::from_millis(7500)));
+        let longest = RunSpec { warmup: 0, iterations: u32::MAX, timeout_ms: MAX_TIMEOUT_MS, ..spec.clone() };
+        assert_eq!(longest.validate(2), Ok(()));
+        assert_eq!(longest.run_deadline(), MAX_TIMEOUT.checked_mul(u32::MAX));
+        // Unvalidated specs say None instead of panicking.
+        let huge = RunSpec { warmup: 0, iterations: u32::MAX, timeout_ms: u64::MAX, ..spec.clone() };
+        assert_eq!(huge.run_deadline(), None);
+        assert_eq!(RunSpec { warmup: u32::MAX, ..spec }.run_deadline(), None);
+    }
+
+    #[test]
+    fn memory_per_node_counts_input_output_flight_and_timing() {
+        let spec = |collective, size| RunSpec {
+            size_bytes: size,
+            iterations: 10,
+            ..RunSpec::new(collective, Algorithm::Auto)
+        };
+        // One block in, one out, two in flight, 10 timings.
+        assert_eq!(spec(Collective::Allreduce, 1000).memory_per_node(8), Some(4000 + 80));
+        // p blocks in and out.
+        assert_eq!(spec(Collective::Alltoall, 1000).memory_per_node(8), Some(4 * 8000 + 80));
+        // One block in, p out.
+        assert_eq!(spec(Collective::Allgather, 1000).memory_per_node(8), Some(1000 + 3 * 8000 + 80));
+        assert_eq!(spec(Collective::Scatter, 1000).memory_per_node(8), Some(8000 + 1000 + 2 * 8000 + 80));
+        assert_eq!(spec(Collective::Barrier, 1000).memory_per_node(8), Some(80));
+        // Timing data alone, for the most iterations a spec can have.
+        let many = RunSpec { iterations: u32::MAX, ..spec(Collective::Barrier, 0) };
+        assert_eq!(many.memory_per_node(2), Some(u64::from(u32::MAX) * 8));
+        assert_eq!(spec(Collective::Alltoall, u64::MAX / 4).memory_per_node(8), None);
+        assert_eq!(spec(Collective::Allreduce, u64::MAX / 2).memory_per_node(8), None);
+        assert_eq!(spec(Collective::Allreduce, u64::MAX / 8).memory_per_node(usize::MAX), Some(u64::MAX / 8 * 4 + 80));
+    }
+
+    #[test]
+    fn check_memory_names_what_is_needed_and_who_has_what() {
+        let spec = RunSpec { size_bytes: 75 * GIB, ..RunSpec::new(Collective::Allreduce, Algorithm::Ring) };
+        let err = spec.check_memory(8, 18 * GIB + GIB / 5, "node 3 (node-3)").unwrap_err();
+        assert!(matches!(err, SpecError::TooMuchMemory { needed, .. } if needed == 300 * GIB + 8));
+        assert_eq!(err.to_string(), "the run needs about 300.0 GiB per node; node 3 (node-3) has 18.2 GiB available");
+        let needed = spec.memory_per_node(8).expect("fits");
+        assert_eq!(spec.check_memory(8, needed, "node 0 (node-0)"), Ok(()));
+        assert!(spec.check_memory(8, needed - 1, "node 0 (node-0)").is_err());
+        let err = RunSpec { size_bytes: u64::MAX / 2, ..spec }.check_memory(8, u64::MAX, "node 0").unwrap_err();
+        assert!(matches!(err, SpecError::MemoryOverflow { p: 8, .. }), "{err}");
     }
 }

@@ -21,6 +21,8 @@ const POLL: Duration = Duration::from_millis(20);
 const STEERING_ENV: &[&str] = &[
     "TOPOCOMM_COORDINATOR",
     "TOPOCOMM_TOKEN",
+    "TOPOCOMM_TOKEN_FILE",
+    "TOPOCOMM_ENCRYPT",
     "TOPOCOMM_LISTEN",
     "TOPOCOMM_ADVERTISE",
     "TOPOCOMM_NODE_NAME",
@@ -134,6 +136,19 @@ pub fn poll<T>(patience: Duration, mut probe: impl FnMut() -> Option<T>) -> Opti
     }
 }
 
+/// The resident memory of process `pid` in KiB (VmRSS), if it runs.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Sends `signal` (STOP, CONT, ...) to process `pid` with kill(1).
+pub fn signal(pid: u32, signal: &str) {
+    let status = Command::new("kill").args([&format!("-{signal}"), &pid.to_string()]).status().expect("running kill");
+    assert!(status.success(), "kill -{signal} {pid} failed");
+}
+
 /// A file's text, or empty if it cannot be read (yet).
 pub fn read_text(path: &Path) -> String {
     std::fs::read(path).map(|bytes| String::from_utf8_lossy(&bytes).into_owned()).unwrap_or_default()
@@ -221,6 +236,8 @@ pub struct Member {
 pub struct Cluster {
     pub scratch: Scratch,
     pub token: String,
+    /// Whether every link is encrypted (`--encrypt` on every party).
+    pub encrypt: bool,
     /// The coordinator's address, 127.0.0.1:PORT.
     pub address: String,
     pub size: usize,
@@ -233,15 +250,27 @@ pub struct Cluster {
 
 impl Cluster {
     /// Starts a coordinator for `size` nodes and `size` daemons, and waits until every
-    /// one is registered.
+    /// one is registered. The token travels in the environment, as the README says.
     pub fn start(label: &str, size: usize) -> Self {
+        Self::start_with(label, size, false)
+    }
+
+    /// [`Cluster::start`] with every link encrypted.
+    pub fn start_encrypted(label: &str, size: usize) -> Self {
+        Self::start_with(label, size, true)
+    }
+
+    fn start_with(label: &str, size: usize, encrypt: bool) -> Self {
         let node_bin = node_bin();
         let scratch = Scratch::new(label);
         let token = format!("it-token-{label}-{}", std::process::id());
         let serve_stderr = scratch.path.join("serve.stderr");
         let mut serve = command(&topocomm_bin());
         serve.args(["serve", "--nodes", &size.to_string(), "--listen", "127.0.0.1:0"]);
-        serve.args(["--token", &token]);
+        serve.env("TOPOCOMM_TOKEN", &token);
+        if encrypt {
+            serve.arg("--encrypt");
+        }
         let mut serve = spawn_logged(&mut serve, &scratch.path.join("serve.stdout"), &serve_stderr);
         let address = poll(Duration::from_secs(20), || {
             let text = read_text(&serve_stderr);
@@ -254,8 +283,17 @@ impl Cluster {
             panic!("the coordinator did not announce its address within 20 s; stderr:\n{}", read_text(&serve_stderr));
         };
         assert!(address.starts_with("127.0.0.1:"), "{address}");
-        let mut cluster =
-            Cluster { scratch, token, address, size, serve, serve_stderr, nodes: Vec::new(), node_stderr: Vec::new() };
+        let mut cluster = Cluster {
+            scratch,
+            token,
+            encrypt,
+            address,
+            size,
+            serve,
+            serve_stderr,
+            nodes: Vec::new(),
+            node_stderr: Vec::new(),
+        };
         for index in 0..size {
             let child = cluster.spawn_node(&node_bin, &Self::node_name(index), &cluster.token);
             cluster.nodes.push(Some(child));
@@ -281,12 +319,41 @@ impl Cluster {
         let stderr = self.scratch.path.join(format!("{name}.stderr"));
         let open = |path: &Path| File::options().create(true).append(true).open(path).expect("opening a node log");
         let mut node = command(node_bin);
-        node.args(["--coordinator", &self.address, "--token", token, "--name", name]);
-        node.args(["--listen", "127.0.0.1:0", "--connect-timeout", "20s"]);
+        node.args(["--coordinator", &self.address, "--name", name]);
+        node.args(["--listen", "127.0.0.1:0", "--connect-timeout", "20s"]).env("TOPOCOMM_TOKEN", token);
+        if self.encrypt {
+            node.arg("--encrypt");
+        }
         node.stdout(open(&stdout))
             .stderr(open(&stderr))
             .spawn()
             .unwrap_or_else(|error| panic!("starting node {name}: {error}"))
+    }
+
+    /// The coordinator's process id.
+    pub fn serve_pid(&self) -> u32 {
+        self.serve.id()
+    }
+
+    /// Node `index`'s process id.
+    pub fn node_pid(&self, index: usize) -> u32 {
+        self.nodes[index].as_ref().expect("the node is running").id()
+    }
+
+    /// Starts node `index` again under its old name, with `extra` arguments.
+    pub fn restart_node_with(&mut self, index: usize, extra: &[&str]) {
+        assert!(self.nodes[index].is_none(), "node {index} is still running");
+        let name = Self::node_name(index);
+        let stderr = self.scratch.path.join(format!("{name}.stderr"));
+        let open = |path: &Path| File::options().create(true).append(true).open(path).expect("opening a node log");
+        let mut node = command(&node_bin());
+        node.args(["--coordinator", &self.address, "--name", &name, "--listen", "127.0.0.1:0"]);
+        node.args(["--connect-timeout", "20s"]).args(extra).env("TOPOCOMM_TOKEN", &self.token);
+        if self.encrypt {
+            node.arg("--encrypt");
+        }
+        let child = node.stdout(Stdio::null()).stderr(open(&stderr)).spawn().expect("starting a node");
+        self.nodes[index] = Some(child);
     }
 
     /// Kills node `index` with SIGKILL and reaps it.
@@ -323,11 +390,14 @@ impl Cluster {
         read_text(&self.serve_stderr)
     }
 
-    /// `topocomm <args> --coordinator ADDR --token T`.
+    /// `topocomm <args> --coordinator ADDR`, the token in TOPOCOMM_TOKEN.
     pub fn cli(&self, args: &[&str]) -> Command {
         let mut command = command(&topocomm_bin());
         command.args(args);
-        command.args(["--coordinator", &self.address, "--token", &self.token]);
+        command.args(["--coordinator", &self.address]).env("TOPOCOMM_TOKEN", &self.token);
+        if self.encrypt {
+            command.arg("--encrypt");
+        }
         command
     }
 
