@@ -113,6 +113,25 @@ ENCRYPT=false
 LOG_FORMAT=text
 NODE_LOG=info
 
+# Removes this project's networks. Docker can keep an endpoint of a container that is
+# already gone (a restart racing the removal, or a disconnect and reconnect); such a
+# network refuses `network rm` with "has active endpoints" until the stale endpoint is
+# force-disconnected, so that is done here, a few times at most.
+remove_project_networks() {
+  local net name attempt
+  for net in $(docker network ls -q --filter "label=com.docker.compose.project=$PROJECT"); do
+    for attempt in 1 2 3 4 5; do
+      dk 20 network rm "$net" >/dev/null 2>"$TMP/network-rm.log" && break
+      say "   network $net: $(head -c 200 "$TMP/network-rm.log")"
+      for name in $(docker network inspect -f '{{range $id, $e := .Containers}}{{$e.Name}} {{end}}' "$net" 2>/dev/null); do
+        say "   force-disconnecting stale endpoint $name from $net"
+        dk 20 network disconnect -f "$net" "$name" >/dev/null 2>&1
+      done
+      sleep 1
+    done
+  done
+}
+
 # --- clean-up, however the script ends ---------------------------------------------------
 cleanup() {
   local status=$?
@@ -129,7 +148,7 @@ cleanup() {
   if [ -n "$ids" ]; then compose down -v --remove-orphans -t 5 | tail -n 1; fi
   ids=$(docker ps -aq --filter "label=com.docker.compose.project=$PROJECT")
   [ -n "$ids" ] && dk 60 rm -f -v $ids >/dev/null
-  for net in $(docker network ls -q --filter "label=com.docker.compose.project=$PROJECT"); do dk 20 network rm "$net" >/dev/null; done
+  remove_project_networks
   for vol in $(docker volume ls -q --filter "label=com.docker.compose.project=$PROJECT"); do dk 20 volume rm "$vol" >/dev/null; done
   if [ -n "$STACK_DEPLOYED" ]; then
     dk 60 stack rm "$STACK" >/dev/null
@@ -633,8 +652,12 @@ check_links "p=16 ring, after the faults" "label=com.docker.compose.project=$PRO
 section "compose down"
 t=$SECONDS
 compose down -v --remove-orphans -t 5 >"$TMP/down.log"
-left=$(docker ps -aq --filter "label=com.docker.compose.project=$PROJECT")
-[ -z "$left" ] && pass "compose down in $((SECONDS - t))s" || fail "compose down left $(echo $left)"
+remove_project_networks
+left=$(
+  docker ps -aq --filter "label=com.docker.compose.project=$PROJECT"
+  docker network ls -q --filter "label=com.docker.compose.project=$PROJECT"
+)
+[ -z "$left" ] && pass "compose down in $((SECONDS - t))s" || fail "compose down left $(echo $left): $(tail -n 3 "$TMP/down.log" | tr '\n' ' ')"
 COORD=""
 
 # --- Compose, every link encrypted ----------------------------------------------------------
@@ -668,6 +691,12 @@ else
   fail "encrypted: compose up failed: $(head -c 300 "$TMP/up.log")"
 fi
 compose down -v --remove-orphans -t 5 >"$TMP/down.log" || true
+remove_project_networks
+left=$(
+  docker ps -aq --filter "label=com.docker.compose.project=$PROJECT"
+  docker network ls -q --filter "label=com.docker.compose.project=$PROJECT"
+)
+[ -z "$left" ] || fail "encrypted: compose down left $(echo $left): $(tail -n 3 "$TMP/down.log" | tr '\n' ' ')"
 COORD=""
 ENCRYPT=false
 
