@@ -16,7 +16,7 @@ fuzz_target!(|data: &[u8]| {
         Ok(frame) => {
             assert_eq!(frame.header.encode(), &data[..FrameHeader::ENCODED_LEN]);
             assert_eq!(&frame.payload[..], &data[FrameHeader::ENCODED_LEN..]);
-            assert_eq!(frame.body_len(), data.len());
+            assert_eq!(FrameHeader::ENCODED_LEN + frame.payload.len(), data.len());
         }
         Err(_) => assert!(
             data.len() < FrameHeader::ENCODED_LEN || FrameHeader::decode(&data[..FrameHeader::ENCODED_LEN]).is_err(),

@@ -17,7 +17,8 @@ use topocomm_proto::{NodeId, Topology};
 use crate::assembly::{AssemblyError, Place};
 use crate::mailbox::{Arrival, Delivery, MessageKey, Take};
 use crate::pacing::Clock;
-use crate::router::{Payload, RouteError, Router, Written};
+use crate::router::{RouteError, Router};
+use crate::transport::{Payload, Written};
 
 /// How long a receive polls for its message before it sleeps.
 const BUSY_POLL: std::time::Duration = std::time::Duration::from_millis(1);
@@ -84,7 +85,7 @@ impl Comm {
     /// This handle, its iteration started at `start` (under emulation, the first sends
     /// are ready to go then).
     pub fn started_at(self, start: Instant) -> Self {
-        if self.router.emulation().is_some() {
+        if self.router.emulation().is_on() {
             self.causal_ns.fetch_max(self.router.timeline().ns(start), Ordering::Relaxed);
         }
         self

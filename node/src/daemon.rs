@@ -29,6 +29,7 @@ use crate::pacing::Timeline;
 use crate::router::Router;
 use crate::secure::Channel;
 use crate::security::{PendingHandshakes, SecurityArgs};
+use crate::transport::stream::StreamLink;
 use crate::{memory, run, timebase};
 
 /// How long a wiring may take to bring every link up.
@@ -429,7 +430,8 @@ async fn wire(wiring: &Wiring, shared: &Arc<Shared>, max_frame: usize) -> Result
         return Err(error);
     }
     tracing::info!(epoch = wiring.epoch, id = me, %topology, links = channels.len(), "wired");
-    Ok(Router::start(me, topology, channels, max_frame, Timeline::Real { offset_ns: 0 }))
+    let links = channels.into_iter().map(|(peer, channel)| (peer, StreamLink::new(channel, max_frame))).collect();
+    Ok(Router::start(me, topology, links, Timeline::Real { offset_ns: 0 }))
 }
 
 /// Dials one higher-id neighbour until it admits us or the deadline passes, backing off

@@ -8,16 +8,16 @@ pub mod comm;
 pub mod daemon;
 pub mod handshake;
 pub mod limits;
-pub mod links;
 pub mod logging;
 pub mod mailbox;
 pub mod memory;
+pub mod memory_cluster;
 pub mod pacing;
 pub mod router;
 pub mod run;
 pub mod secure;
 pub mod security;
-pub mod testing;
 pub mod timebase;
+pub mod transport;
 
 pub use comm::{Comm, CommError};

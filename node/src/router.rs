@@ -1,15 +1,16 @@
 //! The hop-by-hop router of one node for one wiring: a frame for this node goes to the
 //! mailbox, any other frame goes to the link towards the next hop of the topology's
 //! route (store-and-forward: a frame is forwarded only once it has been read whole).
-//! It knows links only as queues of frames; it never touches a socket. It also tells a
-//! link when to read a long message for this node (`admit`: once it is asked for).
+//! It knows links only as queues of frames ([`crate::transport::Link`]); it never
+//! touches a socket. It also tells a link when to read a long message for this node
+//! (`admit`: once it is asked for). The link physics of emulated runs is the layer
+//! [`Emulation`], which the router holds for its links and asks when a frame is ready.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -19,89 +20,10 @@ use topocomm_proto::spec::LinkModel;
 use topocomm_proto::{NodeId, Topology};
 
 use crate::assembly::Place;
-use crate::links;
 use crate::mailbox::{Delivery, Mailbox, MessageKey};
 use crate::pacing::{Clock, Timeline};
-
-/// A frame waiting for its link, with the instant it became ready to go on the emulated
-/// timeline: when its source's schedule let it go (see `Comm`), or when its tail reached
-/// this hop (`due_ns`). Emulated links schedule from it, not from when the software got
-/// to it, so software delays do not add up along a route or a schedule.
-pub struct Outgoing {
-    pub header: FrameHeader,
-    pub payload: Payload,
-    pub ready_at: Instant,
-    /// Dropped with the frame once the link has written it (or given up on it).
-    pub written: Option<Written>,
-}
-
-/// Held by an outgoing frame until its link is done with it, buffer included: the
-/// receiver of [`Written::new`] then resolves (as a closed channel), which tells a sender
-/// that its buffer's memory is free again (`Comm::exchange`).
-pub struct Written {
-    /// Never sent on: dropping it is the signal.
-    _signal: tokio::sync::oneshot::Sender<()>,
-}
-
-impl Written {
-    /// A signal and what resolves when the frame that carries it is done with.
-    pub fn new() -> (Self, tokio::sync::oneshot::Receiver<()>) {
-        let (signal, done) = tokio::sync::oneshot::channel();
-        (Self { _signal: signal }, done)
-    }
-}
-
-/// A frame's payload: one buffer, or several that the link writes back to back with one
-/// vectored write, so that a message made of blocks is never copied into one buffer on
-/// its way out. The receiver reads one payload either way.
-#[derive(Debug, Clone)]
-pub enum Payload {
-    One(Bytes),
-    Parts(Vec<Bytes>),
-}
-
-impl Payload {
-    /// The payload of `parts`, in order (a single part needs no list).
-    pub fn of(parts: impl IntoIterator<Item = Bytes>) -> Self {
-        let mut parts: Vec<Bytes> = parts.into_iter().filter(|part| !part.is_empty()).collect();
-        match parts.len() {
-            0 => Payload::One(Bytes::new()),
-            1 => Payload::One(parts.pop().expect("one part")),
-            _ => Payload::Parts(parts),
-        }
-    }
-
-    /// Bytes in all.
-    pub fn len(&self) -> usize {
-        self.parts().iter().map(Bytes::len).sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The buffers, in order.
-    pub fn parts(&self) -> &[Bytes] {
-        match self {
-            Payload::One(bytes) => std::slice::from_ref(bytes),
-            Payload::Parts(parts) => parts,
-        }
-    }
-
-    /// The payload as one buffer (copies only when it has several parts).
-    pub fn into_bytes(self) -> Bytes {
-        match self {
-            Payload::One(bytes) => bytes,
-            Payload::Parts(parts) => {
-                let mut whole = BytesMut::with_capacity(parts.iter().map(Bytes::len).sum());
-                for part in &parts {
-                    whole.extend_from_slice(part);
-                }
-                whole.freeze()
-            }
-        }
-    }
-}
+use crate::transport::emulated::Emulation;
+use crate::transport::{Endpoint, Link, Outgoing, Payload, Written};
 
 /// The sending side of one neighbour link, with what it carried.
 struct LinkQueue {
@@ -153,13 +75,8 @@ pub struct Router {
     counters: Counters,
     /// Cancelled when this wiring is replaced: every link task of it ends.
     shutdown: CancellationToken,
-    /// The link physics of the current run (`None`: full speed).
-    emulation: RwLock<Option<LinkModel>>,
-    /// How far ahead of now an emulated frame may be due: the run's deadline (`None`
-    /// outside a run, as in the cost model, whose virtual links may queue far ahead).
-    due_horizon: RwLock<Option<std::time::Duration>>,
-    /// The timeline emulated frames are stamped on (the clock delays are measured on).
-    timeline: RwLock<Timeline>,
+    /// The link physics its links pass frames through.
+    emulation: Emulation,
     /// Cut-through messages whose last packet has not arrived yet.
     partial: Mutex<HashMap<MessageKey, BytesMut>>,
     /// The message flow, while recording.
@@ -175,46 +92,35 @@ struct Recorder {
 }
 
 impl Router {
-    /// Builds the router of node `id` over already handshaken streams, one per
-    /// neighbour, and starts a reader and a writer task per link.
-    pub fn start<S>(
-        id: NodeId,
-        topology: Topology,
-        streams: Vec<(NodeId, S)>,
-        max_frame: usize,
-        timeline: Timeline,
-    ) -> Arc<Self>
-    where
-        S: AsyncRead + AsyncWrite + Send + 'static,
-    {
+    /// Builds the router of node `id` over its links, one per neighbour, and starts
+    /// them; emulated delays are measured on `timeline`.
+    pub fn start<L: Link>(id: NodeId, topology: Topology, links: Vec<(NodeId, L)>, timeline: Timeline) -> Arc<Self> {
         let next_hop = (0..topology.p()).map(|dst| if dst == id { id } else { topology.next_hop(id, dst) }).collect();
         let arrives_via = (0..topology.p())
             .map(|src| if src == id { id } else { topology.route(src, id).iter().rev().nth(1).copied().unwrap_or(src) })
             .collect();
-        let mut links = HashMap::new();
-        let mut outgoing = Vec::new();
-        for (peer, stream) in streams {
+        let mut queues = HashMap::new();
+        let mut starting = Vec::new();
+        for (peer, link) in links {
             let (tx, rx) = mpsc::unbounded_channel();
-            links.insert(peer, LinkQueue { frames: tx, bytes: AtomicU64::new(0) });
-            outgoing.push((peer, stream, rx));
+            queues.insert(peer, LinkQueue { frames: tx, bytes: AtomicU64::new(0) });
+            starting.push((peer, link, rx));
         }
         let router = Arc::new(Router {
             id,
             topology,
             next_hop,
             arrives_via,
-            links,
+            links: queues,
             mailbox: Mailbox::default(),
             counters: Counters::default(),
             shutdown: CancellationToken::new(),
-            emulation: RwLock::new(None),
-            due_horizon: RwLock::new(None),
-            timeline: RwLock::new(timeline),
+            emulation: Emulation::new(timeline),
             partial: Mutex::new(HashMap::new()),
             recorder: Recorder::default(),
         });
-        for (peer, stream, rx) in outgoing {
-            links::spawn(peer, stream, rx, router.clone(), max_frame, router.shutdown.child_token());
+        for (peer, link, outbox) in starting {
+            link.start(peer, outbox, router.clone(), router.shutdown.child_token());
         }
         router
     }
@@ -231,38 +137,25 @@ impl Router {
         &self.mailbox
     }
 
+    /// The link physics of this node's links.
+    pub fn emulation(&self) -> &Emulation {
+        &self.emulation
+    }
+
     /// The clock emulated delays are measured on.
     pub fn clock(&self) -> Clock {
-        self.timeline().clock()
+        self.emulation.clock()
     }
 
     /// The timeline emulated frames are stamped on.
     pub fn timeline(&self) -> Timeline {
-        *self.timeline.read().expect("timeline lock")
+        self.emulation.timeline()
     }
 
     /// Sets the link physics for the run that starts (`None`: full speed), and this
-    /// node's clock offset from the coordinator's (how its timeline reads).
+    /// node's clock offset from the coordinator's (see [`Emulation::set`]).
     pub fn set_emulation(&self, model: Option<LinkModel>, clock_offset_ns: i64) {
-        *self.emulation.write().expect("emulation lock") = model;
-        let mut timeline = self.timeline.write().expect("timeline lock");
-        *timeline = timeline.with_offset(clock_offset_ns);
-    }
-
-    /// Sets how far ahead of now an emulated frame may be due (the run's per-iteration
-    /// deadline): a frame due later is refused, never held.
-    pub fn set_due_horizon(&self, horizon: std::time::Duration) {
-        *self.due_horizon.write().expect("horizon lock") = Some(horizon);
-    }
-
-    /// How far ahead of now an emulated frame may be due, if a run has said.
-    pub fn due_horizon(&self) -> Option<std::time::Duration> {
-        *self.due_horizon.read().expect("horizon lock")
-    }
-
-    /// The link physics in force.
-    pub fn emulation(&self) -> Option<LinkModel> {
-        *self.emulation.read().expect("emulation lock")
+        self.emulation.set(model, clock_offset_ns);
     }
 
     /// Starts recording the message flow afresh, with times counted from now; returns now.
@@ -322,31 +215,23 @@ impl Router {
             self.counters.sent.fetch_add(1, Ordering::Relaxed);
         }
         self.record(FlowKind::Send, &header, payload.len(), (dst != self.id).then(|| self.next_hop[dst]));
-        let emulation = self.emulation();
-        let ready_at = match (ready_at, emulation) {
-            (Some(causal), Some(model)) => self.ready_from(causal, model.ts_ns),
-            _ => Instant::now(),
-        };
+        let ready_at = self.emulation.source_ready(ready_at);
         if dst == self.id {
-            let due_ns = if emulation.is_some() { self.timeline().ns(ready_at) } else { 0 };
+            let due_ns = self.emulation.self_due_ns(ready_at);
             self.deliver(FrameHeader { due_ns, ..header }, payload.into_bytes());
             return Ok(());
         }
-        let Some(model) = emulation.filter(|m| m.packetized() && header.tag < SYSTEM_TAG_BASE) else {
-            return self.push(header, payload, ready_at, written);
-        };
-        // Cut-through: the message leaves in packets that every hop passes on as they arrive.
-        let payload = payload.into_bytes();
-        let packet = model.packet_len(payload.len());
-        let count = payload.len().div_ceil(packet).max(1);
-        let mut written = written;
-        for index in 0..count {
-            let part = payload.slice((index * packet).min(payload.len())..((index + 1) * packet).min(payload.len()));
-            let header = FrameHeader { packet: index as u32, last: index + 1 == count, ..header };
-            let written = if header.last { written.take() } else { None };
-            self.push(header, Payload::One(part), ready_at, written)?;
+        match self.emulation.packets(header, payload) {
+            Err(whole) => self.push(header, whole, ready_at, written),
+            Ok(packets) => {
+                let mut written = written;
+                for (header, packet) in packets {
+                    let written = if header.last { written.take() } else { None };
+                    self.push(header, packet, ready_at, written)?;
+                }
+                Ok(())
+            }
         }
-        Ok(())
     }
 
     /// Takes a frame that arrived on the link from `from`: delivers or forwards it.
@@ -395,25 +280,13 @@ impl Router {
             self.record(FlowKind::Forward, &forwarded, frame.payload.len(), Some(self.next_hop[header.dst()]));
         }
         // Under emulation the frame is ready to go on when its tail arrived here.
-        let ready_at = match self.emulation().filter(|_| header.due_ns > 0) {
-            Some(model) => self.ready_from(self.timeline().instant(header.due_ns), model.th_ns),
-            None => Instant::now(),
-        };
+        let ready_at = self.emulation.hop_ready(&header);
         self.push(forwarded, Payload::One(frame.payload), ready_at, None)
-    }
-
-    /// When a frame whose emulated schedule lets it go at `due` is ready to go, now that
-    /// the software got to it: software time up to `slack_ns` (t_s at the source, t_h at
-    /// a hop: the costs that stand for it in the model) hides inside the emulated time;
-    /// beyond that it delays the frame, and the wire time t_w·m is never hidden.
-    fn ready_from(&self, due: Instant, slack_ns: u64) -> Instant {
-        let now = Instant::now();
-        due.max(now.checked_sub(self.clock().duration(slack_ns)).unwrap_or(now))
     }
 
     /// Before the link from `peer` reads the long payload of `header`, a message for this
     /// node: waits until this node asks for it. This is the rendezvous MPI libraries use
-    /// above their eager limit (`links::RENDEZVOUS_ABOVE`): until the receive is posted
+    /// above their eager limit (`stream::RENDEZVOUS_ABOVE`): until the receive is posted
     /// the payload stays in the socket and TCP holds its sender back, so a node never
     /// buffers large messages of later steps that it is not ready for (an 8 MiB all-reduce
     /// by recursive doubling held a fourth vector that way). It reads at once when the
@@ -421,7 +294,7 @@ impl Router {
     /// this one), on emulated links (their timing stays as it was), and after
     /// `HOLD_LIMIT` in any case: the hold saves memory, it never decides an outcome.
     pub async fn admit(&self, header: &FrameHeader, peer: NodeId) {
-        if header.dst() != self.id || self.emulation().is_some() {
+        if header.dst() != self.id || self.emulation.is_on() {
             return;
         }
         let limit = Instant::now() + HOLD_LIMIT;
@@ -508,5 +381,31 @@ impl Router {
         }
         let outgoing = Outgoing { header, payload, ready_at, written };
         link.frames.send(outgoing).map_err(|_| RouteError::LinkClosed(via))
+    }
+}
+
+impl Endpoint for Router {
+    fn id(&self) -> NodeId {
+        self.id
+    }
+
+    fn emulation(&self) -> &Emulation {
+        &self.emulation
+    }
+
+    fn on_frame(&self, from: NodeId, frame: Frame) -> Result<(), String> {
+        Router::on_frame(self, from, frame).map_err(|error| format!("link to node {from}: {error}"))
+    }
+
+    fn admit(&self, header: &FrameHeader, from: NodeId) -> impl Future<Output = ()> + Send {
+        Router::admit(self, header, from)
+    }
+
+    fn landing(&self, header: &FrameHeader, len: usize) -> Option<Place> {
+        Router::landing(self, header, len)
+    }
+
+    fn link_failed(&self, reason: String) {
+        Router::link_failed(self, reason);
     }
 }

@@ -26,7 +26,7 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
     router.mailbox().begin_run(spec.run);
     let clock_offset_ns = spec.clock_offsets_ns.get(id).copied().unwrap_or(0);
     router.set_emulation(spec.emulation, clock_offset_ns);
-    router.set_due_horizon(spec.timeout());
+    router.emulation().set_due_horizon(spec.timeout());
     let mut report = NodeReport::empty(spec.run, id);
     let last = match admit(spec, p, &mut report) {
         Ok(last) => last,

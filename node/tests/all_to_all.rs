@@ -12,7 +12,7 @@ use topocomm_node::collectives::blocks::BlockLayout;
 use topocomm_node::collectives::patterns::Reduction;
 use topocomm_node::collectives::reduce_scatter::reduce_scatter_layout;
 use topocomm_node::collectives::{self, allreduce};
-use topocomm_node::testing::MemoryCluster;
+use topocomm_node::memory_cluster::MemoryCluster;
 use topocomm_node::{Comm, CommError};
 use topocomm_proto::elements::{ElementsError, combine};
 use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp, RunSpec};

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use topocomm_node::collectives::{self, reduce};
-use topocomm_node::testing::MemoryCluster;
+use topocomm_node::memory_cluster::MemoryCluster;
 use topocomm_node::{Comm, CommError};
 use topocomm_proto::elements::ElementsError;
 use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp, RunSpec};

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::time::Instant;
+use topocomm_node::memory_cluster::MemoryCluster;
 use topocomm_node::pacing::Clock;
-use topocomm_node::testing::MemoryCluster;
 use topocomm_proto::spec::{LinkModel, Routing};
 use topocomm_proto::{NodeId, Topology, TopologyKind};
 

@@ -11,9 +11,10 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use topocomm_node::Comm;
 use topocomm_node::comm::CommError;
+use topocomm_node::memory_cluster::MemoryCluster;
 use topocomm_node::pacing::Timeline;
 use topocomm_node::router::Router;
-use topocomm_node::testing::MemoryCluster;
+use topocomm_node::transport::stream::StreamLink;
 use topocomm_proto::frame::FrameHeader;
 use topocomm_proto::{Topology, TopologyKind};
 
@@ -28,7 +29,8 @@ fn lone_node() -> (std::sync::Arc<Router>, DuplexStream) {
 fn lone_node_taking(max_frame: usize) -> (std::sync::Arc<Router>, DuplexStream) {
     let topology = Topology::new(TopologyKind::Ring, 2, None).unwrap();
     let (near, far) = tokio::io::duplex(1 << 16);
-    let router = Router::start(0, topology, vec![(1, near)], max_frame, Timeline::Real { offset_ns: 0 });
+    let router =
+        Router::start(0, topology, vec![(1, StreamLink::new(near, max_frame))], Timeline::Real { offset_ns: 0 });
     (router, far)
 }
 
@@ -94,7 +96,7 @@ async fn a_peer_that_hangs_up_fails_the_wait_with_its_name() {
 #[tokio::test]
 async fn a_frame_due_beyond_the_deadline_is_refused_not_held() {
     let (router, mut far) = lone_node();
-    router.set_due_horizon(Duration::from_secs(5));
+    router.emulation().set_due_horizon(Duration::from_secs(5));
     // Due in about a century: a forged or stray emulated frame.
     let due_ns = topocomm_node::timebase::now_ns() + 100 * 365 * 24 * 3600 * 1_000_000_000;
     write_frame(&mut far, FrameHeader { due_ns, ..header(1, 0) }, b"late").await;

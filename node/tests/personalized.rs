@@ -11,7 +11,7 @@ use bytes::Bytes;
 use topocomm_node::CommError;
 use topocomm_node::collectives::blocks::BlockLayout;
 use topocomm_node::collectives::{self, alltoall, scatter_gather};
-use topocomm_node::testing::MemoryCluster;
+use topocomm_node::memory_cluster::MemoryCluster;
 use topocomm_proto::reference;
 use topocomm_proto::spec::{Algorithm, Collective, Dtype, RunSpec};
 use topocomm_proto::{Topology, TopologyKind};

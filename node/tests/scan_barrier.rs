@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use topocomm_node::collectives::{self, barrier};
-use topocomm_node::testing::MemoryCluster;
+use topocomm_node::memory_cluster::MemoryCluster;
 use topocomm_node::{Comm, CommError};
 use topocomm_proto::reference;
 use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp, RunSpec};

@@ -1,15 +1,17 @@
-//! The data-plane frame: a fixed-size bincode header (run, iteration, source,
-//! destination, tag, hop count) followed by payload bytes that are never re-serialised.
+//! The data-plane frame: a fixed-size header (run, iteration, source, destination, tag,
+//! hop count, ...) followed by payload bytes that are never re-serialised.
 //!
 //! On the wire a frame is `u32 length (big-endian) | header | payload`, where the
 //! length counts header and payload. The length prefix is written and checked by
-//! the node's link layer (`node/src/links.rs`, which reads a long payload straight into
-//! its destination); this file only knows the header.
+//! the node's stream link (`node/src/transport/stream.rs`, which reads a long payload
+//! straight into its destination); this file only knows the header. The header's 41
+//! bytes are its fields in order, little-endian, `last` as one byte 0 or 1 (the layout
+//! bincode's fixed-int encoding gives it), written into an array: no allocation per frame.
 
-use bytes::Bytes;
+use bytes::{Buf, BufMut, Bytes};
 use serde::{Deserialize, Serialize};
 
-use crate::codec::{self, CodecError};
+use crate::codec::CodecError;
 use crate::topology::NodeId;
 
 /// A message tag chosen by an algorithm (usually its step number).
@@ -63,12 +65,50 @@ impl FrameHeader {
         self.dst as NodeId
     }
 
-    pub fn encode(&self) -> Vec<u8> {
-        codec::encode(self).expect("a frame header always encodes")
+    /// The header's bytes.
+    pub fn encode(&self) -> [u8; Self::ENCODED_LEN] {
+        let mut bytes = [0; Self::ENCODED_LEN];
+        let mut out = &mut bytes[..];
+        out.put_u64_le(self.run);
+        out.put_u32_le(self.iteration);
+        out.put_u32_le(self.src);
+        out.put_u32_le(self.dst);
+        out.put_u32_le(self.tag);
+        out.put_u16_le(self.hops);
+        out.put_u16_le(self.step);
+        out.put_u32_le(self.packet);
+        out.put_u8(u8::from(self.last));
+        out.put_u64_le(self.due_ns);
+        bytes
     }
 
+    /// The header in `bytes`, which must be exactly [`FrameHeader::ENCODED_LEN`] long.
     pub fn decode(bytes: &[u8]) -> Result<Self, CodecError> {
-        codec::decode(bytes)
+        if bytes.len() != Self::ENCODED_LEN {
+            return Err(CodecError::Decode(format!(
+                "a frame header is {} bytes, not {}",
+                Self::ENCODED_LEN,
+                bytes.len()
+            )));
+        }
+        let mut at = bytes;
+        let header = FrameHeader {
+            run: at.get_u64_le(),
+            iteration: at.get_u32_le(),
+            src: at.get_u32_le(),
+            dst: at.get_u32_le(),
+            tag: at.get_u32_le(),
+            hops: at.get_u16_le(),
+            step: at.get_u16_le(),
+            packet: at.get_u32_le(),
+            last: match at.get_u8() {
+                0 => false,
+                1 => true,
+                other => return Err(CodecError::Decode(format!("invalid boolean value {other} for `last`"))),
+            },
+            due_ns: at.get_u64_le(),
+        };
+        Ok(header)
     }
 }
 
@@ -93,11 +133,6 @@ impl Frame {
         let header_bytes = body.split_to(FrameHeader::ENCODED_LEN);
         let header = FrameHeader::decode(&header_bytes)?;
         Ok(Frame { header, payload: body })
-    }
-
-    /// Header plus payload length: what the length prefix says.
-    pub fn body_len(&self) -> usize {
-        FrameHeader::ENCODED_LEN + self.payload.len()
     }
 }
 
@@ -127,7 +162,7 @@ mod tests {
 
     #[test]
     fn parse_keeps_payload_without_copy() {
-        let mut body = header().encode();
+        let mut body = header().encode().to_vec();
         body.extend_from_slice(b"payload");
         let body = Bytes::from(body);
         let frame = Frame::parse(body.clone()).unwrap();
@@ -135,6 +170,26 @@ mod tests {
         assert_eq!(&frame.payload[..], b"payload");
         // Same allocation: the payload points into the received body.
         assert_eq!(frame.payload.as_ptr(), body[FrameHeader::ENCODED_LEN..].as_ptr());
+    }
+
+    #[test]
+    fn the_header_is_laid_out_as_bincode_lays_it_out() {
+        // The layout is the one bincode's fixed-int little-endian encoding gives, so
+        // frames of earlier builds read the same.
+        let config = bincode::config::standard().with_fixed_int_encoding().with_little_endian();
+        let by_bincode = bincode::serde::encode_to_vec(header(), config).unwrap();
+        assert_eq!(header().encode().to_vec(), by_bincode);
+        assert_eq!(FrameHeader::decode(&by_bincode).unwrap(), header());
+    }
+
+    #[test]
+    fn a_header_of_the_wrong_length_or_flag_is_an_error() {
+        let bytes = header().encode();
+        assert!(FrameHeader::decode(&bytes[..40]).is_err());
+        assert!(FrameHeader::decode(&[&bytes[..], &[0]].concat()).is_err());
+        let mut bad_flag = bytes;
+        bad_flag[32] = 2;
+        assert!(FrameHeader::decode(&bad_flag).is_err());
     }
 
     #[test]

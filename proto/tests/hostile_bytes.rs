@@ -202,11 +202,11 @@ impl Decoder {
         let auth = |m: &dyn erased::Encode| m.auth();
         let ctl = |m: &dyn erased::Encode| m.control();
         match self {
-            Decoder::FrameHeader => vec![header().encode()],
+            Decoder::FrameHeader => vec![header().encode().to_vec()],
             Decoder::FrameParse => {
-                let mut body = header().encode();
+                let mut body = header().encode().to_vec();
                 body.extend_from_slice(b"payload bytes");
-                vec![header().encode(), body]
+                vec![header().encode().to_vec(), body]
             }
             Decoder::Hello => vec![auth(&node_hello()), auth(&link_hello()), auth(&client_hello())],
             Decoder::Challenge => vec![

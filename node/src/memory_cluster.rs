@@ -1,5 +1,7 @@
-//! An in-memory cluster for tests: the real router and link tasks of every node,
-//! with each topology edge an in-memory byte pipe (`tokio::io::duplex`) instead of TCP.
+//! A whole cluster in one process: the real router and link tasks of every node, each
+//! topology edge an in-memory link instead of TCP — a byte pipe (`tokio::io::duplex`,
+//! the stream link's codec included) or a frame channel ([`MemoryLink`]). The cost
+//! model runs on it with the virtual clock; the tests run every algorithm on it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,11 +17,24 @@ use crate::collectives;
 use crate::comm::{Comm, CommError};
 use crate::pacing::{Clock, Timeline};
 use crate::router::Router;
+use crate::transport::Link;
+use crate::transport::memory::MemoryLink;
+use crate::transport::stream::StreamLink;
 
 /// Bytes an in-memory pipe buffers per direction before its writer waits.
 const PIPE_CAPACITY: usize = 256 * 1024;
 
-/// Every node of a topology, wired with in-memory pipes.
+/// What an in-memory cluster's edges are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Wires {
+    /// Byte pipes carrying the frames as a TCP link does ([`StreamLink`]).
+    #[default]
+    BytePipes,
+    /// Channels handing frames over as values ([`MemoryLink`]).
+    FrameChannels,
+}
+
+/// Every node of a topology, wired in memory.
 pub struct MemoryCluster {
     routers: Vec<Arc<Router>>,
 }
@@ -34,21 +49,32 @@ impl MemoryCluster {
     /// Wires `topology`, measuring emulated delays on `clock` (`Clock::Virtual` in a
     /// paused runtime makes every run take exactly its emulated time).
     pub fn with_clock(topology: &Topology, clock: Clock) -> Self {
-        let p = topology.p();
-        let mut streams: Vec<Vec<(NodeId, tokio::io::DuplexStream)>> = (0..p).map(|_| Vec::new()).collect();
-        for (a, b) in topology.edges() {
-            let (end_a, end_b) = tokio::io::duplex(PIPE_CAPACITY);
-            streams[a].push((b, end_a));
-            streams[b].push((a, end_b));
-        }
+        Self::wired(topology, clock, Wires::BytePipes)
+    }
+
+    /// Wires `topology` with `wires`, measuring emulated delays on `clock`.
+    pub fn wired(topology: &Topology, clock: Clock, wires: Wires) -> Self {
         // One base for every node, so that their frames' times compare.
         let timeline = Timeline::of(clock, Instant::now());
-        let routers = streams
-            .into_iter()
-            .enumerate()
-            .map(|(id, links)| Router::start(id, topology.clone(), links, DEFAULT_MAX_FRAME, timeline))
-            .collect();
+        let routers = match wires {
+            Wires::BytePipes => Self::start_routers(topology, timeline, || {
+                let (a, b) = tokio::io::duplex(PIPE_CAPACITY);
+                (StreamLink::new(a, DEFAULT_MAX_FRAME), StreamLink::new(b, DEFAULT_MAX_FRAME))
+            }),
+            Wires::FrameChannels => Self::start_routers(topology, timeline, MemoryLink::pair),
+        };
         MemoryCluster { routers }
+    }
+
+    /// Starts every node's router, each edge of `topology` a link from `pair`.
+    fn start_routers<L: Link>(topology: &Topology, timeline: Timeline, pair: impl Fn() -> (L, L)) -> Vec<Arc<Router>> {
+        let mut links: Vec<Vec<(NodeId, L)>> = (0..topology.p()).map(|_| Vec::new()).collect();
+        for (a, b) in topology.edges() {
+            let (end_a, end_b) = pair();
+            links[a].push((b, end_a));
+            links[b].push((a, end_b));
+        }
+        links.into_iter().enumerate().map(|(id, links)| Router::start(id, topology.clone(), links, timeline)).collect()
     }
 
     /// The router of node `id`.

@@ -1,0 +1,221 @@
+//! The link physics of emulated runs, as a layer between the router and its links: a
+//! message costs t_s + t_w·m per link it crosses and t_h per hop, links carry one
+//! transfer at a time per direction (contention), store-and-forward passes a message on
+//! once its tail has arrived, cut-through once its head has (whole, or in `--packet`
+//! packets). Hockney's model as [GGKK 4] states it: [`LinkModel`] holds the numbers.
+//!
+//! How it runs: a frame is stamped as it leaves a link with the instant its tail
+//! reaches the peer on the emulated timeline (`due_ns`, [`Emulation::depart`]) and goes
+//! out at once; the peer holds a frame for itself until then ([`Emulation::hold`]) and
+//! passes one on at once, scheduled from its due time. So the real transfer and the
+//! receiver's wake-up happen while the emulated link is busy, and the schedule's instants
+//! come from the model, never from when a write happened to finish: timing errors do not
+//! add up. Outside emulated runs every step here is a no-op.
+
+use std::sync::RwLock;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use topocomm_proto::NodeId;
+use topocomm_proto::frame::{FrameHeader, SYSTEM_TAG_BASE};
+use topocomm_proto::spec::LinkModel;
+
+use super::{Outgoing, Payload};
+use crate::pacing::{Clock, Timeline};
+
+/// The physics of one node's links for the run in progress.
+pub struct Emulation {
+    /// The link physics of the current run (`None`: full speed).
+    model: RwLock<Option<LinkModel>>,
+    /// How far ahead of now an emulated frame may be due: the run's deadline (`None`
+    /// outside a run, as in the cost model, whose virtual links may queue far ahead).
+    due_horizon: RwLock<Option<Duration>>,
+    /// The timeline emulated frames are stamped on (the clock delays are measured on).
+    timeline: RwLock<Timeline>,
+}
+
+/// When an emulated link (one direction of it) is next free: each link's writer keeps
+/// one and hands it to [`Emulation::depart`] with every frame.
+#[derive(Debug, Clone, Copy)]
+pub struct Occupancy {
+    free_at: Instant,
+}
+
+impl Default for Occupancy {
+    fn default() -> Self {
+        Occupancy { free_at: Instant::now() }
+    }
+}
+
+impl Emulation {
+    /// Full speed, with emulated delays measured on `timeline` once a run sets a model.
+    pub fn new(timeline: Timeline) -> Self {
+        Emulation { model: RwLock::new(None), due_horizon: RwLock::new(None), timeline: RwLock::new(timeline) }
+    }
+
+    /// Sets the link physics for the run that starts (`None`: full speed), and this
+    /// node's clock offset from the coordinator's (how its timeline reads).
+    pub fn set(&self, model: Option<LinkModel>, clock_offset_ns: i64) {
+        *self.model.write().expect("emulation lock") = model;
+        let mut timeline = self.timeline.write().expect("timeline lock");
+        *timeline = timeline.with_offset(clock_offset_ns);
+    }
+
+    /// Sets how far ahead of now an emulated frame may be due (the run's per-iteration
+    /// deadline): a frame due later is refused, never held.
+    pub fn set_due_horizon(&self, horizon: Duration) {
+        *self.due_horizon.write().expect("horizon lock") = Some(horizon);
+    }
+
+    /// The link physics in force, if any.
+    pub fn model(&self) -> Option<LinkModel> {
+        *self.model.read().expect("emulation lock")
+    }
+
+    /// Whether links are emulated now.
+    pub fn is_on(&self) -> bool {
+        self.model().is_some()
+    }
+
+    /// The timeline emulated frames are stamped on.
+    pub fn timeline(&self) -> Timeline {
+        *self.timeline.read().expect("timeline lock")
+    }
+
+    /// The clock emulated delays are measured on.
+    pub fn clock(&self) -> Clock {
+        self.timeline().clock()
+    }
+
+    /// When a message this node sends is ready to go: at `causal` (when its schedule let
+    /// it go, see `Comm`), or now if the software got there later than t_s allows; now
+    /// when links are not emulated or the sender has no schedule instant.
+    pub fn source_ready(&self, causal: Option<Instant>) -> Instant {
+        match (causal, self.model()) {
+            (Some(causal), Some(model)) => self.ready_from(causal, model.ts_ns),
+            _ => Instant::now(),
+        }
+    }
+
+    /// When a frame that passes through this node is ready to go on: when its tail
+    /// arrived here (`header.due_ns`), or now if the software got there later than t_h
+    /// allows; now when it carries no due time.
+    pub fn hop_ready(&self, header: &FrameHeader) -> Instant {
+        match self.model().filter(|_| header.due_ns > 0) {
+            Some(model) => self.ready_from(self.timeline().instant(header.due_ns), model.th_ns),
+            None => Instant::now(),
+        }
+    }
+
+    /// The due time of a message this node sends to itself: when it was ready (0 when
+    /// links are not emulated).
+    pub fn self_due_ns(&self, ready_at: Instant) -> u64 {
+        if self.is_on() { self.timeline().ns(ready_at) } else { 0 }
+    }
+
+    /// Under cut-through with packets, the packets an algorithm message leaves in (each
+    /// hop passes them on as they arrive), in order; `Err` gives the payload back when
+    /// the message leaves whole.
+    pub fn packets(&self, header: FrameHeader, payload: Payload) -> Result<Vec<(FrameHeader, Payload)>, Payload> {
+        let Some(model) = self.model().filter(|model| model.packetized() && header.tag < SYSTEM_TAG_BASE) else {
+            return Err(payload);
+        };
+        let payload = payload.into_bytes();
+        let packet = model.packet_len(payload.len());
+        let count = payload.len().div_ceil(packet).max(1);
+        Ok((0..count)
+            .map(|index| {
+                let part =
+                    payload.slice((index * packet).min(payload.len())..((index + 1) * packet).min(payload.len()));
+                (FrameHeader { packet: index as u32, last: index + 1 == count, ..header }, Payload::One(part))
+            })
+            .collect())
+    }
+
+    /// Stamps an algorithm frame leaving a link free from `occupancy` with the instant
+    /// its tail reaches the peer ([`link_free_at`]), and marks the link busy until then.
+    pub fn depart(&self, occupancy: &mut Occupancy, outgoing: &mut Outgoing) {
+        let Some(model) = self.model().filter(|_| outgoing.header.tag < SYSTEM_TAG_BASE) else {
+            return;
+        };
+        let timeline = self.timeline();
+        let header = &outgoing.header;
+        occupancy.free_at = link_free_at(
+            &model,
+            timeline.clock(),
+            header,
+            outgoing.payload.len(),
+            outgoing.ready_at,
+            occupancy.free_at,
+        );
+        // Never due before it is written (a writer that ran late delays it).
+        outgoing.header.due_ns = timeline.ns(occupancy.free_at.max(Instant::now()));
+    }
+
+    /// An emulated frame for node `me` travelled ahead of its time: it is released when
+    /// its tail is due, as a network emulator releases a packet. One to forward goes on
+    /// at once: its next link is scheduled from its due time, so no hop adds its real
+    /// latency to the emulated one. A frame due beyond the run's deadline is no frame of
+    /// this run (or a forged one): refused, not held in memory until then.
+    pub async fn hold(&self, me: NodeId, from: NodeId, header: &FrameHeader) -> Result<(), String> {
+        if header.due_ns == 0 || header.tag >= SYSTEM_TAG_BASE || header.dst() != me {
+            return Ok(());
+        }
+        let timeline = self.timeline();
+        let due = timeline.instant(header.due_ns);
+        let horizon = *self.due_horizon.read().expect("horizon lock");
+        if let Some(horizon) = horizon
+            && Instant::now().checked_add(horizon).is_none_or(|latest| due > latest)
+        {
+            return Err(format!(
+                "link to node {from}: a frame due {:.1} s from now, beyond the run's deadline of {horizon:?}",
+                due.saturating_duration_since(Instant::now()).as_secs_f64()
+            ));
+        }
+        timeline.clock().wait_until(due).await;
+        tracing::trace!(late_us = crate::pacing::late_us(due), "released");
+        Ok(())
+    }
+
+    /// When a frame whose emulated schedule lets it go at `due` is ready to go, now that
+    /// the software got to it: software time up to `slack_ns` (t_s at the source, t_h at
+    /// a hop: the costs that stand for it in the model) hides inside the emulated time;
+    /// beyond that it delays the frame, and the wire time t_w·m is never hidden.
+    fn ready_from(&self, due: Instant, slack_ns: u64) -> Instant {
+        let now = Instant::now();
+        due.max(now.checked_sub(self.clock().duration(slack_ns)).unwrap_or(now))
+    }
+}
+
+/// When an emulated link, free from `free_at`, has carried the frame `header` heads (with
+/// `payload_len` bytes, ready to go at `ready_at`):
+///
+/// * a frame (a message, or one packet of it) occupies the link for t_w · bytes, plus
+///   t_h on a message's first packet, plus t_s when its source sends it; it starts when
+///   it is ready or when the link frees up, whichever is later (one transfer at a time);
+/// * cut-through without packets: a message an intermediate node passes on had its head
+///   here t_w · m before its tail, so it leaves t_h after the tail arrived — unless the
+///   link is busy, in which case the head waits and the whole message with it.
+pub fn link_free_at(
+    model: &LinkModel,
+    clock: Clock,
+    header: &FrameHeader,
+    payload_len: usize,
+    ready_at: Instant,
+    free_at: Instant,
+) -> Instant {
+    let transfer = clock.duration(model.transfer_ns(payload_len));
+    let mut busy = transfer;
+    if header.packet == 0 {
+        busy += clock.duration(model.th_ns);
+        if header.hops == 0 {
+            busy += clock.duration(model.ts_ns);
+        }
+    }
+    let ready = if model.cuts_through_whole() && header.hops > 0 {
+        ready_at.checked_sub(transfer).unwrap_or(ready_at)
+    } else {
+        ready_at
+    };
+    free_at.max(ready) + busy
+}

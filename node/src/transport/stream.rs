@@ -1,0 +1,266 @@
+//! Frames as bytes over any byte stream: TCP (raw, or encrypted by `secure`) in the
+//! daemon, an in-memory duplex pipe in tests and the cost model. A reader cuts the stream
+//! into `u32 length | header | payload` frames and hands them to the endpoint; a writer
+//! sends the outbox with vectored writes of length prefixes, headers and payload parts.
+//! No payload is ever copied into a codec buffer: the writer names the sender's buffers,
+//! several queued frames per system call; the reader leaves a short payload in its
+//! read-ahead buffer and reads a long one, once its receive is posted
+//! ([`Endpoint::admit`], a rendezvous), straight into a buffer of its own — or into the
+//! place that receive offers for it (see `assembly`).
+
+use std::io::IoSlice;
+use std::sync::Arc;
+
+use bytes::{Buf, BufMut, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+use topocomm_proto::NodeId;
+use topocomm_proto::frame::{Frame, FrameHeader};
+
+use super::emulated::Occupancy;
+use super::{Endpoint, Link, Outbox, Outgoing};
+
+/// A link over the byte stream `S`, refusing frames longer than `max_frame` bytes.
+pub struct StreamLink<S> {
+    stream: S,
+    max_frame: usize,
+}
+
+impl<S> StreamLink<S> {
+    /// The link over `stream` (already handshaken), taking frames of up to `max_frame`
+    /// bytes (header and payload).
+    pub fn new(stream: S, max_frame: usize) -> Self {
+        StreamLink { stream, max_frame }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Send + 'static> Link for StreamLink<S> {
+    /// Starts a writer and a reader task.
+    fn start<E: Endpoint>(self, peer: NodeId, outbox: Outbox, endpoint: Arc<E>, cancel: CancellationToken) {
+        let (reader, writer) = tokio::io::split(self.stream);
+        let write_cancel = cancel.clone();
+        let write_endpoint = endpoint.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                result = write_frames(writer, outbox, &*write_endpoint) => {
+                    if let Err(error) = result {
+                        let reason = format!("link to node {peer}: write failed: {error}");
+                        tracing::warn!(peer, %error, "link write failed");
+                        write_endpoint.link_failed(reason);
+                    }
+                }
+                _ = write_cancel.cancelled() => {}
+            }
+        });
+        let max_frame = self.max_frame;
+        tokio::spawn(async move {
+            tokio::select! {
+                reason = read_frames(reader, peer, &*endpoint, max_frame) => {
+                    tracing::warn!(peer, %reason, "link closed");
+                    endpoint.link_failed(reason);
+                }
+                _ = cancel.cancelled() => {}
+            }
+            // Whatever ended the reader ends the writer too, so the connection closes.
+            cancel.cancel();
+        });
+    }
+}
+
+/// Reads frames until the stream fails; returns why it stopped.
+async fn read_frames<R: AsyncRead, E: Endpoint>(reader: R, peer: NodeId, endpoint: &E, max_frame: usize) -> String {
+    let mut reader = std::pin::pin!(reader);
+    let mut buffer = BytesMut::with_capacity(READ_AHEAD);
+    loop {
+        let frame = match next_frame(&mut reader, &mut buffer, max_frame, endpoint, peer).await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => return format!("link to node {peer} was closed by the peer"),
+            Err(FrameError::Io(error)) => return format!("link to node {peer}: bad frame: {error}"),
+            Err(FrameError::Malformed(reason)) => return format!("link to node {peer}: malformed frame: {reason}"),
+        };
+        if let Err(reason) = endpoint.arrive(peer, frame).await {
+            return reason;
+        }
+    }
+}
+
+/// Bytes the reader asks the stream for at a time (several small frames per read).
+const READ_AHEAD: usize = 64 * 1024;
+
+/// Payloads longer than this are read straight into a buffer of their own, allocated
+/// once at their exact length (a shorter one shares the read-ahead buffer), and only
+/// once their receive is posted ([`Endpoint::admit`]): Open MPI's TCP transport sends
+/// messages up to 64 KiB eagerly too, and longer ones after a rendezvous.
+pub const RENDEZVOUS_ABOVE: usize = 64 * 1024;
+
+/// Why a frame could not be read.
+enum FrameError {
+    /// The stream failed, or a length prefix is over the limit.
+    Io(std::io::Error),
+    /// The bytes do not make a frame.
+    Malformed(String),
+}
+
+impl From<std::io::Error> for FrameError {
+    fn from(error: std::io::Error) -> Self {
+        FrameError::Io(error)
+    }
+}
+
+/// Reads the next `u32 length | header | payload` frame (`None`: the stream ended
+/// between frames). The payload is never copied after the read: a short one is a slice
+/// of `buffer`; a long one waits for its receive, then lands in the place that receive
+/// offers for it (its part of an assembled result), or else in a buffer of its own.
+async fn next_frame<R: AsyncRead + Unpin, E: Endpoint>(
+    reader: &mut R,
+    buffer: &mut BytesMut,
+    max_frame: usize,
+    endpoint: &E,
+    peer: NodeId,
+) -> Result<Option<Frame>, FrameError> {
+    if !fill(reader, buffer, 4).await? {
+        if buffer.is_empty() {
+            return Ok(None);
+        }
+        return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+    }
+    let len = u32::from_be_bytes(buffer[..4].try_into().expect("four bytes")) as usize;
+    if len > max_frame {
+        let message = format!("frame size too big: {len} bytes, over the {max_frame}-byte limit");
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, message).into());
+    }
+    let payload_len = len.saturating_sub(FrameHeader::ENCODED_LEN);
+    if payload_len <= RENDEZVOUS_ABOVE {
+        expect(fill(reader, buffer, 4 + len).await?)?;
+        buffer.advance(4);
+        let body = buffer.split_to(len).freeze();
+        return Frame::parse(body).map(Some).map_err(|error| FrameError::Malformed(error.to_string()));
+    }
+    expect(fill(reader, buffer, 4 + FrameHeader::ENCODED_LEN).await?)?;
+    buffer.advance(4);
+    let header = FrameHeader::decode(&buffer.split_to(FrameHeader::ENCODED_LEN))
+        .map_err(|error| FrameError::Malformed(error.to_string()))?;
+    let early = buffer.split_to(buffer.len().min(payload_len));
+    endpoint.admit(&header, peer).await;
+    let payload = match endpoint.landing(&header, payload_len) {
+        Some(mut place) => {
+            place.put_slice(&early);
+            read_exactly(reader, &mut place).await?;
+            place.filled().map_err(|error| FrameError::Malformed(error.to_string()))?
+        }
+        None => {
+            let mut own = BytesMut::with_capacity(payload_len);
+            own.put_slice(&early);
+            let rest = payload_len - own.len();
+            read_exactly(reader, &mut (&mut own).limit(rest)).await?;
+            own.freeze()
+        }
+    };
+    Ok(Some(Frame { header, payload }))
+}
+
+/// Reads until `into` has no room left (`remaining_mut` must be exact: a `Place`, or a
+/// `limit`ed buffer), never past it: the next frame stays in the stream.
+async fn read_exactly<R: AsyncRead + Unpin, B: BufMut>(reader: &mut R, into: &mut B) -> std::io::Result<()> {
+    while into.remaining_mut() > 0 {
+        let rest = into.remaining_mut() as u64;
+        if (&mut *reader).take(rest).read_buf(into).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+    Ok(())
+}
+
+/// Reads until `buffer` holds at least `n` bytes; false if the stream ends first.
+async fn fill<R: AsyncRead + Unpin>(reader: &mut R, buffer: &mut BytesMut, n: usize) -> std::io::Result<bool> {
+    while buffer.len() < n {
+        buffer.reserve((n - buffer.len()).max(READ_AHEAD));
+        if reader.read_buf(buffer).await? == 0 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// A stream that ends inside a frame is an error.
+fn expect(filled: bool) -> Result<(), FrameError> {
+    if filled { Ok(()) } else { Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into()) }
+}
+
+/// Writes frames until the router drops the queue. The frames already queued go out
+/// together (up to `BATCH_FRAMES`) in vectored writes: one system call for a burst of
+/// small frames, and a frame's payload parts are never copied together. Each frame
+/// passes the link physics as it is dequeued ([`Endpoint::depart`]).
+async fn write_frames<W: AsyncWrite, E: Endpoint>(writer: W, mut outbox: Outbox, endpoint: &E) -> std::io::Result<()> {
+    let mut writer = std::pin::pin!(writer);
+    let mut occupancy = Occupancy::default();
+    let mut batch = Vec::with_capacity(BATCH_FRAMES);
+    let mut heads = Vec::with_capacity(BATCH_FRAMES * HEAD_LEN);
+    while let Some(first) = outbox.recv().await {
+        let mut next = Some(first);
+        while let Some(mut outgoing) = next.take() {
+            endpoint.depart(&mut occupancy, &mut outgoing);
+            batch.push(outgoing);
+            if batch.len() == BATCH_FRAMES {
+                write_batch(&mut writer, &mut batch, &mut heads).await?;
+            }
+            next = outbox.try_recv().ok();
+        }
+        write_batch(&mut writer, &mut batch, &mut heads).await?;
+        // Nothing more is queued: what a stream holds back (an encrypted link's last
+        // sealed record) goes out now, not with the next frame. A no-op on raw TCP.
+        writer.flush().await?;
+    }
+    writer.shutdown().await
+}
+
+/// Frames one vectored write may carry.
+const BATCH_FRAMES: usize = 32;
+
+/// Buffers one vectored write may name (Linux allows 1024).
+const MAX_SLICES: usize = 512;
+
+/// Length prefix and header of a frame on the wire.
+const HEAD_LEN: usize = 4 + FrameHeader::ENCODED_LEN;
+
+/// Writes `batch` back to back: each frame's length prefix and header (encoded into
+/// `heads`, reused from batch to batch), then its payload parts, uncopied.
+async fn write_batch<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    batch: &mut Vec<Outgoing>,
+    heads: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    heads.clear();
+    for outgoing in batch.iter() {
+        heads.put_u32((FrameHeader::ENCODED_LEN + outgoing.payload.len()) as u32);
+        heads.extend_from_slice(&outgoing.header.encode());
+    }
+    let mut slices: Vec<&[u8]> = Vec::with_capacity(batch.len() * 2);
+    for (outgoing, head) in batch.iter().zip(heads.chunks(HEAD_LEN)) {
+        slices.push(head);
+        slices.extend(outgoing.payload.parts().iter().map(|part| &part[..]).filter(|part| !part.is_empty()));
+    }
+    write_all_slices(writer, &slices).await?;
+    drop(slices);
+    batch.clear();
+    Ok(())
+}
+
+/// Writes `slices` one after another with vectored writes until all are out, at most
+/// `MAX_SLICES` buffers per system call.
+pub async fn write_all_slices<W: AsyncWrite + Unpin>(writer: &mut W, slices: &[&[u8]]) -> std::io::Result<()> {
+    let mut io: Vec<IoSlice> =
+        slices.iter().filter(|slice| !slice.is_empty()).map(|slice| IoSlice::new(slice)).collect();
+    let mut rest = &mut io[..];
+    while !rest.is_empty() {
+        let written = writer.write_vectored(&rest[..rest.len().min(MAX_SLICES)]).await?;
+        if written == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        IoSlice::advance_slices(&mut rest, written);
+    }
+    Ok(())
+}
