@@ -12,7 +12,7 @@ use topocomm_proto::TopologyKind;
 use topocomm_proto::auth::Key;
 use topocomm_proto::spec::{Algorithm, Collective, Dtype, MAX_TIMEOUT, ReduceOp, Routing};
 
-use crate::client::Credentials;
+use crate::control::client::Credentials;
 
 /// Run, measure and understand collective communication on interconnection networks.
 #[derive(Debug, Parser)]
@@ -177,11 +177,11 @@ pub struct SweepArgs {
     pub nodes: usize,
     /// Algorithms: `all` (every one of the collective's), or a comma list; default the
     /// one made for the topology.
-    #[arg(long, short = 'a', value_parser = crate::sweep::parse_algorithms)]
-    pub algorithm: Option<crate::sweep::Algorithms>,
+    #[arg(long, short = 'a', value_parser = crate::tools::sweep::parse_algorithms)]
+    pub algorithm: Option<crate::tools::sweep::Algorithms>,
     /// Bytes per node: `8B..8MiB` (doubling from the first) or a comma list (`1KiB,64KiB`).
     // `std::vec::Vec`, not `Vec`: clap would read `Vec<_>` as many values of u64.
-    #[arg(long, default_value = "8B..1MiB", value_parser = crate::sweep::parse_sizes)]
+    #[arg(long, default_value = "8B..1MiB", value_parser = crate::tools::sweep::parse_sizes)]
     pub sizes: std::vec::Vec<u64>,
     /// The root of broadcast, reduce, scatter and gather.
     #[arg(long, default_value_t = 0)]

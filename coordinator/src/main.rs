@@ -1,25 +1,9 @@
 //! `topocomm`: the coordinator and the user's command line.
 
-mod bench_model;
-mod calibrate;
-mod calibration;
 mod cli;
-mod client;
-mod cluster;
-mod diagram;
-mod explain;
-mod local;
-mod model;
-mod picture;
-mod plot;
-mod report;
-mod request;
-mod run;
-mod server;
-mod sweep;
-mod topology_svg;
-mod topology_view;
-mod trace;
+mod control;
+mod render;
+mod tools;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -32,9 +16,12 @@ use topocomm_proto::Topology;
 use topocomm_proto::control::{ClientRequest, ClientResponse, RunOutcome, RunRequest};
 
 use crate::cli::{Cli, Command, RunArgs, ServeArgs, StatusArgs};
-use crate::local::{Capacity, LocalCluster};
-use crate::request::{Planned, Repetition};
-use crate::run::Coordinator;
+use crate::control::local::{self, Capacity, LocalCluster};
+use crate::control::request::{self, Planned, Repetition};
+use crate::control::run::Coordinator;
+use crate::control::{client, server};
+use crate::render::{report, topology_svg, topology_view, trace};
+use crate::tools::{bench_model, calibrate, explain, model, sweep};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

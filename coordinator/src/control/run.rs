@@ -15,7 +15,7 @@ use topocomm_proto::control::{
 };
 use topocomm_proto::{Topology, catalogue};
 
-use crate::cluster::{Cluster, Event, Participant, SessionId};
+use crate::control::cluster::{Cluster, Event, Participant, SessionId};
 
 /// How long every node has to bring its links up.
 const WIRE_DEADLINE: Duration = Duration::from_secs(20);
@@ -435,7 +435,7 @@ mod tests {
     use topocomm_proto::spec::{Algorithm, Collective, RunSpec};
 
     use super::*;
-    use crate::cluster::Registration;
+    use crate::control::cluster::Registration;
 
     /// How a fake node misbehaves.
     #[derive(Clone, Copy)]

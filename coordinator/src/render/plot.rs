@@ -1,7 +1,7 @@
 //! Sweep plots: time against message size, log-log, one line per algorithm (measured,
 //! solid, with a marker per size) and the cost model's prediction for it as a dashed
 //! line of the same colour. Drawn with plotters' SVG backend; `.png` goes through
-//! [`crate::picture`] like every other picture, so both carry the same embedded font.
+//! [`crate::render::picture`] like every other picture, so both carry the same embedded font.
 
 use std::path::Path;
 
@@ -9,7 +9,7 @@ use anyhow::anyhow;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
-use crate::picture;
+use crate::render::picture;
 
 /// One algorithm's measured times and, when the links were modelled, its predictions.
 #[derive(Debug, Clone, PartialEq)]

@@ -24,9 +24,9 @@ use topocomm_proto::spec::{LinkModel, Routing, RunSpec};
 use topocomm_proto::topology::NodeId;
 
 use crate::cli::RunArgs;
-use crate::diagram::{self, DiagramMeta};
-use crate::model::{self, Prediction};
-use crate::picture;
+use crate::render::diagram::{self, DiagramMeta};
+use crate::tools::model::{self, Prediction};
+use crate::render::picture;
 
 /// One link crossing of a message: it left `from` at `depart_ns` and reached `to` at
 /// `arrive_ns` (its forward there, or its delivery).

@@ -17,9 +17,9 @@ use topocomm_proto::spec::{Algorithm, LinkModel, Routing, RunSpec};
 use topocomm_proto::{NodeId, Topology, catalogue};
 
 use crate::cli::{CollectiveArgs, Emulated, ExplainArgs, LinkArgs};
-use crate::model::{self, Prediction};
-use crate::request::{self, Repetition};
-use crate::topology_view::emit;
+use crate::tools::model::{self, Prediction};
+use crate::control::request::{self, Repetition};
+use crate::render::topology_view::emit;
 
 /// One iteration, nothing to dump: the model runs the schedule once.
 const ONCE: Repetition = Repetition { warmup: 0, iterations: 1, timeout: Duration::from_secs(30), dump: false };

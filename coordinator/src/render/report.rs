@@ -12,7 +12,7 @@ use topocomm_proto::Topology;
 use topocomm_proto::control::{RunOutcome, SetupTimes};
 use topocomm_proto::spec::{Collective, LinkModel, Routing};
 
-use crate::model::Prediction;
+use crate::tools::model::Prediction;
 
 /// Minimum, median, mean and maximum of the per-iteration times, in µs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

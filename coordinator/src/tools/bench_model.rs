@@ -21,9 +21,9 @@ use topocomm_proto::spec::{Algorithm, Collective, LinkModel, MAX_TIMEOUT, MAX_TI
 use topocomm_proto::{Topology, TopologyKind, catalogue};
 
 use crate::cli::BenchModelArgs;
-use crate::local::LocalCluster;
-use crate::model::{self, Prediction};
-use crate::report::{self, TimeStats};
+use crate::control::local::LocalCluster;
+use crate::tools::model::{self, Prediction};
+use crate::render::report::{self, TimeStats};
 
 /// The shortest deadline of one iteration's waits.
 const MIN_TIMEOUT: Duration = Duration::from_secs(30);

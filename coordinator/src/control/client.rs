@@ -10,7 +10,7 @@ use topocomm_node::handshake;
 use topocomm_proto::auth::{Key, Purpose};
 use topocomm_proto::control::{ClientRequest, ClientResponse, MAX_REPORT_FRAME};
 
-use crate::server::{framed, receive, send};
+use crate::control::server::{framed, receive, send};
 
 /// What a client proves and how it talks.
 #[derive(Debug, Clone)]

@@ -8,7 +8,7 @@ use topocomm_proto::catalogue;
 use topocomm_proto::control::RunRequest;
 use topocomm_proto::spec::{LinkModel, Routing, RunSpec};
 
-use crate::calibration;
+use crate::control::calibration;
 use crate::cli::{CollectiveArgs, Emulated, LinkArgs};
 
 /// A request and the link physics its prediction uses (if any).

@@ -16,7 +16,7 @@
 //!   data and has none.
 //!
 //! Also `--csv`, `--json` (`-`: standard output, instead of the table) and `--plot`
-//! (time against size, log-log, see [`crate::plot`]). A progress bar shows on the
+//! (time against size, log-log, see [`crate::render::plot`]). A progress bar shows on the
 //! terminal (stderr) only.
 
 use std::fmt::Write as _;
@@ -33,12 +33,12 @@ use topocomm_proto::spec::{Algorithm, Collective, LinkModel};
 use topocomm_proto::{Topology, catalogue};
 
 use crate::cli::{CollectiveArgs, SweepArgs};
-use crate::local::{Capacity, CapacityError, LocalCluster};
-use crate::model;
-use crate::plot::{self, Series};
-use crate::report::{self, LinkPhysics};
-use crate::request::{self, Planned, Repetition};
-use crate::trace;
+use crate::control::local::{Capacity, CapacityError, LocalCluster};
+use crate::tools::model;
+use crate::render::plot::{self, Series};
+use crate::render::report::{self, LinkPhysics};
+use crate::control::request::{self, Planned, Repetition};
+use crate::render::trace;
 
 /// `--algorithm` of a sweep: every algorithm of the collective, or these.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,7 +154,7 @@ impl Point {
 /// Where the sweep runs.
 enum Cluster {
     Local(LocalCluster),
-    Remote { address: String, credentials: crate::client::Credentials },
+    Remote { address: String, credentials: crate::control::client::Credentials },
 }
 
 impl Cluster {
@@ -162,7 +162,7 @@ impl Cluster {
         match self {
             Cluster::Local(local) => local.coordinator.execute(request).await.map_err(|e| anyhow!(e)),
             Cluster::Remote { address, credentials } => {
-                match crate::client::request(address, credentials, ClientRequest::Run(request), patience).await? {
+                match crate::control::client::request(address, credentials, ClientRequest::Run(request), patience).await? {
                     ClientResponse::RunDone(outcome) => Ok(*outcome),
                     ClientResponse::Error(error) => Err(anyhow!(error)),
                     other => bail!("unexpected answer from the coordinator: {other:?}"),
@@ -208,7 +208,7 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
         catalogue::check(collective, algorithm).map_err(|e| anyhow!(e))?;
     }
     for path in [&args.plot].into_iter().flatten() {
-        crate::picture::Format::of(path)?;
+        crate::render::picture::Format::of(path)?;
     }
     let repetition =
         Repetition { warmup: args.warmup, iterations: args.iterations, timeout: args.timeout, dump: false };
@@ -235,7 +235,7 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
         };
         match checked {
             Ok(()) => sizes.push(size),
-            Err(error) => eprintln!("skipping {}: {error}", crate::picture::size_text(size)),
+            Err(error) => eprintln!("skipping {}: {error}", crate::render::picture::size_text(size)),
         }
     }
     anyhow::ensure!(!sizes.is_empty(), "no size of --sizes can run");
@@ -298,13 +298,13 @@ async fn measure(
     };
     for (a, &algorithm) in algorithms.iter().enumerate() {
         for (s, &size) in sizes.iter().enumerate() {
-            bar.set_message(format!("{algorithm}, {}", crate::picture::size_text(size)));
+            bar.set_message(format!("{algorithm}, {}", crate::render::picture::size_text(size)));
             let Planned { request, .. } = request::plan(&what(args, algorithm, size), repetition)?;
             let patience = request::client_patience(&request.spec);
             let outcome = cluster
                 .execute(request, patience)
                 .await
-                .with_context(|| format!("{algorithm} at {}", crate::picture::size_text(size)))?;
+                .with_context(|| format!("{algorithm} at {}", crate::render::picture::size_text(size)))?;
             let topology = Topology::new(outcome.topology.kind, outcome.topology.p, Some(&outcome.topology.dims))?;
             let prediction = match predict_with {
                 Some(links) => Some(model::predict(&outcome.spec, &topology, links).map_err(|e| anyhow!(e))?),

@@ -19,10 +19,10 @@ use topocomm_proto::TopologyKind;
 use topocomm_proto::control::RunRequest;
 use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Routing, RunSpec};
 
-use crate::calibration;
+use crate::control::calibration;
 use crate::cli::CalibrateArgs;
-use crate::local::LocalCluster;
-use crate::report;
+use crate::control::local::LocalCluster;
+use crate::render::report;
 
 /// Deadline of every wait of one round trip.
 const TIMEOUT_MS: u64 = 30_000;
