@@ -6,6 +6,7 @@ pub mod calibration;
 pub mod client;
 pub mod cluster;
 pub mod local;
+pub mod parse;
 pub mod request;
 pub mod run;
 pub mod server;

@@ -4,12 +4,104 @@
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
-use topocomm_proto::catalogue;
+use clap::Args;
 use topocomm_proto::control::RunRequest;
-use topocomm_proto::spec::{LinkModel, Routing, RunSpec};
+use topocomm_proto::spec::{Algorithm, Collective, Dtype, LinkModel, ReduceOp, Routing, RunSpec};
+use topocomm_proto::{TopologyKind, catalogue};
 
 use crate::control::calibration;
-use crate::cli::{CollectiveArgs, Emulated, LinkArgs};
+use crate::control::parse::{
+    ParseError, parse_algorithm, parse_collective, parse_dims, parse_dtype, parse_op, parse_routing, parse_size,
+    parse_time, parse_topology,
+};
+
+/// The shape to wire.
+#[derive(Debug, Clone, Args)]
+pub struct ShapeArgs {
+    /// Topology: ring, mesh, torus, mesh3d, torus3d, hypercube, full.
+    #[arg(long, short = 't', default_value = "hypercube", value_parser = parse_topology)]
+    pub topology: TopologyKind,
+    /// Extents for mesh/torus (RxC) and mesh3d/torus3d (AxBxC); default the squarest.
+    // `std::vec::Vec`, not `Vec`: clap would read `Option<Vec<_>>` as many values of usize.
+    #[arg(long, value_parser = parse_dims)]
+    pub dims: Option<std::vec::Vec<usize>>,
+}
+
+/// What to run: the collective, its algorithm, the shape and size, the data and the links.
+#[derive(Debug, Clone, Args)]
+pub struct CollectiveArgs {
+    /// The collective: broadcast, reduce, allgather, reduce-scatter, allreduce, scan,
+    /// scatter, gather, alltoall, shift, barrier (`topocomm list` shows their algorithms).
+    #[arg(value_parser = parse_collective)]
+    pub collective: Collective,
+    #[command(flatten)]
+    pub shape: ShapeArgs,
+    /// Nodes of the local cluster (ignored with --coordinator, whose cluster has its own size).
+    #[arg(long, short = 'n', default_value_t = 8)]
+    pub nodes: usize,
+    /// Algorithm (`topocomm list` shows each collective's); default the one made for
+    /// the topology; `auto` picks by size and p.
+    #[arg(long, short = 'a', value_parser = parse_algorithm)]
+    pub algorithm: Option<Algorithm>,
+    /// The root of broadcast, reduce, scatter and gather.
+    #[arg(long, default_value_t = 0)]
+    pub root: usize,
+    /// Bytes per node (B, KiB, MiB, GiB, or KB/MB), a whole number of elements.
+    #[arg(long, short = 's', default_value = "64KiB", value_parser = parse_size)]
+    pub size: u64,
+    /// Element type: i32, i64, f32, f64.
+    #[arg(long, default_value = "f64", value_parser = parse_dtype)]
+    pub dtype: Dtype,
+    /// Reduction operator: sum, prod, min, max.
+    #[arg(long, default_value = "sum", value_parser = parse_op)]
+    pub op: ReduceOp,
+    /// Shift: how many places the data moves (node i's vector ends on node i + Q mod p).
+    #[arg(long, default_value_t = 1)]
+    pub shift: usize,
+    /// Scan: exclusive prefix (node i reduces nodes 0..i; node 0 ends with nothing).
+    #[arg(long)]
+    pub exclusive: bool,
+    /// Seed of the generated inputs.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub links: LinkArgs,
+}
+
+/// Emulated link physics (none of them: the links run at full speed).
+#[derive(Debug, Clone, Args)]
+pub struct LinkArgs {
+    /// Start-up time t_s, paid once per message when its source sends it (e.g. 200us);
+    /// `auto`: no emulation, but predict with the t_s, t_h, t_w `topocomm calibrate` fitted.
+    #[arg(long, value_parser = parse_time_or_auto)]
+    pub ts: Option<Emulated>,
+    /// Per-hop time t_h (e.g. 20us).
+    #[arg(long, value_parser = parse_time)]
+    pub th: Option<u64>,
+    /// Per-byte time t_w (e.g. 10ns, 0.5ns).
+    #[arg(long, value_parser = parse_time)]
+    pub tw: Option<u64>,
+    /// Routing of emulated links: sf (store-and-forward) or ct (cut-through packets).
+    #[arg(long, default_value = "sf", value_parser = parse_routing)]
+    pub routing: Routing,
+    /// Cut-through packet size: messages then travel as real packets that every hop passes
+    /// on as they arrive. Without it, cut-through is emulated in the limit of small packets
+    /// (a hop passes a message on t_h after its tail arrived), free of per-packet overhead.
+    #[arg(long, value_parser = parse_size)]
+    pub packet: Option<u64>,
+}
+
+/// `--ts`: a time in picoseconds, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Emulated {
+    Picos(u64),
+    Auto,
+}
+
+/// Parses `--ts`: a time, or `auto`.
+fn parse_time_or_auto(text: &str) -> Result<Emulated, ParseError> {
+    if text.eq_ignore_ascii_case("auto") { Ok(Emulated::Auto) } else { parse_time(text).map(Emulated::Picos) }
+}
 
 /// A request and the link physics its prediction uses (if any).
 #[derive(Debug, Clone)]

@@ -72,7 +72,7 @@ pub fn svg(events: &[FlowEvent], meta: &DiagramMeta) -> String {
         meta.collective,
         meta.algorithm,
         meta.topology,
-        picture::size_text(meta.size_bytes)
+        crate::render::quantity::size_text(meta.size_bytes)
     );
     svg.text((x0, 34.0), 20.0, &title, r##"font-weight="bold" fill="#222""##);
     let hops: usize = messages.iter().map(|m| m.hops.len()).sum();

@@ -137,7 +137,7 @@ fn size_ticks(range: std::ops::Range<f64>) -> Vec<f64> {
 
 /// A size on the axis: "8 B", "1 KiB", "64 KiB", "8 MiB".
 fn size_label(bytes: f64) -> String {
-    picture::size_text(bytes.round() as u64)
+    crate::render::quantity::size_text(bytes.round() as u64)
 }
 
 /// A time on the axis: "0.1", "1", "10", "100", "1000", "100000"; "1e7" from ten seconds.

@@ -11,8 +11,11 @@
 //!
 //! This file measures and fits; it does not touch the cluster's wiring or the model.
 
+use std::path::PathBuf;
+
 use anyhow::anyhow;
 use bytesize::ByteSize;
+use clap::Args;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 use topocomm_proto::TopologyKind;
@@ -20,9 +23,35 @@ use topocomm_proto::control::RunRequest;
 use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Routing, RunSpec};
 
 use crate::control::calibration;
-use crate::cli::CalibrateArgs;
 use crate::control::local::LocalCluster;
+use crate::control::parse::parse_size;
 use crate::render::report;
+
+#[derive(Debug, Clone, Args)]
+pub struct CalibrateArgs {
+    /// Nodes of the local ring the ping-pongs run on (the multi-hop one crosses p/2 links).
+    #[arg(long, short = 'n', default_value_t = 8)]
+    pub nodes: usize,
+    /// Message sizes to ping-pong, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "8B,1KiB,16KiB,64KiB,256KiB,1MiB", value_parser = parse_size)]
+    pub sizes: Vec<u64>,
+    /// Round trips per size and route.
+    #[arg(long, short = 'i', default_value_t = 50)]
+    pub iterations: u32,
+    /// Untimed round trips before them.
+    #[arg(long, default_value_t = 5)]
+    pub warmup: u32,
+    /// Folder for the node daemons' logs (default: topocomm-logs/calibrate in the
+    /// system's temporary directory).
+    #[arg(long)]
+    pub logs: Option<PathBuf>,
+    /// Do not keep the fit for `--ts auto`.
+    #[arg(long)]
+    pub no_save: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// Deadline of every wait of one round trip.
 const TIMEOUT_MS: u64 = 30_000;

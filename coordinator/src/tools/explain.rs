@@ -11,15 +11,24 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
+use clap::Args;
 use serde_json::json;
 use topocomm_proto::flow::{FlowEvent, FlowKind};
 use topocomm_proto::spec::{Algorithm, LinkModel, Routing, RunSpec};
 use topocomm_proto::{NodeId, Topology, catalogue};
 
-use crate::cli::{CollectiveArgs, Emulated, ExplainArgs, LinkArgs};
-use crate::tools::model::{self, Prediction};
-use crate::control::request::{self, Repetition};
+use crate::control::request::{self, CollectiveArgs, Emulated, LinkArgs, Repetition};
 use crate::render::topology_view::emit;
+use crate::tools::model::{self, Prediction};
+
+#[derive(Debug, Clone, Args)]
+pub struct ExplainArgs {
+    #[command(flatten)]
+    pub what: CollectiveArgs,
+    /// Print JSON (the schedule's messages and the model's time) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// One iteration, nothing to dump: the model runs the schedule once.
 const ONCE: Repetition = Repetition { warmup: 0, iterations: 1, timeout: Duration::from_secs(30), dump: false };
