@@ -114,7 +114,7 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let prediction = match predict_with {
         Some(links) if outcome.reports.iter().all(|r| r.error.is_none()) => {
             let topology = Topology::new(outcome.topology.kind, outcome.topology.p, Some(&outcome.topology.dims))?;
-            Some(model::predict(&outcome.spec, &topology, links).map_err(|e| anyhow!(e))?)
+            Some(model::predict(&outcome.spec, &topology, links)?)
         }
         _ => None,
     };
@@ -132,7 +132,7 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             FlowOutputs { trace: args.trace.as_deref(), diagram: args.diagram.as_deref(), by_steps: args.steps };
         let predicted = prediction.as_ref().map(|p| p.events.as_slice());
         let schedule = |spec: &RunSpec, topology: &Topology, links: LinkModel| {
-            model::predict(spec, topology, links).map(|p| p.events).map_err(|e| anyhow!(e))
+            model::predict(spec, topology, links).map(|p| p.events).map_err(anyhow::Error::from)
         };
         trace::write_run_outputs(outputs, &outcome, predicted, predict_with, &schedule)?;
     }

@@ -123,7 +123,7 @@ pub struct Repetition {
 pub fn plan(what: &CollectiveArgs, repetition: Repetition) -> anyhow::Result<Planned> {
     let algorithm =
         what.algorithm.unwrap_or_else(|| catalogue::default_algorithm(what.collective, what.shape.topology));
-    catalogue::check(what.collective, algorithm).map_err(|e| anyhow!(e))?;
+    catalogue::check(what.collective, algorithm)?;
     let (emulation, predict_with) = link_models(&what.links)?;
     let spec = RunSpec {
         run: 0,

@@ -73,7 +73,7 @@ impl Coordinator {
         let topology = Topology::new(request.topology, p, request.dims.as_deref()).map_err(|e| e.to_string())?;
         request.spec.validate(p).map_err(|e| e.to_string())?;
         check_memory(&request.spec, &participants)?;
-        catalogue::check(request.spec.collective, request.spec.algorithm)?;
+        catalogue::check(request.spec.collective, request.spec.algorithm).map_err(|e| e.to_string())?;
         let topology_spec = TopologySpec { kind: topology.kind(), p, dims: topology.dims().to_vec() };
         let sessions: Vec<SessionId> = participants.iter().map(|p| p.session).collect();
         driver.drain();

@@ -25,7 +25,7 @@ use topocomm_proto::{Topology, TopologyKind, catalogue};
 use crate::control::local::LocalCluster;
 use crate::control::parse::{parse_collective, parse_routing, parse_size, parse_time, parse_topology};
 use crate::render::report::{self, TimeStats};
-use crate::tools::model::{self, Prediction};
+use crate::tools::model::{self, ModelError, Prediction};
 
 #[derive(Debug, Clone, Args)]
 pub struct BenchModelArgs {
@@ -97,7 +97,7 @@ struct Case {
     spec: RunSpec,
     links: LinkModel,
     /// The model's time of the run (its flow events dropped), or why it has none.
-    prediction: Result<Prediction, String>,
+    prediction: Result<Prediction, ModelError>,
     /// The model's time of the barrier every iteration starts with, in µs.
     barrier_us: f64,
 }
@@ -151,7 +151,7 @@ impl Row {
             measured: None,
             model_us: case.prediction.as_ref().ok().map(Prediction::time_us),
             ratio: None,
-            error: case.prediction.as_ref().err().cloned(),
+            error: case.prediction.as_ref().err().map(ModelError::to_string),
         }
     }
 

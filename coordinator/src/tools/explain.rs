@@ -125,7 +125,7 @@ fn explain(what: &CollectiveArgs) -> anyhow::Result<Explained> {
     let spec = RunSpec { algorithm, ..request.spec };
     spec.validate(p)?;
     let (links, source) = physics(planned.predict_with, &what.links)?;
-    let prediction = model::predict(&spec, &topology, links).map_err(|e| anyhow!(e))?;
+    let prediction = model::predict(&spec, &topology, links)?;
     let schedule = schedule(&prediction.events, &topology);
     let busiest = busiest_link(&schedule);
     Ok(Explained { spec, requested, topology, links, source, prediction, schedule, busiest })

@@ -276,7 +276,7 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
         Some(Algorithms::Named(named)) => named.clone(),
     };
     for &algorithm in &algorithms {
-        catalogue::check(collective, algorithm).map_err(|e| anyhow!(e))?;
+        catalogue::check(collective, algorithm)?;
     }
     render::check_pictures_built("--plot", args.plot.as_deref())?;
     #[cfg(feature = "pictures")]
@@ -380,7 +380,7 @@ async fn measure(
                 .with_context(|| format!("{algorithm} at {}", size_text(size)))?;
             let topology = Topology::new(outcome.topology.kind, outcome.topology.p, Some(&outcome.topology.dims))?;
             let prediction = match predict_with {
-                Some(links) => Some(model::predict(&outcome.spec, &topology, links).map_err(|e| anyhow!(e))?),
+                Some(links) => Some(model::predict(&outcome.spec, &topology, links)?),
                 None => None,
             };
             let summary = report::summarize(&outcome, prediction.as_ref().map(Prediction::time_us).zip(predict_with))
