@@ -31,11 +31,11 @@ use crate::control::local::{self, Capacity, LocalCluster};
 use crate::control::request::{self, Planned, Repetition};
 use crate::control::run::Coordinator;
 use crate::control::{client, server};
+use crate::render::report;
 #[cfg(feature = "pictures")]
 use crate::render::topology_svg;
 use crate::render::topology_view::{self, TopologyArgs};
 use crate::render::trace::{self, FlowOutputs};
-use crate::render::{self, report};
 use crate::tools::model::{self, Prediction};
 use crate::tools::{bench_model, calibrate, explain, sweep};
 

@@ -15,7 +15,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 
-use anyhow::{Context, anyhow};
+use anyhow::Context;
 use serde_json::{Value, json};
 use topocomm_proto::Topology;
 use topocomm_proto::control::RunOutcome;

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use anyhow::{Context, anyhow};
+use anyhow::Context;
 use clap::Args;
 use serde_json::json;
 use topocomm_proto::flow::{FlowEvent, FlowKind};

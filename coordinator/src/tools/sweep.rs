@@ -31,6 +31,7 @@ use topocomm_proto::control::{ClientRequest, ClientResponse, RunOutcome, RunRequ
 use topocomm_proto::spec::{Algorithm, Collective, Dtype, LinkModel, ReduceOp};
 use topocomm_proto::{Topology, catalogue};
 
+use crate::control::client::RemoteArgs;
 use crate::control::local::{Capacity, CapacityError, LocalCluster};
 use crate::control::parse::{ParseError, parse_collective, parse_dtype, parse_op, parse_size, parse_timeout};
 use crate::control::request::{self, CollectiveArgs, LinkArgs, Planned, Repetition, ShapeArgs};
