@@ -24,7 +24,10 @@ done
 echo "== static binaries (cargo build --release --target $target, crt-static)"
 export RUSTFLAGS="-C target-feature=+crt-static --remap-path-prefix=$root=/topocomm --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo"
 export CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_STRIP=symbols
-cargo build --release --locked --target "$target" -p topocomm-coordinator -p topocomm-node --bins
+# The image's topocomm serves, runs and reports; it draws no pictures, so it is built
+# without the `pictures` feature (plotters, resvg, the embedded font, indicatif).
+cargo build --release --locked --target "$target" -p topocomm-node --bins
+cargo build --release --locked --target "$target" -p topocomm-coordinator --bins --no-default-features
 
 for bin in topocomm topocomm-node; do
   if readelf -lW "$out/$bin" 2>/dev/null | grep -q 'Requesting program interpreter'; then

@@ -1,25 +1,19 @@
 //! `topocomm`: the coordinator and the user's command line.
+//!
+//! Three layers, the arrows going one way (a layer uses only those to its right):
+//!
+//! `main`, `cli` → `tools` → `render` → `control` → (`topocomm-node`, `topocomm-proto`)
+//!
+//! - `control`: the control plane (clusters, the server and client, run requests);
+//! - `render`: reports, traces and (feature `pictures`) SVG/PNG pictures;
+//! - `tools`: the cost model, `explain`, calibration, `bench-model` and sweeps.
+//!
+//! Each layer declares the options of its own commands; `cli` only assembles them.
 
-mod bench_model;
-mod calibrate;
-mod calibration;
 mod cli;
-mod client;
-mod cluster;
-mod diagram;
-mod explain;
-mod local;
-mod model;
-mod picture;
-mod plot;
-mod report;
-mod request;
-mod run;
-mod server;
-mod sweep;
-mod topology_svg;
-mod topology_view;
-mod trace;
+mod control;
+mod render;
+mod tools;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -30,11 +24,20 @@ use clap::Parser;
 use tokio::net::TcpListener;
 use topocomm_proto::Topology;
 use topocomm_proto::control::{ClientRequest, ClientResponse, RunOutcome, RunRequest};
+use topocomm_proto::spec::{LinkModel, RunSpec};
 
 use crate::cli::{Cli, Command, RunArgs, ServeArgs, StatusArgs};
-use crate::local::{Capacity, LocalCluster};
-use crate::request::{Planned, Repetition};
-use crate::run::Coordinator;
+use crate::control::local::{self, Capacity, LocalCluster};
+use crate::control::request::{self, Planned, Repetition};
+use crate::control::run::Coordinator;
+use crate::control::{client, server};
+use crate::render::report;
+#[cfg(feature = "pictures")]
+use crate::render::topology_svg;
+use crate::render::topology_view::{self, TopologyArgs};
+use crate::render::trace::{self, FlowOutputs};
+use crate::tools::model::{self, Prediction};
+use crate::tools::{bench_model, calibrate, explain, sweep};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -69,9 +72,7 @@ async fn command(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run(args).await,
         Command::Serve(args) => serve(args).await.map(|()| ExitCode::SUCCESS),
-        Command::Topology(args) => {
-            topology_view::print(&args).and_then(|()| topology_svg::write_requested(&args)).map(|()| ExitCode::SUCCESS)
-        }
+        Command::Topology(args) => topology(&args).map(|()| ExitCode::SUCCESS),
         Command::List(args) => topology_view::list(&args).map(|()| ExitCode::SUCCESS),
         Command::Explain(args) => explain::print(&args).map(|()| ExitCode::SUCCESS),
         Command::Calibrate(args) => calibrate::run(&args).await.map(|()| ExitCode::SUCCESS),
@@ -86,7 +87,17 @@ async fn command(cli: Cli) -> ExitCode {
     })
 }
 
+/// `topocomm topology`: the text or JSON, then the picture `--svg` asks for.
+fn topology(args: &TopologyArgs) -> anyhow::Result<()> {
+    render::check_pictures_built("--svg", args.svg.as_deref())?;
+    topology_view::print(args)?;
+    #[cfg(feature = "pictures")]
+    topology_svg::write_requested(args)?;
+    Ok(())
+}
+
 async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    render::check_pictures_built("--diagram", args.diagram.as_deref())?;
     let repetition = Repetition {
         warmup: args.warmup,
         iterations: args.iterations,
@@ -103,11 +114,11 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let prediction = match predict_with {
         Some(links) if outcome.reports.iter().all(|r| r.error.is_none()) => {
             let topology = Topology::new(outcome.topology.kind, outcome.topology.p, Some(&outcome.topology.dims))?;
-            Some(model::predict(&outcome.spec, &topology, links).map_err(|e| anyhow!(e))?)
+            Some(model::predict(&outcome.spec, &topology, links)?)
         }
         _ => None,
     };
-    let summary = report::summarize(&outcome, prediction.as_ref().map(|p| (p, predict_with.expect("modelled"))));
+    let summary = report::summarize(&outcome, prediction.as_ref().map(Prediction::time_us).zip(predict_with));
     let json = match &summary {
         Ok(summary) => serde_json::to_value(summary)?,
         Err(failure) => serde_json::json!({ "verified": false, "error": failure }),
@@ -117,7 +128,13 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         eprintln!("dumped inputs, outputs and run.json to {}", dir.display());
     }
     if summary.is_ok() {
-        trace::write_run_outputs(&args, &outcome, prediction.as_ref(), predict_with)?;
+        let outputs =
+            FlowOutputs { trace: args.trace.as_deref(), diagram: args.diagram.as_deref(), by_steps: args.steps };
+        let predicted = prediction.as_ref().map(|p| p.events.as_slice());
+        let schedule = |spec: &RunSpec, topology: &Topology, links: LinkModel| {
+            model::predict(spec, topology, links).map(|p| p.events).map_err(anyhow::Error::from)
+        };
+        trace::write_run_outputs(outputs, &outcome, predicted, predict_with, &schedule)?;
     }
     match summary {
         Ok(_) if args.json => println!("{}", serde_json::to_string_pretty(&json)?),
@@ -196,15 +213,12 @@ async fn status(args: StatusArgs) -> anyhow::Result<()> {
         ClientResponse::Status(status) => {
             // Ready: the cluster formed (every member has an id) and every member is connected.
             let connected = status.registered.len();
-            let ready = connected == status.expected && status.registered.iter().all(|(id, _, _)| *id != usize::MAX);
+            let ready = connected == status.expected && status.registered.iter().all(|node| node.id.is_some());
             if args.json {
                 let nodes: Vec<serde_json::Value> = status
                     .registered
                     .iter()
-                    .map(|(id, name, address)| {
-                        let id = (*id != usize::MAX).then_some(*id);
-                        serde_json::json!({ "id": id, "name": name, "data_addr": address })
-                    })
+                    .map(|node| serde_json::json!({ "id": node.id, "name": node.name, "data_addr": node.data_addr }))
                     .collect();
                 let topology = status.topology.as_ref().map(|topology| {
                     serde_json::json!({ "kind": topology.kind.to_string(), "p": topology.p, "dims": topology.dims })
@@ -219,9 +233,9 @@ async fn status(args: StatusArgs) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&json)?);
             } else {
                 println!("{} of {} nodes connected", connected, status.expected);
-                for (id, name, address) in &status.registered {
-                    let id = if *id == usize::MAX { "-".to_string() } else { id.to_string() };
-                    println!("  {id:>4}  {name}  {address}");
+                for node in &status.registered {
+                    let id = node.id.map_or_else(|| "-".to_owned(), |id| id.to_string());
+                    println!("  {id:>4}  {}  {}", node.name, node.data_addr);
                 }
                 match status.topology {
                     Some(topology) => println!("wired as {} (dims {:?})", topology.kind, topology.dims),

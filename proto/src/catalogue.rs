@@ -103,13 +103,23 @@ pub fn find(collective: Collective, algorithm: Algorithm) -> Option<&'static Ent
     ENTRIES.iter().find(|e| e.collective == collective && e.algorithm == algorithm)
 }
 
+/// A collective asked to run with an algorithm it does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{collective} has no algorithm {algorithm}; choose one of: auto, {choices}")]
+pub struct NoSuchAlgorithm {
+    pub collective: Collective,
+    pub algorithm: Algorithm,
+    /// The collective's algorithms, comma-separated.
+    pub choices: String,
+}
+
 /// Refuses a pair that is not in the table, naming the algorithms that are.
-pub fn check(collective: Collective, algorithm: Algorithm) -> Result<(), String> {
+pub fn check(collective: Collective, algorithm: Algorithm) -> Result<(), NoSuchAlgorithm> {
     if algorithm == Algorithm::Auto || find(collective, algorithm).is_some() {
         return Ok(());
     }
     let names: Vec<&str> = algorithms(collective).map(|e| e.algorithm.into()).collect();
-    Err(format!("{collective} has no algorithm {algorithm}; choose one of: auto, {}", names.join(", ")))
+    Err(NoSuchAlgorithm { collective, algorithm, choices: names.join(", ") })
 }
 
 /// The algorithm made for `topology`: what runs when the user names none.
@@ -206,7 +216,8 @@ mod tests {
 
     #[test]
     fn a_wrong_pair_names_the_right_ones() {
-        let error = check(Collective::Scan, Algorithm::Bruck).unwrap_err();
+        let error = check(Collective::Scan, Algorithm::Bruck).unwrap_err().to_string();
+        assert!(error.starts_with("scan has no algorithm bruck; choose one of: auto, "), "{error}");
         assert!(error.contains("hypercube") && error.contains("linear"), "{error}");
         assert!(check(Collective::Scan, Algorithm::Auto).is_ok());
     }

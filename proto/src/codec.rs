@@ -30,13 +30,6 @@ pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, CodecError> {
     bincode::serde::encode_to_vec(value, config::<DECODE_LIMIT>()).map_err(|e| CodecError::Encode(e.to_string()))
 }
 
-/// Encodes a value onto the end of `out`.
-pub fn encode_into<T: Serialize>(value: &T, out: &mut Vec<u8>) -> Result<(), CodecError> {
-    let bytes = encode(value)?;
-    out.extend_from_slice(&bytes);
-    Ok(())
-}
-
 /// Decodes a value that must take up all of `bytes`.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     let (value, read) = decode_prefix(bytes)?;

@@ -192,8 +192,18 @@ pub enum ClientResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClusterStatus {
     pub expected: usize,
-    pub registered: Vec<(NodeId, String, String)>,
+    /// The connected nodes, numbered ones first in id order.
+    pub registered: Vec<RegisteredNode>,
     pub topology: Option<TopologySpec>,
+}
+
+/// A connected node as `topocomm status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegisteredNode {
+    /// Its id, once the cluster formed and numbered its members.
+    pub id: Option<NodeId>,
+    pub name: String,
+    pub data_addr: String,
 }
 
 /// A finished run: the spec that ran, the topology it ran on and every node's report.

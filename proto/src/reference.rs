@@ -51,14 +51,6 @@ pub fn node_vector(spec: &RunSpec, node: NodeId) -> Vec<u8> {
     node_data(spec, node, 0, spec.size_bytes as usize)
 }
 
-/// Block `block` of node `node`'s p-block input (reduce-scatter, alltoall, the root of
-/// scatter): bytes `block·size .. (block+1)·size` of the node's stream. Block 0 is
-/// `node_vector(node)`.
-pub fn node_block(spec: &RunSpec, node: NodeId, block: usize) -> Vec<u8> {
-    let size = spec.size_bytes as usize;
-    node_data(spec, node, block * size, size)
-}
-
 /// `len` bytes of node `node`'s element stream from byte `offset` (a multiple of 4, so
 /// any block boundary of whole elements): the generator seeks there, so a block costs
 /// only its own length.

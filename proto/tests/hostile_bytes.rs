@@ -14,8 +14,8 @@ use serde::{Serialize, de::DeserializeOwned};
 use topocomm_proto::auth::{self, Answer, Challenge, Hello, Key, Purpose, Verdict};
 use topocomm_proto::codec::{self, DECODE_LIMIT};
 use topocomm_proto::control::{
-    ClientRequest, ClientResponse, ClusterStatus, Neighbour, NodeDump, NodeReport, NodeTrace, RunOutcome, RunRequest,
-    RunTrace, SetupTimes, ToCoordinator, ToNode, TopologySpec, Wiring,
+    ClientRequest, ClientResponse, ClusterStatus, Neighbour, NodeDump, NodeReport, NodeTrace, RegisteredNode,
+    RunOutcome, RunRequest, RunTrace, SetupTimes, ToCoordinator, ToNode, TopologySpec, Wiring,
 };
 use topocomm_proto::flow::{FlowEvent, FlowKind};
 use topocomm_proto::frame::{Frame, FrameHeader};
@@ -253,7 +253,11 @@ impl Decoder {
                 }))),
                 ctl(&ClientResponse::Status(ClusterStatus {
                     expected: 4,
-                    registered: vec![(0, "node-0".into(), "10.0.0.1:7000".into())],
+                    registered: vec![RegisteredNode {
+                        id: Some(0),
+                        name: "node-0".into(),
+                        data_addr: "10.0.0.1:7000".into(),
+                    }],
                     topology: Some(topology()),
                 })),
                 ctl(&ClientResponse::Error("no nodes".into())),

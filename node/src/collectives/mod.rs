@@ -50,6 +50,7 @@ pub async fn run(comm: &Comm, spec: &RunSpec, input: Bytes) -> Result<Bytes, Com
 pub fn unsupported(comm: &Comm, collective: Collective, algorithm: Algorithm) -> CommError {
     let reason = topocomm_proto::catalogue::check(collective, algorithm)
         .err()
+        .map(|error| error.to_string())
         .unwrap_or_else(|| format!("{collective} with {algorithm} is not implemented on the node"));
     CommError::Unsupported { me: comm.id(), algorithm: algorithm.to_string(), reason }
 }

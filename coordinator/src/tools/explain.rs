@@ -10,16 +10,25 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use anyhow::{Context, anyhow};
+use anyhow::Context;
+use clap::Args;
 use serde_json::json;
 use topocomm_proto::flow::{FlowEvent, FlowKind};
 use topocomm_proto::spec::{Algorithm, LinkModel, Routing, RunSpec};
 use topocomm_proto::{NodeId, Topology, catalogue};
 
-use crate::cli::{CollectiveArgs, Emulated, ExplainArgs, LinkArgs};
-use crate::model::{self, Prediction};
-use crate::request::{self, Repetition};
-use crate::topology_view::emit;
+use crate::control::request::{self, CollectiveArgs, Emulated, LinkArgs, Repetition};
+use crate::render::topology_view::emit;
+use crate::tools::model::{self, Prediction};
+
+#[derive(Debug, Clone, Args)]
+pub struct ExplainArgs {
+    #[command(flatten)]
+    pub what: CollectiveArgs,
+    /// Print JSON (the schedule's messages and the model's time) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// One iteration, nothing to dump: the model runs the schedule once.
 const ONCE: Repetition = Repetition { warmup: 0, iterations: 1, timeout: Duration::from_secs(30), dump: false };
@@ -116,7 +125,7 @@ fn explain(what: &CollectiveArgs) -> anyhow::Result<Explained> {
     let spec = RunSpec { algorithm, ..request.spec };
     spec.validate(p)?;
     let (links, source) = physics(planned.predict_with, &what.links)?;
-    let prediction = model::predict(&spec, &topology, links).map_err(|e| anyhow!(e))?;
+    let prediction = model::predict(&spec, &topology, links)?;
     let schedule = schedule(&prediction.events, &topology);
     let busiest = busiest_link(&schedule);
     Ok(Explained { spec, requested, topology, links, source, prediction, schedule, busiest })

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, OwnedSemaphorePermit, mpsc};
 use tokio::time::Instant;
 use topocomm_proto::NodeId;
-use topocomm_proto::control::{ClusterStatus, ToCoordinator, ToNode, TopologySpec};
+use topocomm_proto::control::{ClusterStatus, RegisteredNode, ToCoordinator, ToNode, TopologySpec};
 
 /// A control session's number: a node that reconnects gets a new one.
 pub type SessionId = u64;
@@ -184,18 +184,18 @@ impl Cluster {
     fn shortfall(&self) -> String {
         let roster = self.roster.lock().expect("roster lock");
         let connected = roster.members.iter().filter(|m| m.session.is_some()).count();
-        let mut gone: Vec<(NodeId, String)> = roster
-            .members
-            .iter()
-            .filter(|m| m.session.is_none())
-            .map(|m| (m.id.unwrap_or(usize::MAX), m.name.clone()))
-            .collect();
-        gone.sort();
+        // Numbered members first, in id order, then the ones the cluster never numbered.
+        let mut gone: Vec<(Option<NodeId>, String)> =
+            roster.members.iter().filter(|m| m.session.is_none()).map(|m| (m.id, m.name.clone())).collect();
+        gone.sort_by(|a, b| (a.0.is_none(), a).cmp(&(b.0.is_none(), b)));
         let mut text = format!("{connected} of {} nodes connected", self.expected);
         if !gone.is_empty() {
             let names: Vec<String> = gone
                 .iter()
-                .map(|(id, name)| if *id == usize::MAX { name.clone() } else { format!("node {id} ({name})") })
+                .map(|(id, name)| match id {
+                    Some(id) => format!("node {id} ({name})"),
+                    None => name.clone(),
+                })
                 .collect();
             text += &format!("; lost: {}", names.join(", "));
         }
@@ -244,13 +244,16 @@ impl Cluster {
     /// Connected nodes and the wiring, for `topocomm status`.
     pub fn status(&self) -> ClusterStatus {
         let roster = self.roster.lock().expect("roster lock");
-        let mut registered: Vec<(NodeId, String, String)> = roster
+        let mut registered: Vec<RegisteredNode> = roster
             .members
             .iter()
             .filter(|m| m.session.is_some())
-            .map(|m| (m.id.unwrap_or(usize::MAX), m.name.clone(), m.data_addr.clone()))
+            .map(|m| RegisteredNode { id: m.id, name: m.name.clone(), data_addr: m.data_addr.clone() })
             .collect();
-        registered.sort();
+        // Numbered nodes first, in id order, then the ones the cluster never numbered.
+        registered.sort_by(|a, b| {
+            (a.id.is_none(), a.id, &a.name, &a.data_addr).cmp(&(b.id.is_none(), b.id, &b.name, &b.data_addr))
+        });
         let topology = self.wiring.lock().expect("wiring lock").as_ref().map(|(spec, _)| spec.clone());
         ClusterStatus { expected: self.expected, registered, topology }
     }

@@ -16,29 +16,99 @@
 //!   data and has none.
 //!
 //! Also `--csv`, `--json` (`-`: standard output, instead of the table) and `--plot`
-//! (time against size, log-log, see [`crate::plot`]). A progress bar shows on the
+//! (time against size, log-log, see [`crate::render::plot`]). A progress bar shows on the
 //! terminal (stderr) only.
 
 use std::fmt::Write as _;
-use std::io::IsTerminal;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
-use indicatif::{ProgressBar, ProgressStyle};
+use clap::Args;
 use serde::Serialize;
 use serde_json::json;
 use topocomm_proto::control::{ClientRequest, ClientResponse, RunOutcome, RunRequest};
-use topocomm_proto::spec::{Algorithm, Collective, LinkModel};
+use topocomm_proto::spec::{Algorithm, Collective, Dtype, LinkModel, ReduceOp};
 use topocomm_proto::{Topology, catalogue};
 
-use crate::cli::{CollectiveArgs, SweepArgs};
-use crate::local::{Capacity, CapacityError, LocalCluster};
-use crate::model;
-use crate::plot::{self, Series};
-use crate::report::{self, LinkPhysics};
-use crate::request::{self, Planned, Repetition};
-use crate::trace;
+use crate::control::client::RemoteArgs;
+use crate::control::local::{Capacity, CapacityError, LocalCluster};
+use crate::control::parse::{ParseError, parse_collective, parse_dtype, parse_op, parse_size, parse_timeout};
+use crate::control::request::{self, CollectiveArgs, LinkArgs, Planned, Repetition, ShapeArgs};
+#[cfg(feature = "pictures")]
+use crate::render::picture;
+#[cfg(feature = "pictures")]
+use crate::render::plot::{self, Series};
+use crate::render::progress::Progress;
+use crate::render::quantity::size_text;
+use crate::render::report::{self, LinkPhysics};
+use crate::render::{self, trace};
+use crate::tools::model::{self, Prediction};
+
+/// `topocomm sweep`: the collective options of `run`, with sizes and algorithms as lists.
+#[derive(Debug, Clone, Args)]
+pub struct SweepArgs {
+    /// The collective: broadcast, reduce, allgather, reduce-scatter, allreduce, scan,
+    /// scatter, gather, alltoall, shift, barrier, ping-pong.
+    #[arg(value_parser = parse_collective)]
+    pub collective: Collective,
+    #[command(flatten)]
+    pub shape: ShapeArgs,
+    /// Nodes of the local cluster (ignored with --coordinator, whose cluster has its own size).
+    #[arg(long, short = 'n', default_value_t = 8)]
+    pub nodes: usize,
+    /// Algorithms: `all` (every one of the collective's), or a comma list; default the
+    /// one made for the topology.
+    #[arg(long, short = 'a', value_parser = parse_algorithms)]
+    pub algorithm: Option<Algorithms>,
+    /// Bytes per node: `8B..8MiB` (doubling from the first) or a comma list (`1KiB,64KiB`).
+    // `std::vec::Vec`, not `Vec`: clap would read `Vec<_>` as many values of u64.
+    #[arg(long, default_value = "8B..1MiB", value_parser = parse_sizes)]
+    pub sizes: std::vec::Vec<u64>,
+    /// The root of broadcast, reduce, scatter and gather.
+    #[arg(long, default_value_t = 0)]
+    pub root: usize,
+    /// Element type: i32, i64, f32, f64.
+    #[arg(long, default_value = "f64", value_parser = parse_dtype)]
+    pub dtype: Dtype,
+    /// Reduction operator: sum, prod, min, max.
+    #[arg(long, default_value = "sum", value_parser = parse_op)]
+    pub op: ReduceOp,
+    /// Shift: how many places the data moves.
+    #[arg(long, default_value_t = 1)]
+    pub shift: usize,
+    /// Scan: exclusive prefix.
+    #[arg(long)]
+    pub exclusive: bool,
+    /// Seed of the generated inputs.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub links: LinkArgs,
+    /// Timed iterations per point.
+    #[arg(long, short = 'i', default_value_t = 20)]
+    pub iterations: u32,
+    /// Untimed warm-up iterations before them.
+    #[arg(long, default_value_t = 3)]
+    pub warmup: u32,
+    /// Deadline of every wait of one iteration (and of forming the cluster): 1ms to 24h.
+    #[arg(long, default_value = "30s", value_parser = parse_timeout)]
+    pub timeout: Duration,
+    /// Also write the points as CSV to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Also write the sweep as JSON to FILE (`-`: to standard output, instead of the table).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Plot time against size, log-log, a line per algorithm, the model dashed (.svg or .png).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// Local clusters: folder for the node daemons' logs.
+    #[arg(long)]
+    pub logs: Option<PathBuf>,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
 
 /// `--algorithm` of a sweep: every algorithm of the collective, or these.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,15 +118,15 @@ pub enum Algorithms {
 }
 
 /// Parses `all` or a comma list of algorithm names.
-pub fn parse_algorithms(text: &str) -> Result<Algorithms, String> {
+pub fn parse_algorithms(text: &str) -> Result<Algorithms, ParseError> {
     if text.trim().eq_ignore_ascii_case("all") {
         return Ok(Algorithms::All);
     }
     text.split(',')
         .map(|name| {
-            name.trim().parse::<Algorithm>().map_err(|_| {
-                let names: Vec<&str> = <Algorithm as strum::VariantNames>::VARIANTS.to_vec();
-                format!("unknown algorithm {name:?}; choose all, or some of: {}", names.join(", "))
+            name.trim().parse::<Algorithm>().map_err(|_| ParseError::UnknownAlgorithms {
+                text: name.to_owned(),
+                choices: <Algorithm as strum::VariantNames>::VARIANTS.join(", "),
             })
         })
         .collect::<Result<Vec<_>, _>>()
@@ -65,12 +135,12 @@ pub fn parse_algorithms(text: &str) -> Result<Algorithms, String> {
 
 /// Parses `8B..8MiB` (doubling from the first while not above the last) or a comma
 /// list (`1KiB,64KiB,1MiB`).
-pub fn parse_sizes(text: &str) -> Result<Vec<u64>, String> {
-    let size = |part: &str| crate::cli::parse_size(part);
+pub fn parse_sizes(text: &str) -> Result<Vec<u64>, ParseError> {
+    let size = |part: &str| parse_size(part);
     if let Some((lo, hi)) = text.split_once("..") {
         let (lo, hi) = (size(lo)?, size(hi)?);
         if lo == 0 || hi < lo {
-            return Err(format!("{text:?}: a range runs from a positive size up to a larger one, e.g. 8B..8MiB"));
+            return Err(ParseError::SizeRange { text: text.to_owned() });
         }
         let mut sizes = vec![lo];
         while let Some(next) = sizes.last().and_then(|s| s.checked_mul(2)).filter(|&s| s <= hi) {
@@ -80,7 +150,7 @@ pub fn parse_sizes(text: &str) -> Result<Vec<u64>, String> {
     }
     let sizes = text.split(',').map(size).collect::<Result<Vec<_>, _>>()?;
     if sizes.is_empty() {
-        return Err("no sizes given".into());
+        return Err(ParseError::NoSizes);
     }
     Ok(sizes)
 }
@@ -154,7 +224,7 @@ impl Point {
 /// Where the sweep runs.
 enum Cluster {
     Local(LocalCluster),
-    Remote { address: String, credentials: crate::client::Credentials },
+    Remote { address: String, credentials: crate::control::client::Credentials },
 }
 
 impl Cluster {
@@ -162,7 +232,9 @@ impl Cluster {
         match self {
             Cluster::Local(local) => local.coordinator.execute(request).await.map_err(|e| anyhow!(e)),
             Cluster::Remote { address, credentials } => {
-                match crate::client::request(address, credentials, ClientRequest::Run(request), patience).await? {
+                match crate::control::client::request(address, credentials, ClientRequest::Run(request), patience)
+                    .await?
+                {
                     ClientResponse::RunDone(outcome) => Ok(*outcome),
                     ClientResponse::Error(error) => Err(anyhow!(error)),
                     other => bail!("unexpected answer from the coordinator: {other:?}"),
@@ -205,10 +277,12 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
         Some(Algorithms::Named(named)) => named.clone(),
     };
     for &algorithm in &algorithms {
-        catalogue::check(collective, algorithm).map_err(|e| anyhow!(e))?;
+        catalogue::check(collective, algorithm)?;
     }
-    for path in [&args.plot].into_iter().flatten() {
-        crate::picture::Format::of(path)?;
+    render::check_pictures_built("--plot", args.plot.as_deref())?;
+    #[cfg(feature = "pictures")]
+    if let Some(path) = &args.plot {
+        picture::Format::of(path)?;
     }
     let repetition =
         Repetition { warmup: args.warmup, iterations: args.iterations, timeout: args.timeout, dump: false };
@@ -235,7 +309,7 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
         };
         match checked {
             Ok(()) => sizes.push(size),
-            Err(error) => eprintln!("skipping {}: {error}", crate::picture::size_text(size)),
+            Err(error) => eprintln!("skipping {}: {error}", size_text(size)),
         }
     }
     anyhow::ensure!(!sizes.is_empty(), "no size of --sizes can run");
@@ -256,14 +330,14 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
         }
     };
 
-    let bar = progress(algorithms.len() * sizes.len());
+    let bar = Progress::new(algorithms.len() * sizes.len());
     let table = args.json.as_deref() != Some(Path::new("-"));
     let mut sweep = Sweep { points: Vec::new(), topology: None, links: None };
     let result = tokio::select! {
         result = measure(args, &cluster, &algorithms, &sizes, predict_with, repetition, &bar, table, &mut sweep) => result,
         _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted; every node process was stopped")),
     };
-    bar.finish_and_clear();
+    bar.finish();
     cluster.shutdown().await;
     if !sweep.points.is_empty() {
         write_outputs(args, &sweep)?;
@@ -287,7 +361,7 @@ async fn measure(
     sizes: &[u64],
     predict_with: Option<LinkModel>,
     repetition: Repetition,
-    bar: &ProgressBar,
+    bar: &Progress,
     table: bool,
     sweep: &mut Sweep,
 ) -> anyhow::Result<()> {
@@ -298,19 +372,19 @@ async fn measure(
     };
     for (a, &algorithm) in algorithms.iter().enumerate() {
         for (s, &size) in sizes.iter().enumerate() {
-            bar.set_message(format!("{algorithm}, {}", crate::picture::size_text(size)));
+            bar.set_message(format!("{algorithm}, {}", size_text(size)));
             let Planned { request, .. } = request::plan(&what(args, algorithm, size), repetition)?;
             let patience = request::client_patience(&request.spec);
             let outcome = cluster
                 .execute(request, patience)
                 .await
-                .with_context(|| format!("{algorithm} at {}", crate::picture::size_text(size)))?;
+                .with_context(|| format!("{algorithm} at {}", size_text(size)))?;
             let topology = Topology::new(outcome.topology.kind, outcome.topology.p, Some(&outcome.topology.dims))?;
             let prediction = match predict_with {
-                Some(links) => Some(model::predict(&outcome.spec, &topology, links).map_err(|e| anyhow!(e))?),
+                Some(links) => Some(model::predict(&outcome.spec, &topology, links)?),
                 None => None,
             };
-            let summary = report::summarize(&outcome, prediction.as_ref().zip(predict_with))
+            let summary = report::summarize(&outcome, prediction.as_ref().map(Prediction::time_us).zip(predict_with))
                 .map_err(|failure| anyhow!("the sweep stopped: {failure}"))?;
             if a == 0 && s == 0 {
                 show(&header(args, &topology, summary.links.as_ref()));
@@ -323,22 +397,10 @@ async fn measure(
             sweep.topology = Some(topology);
             sweep.links = summary.links;
             sweep.points.push(point);
-            bar.inc(1);
+            bar.inc();
         }
     }
     Ok(())
-}
-
-fn progress(total: usize) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(total as u64);
-    if let Ok(style) = ProgressStyle::with_template("{elapsed:>4} [{bar:30.cyan/blue}] {pos}/{len} points  {msg}") {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    bar.enable_steady_tick(Duration::from_millis(200));
-    bar
 }
 
 fn header(args: &SweepArgs, topology: &Topology, links: Option<&LinkPhysics>) -> String {
@@ -461,6 +523,7 @@ fn write_outputs(args: &SweepArgs, sweep: &Sweep) -> anyhow::Result<()> {
             eprintln!("wrote {}", path.display());
         }
     }
+    #[cfg(feature = "pictures")]
     if let Some(path) = &args.plot {
         let mut series: Vec<Series> = Vec::new();
         for point in &sweep.points {
@@ -497,7 +560,7 @@ mod tests {
         assert_eq!(parse_sizes("4096").unwrap(), vec![4096]);
         assert!(parse_sizes("8MiB..8B").is_err());
         assert!(parse_sizes("0..8B").is_err());
-        assert!(parse_sizes("8B..lots").unwrap_err().contains("not a size"));
+        assert!(parse_sizes("8B..lots").unwrap_err().to_string().contains("not a size"));
     }
 
     #[test]
@@ -507,7 +570,7 @@ mod tests {
             parse_algorithms("ring, hypercube").unwrap(),
             Algorithms::Named(vec![Algorithm::Ring, Algorithm::Hypercube])
         );
-        assert!(parse_algorithms("ring,donut").unwrap_err().contains("choose all"));
+        assert!(parse_algorithms("ring,donut").unwrap_err().to_string().contains("choose all"));
     }
 
     #[test]

@@ -5,12 +5,35 @@
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use clap::Args;
 use tokio::net::TcpStream;
 use topocomm_node::handshake;
+use topocomm_node::security::SecurityArgs;
 use topocomm_proto::auth::{Key, Purpose};
 use topocomm_proto::control::{ClientRequest, ClientResponse, MAX_REPORT_FRAME};
 
-use crate::server::{framed, receive, send};
+use crate::control::server::{framed, receive, send};
+
+/// Where a serving coordinator is and the token it wants.
+#[derive(Debug, Clone, Args)]
+pub struct RemoteArgs {
+    /// A serving coordinator, HOST:PORT. Without it, `run` starts a local cluster.
+    #[arg(long, env = "TOPOCOMM_COORDINATOR")]
+    pub coordinator: Option<String>,
+    /// The token (local clusters make a random one) and the mode.
+    #[command(flatten)]
+    pub security: SecurityArgs,
+}
+
+impl RemoteArgs {
+    /// What this client proves to a serving coordinator.
+    pub fn credentials(&self) -> anyhow::Result<Credentials> {
+        let token = self.security.token()?.context(
+            "a serving coordinator needs the cluster token: --token-file FILE or TOPOCOMM_TOKEN (or --token)",
+        )?;
+        Ok(Credentials { key: Key::from_token(&token), encrypted: self.security.encrypt })
+    }
+}
 
 /// What a client proves and how it talks.
 #[derive(Debug, Clone)]

@@ -43,8 +43,21 @@ impl Prediction {
     }
 }
 
+/// Why the model could not predict a run.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("cannot start the model's runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("cannot start the model's thread: {0}")]
+    Thread(std::io::Error),
+    #[error("the model panicked")]
+    Panicked,
+    #[error("the model could not run node {node}: {reason}")]
+    Node { node: usize, reason: String },
+}
+
 /// Predicts `spec` (its algorithm already resolved) on `topology` under `model`.
-pub fn predict(spec: &RunSpec, topology: &Topology, model: LinkModel) -> Result<Prediction, String> {
+pub fn predict(spec: &RunSpec, topology: &Topology, model: LinkModel) -> Result<Prediction, ModelError> {
     let (spec, topology) = (spec.clone(), topology.clone());
     std::thread::Builder::new()
         .name("topocomm-model".into())
@@ -53,15 +66,15 @@ pub fn predict(spec: &RunSpec, topology: &Topology, model: LinkModel) -> Result<
                 .enable_all()
                 .start_paused(true)
                 .build()
-                .map_err(|e| format!("cannot start the model's runtime: {e}"))?;
+                .map_err(ModelError::Runtime)?;
             runtime.block_on(simulate(spec, &topology, model))
         })
-        .map_err(|e| format!("cannot start the model's thread: {e}"))?
+        .map_err(ModelError::Thread)?
         .join()
-        .map_err(|_| "the model panicked".to_owned())?
+        .map_err(|_| ModelError::Panicked)?
 }
 
-async fn simulate(spec: RunSpec, topology: &Topology, model: LinkModel) -> Result<Prediction, String> {
+async fn simulate(spec: RunSpec, topology: &Topology, model: LinkModel) -> Result<Prediction, ModelError> {
     let cluster = MemoryCluster::with_clock(topology, Clock::Virtual);
     let p = topology.p();
     for id in 0..p {
@@ -85,7 +98,7 @@ async fn simulate(spec: RunSpec, topology: &Topology, model: LinkModel) -> Resul
     let mut time_ns = 0;
     let mut steps = 0;
     for (node, result) in finished.into_iter().enumerate() {
-        let (done, node_steps) = result.map_err(|e| format!("the model could not run node {node}: {e}"))?;
+        let (done, node_steps) = result.map_err(|e| ModelError::Node { node, reason: e.to_string() })?;
         time_ns = time_ns.max(Clock::Virtual.nanos(done - start));
         steps = steps.max(node_steps);
     }

@@ -9,10 +9,12 @@
 //!
 //! This file plans, runs and tabulates; it does not touch the model or the cluster code.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use bytesize::ByteSize;
+use clap::Args;
 use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 use strum::IntoEnumIterator;
@@ -20,10 +22,54 @@ use topocomm_proto::control::RunRequest;
 use topocomm_proto::spec::{Algorithm, Collective, LinkModel, MAX_TIMEOUT, MAX_TIMEOUT_MS, Routing, RunSpec};
 use topocomm_proto::{Topology, TopologyKind, catalogue};
 
-use crate::cli::BenchModelArgs;
-use crate::local::LocalCluster;
-use crate::model::{self, Prediction};
-use crate::report::{self, TimeStats};
+use crate::control::local::LocalCluster;
+use crate::control::parse::{parse_collective, parse_routing, parse_size, parse_time, parse_topology};
+use crate::render::report::{self, TimeStats};
+use crate::tools::model::{self, ModelError, Prediction};
+
+#[derive(Debug, Clone, Args)]
+pub struct BenchModelArgs {
+    /// Node counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "8,16")]
+    pub nodes: Vec<usize>,
+    /// Topologies, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "ring,torus,hypercube", value_parser = parse_topology)]
+    pub topologies: Vec<TopologyKind>,
+    /// Collectives, comma-separated (default: every one but barrier).
+    #[arg(long, value_delimiter = ',', value_parser = parse_collective)]
+    pub collectives: Vec<Collective>,
+    /// Message sizes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1KiB,64KiB,1MiB", value_parser = parse_size)]
+    pub sizes: Vec<u64>,
+    /// Routings, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "sf,ct", value_parser = parse_routing)]
+    pub routings: Vec<Routing>,
+    /// Start-up time t_s.
+    #[arg(long, default_value = "200us", value_parser = parse_time)]
+    pub ts: u64,
+    /// Per-hop time t_h.
+    #[arg(long, default_value = "20us", value_parser = parse_time)]
+    pub th: u64,
+    /// Per-byte time t_w.
+    #[arg(long, default_value = "10ns", value_parser = parse_time)]
+    pub tw: u64,
+    /// Cut-through packet size (default: whole frames, the limit of small packets; see `run --packet`).
+    #[arg(long, value_parser = parse_size)]
+    pub packet: Option<u64>,
+    /// Timed iterations per run.
+    #[arg(long, short = 'i', default_value_t = 10)]
+    pub iterations: u32,
+    /// Untimed iterations before them.
+    #[arg(long, default_value_t = 2)]
+    pub warmup: u32,
+    /// Folder for the node daemons' logs (default: topocomm-logs/bench-model-<p> in the
+    /// system's temporary directory).
+    #[arg(long)]
+    pub logs: Option<PathBuf>,
+    /// Print JSON lines instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// The shortest deadline of one iteration's waits.
 const MIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -51,7 +97,7 @@ struct Case {
     spec: RunSpec,
     links: LinkModel,
     /// The model's time of the run (its flow events dropped), or why it has none.
-    prediction: Result<Prediction, String>,
+    prediction: Result<Prediction, ModelError>,
     /// The model's time of the barrier every iteration starts with, in µs.
     barrier_us: f64,
 }
@@ -105,7 +151,7 @@ impl Row {
             measured: None,
             model_us: case.prediction.as_ref().ok().map(Prediction::time_us),
             ratio: None,
-            error: case.prediction.as_ref().err().cloned(),
+            error: case.prediction.as_ref().err().map(ModelError::to_string),
         }
     }
 
@@ -331,7 +377,7 @@ async fn run_cases<'a>(
         if let Ok(prediction) = &case.prediction {
             let request = RunRequest { topology: case.topology.kind(), dims: None, spec: case.spec.clone() };
             match local.coordinator.execute(request).await {
-                Ok(outcome) => match report::summarize(&outcome, Some((prediction, case.links))) {
+                Ok(outcome) => match report::summarize(&outcome, Some((prediction.time_us(), case.links))) {
                     Ok(summary) => {
                         row.measured_us = Some(summary.time_us.median);
                         row.measured = Some(summary.time_us);

@@ -15,7 +15,7 @@ use topocomm_proto::control::{
 };
 use topocomm_proto::{Topology, catalogue};
 
-use crate::cluster::{Cluster, Event, Participant, SessionId};
+use crate::control::cluster::{Cluster, Event, Participant, SessionId};
 
 /// How long every node has to bring its links up.
 const WIRE_DEADLINE: Duration = Duration::from_secs(20);
@@ -73,7 +73,7 @@ impl Coordinator {
         let topology = Topology::new(request.topology, p, request.dims.as_deref()).map_err(|e| e.to_string())?;
         request.spec.validate(p).map_err(|e| e.to_string())?;
         check_memory(&request.spec, &participants)?;
-        catalogue::check(request.spec.collective, request.spec.algorithm)?;
+        catalogue::check(request.spec.collective, request.spec.algorithm).map_err(|e| e.to_string())?;
         let topology_spec = TopologySpec { kind: topology.kind(), p, dims: topology.dims().to_vec() };
         let sessions: Vec<SessionId> = participants.iter().map(|p| p.session).collect();
         driver.drain();
@@ -435,7 +435,7 @@ mod tests {
     use topocomm_proto::spec::{Algorithm, Collective, RunSpec};
 
     use super::*;
-    use crate::cluster::Registration;
+    use crate::control::cluster::Registration;
 
     /// How a fake node misbehaves.
     #[derive(Clone, Copy)]

@@ -25,8 +25,8 @@ use topocomm_proto::control::{
     ClientRequest, ClientResponse, MAX_ORDER_FRAME, MAX_REPORT_FRAME, ToCoordinator, ToNode,
 };
 
-use crate::cluster::Registration;
-use crate::run::Coordinator;
+use crate::control::cluster::Registration;
+use crate::control::run::Coordinator;
 
 /// How often the coordinator asks each node whether it is there.
 const HEARTBEAT: Duration = Duration::from_secs(1);

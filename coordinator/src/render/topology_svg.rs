@@ -14,8 +14,8 @@ use std::path::Path;
 use topocomm_proto::topology::NodeId;
 use topocomm_proto::{Topology, TopologyKind};
 
-use crate::cli::TopologyArgs;
-use crate::picture::{self, Svg, colour, n};
+use crate::render::picture::{self, Svg, colour, n};
+use crate::render::topology_view::TopologyArgs;
 
 /// Writes the picture `args.svg` asks for, if it asks for one.
 pub fn write_requested(args: &TopologyArgs) -> anyhow::Result<()> {

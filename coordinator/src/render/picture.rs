@@ -178,11 +178,6 @@ impl Svg {
     }
 }
 
-/// A byte count as people write it: "8 B", "1 KiB", "1.5 MiB" (no ".0").
-pub fn size_text(bytes: u64) -> String {
-    bytesize::ByteSize::b(bytes).display().iec().to_string().replace(".0 ", " ")
-}
-
 /// "Nice" tick values covering `[lo, hi]`: steps of 1, 2 or 5 times a power of ten,
 /// about `count` of them.
 pub fn ticks(lo: f64, hi: f64, count: usize) -> Vec<f64> {
@@ -208,9 +203,6 @@ mod tests {
         assert_eq!(n(-0.001), "0");
         assert_eq!(n(12.5), "12.5");
         assert_eq!(escape("a<b & \"c\">"), "a&lt;b &amp; &quot;c&quot;&gt;");
-        assert_eq!(size_text(8), "8 B");
-        assert_eq!(size_text(65536), "64 KiB");
-        assert_eq!(size_text(3 << 19), "1.5 MiB");
     }
 
     #[test]

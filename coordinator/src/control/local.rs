@@ -17,8 +17,8 @@ use topocomm_node::limits;
 use topocomm_proto::auth::Key;
 use topocomm_proto::spec::{RunSpec, SpecError};
 
-use crate::run::Coordinator;
-use crate::server;
+use crate::control::run::Coordinator;
+use crate::control::server;
 
 /// What one node daemon process costs before any run: its resident memory. Measured on
 /// Linux x86-64 (release build): the VmRSS of every daemon while `topocomm run allreduce

@@ -3,11 +3,40 @@
 
 use std::fmt::Write as _;
 use std::io::Write as _;
+use std::path::PathBuf;
 
+use clap::Args;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use topocomm_proto::spec::Collective;
 use topocomm_proto::{Topology, catalogue};
 
-use crate::cli::{ListArgs, TopologyArgs};
+use crate::control::parse::parse_collective;
+use crate::control::request::ShapeArgs;
+
+#[derive(Debug, Clone, Args)]
+pub struct TopologyArgs {
+    #[command(flatten)]
+    pub shape: ShapeArgs,
+    /// Number of nodes.
+    #[arg(long, short = 'n', default_value_t = 8)]
+    pub nodes: usize,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Also draw the wiring to FILE (.svg, or .png by the extension).
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ListArgs {
+    /// Only this collective's algorithms.
+    #[arg(value_parser = parse_collective)]
+    pub collective: Option<Collective>,
+    /// Print a Markdown table (as in the README).
+    #[arg(long)]
+    pub markdown: bool,
+}
 
 /// Prints the topology `args` describes.
 pub fn print(args: &TopologyArgs) -> anyhow::Result<()> {

@@ -11,18 +11,47 @@
 //!
 //! This file measures and fits; it does not touch the cluster's wiring or the model.
 
+use std::path::PathBuf;
+
 use anyhow::anyhow;
 use bytesize::ByteSize;
+use clap::Args;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 use topocomm_proto::TopologyKind;
 use topocomm_proto::control::RunRequest;
 use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Routing, RunSpec};
 
-use crate::calibration;
-use crate::cli::CalibrateArgs;
-use crate::local::LocalCluster;
-use crate::report;
+use crate::control::calibration;
+use crate::control::local::LocalCluster;
+use crate::control::parse::parse_size;
+use crate::render::report;
+
+#[derive(Debug, Clone, Args)]
+pub struct CalibrateArgs {
+    /// Nodes of the local ring the ping-pongs run on (the multi-hop one crosses p/2 links).
+    #[arg(long, short = 'n', default_value_t = 8)]
+    pub nodes: usize,
+    /// Message sizes to ping-pong, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "8B,1KiB,16KiB,64KiB,256KiB,1MiB", value_parser = parse_size)]
+    pub sizes: Vec<u64>,
+    /// Round trips per size and route.
+    #[arg(long, short = 'i', default_value_t = 50)]
+    pub iterations: u32,
+    /// Untimed round trips before them.
+    #[arg(long, default_value_t = 5)]
+    pub warmup: u32,
+    /// Folder for the node daemons' logs (default: topocomm-logs/calibrate in the
+    /// system's temporary directory).
+    #[arg(long)]
+    pub logs: Option<PathBuf>,
+    /// Do not keep the fit for `--ts auto`.
+    #[arg(long)]
+    pub no_save: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// Deadline of every wait of one round trip.
 const TIMEOUT_MS: u64 = 30_000;
@@ -71,9 +100,20 @@ impl Fit {
     }
 }
 
+/// Why the points cannot be fitted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FitError {
+    #[error("{points} points cannot determine {parameters} parameters")]
+    TooFewPoints { points: usize, parameters: usize },
+    #[error("every point has a zero {parameter} term; it cannot be fitted")]
+    ZeroTerm { parameter: &'static str },
+    #[error("the points cannot tell t_s, t_h and t_w apart: they need at least two hop counts and two message sizes")]
+    Indistinct,
+}
+
 /// Fits t = t_s + l·t_h + l·m·t_w to `points` by least squares, holding at zero any
 /// parameter the noise would make negative.
-pub fn fit(points: &[Point]) -> Result<Fit, String> {
+pub fn fit(points: &[Point]) -> Result<Fit, FitError> {
     let rows: Vec<[f64; 3]> = points.iter().map(|p| design_row(p.hops, p.size_bytes)).collect();
     let times: Vec<f64> = points.iter().map(|p| p.one_way_us).collect();
     let mut free = [true; 3];
@@ -126,7 +166,7 @@ fn design_row(hops: usize, size_bytes: u64) -> [f64; 3] {
 /// equations (XᵀX) c = Xᵀt. The columns are scaled to unit norm first, since t_w's
 /// column (bytes) is a million times t_s's; the solve is Gaussian elimination with
 /// partial pivoting.
-fn least_squares(rows: &[[f64; 3]], times: &[f64], free: [bool; 3]) -> Result<[f64; 3], String> {
+fn least_squares(rows: &[[f64; 3]], times: &[f64], free: [bool; 3]) -> Result<[f64; 3], FitError> {
     let columns: Vec<usize> = (0..3).filter(|&j| free[j]).collect();
     let k = columns.len();
     let mut solution = [0.0; 3];
@@ -134,11 +174,11 @@ fn least_squares(rows: &[[f64; 3]], times: &[f64], free: [bool; 3]) -> Result<[f
         return Ok(solution);
     }
     if rows.len() < k {
-        return Err(format!("{} points cannot determine {k} parameters", rows.len()));
+        return Err(FitError::TooFewPoints { points: rows.len(), parameters: k });
     }
     let scale: Vec<f64> = columns.iter().map(|&j| rows.iter().map(|r| r[j] * r[j]).sum::<f64>().sqrt()).collect();
     if let Some(i) = scale.iter().position(|&s| s == 0.0) {
-        return Err(format!("every point has a zero {} term; it cannot be fitted", PARAMETERS[columns[i]]));
+        return Err(FitError::ZeroTerm { parameter: PARAMETERS[columns[i]] });
     }
     // The augmented normal matrix [XᵀX | Xᵀt] of the scaled columns.
     let mut a = vec![vec![0.0; k + 1]; k];
@@ -156,9 +196,7 @@ fn least_squares(rows: &[[f64; 3]], times: &[f64], free: [bool; 3]) -> Result<[f
         // Scaled columns have unit norm, so the diagonal starts at 1: a pivot this small
         // means two columns are (nearly) the same, e.g. only one hop count was measured.
         if a[best][pivot].abs() < 1e-10 {
-            return Err("the points cannot tell t_s, t_h and t_w apart: \
-                 they need at least two hop counts and two message sizes"
-                .into());
+            return Err(FitError::Indistinct);
         }
         a.swap(pivot, best);
         let (upper, lower) = a.split_at_mut(pivot + 1);
@@ -239,7 +277,7 @@ pub async fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
     local.shutdown().await;
     let points = result?;
 
-    let fit = fit(&points).map_err(|e| anyhow!(e))?;
+    let fit = fit(&points)?;
     let link_model = fit.link_model();
     let saved_to = if args.no_save { None } else { Some(calibration::save(&link_model)?) };
     let fitted: Vec<FittedPoint> = points
@@ -419,7 +457,7 @@ mod tests {
     #[test]
     fn one_hop_count_cannot_separate_the_parameters() {
         let points: Vec<Point> = synthetic(45.0, 12.5, 0.75, || 0.0).into_iter().filter(|p| p.hops == 1).collect();
-        let error = fit(&points).unwrap_err();
+        let error = fit(&points).unwrap_err().to_string();
         assert!(error.contains("two hop counts"), "{error}");
         assert!(fit(&points[..2]).is_err());
     }

@@ -15,7 +15,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 
-use anyhow::{Context, anyhow};
+use anyhow::Context;
 use serde_json::{Value, json};
 use topocomm_proto::Topology;
 use topocomm_proto::control::RunOutcome;
@@ -23,10 +23,9 @@ use topocomm_proto::flow::{FlowEvent, FlowKind};
 use topocomm_proto::spec::{LinkModel, Routing, RunSpec};
 use topocomm_proto::topology::NodeId;
 
-use crate::cli::RunArgs;
-use crate::diagram::{self, DiagramMeta};
-use crate::model::{self, Prediction};
-use crate::picture;
+#[cfg(feature = "pictures")]
+use crate::render::diagram::{self, DiagramMeta};
+use crate::render::quantity::size_text;
 
 /// One link crossing of a message: it left `from` at `depart_ns` and reached `to` at
 /// `arrive_ns` (its forward there, or its delivery).
@@ -242,7 +241,7 @@ pub fn describe_links(links: &LinkModel) -> String {
     let routing = match links.routing {
         Routing::Sf => "SF".to_owned(),
         Routing::Ct if links.packet_bytes == 0 => "CT (whole frames)".to_owned(),
-        Routing::Ct => format!("CT ({} packets)", picture::size_text(links.packet_bytes as u64)),
+        Routing::Ct => format!("CT ({} packets)", size_text(links.packet_bytes as u64)),
     };
     format!(
         "{routing}, t_s {} µs, t_h {} µs, t_w {} ns/B",
@@ -260,31 +259,44 @@ struct Flow<'a> {
     routing: String,
 }
 
+/// What `run` asked to be written of its message flow.
+#[derive(Debug, Clone, Copy)]
+pub struct FlowOutputs<'a> {
+    /// `--trace`: the Chrome trace's file.
+    pub trace: Option<&'a Path>,
+    /// `--diagram`: the space-time diagram's file.
+    pub diagram: Option<&'a Path>,
+    /// `--steps`: the diagram places messages by step instead of time.
+    pub by_steps: bool,
+}
+
+/// The cost model's flow events of a run's spec on its topology under the given links
+/// (rendering runs no model itself: the caller hands one in).
+pub type Schedule<'a> = &'a dyn Fn(&RunSpec, &Topology, LinkModel) -> anyhow::Result<Vec<FlowEvent>>;
+
 /// Writes what `--trace` and `--diagram` ask of a finished run.
 ///
 /// The events are the nodes' own (`outcome.trace`, on the coordinator's clock) when
-/// the run gathered them; otherwise the cost model's for the same spec and topology,
-/// which needs link physics to place events in time (`--ts/--th/--tw`), or `--steps`.
+/// the run gathered them; otherwise the cost model's for the same spec and topology
+/// (`predicted`, under `links`), which needs link physics to place events in time
+/// (`--ts/--th/--tw`), or `--steps` (then `schedule` draws them under nominal links).
 /// The title says which.
 pub fn write_run_outputs(
-    args: &RunArgs,
+    outputs: FlowOutputs,
     outcome: &RunOutcome,
-    prediction: Option<&Prediction>,
+    predicted: Option<&[FlowEvent]>,
     links: Option<LinkModel>,
+    schedule: Schedule,
 ) -> anyhow::Result<()> {
-    if args.trace.is_none() && args.diagram.is_none() {
+    if outputs.trace.is_none() && outputs.diagram.is_none() {
         return Ok(());
     }
     let topology = Topology::new(outcome.topology.kind, outcome.topology.p, Some(&outcome.topology.dims))?;
     let spec = &outcome.spec;
-    let flow = run_flow(args, outcome, &topology, prediction, links)?;
-    let title = format!(
-        "{} ({}) on a {topology}, {} per node",
-        spec.collective,
-        spec.algorithm,
-        picture::size_text(spec.size_bytes)
-    );
-    if let Some(path) = &args.trace {
+    let flow = run_flow(outputs, outcome, &topology, predicted, links, schedule)?;
+    let title =
+        format!("{} ({}) on a {topology}, {} per node", spec.collective, spec.algorithm, size_text(spec.size_bytes));
+    if let Some(path) = outputs.trace {
         let meta = TraceMeta {
             title: format!("{title} — {}", flow.source),
             nodes: topology.p(),
@@ -297,7 +309,9 @@ pub fn write_run_outputs(
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
         eprintln!("wrote the trace to {} (open it in ui.perfetto.dev or chrome://tracing)", path.display());
     }
-    if let Some(path) = &args.diagram {
+    crate::render::check_pictures_built("--diagram", outputs.diagram)?;
+    #[cfg(feature = "pictures")]
+    if let Some(path) = outputs.diagram {
         let meta = DiagramMeta {
             collective: spec.collective.to_string(),
             algorithm: spec.algorithm.to_string(),
@@ -306,7 +320,7 @@ pub fn write_run_outputs(
             size_bytes: spec.size_bytes,
             nodes: topology.p(),
             source: flow.source.clone(),
-            by_steps: args.steps,
+            by_steps: outputs.by_steps,
         };
         diagram::render(&flow.events, &meta, path)?;
         eprintln!("wrote the space-time diagram to {}", path.display());
@@ -315,11 +329,12 @@ pub fn write_run_outputs(
 }
 
 fn run_flow<'a>(
-    args: &RunArgs,
+    outputs: FlowOutputs,
     outcome: &'a RunOutcome,
     topology: &Topology,
-    prediction: Option<&'a Prediction>,
+    predicted: Option<&'a [FlowEvent]>,
     links: Option<LinkModel>,
+    schedule: Schedule,
 ) -> anyhow::Result<Flow<'a>> {
     let routing = links.map(|l| describe_links(&l)).unwrap_or_else(|| "full-speed links".to_owned());
     if let Some(trace) = &outcome.trace {
@@ -330,25 +345,21 @@ fn run_flow<'a>(
             routing,
         });
     }
-    if let (Some(prediction), Some(links)) = (prediction, links) {
+    if let (Some(predicted), Some(links)) = (predicted, links) {
         return Ok(Flow {
-            events: std::borrow::Cow::Borrowed(&prediction.events),
+            events: std::borrow::Cow::Borrowed(predicted),
             source: "cost model's schedule".to_owned(),
             routing: describe_links(&links),
         });
     }
     anyhow::ensure!(
-        args.steps && args.trace.is_none(),
+        outputs.by_steps && outputs.trace.is_none(),
         "this run gathered no flow events; give the links physics (--ts/--th/--tw) to draw the cost model's \
          schedule in time, or --steps for the diagram by step"
     );
     let nominal = LinkModel { ts_ns: 1000, th_ns: 0, tw_ps: 0, routing: Routing::Sf, packet_bytes: 1024 };
-    let prediction = model_events(&outcome.spec, topology, nominal)?;
-    Ok(Flow { events: std::borrow::Cow::Owned(prediction.events), source: "cost model's schedule".to_owned(), routing })
-}
-
-fn model_events(spec: &RunSpec, topology: &Topology, links: LinkModel) -> anyhow::Result<Prediction> {
-    model::predict(spec, topology, links).map_err(|e| anyhow!(e))
+    let events = schedule(&outcome.spec, topology, nominal)?;
+    Ok(Flow { events: std::borrow::Cow::Owned(events), source: "cost model's schedule".to_owned(), routing })
 }
 
 /// Writes `value` as JSON to `path` (`-`: standard output).
@@ -364,6 +375,8 @@ pub fn write_json(value: &Value, path: &Path) -> anyhow::Result<()> {
 #[cfg(test)]
 pub(crate) mod tests {
     use std::collections::HashSet;
+
+    use crate::tools::model::{self, Prediction};
 
     use topocomm_proto::TopologyKind;
     use topocomm_proto::spec::{Algorithm, Collective};

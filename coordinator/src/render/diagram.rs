@@ -8,14 +8,14 @@
 //! message's hops share its column (the textbook figure).
 //!
 //! Works on [`FlowEvent`]s from the cost model or from a real run alike; `explain` and
-//! `run --diagram` both come here. Writes SVG, or PNG through [`crate::picture`].
+//! `run --diagram` both come here. Writes SVG, or PNG through [`crate::render::picture`].
 
 use std::path::Path;
 
 use topocomm_proto::flow::FlowEvent;
 
-use crate::picture::{self, Svg, colour, n};
-use crate::trace::{self, Message};
+use crate::render::picture::{self, Svg, colour, n};
+use crate::render::trace::{self, Message};
 
 /// What the diagram's title and subtitle say, and how its x axis runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,7 +72,7 @@ pub fn svg(events: &[FlowEvent], meta: &DiagramMeta) -> String {
         meta.collective,
         meta.algorithm,
         meta.topology,
-        picture::size_text(meta.size_bytes)
+        crate::render::quantity::size_text(meta.size_bytes)
     );
     svg.text((x0, 34.0), 20.0, &title, r##"font-weight="bold" fill="#222""##);
     let hops: usize = messages.iter().map(|m| m.hops.len()).sum();
@@ -269,7 +269,7 @@ mod tests {
     use topocomm_proto::spec::{Algorithm, Collective, Routing};
 
     use super::*;
-    use crate::trace::tests::model_run;
+    use crate::render::trace::tests::model_run;
 
     fn meta(p: usize, by_steps: bool) -> DiagramMeta {
         DiagramMeta {

@@ -12,8 +12,6 @@ use topocomm_proto::Topology;
 use topocomm_proto::control::{RunOutcome, SetupTimes};
 use topocomm_proto::spec::{Collective, LinkModel, Routing};
 
-use crate::model::Prediction;
-
 /// Minimum, median, mean and maximum of the per-iteration times, in µs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct TimeStats {
@@ -102,7 +100,8 @@ impl LinkPhysics {
 }
 
 /// Holds every node's report to the reference verdict; a failed check names the nodes.
-pub fn summarize(outcome: &RunOutcome, prediction: Option<(&Prediction, LinkModel)>) -> Result<RunSummary, String> {
+/// `prediction` is the cost model's time (µs) and the links it assumed, if any.
+pub fn summarize(outcome: &RunOutcome, prediction: Option<(f64, LinkModel)>) -> Result<RunSummary, String> {
     let wrong: Vec<String> = outcome
         .reports
         .iter()
@@ -136,7 +135,7 @@ pub fn summarize(outcome: &RunOutcome, prediction: Option<(&Prediction, LinkMode
         (None, Some((_, model))) => Some(LinkPhysics::of(&model, false)),
         (None, None) => None,
     };
-    let model_us = prediction.map(|(p, _)| p.time_us());
+    let model_us = prediction.map(|(time_us, _)| time_us);
     Ok(RunSummary {
         run: spec.run,
         collective: spec.collective.to_string(),

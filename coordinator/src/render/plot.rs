@@ -1,7 +1,7 @@
 //! Sweep plots: time against message size, log-log, one line per algorithm (measured,
 //! solid, with a marker per size) and the cost model's prediction for it as a dashed
 //! line of the same colour. Drawn with plotters' SVG backend; `.png` goes through
-//! [`crate::picture`] like every other picture, so both carry the same embedded font.
+//! [`crate::render::picture`] like every other picture, so both carry the same embedded font.
 
 use std::path::Path;
 
@@ -9,7 +9,7 @@ use anyhow::anyhow;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
-use crate::picture;
+use crate::render::picture;
 
 /// One algorithm's measured times and, when the links were modelled, its predictions.
 #[derive(Debug, Clone, PartialEq)]
@@ -137,7 +137,7 @@ fn size_ticks(range: std::ops::Range<f64>) -> Vec<f64> {
 
 /// A size on the axis: "8 B", "1 KiB", "64 KiB", "8 MiB".
 fn size_label(bytes: f64) -> String {
-    picture::size_text(bytes.round() as u64)
+    crate::render::quantity::size_text(bytes.round() as u64)
 }
 
 /// A time on the axis: "0.1", "1", "10", "100", "1000", "100000"; "1e7" from ten seconds.

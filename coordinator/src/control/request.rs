@@ -1,0 +1,193 @@
+//! Turns what the user typed into a run request: the algorithm (named, or the one made
+//! for the topology), the spec, the emulated link physics and the physics to predict with.
+
+use std::time::Duration;
+
+use anyhow::{Context, anyhow};
+use clap::Args;
+use topocomm_proto::control::RunRequest;
+use topocomm_proto::spec::{Algorithm, Collective, Dtype, LinkModel, ReduceOp, Routing, RunSpec};
+use topocomm_proto::{TopologyKind, catalogue};
+
+use crate::control::calibration;
+use crate::control::parse::{
+    ParseError, parse_algorithm, parse_collective, parse_dims, parse_dtype, parse_op, parse_routing, parse_size,
+    parse_time, parse_topology,
+};
+
+/// The shape to wire.
+#[derive(Debug, Clone, Args)]
+pub struct ShapeArgs {
+    /// Topology: ring, mesh, torus, mesh3d, torus3d, hypercube, full.
+    #[arg(long, short = 't', default_value = "hypercube", value_parser = parse_topology)]
+    pub topology: TopologyKind,
+    /// Extents for mesh/torus (RxC) and mesh3d/torus3d (AxBxC); default the squarest.
+    // `std::vec::Vec`, not `Vec`: clap would read `Option<Vec<_>>` as many values of usize.
+    #[arg(long, value_parser = parse_dims)]
+    pub dims: Option<std::vec::Vec<usize>>,
+}
+
+/// What to run: the collective, its algorithm, the shape and size, the data and the links.
+#[derive(Debug, Clone, Args)]
+pub struct CollectiveArgs {
+    /// The collective: broadcast, reduce, allgather, reduce-scatter, allreduce, scan,
+    /// scatter, gather, alltoall, shift, barrier (`topocomm list` shows their algorithms).
+    #[arg(value_parser = parse_collective)]
+    pub collective: Collective,
+    #[command(flatten)]
+    pub shape: ShapeArgs,
+    /// Nodes of the local cluster (ignored with --coordinator, whose cluster has its own size).
+    #[arg(long, short = 'n', default_value_t = 8)]
+    pub nodes: usize,
+    /// Algorithm (`topocomm list` shows each collective's); default the one made for
+    /// the topology; `auto` picks by size and p.
+    #[arg(long, short = 'a', value_parser = parse_algorithm)]
+    pub algorithm: Option<Algorithm>,
+    /// The root of broadcast, reduce, scatter and gather.
+    #[arg(long, default_value_t = 0)]
+    pub root: usize,
+    /// Bytes per node (B, KiB, MiB, GiB, or KB/MB), a whole number of elements.
+    #[arg(long, short = 's', default_value = "64KiB", value_parser = parse_size)]
+    pub size: u64,
+    /// Element type: i32, i64, f32, f64.
+    #[arg(long, default_value = "f64", value_parser = parse_dtype)]
+    pub dtype: Dtype,
+    /// Reduction operator: sum, prod, min, max.
+    #[arg(long, default_value = "sum", value_parser = parse_op)]
+    pub op: ReduceOp,
+    /// Shift: how many places the data moves (node i's vector ends on node i + Q mod p).
+    #[arg(long, default_value_t = 1)]
+    pub shift: usize,
+    /// Scan: exclusive prefix (node i reduces nodes 0..i; node 0 ends with nothing).
+    #[arg(long)]
+    pub exclusive: bool,
+    /// Seed of the generated inputs.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub links: LinkArgs,
+}
+
+/// Emulated link physics (none of them: the links run at full speed).
+#[derive(Debug, Clone, Args)]
+pub struct LinkArgs {
+    /// Start-up time t_s, paid once per message when its source sends it (e.g. 200us);
+    /// `auto`: no emulation, but predict with the t_s, t_h, t_w `topocomm calibrate` fitted.
+    #[arg(long, value_parser = parse_time_or_auto)]
+    pub ts: Option<Emulated>,
+    /// Per-hop time t_h (e.g. 20us).
+    #[arg(long, value_parser = parse_time)]
+    pub th: Option<u64>,
+    /// Per-byte time t_w (e.g. 10ns, 0.5ns).
+    #[arg(long, value_parser = parse_time)]
+    pub tw: Option<u64>,
+    /// Routing of emulated links: sf (store-and-forward) or ct (cut-through packets).
+    #[arg(long, default_value = "sf", value_parser = parse_routing)]
+    pub routing: Routing,
+    /// Cut-through packet size: messages then travel as real packets that every hop passes
+    /// on as they arrive. Without it, cut-through is emulated in the limit of small packets
+    /// (a hop passes a message on t_h after its tail arrived), free of per-packet overhead.
+    #[arg(long, value_parser = parse_size)]
+    pub packet: Option<u64>,
+}
+
+/// `--ts`: a time in picoseconds, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Emulated {
+    Picos(u64),
+    Auto,
+}
+
+/// Parses `--ts`: a time, or `auto`.
+fn parse_time_or_auto(text: &str) -> Result<Emulated, ParseError> {
+    if text.eq_ignore_ascii_case("auto") { Ok(Emulated::Auto) } else { parse_time(text).map(Emulated::Picos) }
+}
+
+/// A request and the link physics its prediction uses (if any).
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub request: RunRequest,
+    pub predict_with: Option<LinkModel>,
+}
+
+/// How many times to run and how long each iteration may wait.
+#[derive(Debug, Clone, Copy)]
+pub struct Repetition {
+    pub warmup: u32,
+    pub iterations: u32,
+    pub timeout: Duration,
+    pub dump: bool,
+}
+
+/// The request `what` describes, repeated as `repetition` says.
+pub fn plan(what: &CollectiveArgs, repetition: Repetition) -> anyhow::Result<Planned> {
+    let algorithm =
+        what.algorithm.unwrap_or_else(|| catalogue::default_algorithm(what.collective, what.shape.topology));
+    catalogue::check(what.collective, algorithm)?;
+    let (emulation, predict_with) = link_models(&what.links)?;
+    let spec = RunSpec {
+        run: 0,
+        collective: what.collective,
+        algorithm,
+        root: what.root,
+        size_bytes: what.size,
+        dtype: what.dtype,
+        op: what.op,
+        seed: what.seed,
+        warmup: repetition.warmup,
+        iterations: repetition.iterations,
+        timeout_ms: u64::try_from(repetition.timeout.as_millis())
+            .map_err(|_| anyhow!("--timeout {:?} does not fit in 64-bit milliseconds", repetition.timeout))?,
+        dump: repetition.dump,
+        shift: what.shift,
+        exclusive: what.exclusive,
+        emulation,
+        trace: false,
+        clock_offsets_ns: Vec::new(),
+    };
+    let request = RunRequest { topology: what.shape.topology, dims: what.shape.dims.clone(), spec };
+    Ok(Planned { request, predict_with })
+}
+
+/// Extra patience for wiring and reporting on top of the run's own deadlines.
+const CLIENT_SLACK: Duration = Duration::from_secs(60);
+
+/// How long a client waits for a serving coordinator to answer `spec`: the run's own
+/// deadline, one more timeout (the wait for the cluster), and slack for wiring and
+/// reporting. Saturating: an invalid spec is refused by the coordinator, not here.
+pub fn client_patience(spec: &RunSpec) -> Duration {
+    let run = spec.run_deadline().unwrap_or(Duration::MAX);
+    run.saturating_add(spec.timeout()).saturating_add(CLIENT_SLACK)
+}
+
+/// The emulation to run with and the link physics to predict with, from `--ts/--th/--tw`:
+/// explicit values emulate and predict; `--ts auto` only predicts, with the calibration.
+pub fn link_models(links: &LinkArgs) -> anyhow::Result<(Option<LinkModel>, Option<LinkModel>)> {
+    let packet_bytes = match links.packet {
+        None => 0,
+        Some(bytes) => u32::try_from(bytes).ok().filter(|&p| p > 0).context("--packet must be 1 B to 4 GiB")?,
+    };
+    if links.ts == Some(Emulated::Auto) {
+        anyhow::ensure!(
+            links.th.is_none() && links.tw.is_none(),
+            "--ts auto takes t_h and t_w from the calibration too"
+        );
+        let fitted = calibration::load()?;
+        return Ok((None, Some(LinkModel { routing: Routing::Sf, ..fitted })));
+    }
+    let ts = match links.ts {
+        Some(Emulated::Picos(ps)) => Some(ps),
+        _ => None,
+    };
+    if ts.is_none() && links.th.is_none() && links.tw.is_none() {
+        return Ok((None, None));
+    }
+    let model = LinkModel {
+        ts_ns: ts.unwrap_or(0) / 1000,
+        th_ns: links.th.unwrap_or(0) / 1000,
+        tw_ps: links.tw.unwrap_or(0),
+        routing: links.routing,
+        packet_bytes,
+    };
+    Ok((Some(model), Some(model)))
+}

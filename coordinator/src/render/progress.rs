@@ -1,0 +1,59 @@
+//! The sweep's progress bar on the terminal (stderr). With the `pictures` feature it is
+//! drawn by indicatif; without it, and whenever stderr is not a terminal, nothing is
+//! drawn and text printed through [`Progress::suspend`] goes out as is.
+
+/// A bar counting `total` points, hidden when stderr is not a terminal.
+pub struct Progress {
+    #[cfg(feature = "pictures")]
+    bar: indicatif::ProgressBar,
+}
+
+impl Progress {
+    #[cfg(feature = "pictures")]
+    pub fn new(total: usize) -> Self {
+        use std::io::IsTerminal;
+        if !std::io::stderr().is_terminal() {
+            return Progress { bar: indicatif::ProgressBar::hidden() };
+        }
+        let bar = indicatif::ProgressBar::new(total as u64);
+        let template = "{elapsed:>4} [{bar:30.cyan/blue}] {pos}/{len} points  {msg}";
+        if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        Progress { bar }
+    }
+
+    #[cfg(not(feature = "pictures"))]
+    pub fn new(_total: usize) -> Self {
+        Progress {}
+    }
+
+    /// Says what is being measured now.
+    pub fn set_message(&self, message: String) {
+        #[cfg(feature = "pictures")]
+        self.bar.set_message(message);
+        #[cfg(not(feature = "pictures"))]
+        let _ = message;
+    }
+
+    /// One more point done.
+    pub fn inc(&self) {
+        #[cfg(feature = "pictures")]
+        self.bar.inc(1);
+    }
+
+    /// Runs `print` with the bar out of the way, so its text is not drawn over.
+    pub fn suspend<R>(&self, print: impl FnOnce() -> R) -> R {
+        #[cfg(feature = "pictures")]
+        return self.bar.suspend(print);
+        #[cfg(not(feature = "pictures"))]
+        print()
+    }
+
+    /// Takes the bar off the terminal.
+    pub fn finish(&self) {
+        #[cfg(feature = "pictures")]
+        self.bar.finish_and_clear();
+    }
+}

@@ -1,0 +1,9 @@
+//! Models and tools on top of the control plane: the cost model and `explain`, link
+//! calibration, the model benchmark and size sweeps. Uses `control` to run and `render`
+//! to present; neither of those uses this layer.
+
+pub mod bench_model;
+pub mod calibrate;
+pub mod explain;
+pub mod model;
+pub mod sweep;
