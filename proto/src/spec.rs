@@ -197,7 +197,8 @@ impl Dtype {
     }
 }
 
-/// How a message crosses intermediate nodes (seed 002; seed 000 for the figures).
+/// How a message crosses intermediate nodes ([GGKK 2.5.1]; [KGGK94 3.2] for the
+/// figures).
 #[derive(
     Debug,
     Clone,
