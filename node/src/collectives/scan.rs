@@ -113,14 +113,13 @@ pub async fn linear(comm: &Comm, x: Bytes, reduction: Reduction, exclusive: bool
 }
 
 /// The longest segment of [`pipeline`]: large enough that a message's fixed costs stay
-/// small beside its bytes (on a 2-core machine running 8 nodes, 8 MiB in 128 KiB
-/// segments took a third longer than in 1 MiB ones), small enough that the chain fills
-/// quickly.
+/// small beside its bytes, small enough that the chain fills quickly (the measurements
+/// behind it: docs/PERFORMANCE-NOTES.md).
 pub const SEGMENT: usize = 1024 * 1024;
 
 /// The shortest segment of [`pipeline`]: a vector of up to 4 [`SEGMENT`]s is cut into
-/// four segments, none shorter than this (8 nodes on 2 cores, 1 MiB: four 256 KiB
-/// segments took 1.22-1.37x Open MPI's time, one segment 1.62-1.95x).
+/// four segments, none shorter than this, so that even a 1 MiB vector overlaps its
+/// combines down the chain (docs/PERFORMANCE-NOTES.md).
 pub const MIN_SEGMENT: usize = 256 * 1024;
 
 /// How many segments [`pipeline`] cuts `len` bytes into: four where each is at least
