@@ -102,7 +102,7 @@ async fn simulate(spec: RunSpec, topology: &Topology, model: LinkModel) -> Resul
     Ok(Prediction { time_ns, steps, messages, forwarded, events })
 }
 
-/// The model against the textbook's store-and-forward closed forms ([KGGK94] chapter 3,
+/// The model against the textbook's store-and-forward closed forms ([KGGK94 ch. 3],
 /// [GGKK 4.1]-[GGKK 4.5]), exactly: the virtual clock counts whole emulated nanoseconds
 /// and the physics below make every product whole, so each expected time is an integer
 /// and the model must hit it to the nanosecond.

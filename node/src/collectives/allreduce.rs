@@ -3,12 +3,12 @@
 //! Five schedules, built from the pieces of the other families: a reduction to node 0
 //! then a broadcast from it ([GGKK 4.3], over [`super::reduce::hypercube`] and
 //! [`super::broadcast::hypercube`]); recursive doubling of the whole vector
-//! ([GGKK 4.3], [Thakur05]); recursive halving then doubling of its pieces
-//! ([Rabenseifner04]); the ring reduce-scatter then ring all-gather of its pieces; and
-//! the mesh one, a ring all-reduce along each row, then each column (then each layer).
-//! The power-of-two schedules fold for any p (see [`super::folding`]). Costs are for
-//! store-and-forward routing on the topology each schedule was made for: t_s start-up,
-//! t_w per byte, m bytes per vector, plus the combines.
+//! ([GGKK 4.3], [Thakur 2005]); recursive halving then doubling of its pieces
+//! ([Rabenseifner 2004]); the ring reduce-scatter then ring all-gather of its pieces;
+//! and the mesh one, a ring all-reduce along each row, then each column (then each
+//! layer). The power-of-two schedules fold for any p (see [`super::folding`]). Costs
+//! are for store-and-forward routing on the topology each schedule was made for: t_s
+//! start-up, t_w per byte, m bytes per vector, plus the combines.
 //!
 //! The piece-wise schedules cut the vector into element-aligned pieces
 //! ([`BlockLayout::split`]); a vector that is not a whole number of elements fails the
@@ -69,7 +69,7 @@ pub async fn reduce_broadcast(comm: &Comm, vector: Bytes, reduction: Reduction) 
 }
 
 /// Recursive doubling ([GGKK 4.3], the all-to-all broadcast pattern with messages that
-/// keep their size; [Thakur05]: nodes i and i + k exchange and add, k = 1, 2, ...,
+/// keep their size; [Thakur 2005]: nodes i and i + k exchange and add, k = 1, 2, ...,
 /// p/2): log p exchanges of the whole vector, the partner at distance 2^i being my_id
 /// XOR 2^i, on the folded core of [`super::folding`]. Partners combine the same two
 /// partial sums, so every node ends with the same bits.
@@ -105,7 +105,7 @@ pub async fn recursive_doubling(comm: &Comm, vector: Bytes, reduction: Reduction
     }
 }
 
-/// Halving-doubling (Rabenseifner's all-reduce: [Rabenseifner04], [Thakur05]): a
+/// Halving-doubling (Rabenseifner's all-reduce: [Rabenseifner 2004], [Thakur 2005]): a
 /// reduce-scatter by recursive halving leaves each core node one fully reduced piece,
 /// and an all-gather by recursive doubling — the same exchanges in reverse — hands
 /// every piece to every node. It runs on the folded core of [`super::folding`], so the

@@ -2,8 +2,8 @@
 //!
 //! Six schedules, one per [`Algorithm`]: the store-and-forward ring, mesh and hypercube
 //! schedules of [GGKK 4.5.1]-[GGKK 4.5.3], Algorithm 4.10 (partner = my_id XOR i), the
-//! pairwise exchange of MPI libraries ([Thakur05]), and Bruck's log p algorithm
-//! ([Bruck97]). Node i starts with p blocks of m bytes, M[i][j] for node j, and ends
+//! pairwise exchange of MPI libraries ([Thakur 2005]), and Bruck's log p algorithm
+//! ([Bruck 1997]). Node i starts with p blocks of m bytes, M[i][j] for node j, and ends
 //! with M[0][i], ..., M[p-1][i].
 //!
 //! Costs are for store-and-forward routing when the schedule runs on the topology it was

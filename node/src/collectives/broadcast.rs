@@ -200,7 +200,7 @@ pub async fn recursive_doubling(comm: &Comm, root: NodeId, message: Bytes) -> Re
 }
 
 /// Scatter-allgather broadcast for large messages ([GGKK 4.7], as in MPI libraries:
-/// [Thakur05]): the root cuts its message into p pieces, scatters them, and an
+/// [Thakur 2005]): the root cuts its message into p pieces, scatters them, and an
 /// all-gather hands every node every piece; the busiest node then sends about 2m bytes
 /// instead of the m log p of the binomial tree.
 ///

@@ -213,13 +213,13 @@ pub async fn recursive_halving(
     Ok(sum)
 }
 
-/// Reduce-scatter-gather reduction for large vectors ([GGKK 4.7]; [Rabenseifner04],
-/// [Thakur05]: the halving of the halving-doubling all-reduce, with a gather in place
-/// of the final all-gather; MPI libraries' large-message reduce): the vector is cut
-/// into p element-aligned pieces, a reduce-scatter leaves the reduction of piece i on
-/// node i, and a gather collects the reduced pieces on the root. The busiest node then
-/// receives about 2m bytes instead of the m log p of the binomial tree, and each node
-/// combines about m bytes instead of up to m log p.
+/// Reduce-scatter-gather reduction for large vectors ([GGKK 4.7]; [Rabenseifner 2004],
+/// [Thakur 2005]: the halving of the halving-doubling all-reduce, with a gather in
+/// place of the final all-gather; MPI libraries' large-message reduce): the vector is
+/// cut into p element-aligned pieces, a reduce-scatter leaves the reduction of piece i
+/// on node i, and a gather collects the reduced pieces on the root. The busiest node
+/// then receives about 2m bytes instead of the m log p of the binomial tree, and each
+/// node combines about m bytes instead of up to m log p.
 ///
 /// ```text
 /// layout := m bytes cut into p near-equal element-aligned pieces; piece i for node i

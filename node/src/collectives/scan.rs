@@ -1,13 +1,13 @@
 //! Prefix sums (scan): node i ends with the reduction of nodes 0..=i (0..i when
 //! exclusive; node 0 then ends with an empty buffer).
 //!
-//! Four schedules: the hypercube prefix sums of Algorithm 4.9 ([GGKK 4.3]; Program 3.7
-//! of [KGGK94]), the pipeline along the ring of ids, that pipeline segmented for large
-//! vectors, and the work-efficient tree of Brent and Kung (up a binomial tree and back
-//! down; [BrentKung82], [Blelloch90]). Costs are for store-and-forward routing on the
-//! topology each was made for (t_s start-up, t_w per byte, m bytes per vector), plus
-//! the time of the combines. Every node's vector must have the same length; a vector
-//! that cannot be combined fails the run with `CommError::Elements`.
+//! Four schedules: the hypercube prefix sums of Algorithm 4.9 ([GGKK 4.3];
+//! [KGGK94 Program 3.7]), the pipeline along the ring of ids, that pipeline segmented
+//! for large vectors, and the work-efficient tree of Brent and Kung (up a binomial tree
+//! and back down; [Brent-Kung 1982], [Blelloch 1990]). Costs are for store-and-forward
+//! routing on the topology each was made for (t_s start-up, t_w per byte, m bytes per
+//! vector), plus the time of the combines. Every node's vector must have the same
+//! length; a vector that cannot be combined fails the run with `CommError::Elements`.
 
 use bytes::Bytes;
 use topocomm_proto::NodeId;
