@@ -159,8 +159,8 @@ static void measure(int c, long bytes, int warmup, int iterations, int rank, int
     /* Each iteration's slowest rank, taken once after the loop, as topocomm's
      * coordinator takes it from the nodes' reports: a reduction after every call would
      * make rank 0 enter each barrier last, leave it first, and start a broadcast or a
-     * scatter while the other ranks are still leaving (measured: the 8-byte broadcast
-     * then looks 2-4x faster than with this). */
+     * scatter while the other ranks are still leaving, and small broadcasts look
+     * faster than they are (docs/PERFORMANCE-NOTES.md). */
     MPI_Reduce(mine_us, times, iterations, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         double sum = 0.0;

@@ -194,9 +194,8 @@ impl Comm {
             // wake-up later (60-120 µs on a virtual machine). Between looks the poll
             // gives the processor to any other process that wants it, then lets the
             // runtime poll the sockets; resumed, it looks first, since the message may be
-            // what resumed it and another process's turn costs tens of microseconds.
-            // (Letting the runtime run before the first look measured worse on emulated
-            // links: 3 of 12 exchange runs within 10 % of the model instead of 8.)
+            // what resumed it and another process's turn costs tens of microseconds
+            // (why this order: docs/PERFORMANCE-NOTES.md).
             let until = Instant::now() + BUSY_POLL;
             while Instant::now() < until {
                 match waiting.try_recv() {

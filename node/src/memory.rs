@@ -1,9 +1,9 @@
 //! How the daemon's process treats the memory of message buffers. Every frame a link
 //! reads, every block an algorithm concatenates or combines, is a fresh allocation; a
 //! large one (glibc: above 128 KiB to 32 MiB) would be mapped from the kernel and
-//! unmapped again when dropped, so each iteration of a large collective paid a page
-//! fault and a zeroed page for every 4 KiB it touched — more than the copies through
-//! the sockets themselves (perf: `exc_page_fault`, `clear_page_erms` on top). MPI
+//! unmapped again when dropped, so each iteration of a large collective would pay a
+//! page fault and a zeroed page for every 4 KiB it touches — more than the copies
+//! through the sockets themselves (the profile: docs/PERFORMANCE-NOTES.md). MPI
 //! libraries avoid that by reusing the caller's buffers; here the allocator keeps what
 //! is freed during a run and hands it out again, and the daemon gives it back to the
 //! kernel once the run is over.
@@ -15,7 +15,7 @@
 /// (no per-buffer mappings), never trim the heap on free, and keep one heap for every
 /// thread, so that what the runtime thread frees serves the input generation and the
 /// reference check on the blocking threads too (with a heap per thread their peaks
-/// would add up: 8 MiB all-reduce, 71 MiB peak instead of 47). Call once, at start-up.
+/// would add up; docs/PERFORMANCE-NOTES.md). Call once, at start-up.
 pub fn keep_freed_buffers() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes the allocator's tunables; it is called before the

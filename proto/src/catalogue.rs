@@ -147,7 +147,7 @@ pub const LARGE_MESSAGE: u64 = 64 * 1024;
 
 /// Message size from which `auto` reduces by reduce-scatter-gather: below it the
 /// binomial tree's m log p bytes at the root cost less than the extra log p messages
-/// (measured on 8 nodes sharing 2 cores: even at 2 MiB, ahead from 4 MiB).
+/// (where the two cross over: docs/PERFORMANCE-NOTES.md).
 pub const LARGE_REDUCE: u64 = 2 * 1024 * 1024;
 
 /// What `auto` runs: the large-message algorithm where the textbook and MPI libraries
@@ -164,8 +164,8 @@ pub fn auto(collective: Collective, topology: TopologyKind, p: usize, size_bytes
         C::Scan if large => A::Pipeline,
         // The root's direct sends, as Open MPI scatters large blocks: the binomial tree
         // saves only p - 1 - log p start-ups on a fully connected network, and its relays
-        // pass on blocks again (12 block transfers against 7 for p = 8; measured on 8
-        // nodes sharing 2 cores: 1.4-1.7x the time of the direct sends).
+        // pass on blocks again (12 block transfers against 7 for p = 8; the measurement:
+        // docs/PERFORMANCE-NOTES.md).
         C::Scatter if large && topology == TopologyKind::Full => A::Linear,
         _ => default_algorithm(collective, topology),
     }

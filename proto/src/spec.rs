@@ -197,7 +197,8 @@ impl Dtype {
     }
 }
 
-/// How a message crosses intermediate nodes (seed 002; seed 000 for the figures).
+/// How a message crosses intermediate nodes ([GGKK 2.5.1]; [KGGK94 3.2] for the
+/// figures).
 #[derive(
     Debug,
     Clone,
@@ -428,10 +429,8 @@ impl RunSpec {
     ///   combined or concatenated while input and output are held;
     /// * 8 bytes of timing per timed iteration.
     ///
-    /// Measured (release build, 8-node hypercube, peak VmHWM of a daemon less its ~7 MiB
-    /// base): an 8 MiB all-reduce 24 MiB (estimate 32), a 1 MiB alltoall 27.5 MiB
-    /// (estimate 32), a 1 MiB allgather 3 MiB (estimate 25). The daemon's own base is
-    /// not included. `None` when the estimate overflows `u64`.
+    /// The daemon's own base is not included (docs/PERFORMANCE-NOTES.md holds the
+    /// estimate against measured peaks). `None` when the estimate overflows `u64`.
     pub fn memory_per_node(&self, p: usize) -> Option<u64> {
         let size = self.size_bytes;
         let blocks = || size.checked_mul(u64::try_from(p).ok()?);

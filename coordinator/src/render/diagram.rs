@@ -1,11 +1,11 @@
 //! Space-time diagrams of the message flow: one horizontal lane per node ("node i"),
 //! time (or the algorithm's step) running left to right, and an arrow for every link a
-//! message crosses, from the sender's lane at the moment it left to the receiver's
-//! lane at the moment it arrived. A message over three links is three arrows, the
-//! forwarded ones dashed; a dot marks where a message is delivered; the number on each
-//! arrow (and its colour) is the message's step, as in the seeds' numbered-arrow
-//! figures. With `by_steps` the x axis is the step itself: each step is a column and a
-//! message's hops share its column (the textbook figure).
+//! message crosses, from the sender's lane at the moment it left to the receiver's lane
+//! at the moment it arrived. A message over three links is three arrows, the forwarded
+//! ones dashed; a dot marks where a message is delivered; the number on each arrow (and
+//! its colour) is the message's step, as in the textbook's numbered-arrow figures
+//! ([KGGK94 Fig. 3.2]). With `by_steps` the x axis is the step itself: each step is a
+//! column and a message's hops share its column (the textbook figure).
 //!
 //! Works on [`FlowEvent`]s from the cost model or from a real run alike; `explain` and
 //! `run --diagram` both come here. Writes SVG, or PNG through [`crate::render::picture`].

@@ -465,8 +465,8 @@ mod tests {
         let far: Vec<&Message> = x.schedule.iter().filter(|m| m.step == 3).collect();
         assert_eq!(far.len(), 8);
         assert!(far.iter().all(|m| m.hops() == 4 && m.bytes == 4096), "{far:?}");
-        // Step 3 sends every message clockwise over 4 links: each such link carries 4 of
-        // them; in step 2, 0 -> 2 and 1 -> 3 both cross 1 -> 2 (seed 000, Fig. 3.14).
+        // Step 3 sends every message clockwise over 4 links: each such link carries 4
+        // of them; in step 2, 0 -> 2 and 1 -> 3 both cross 1 -> 2 ([KGGK94 Fig. 3.14]).
         let busiest = x.busiest.expect("a busiest link");
         assert_eq!((busiest.from, busiest.to, busiest.messages), (1, 2, 6));
         assert_eq!(busiest.bytes, 4 * 4096 + 2 * 2048);

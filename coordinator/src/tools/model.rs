@@ -2,9 +2,10 @@
 //! router and links, wired in memory, on a paused clock: the links carry the emulated
 //! physics (t_s once per message at its source, t_h per hop, t_w per byte, store-and-
 //! forward or cut-through packets, one transfer per link direction) and software takes
-//! no time. So the model follows the algorithm's actual schedule of messages — who sends
-//! what to whom in each step, over which route, sharing which links — rather than a
-//! formula written per case; the tests hold it against the seeds' closed forms.
+//! no time. So the model follows the algorithm's actual schedule of messages — who
+//! sends what to whom in each step, over which route, sharing which links — rather than
+//! a formula written per case; the tests hold it against the textbook's closed forms
+//! (docs/SOURCES.md lists them).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -114,15 +115,16 @@ async fn simulate(spec: RunSpec, topology: &Topology, model: LinkModel) -> Resul
     Ok(Prediction { time_ns, steps, messages, forwarded, events })
 }
 
-/// The model against the closed forms of seed 002, exactly: the virtual clock counts
-/// whole emulated nanoseconds and the physics below make every product whole, so each
-/// expected time is an integer and the model must hit it to the nanosecond.
+/// The model against the textbook's store-and-forward closed forms ([KGGK94 ch. 3],
+/// [GGKK 4.1]-[GGKK 4.5]), exactly: the virtual clock counts whole emulated nanoseconds
+/// and the physics below make every product whole, so each expected time is an integer
+/// and the model must hit it to the nanosecond.
 ///
 /// m is the per-node block (`--size`). Every message of an algorithm on the topology it
 /// was made for crosses one link, and a one-hop message costs t_s + t_h + t_w m: the
-/// seeds' store-and-forward formulas have no t_h, so each case runs with t_h = 0 (the
-/// seed's formula as printed) and with t_h > 0, where t_h enters once per message on
-/// the longest chain, i.e. t_h times the step count.
+/// textbook's store-and-forward formulas have no t_h, so each case runs with t_h = 0
+/// (the formula as printed) and with t_h > 0, where t_h enters once per message on the
+/// longest chain, i.e. t_h times the step count.
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,7 +144,7 @@ mod tests {
     const TH: u64 = 7_000;
     const TW: u64 = 3;
 
-    /// The seeds' store-and-forward physics (no t_h), and the same with t_h.
+    /// The textbook's store-and-forward physics (no t_h), and the same with t_h.
     const PHYSICS: [Physics; 2] = [Physics { ts: TS, th: 0, tw: TW }, Physics { ts: TS, th: TH, tw: TW }];
 
     /// Per-node blocks: two sizes keep the t_s and t_w terms apart.
@@ -226,7 +228,7 @@ mod tests {
         }
     }
 
-    /// Seed 002, SF ring broadcast: (t_s + t_w m)⌈p/2⌉ in ⌈p/2⌉ steps; with t_h,
+    /// [KGGK94 3.2], SF ring broadcast: (t_s + t_w m)⌈p/2⌉ in ⌈p/2⌉ steps; with t_h,
     /// (t_s + t_h + t_w m)⌈p/2⌉.
     #[test]
     fn ring_broadcast_costs_ts_tw_m_times_half_p() {
@@ -238,12 +240,12 @@ mod tests {
         }
     }
 
-    /// On an odd ring the model takes ⌊p/2⌋ steps, one fewer than the seed's ⌈p/2⌉,
-    /// exactly (t_s + t_h + t_w m)⌊p/2⌋. The seed's source "sends on both outgoing links
-    /// in the first two steps" (one port); our links are independent, so the root's two
-    /// sends leave at once and both halves, ⌊p/2⌋ and ⌊(p-1)/2⌋ = ⌊p/2⌋ nodes long, finish
-    /// together. On an even ring the two readings agree (the shorter half absorbs the
-    /// one-port delay), which is why the test above matches ⌈p/2⌉.
+    /// On an odd ring the model takes ⌊p/2⌋ steps, one fewer than the textbook's ⌈p/2⌉,
+    /// exactly (t_s + t_h + t_w m)⌊p/2⌋. The textbook's source "sends on both outgoing
+    /// links in the first two steps" (one port); our links are independent, so the
+    /// root's two sends leave at once and both halves, ⌊p/2⌋ and ⌊(p-1)/2⌋ = ⌊p/2⌋
+    /// nodes long, finish together. On an even ring the two readings agree (the shorter
+    /// half absorbs the one-port delay), which is why the test above matches ⌈p/2⌉.
     #[test]
     fn ring_broadcast_on_an_odd_ring_sends_both_ways_at_once() {
         for p in [5usize, 9] {
@@ -254,7 +256,7 @@ mod tests {
         }
     }
 
-    /// Seed 002, SF 2-D torus broadcast (mesh algorithm): 2(t_s + t_w m)⌈√p/2⌉ in
+    /// [GGKK 4.1.2], SF 2-D torus broadcast (mesh algorithm): 2(t_s + t_w m)⌈√p/2⌉ in
     /// 2⌈√p/2⌉ steps on √p x √p (2x2, 4x4); on an R x C torus (2x4) the same argument
     /// gives (t_s + t_w m)(⌈R/2⌉ + ⌈C/2⌉). With t_h: t_s + t_h in place of t_s.
     #[test]
@@ -277,7 +279,7 @@ mod tests {
         check_one_hop(Collective::Broadcast, Algorithm::Mesh, &topology, |c, m| (2 * (c.ts + c.th + c.tw * m), 2));
     }
 
-    /// Seed 002, SF hypercube broadcast: (t_s + t_w m) log p in log p steps.
+    /// [GGKK 4.1.3], SF hypercube broadcast: (t_s + t_w m) log p in log p steps.
     #[test]
     fn hypercube_broadcast_costs_ts_tw_m_log_p() {
         for p in [4, 8, 16] {
@@ -288,12 +290,12 @@ mod tests {
         }
     }
 
-    /// Seed 002, CT ring broadcast (recursive doubling on a ring, cut-through), exactly:
-    /// t_s log p + t_w m log p + t_h (p - 1) in log p steps, with cut-through in the
-    /// small-packet limit (no --packet: a hop passes a message on t_h after its tail
-    /// arrived, so a message over l links costs t_s + l t_h + t_w m). The slowest node,
-    /// p - 1, is reached through messages of l = p/2, p/4, ..., 1 links (Σ l = p - 1),
-    /// each its sender's first message, which finds every link on its way free.
+    /// [GGKK 4.1.1], CT ring broadcast (recursive doubling on a ring, cut-through),
+    /// exactly: t_s log p + t_w m log p + t_h (p - 1) in log p steps, with cut-through
+    /// in the small-packet limit (no --packet: a hop passes a message on t_h after its
+    /// tail arrived, so a message over l links costs t_s + l t_h + t_w m). The slowest
+    /// node, p - 1, is reached through messages of l = p/2, p/4, ..., 1 links (Σ l =
+    /// p - 1), each its sender's first message, which finds every link on its way free.
     #[test]
     fn cut_through_ring_broadcast_costs_ts_log_p_tw_m_log_p_th_p() {
         for p in [4usize, 8, 16] {
@@ -367,7 +369,7 @@ mod tests {
         }
     }
 
-    /// Seed 002, SF ring all-gather: (t_s + t_w m)(p - 1) in p - 1 steps, any p.
+    /// [GGKK 4.2.1], SF ring all-gather: (t_s + t_w m)(p - 1) in p - 1 steps, any p.
     #[test]
     fn ring_allgather_costs_ts_tw_m_times_p_minus_1() {
         for p in [4, 8, 9, 16] {
@@ -378,9 +380,9 @@ mod tests {
         }
     }
 
-    /// Seed 002, SF torus all-gather: 2t_s(√p - 1) + t_w m(p - 1) in 2(√p - 1) steps
-    /// (2x2, 3x3, 4x4); on R x C (2x4): t_s(R + C - 2) + t_w m(p - 1), the row phase
-    /// moving m and the column phase C m per message. t_h once per step.
+    /// [GGKK 4.2.2], SF torus all-gather: 2t_s(√p - 1) + t_w m(p - 1) in 2(√p - 1)
+    /// steps (2x2, 3x3, 4x4); on R x C (2x4): t_s(R + C - 2) + t_w m(p - 1), the row
+    /// phase moving m and the column phase C m per message. t_h once per step.
     #[test]
     fn torus_allgather_costs_2ts_root_p_plus_tw_m_p() {
         for topology in [torus(2, 2), torus(3, 3), torus(4, 4), torus(2, 4)] {
@@ -392,7 +394,7 @@ mod tests {
         }
     }
 
-    /// Seed 002, SF hypercube all-gather: t_s log p + t_w m(p - 1) in log p steps.
+    /// [GGKK 4.2.3], SF hypercube all-gather: t_s log p + t_w m(p - 1) in log p steps.
     #[test]
     fn hypercube_allgather_costs_ts_log_p_plus_tw_m_p() {
         for p in [4, 8, 16] {
@@ -403,7 +405,7 @@ mod tests {
         }
     }
 
-    /// Seed 002, SF hypercube scatter: t_s log p + t_w m(p - 1) in log p steps
+    /// [GGKK 4.4], SF hypercube scatter: t_s log p + t_w m(p - 1) in log p steps
     /// (messages of p/2, p/4, ..., 1 blocks).
     #[test]
     fn hypercube_scatter_costs_ts_log_p_plus_tw_m_p() {
@@ -427,8 +429,9 @@ mod tests {
         }
     }
 
-    /// Seed 002, SF ring all-to-all personalized: (t_s + ½ t_w m p)(p - 1) in p - 1
-    /// steps (messages of p - 1, ..., 1 blocks: ½ p(p - 1) blocks in all, whole for any p).
+    /// [GGKK 4.5.1], SF ring all-to-all personalized: (t_s + ½ t_w m p)(p - 1) in p - 1
+    /// steps (messages of p - 1, ..., 1 blocks: ½ p(p - 1) blocks in all, whole for any
+    /// p).
     #[test]
     fn ring_alltoall_costs_ts_half_tw_m_p_times_p_minus_1() {
         for p in [4u64, 8, 9, 16] {
@@ -438,10 +441,10 @@ mod tests {
         }
     }
 
-    /// Seed 002, SF torus all-to-all personalized: (2t_s + t_w m p)(√p - 1) in
+    /// [GGKK 4.5.2], SF torus all-to-all personalized: (2t_s + t_w m p)(√p - 1) in
     /// 2(√p - 1) steps (2x2, 3x3, 4x4). On R x C (2x4) each phase moves parcels of p/k
-    /// blocks along lines of k: (t_s + ½ t_w m p)(R + C - 2), which is the seed's form
-    /// for R = C. t_h once per step.
+    /// blocks along lines of k: (t_s + ½ t_w m p)(R + C - 2), which is the textbook's
+    /// form for R = C. t_h once per step.
     #[test]
     fn torus_alltoall_costs_2ts_tw_m_p_times_root_p_minus_1() {
         for topology in [torus(2, 2), torus(3, 3), torus(4, 4), torus(2, 4)] {
@@ -453,7 +456,7 @@ mod tests {
         }
     }
 
-    /// Seed 002, SF hypercube all-to-all personalized: (t_s + ½ t_w m p) log p in
+    /// [GGKK 4.5.3], SF hypercube all-to-all personalized: (t_s + ½ t_w m p) log p in
     /// log p steps.
     #[test]
     fn hypercube_alltoall_costs_ts_half_tw_m_p_log_p() {
@@ -468,11 +471,12 @@ mod tests {
         }
     }
 
-    /// Seed 000, Fig. 3.14: the hypercube all-gather mapped onto a ring. Its messages
-    /// travel 1, 2, 4 links there, so it is slower than on a hypercube; under cut-through
-    /// the messages of one step also share links, so it is slower still than the same
-    /// messages would be alone (each node's steps follow one another, so the sum of
-    /// each step's lone message time is a lower bound that only contention can exceed).
+    /// [KGGK94 Fig. 3.14], [GGKK 4.2.4]: the hypercube all-gather mapped onto a ring.
+    /// Its messages travel 1, 2, 4 links there, so it is slower than on a hypercube;
+    /// under cut-through the messages of one step also share links, so it is slower
+    /// still than the same messages would be alone (each node's steps follow one
+    /// another, so the sum of each step's lone message time is a lower bound that only
+    /// contention can exceed).
     #[test]
     fn a_hypercube_algorithm_on_a_ring_meets_contention() {
         const PACKET: u64 = 64;

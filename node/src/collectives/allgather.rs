@@ -3,10 +3,10 @@
 //!
 //! Four schedules: the ring of Algorithm 4.4, the mesh of Algorithm 4.6 (rows, then
 //! columns, then layers), the hypercube of Algorithm 4.7 — which is also recursive
-//! doubling (seed 004), so the two catalogue names run one schedule, folded for any p
-//! (see [`super::folding`]) — and Bruck's ⌈log p⌉-step schedule for any p. Costs are for
-//! store-and-forward routing on the topology each schedule was made for: t_s start-up,
-//! t_w per byte, m bytes per block.
+//! doubling ([Thakur 2005]), so the two catalogue names run one schedule, folded for
+//! any p (see [`super::folding`]) — and Bruck's ⌈log p⌉-step schedule for any p
+//! ([Bruck 1997]). Costs are for store-and-forward routing on the topology each
+//! schedule was made for: t_s start-up, t_w per byte, m bytes per block.
 //!
 //! Every schedule is layout-general ([`allgather_layout`]): node i brings block i of a
 //! [`BlockLayout`], whatever its length, and every node ends with all blocks in layout
@@ -109,9 +109,9 @@ pub async fn mesh(comm: &Comm, mine: Bytes) -> Result<Bytes, CommError> {
 }
 
 /// Hypercube all-gather, which is also recursive doubling: Algorithm 4.7
-/// (ALL_TO_ALL_BC_HCUBE) on the folded core of [`super::folding`]. Seed 004 states the
-/// same schedule as "processor i exchanges with i + k, k = 1, 2, 4, ...": the partner at
-/// distance 2^i is my_id XOR 2^i.
+/// (ALL_TO_ALL_BC_HCUBE) on the folded core of [`super::folding`]. Recursive doubling
+/// ([Thakur 2005]) states the same schedule as "node i exchanges with i + k, k = 1, 2,
+/// 4, ...": the partner at distance 2^i is my_id XOR 2^i.
 ///
 /// ```text
 /// fold in:  an extra node sends my_msg to its partner, which appends it to its own

@@ -1,14 +1,14 @@
 //! All-reduce: every node ends with the element-wise reduction of every node's vector.
 //!
 //! Five schedules, built from the pieces of the other families: a reduction to node 0
-//! then a broadcast from it (seed 004, Fig. 13.1, over [`super::reduce::hypercube`] and
-//! [`super::broadcast::hypercube`]); recursive doubling of the whole vector (Fig. 13.2);
-//! recursive halving then doubling of its pieces (Fig. 13.3); the ring reduce-scatter
-//! then ring all-gather of its pieces; and the mesh one, a ring all-reduce along each
-//! row, then each column (then each layer). The power-of-two schedules fold for any p
-//! (see [`super::folding`]). Costs are for store-and-forward routing on the topology
-//! each schedule was made for: t_s start-up, t_w per byte, m bytes per vector, plus the
-//! combines.
+//! then a broadcast from it ([GGKK 4.3], over [`super::reduce::hypercube`] and
+//! [`super::broadcast::hypercube`]); recursive doubling of the whole vector
+//! ([GGKK 4.3], [Thakur 2005]); recursive halving then doubling of its pieces
+//! ([Rabenseifner 2004]); the ring reduce-scatter then ring all-gather of its pieces;
+//! and the mesh one, a ring all-reduce along each row, then each column (then each
+//! layer). The power-of-two schedules fold for any p (see [`super::folding`]). Costs
+//! are for store-and-forward routing on the topology each schedule was made for: t_s
+//! start-up, t_w per byte, m bytes per vector, plus the combines.
 //!
 //! The piece-wise schedules cut the vector into element-aligned pieces
 //! ([`BlockLayout::split`]); a vector that is not a whole number of elements fails the
@@ -53,9 +53,9 @@ pub async fn run(comm: &Comm, algorithm: Algorithm, vector: Bytes, reduction: Re
     }
 }
 
-/// Reduce, then broadcast (seed 004, Fig. 13.1 and its "Step 3"): the binomial-tree
-/// reduction to node 0 (Algorithm 4.3), then the broadcast from node 0 over the same
-/// tree in reverse (Algorithm 4.2).
+/// Reduce, then broadcast ([GGKK 4.3]: an all-to-one reduction, then a one-to-all
+/// broadcast of the sum): the binomial-tree reduction to node 0 (Algorithm 4.3), then
+/// the broadcast from node 0 over the same tree in reverse (Algorithm 4.2).
 ///
 /// ```text
 /// sum := ALL_TO_ONE_REDUCE(my_msg, root 0)
@@ -68,10 +68,11 @@ pub async fn reduce_broadcast(comm: &Comm, vector: Bytes, reduction: Reduction) 
     broadcast::hypercube(comm, 0, sum).await
 }
 
-/// Recursive doubling (seed 004, Fig. 13.2: "processor i and i + k exchange and add, k =
-/// 1, 2, ..., N/2"): log p exchanges of the whole vector, the partner at distance 2^i
-/// being my_id XOR 2^i, on the folded core of [`super::folding`]. Partners combine the
-/// same two partial sums, so every node ends with the same bits.
+/// Recursive doubling ([GGKK 4.3], the all-to-all broadcast pattern with messages that
+/// keep their size; [Thakur 2005]: nodes i and i + k exchange and add, k = 1, 2, ...,
+/// p/2): log p exchanges of the whole vector, the partner at distance 2^i being my_id
+/// XOR 2^i, on the folded core of [`super::folding`]. Partners combine the same two
+/// partial sums, so every node ends with the same bits.
 ///
 /// ```text
 /// fold in:  an extra node sends my_msg to its partner, which combines it in
@@ -104,12 +105,13 @@ pub async fn recursive_doubling(comm: &Comm, vector: Bytes, reduction: Reduction
     }
 }
 
-/// Halving-doubling (seed 004, Fig. 13.3; Rabenseifner's all-reduce): a reduce-scatter
-/// by recursive halving leaves each core node one fully reduced piece, and an all-gather
-/// by recursive doubling — the same exchanges in reverse — hands every piece to every
-/// node. It runs on the folded core of [`super::folding`], so the vector is cut into q =
-/// 2^⌊log p⌋ element-aligned pieces, one per core node (pieces for all p nodes would give
-/// the core nodes with an extra twice the load of the others).
+/// Halving-doubling (Rabenseifner's all-reduce: [Rabenseifner 2004], [Thakur 2005]): a
+/// reduce-scatter by recursive halving leaves each core node one fully reduced piece,
+/// and an all-gather by recursive doubling — the same exchanges in reverse — hands
+/// every piece to every node. It runs on the folded core of [`super::folding`], so the
+/// vector is cut into q = 2^⌊log p⌋ element-aligned pieces, one per core node (pieces
+/// for all p nodes would give the core nodes with an extra twice the load of the
+/// others).
 ///
 /// ```text
 /// fold in:  an extra node sends my_msg to its partner, which combines it in

@@ -1,9 +1,10 @@
 //! All-to-all personalized: node i ends with block i of every node.
 //!
 //! Six schedules, one per [`Algorithm`]: the store-and-forward ring, mesh and hypercube
-//! schedules of seed 002 ("All-to-all Scatter"), Algorithm 4.10 (partner = my_id XOR i),
-//! the pairwise exchange of MPI libraries, and Bruck's log p algorithm. Node i starts
-//! with p blocks of m bytes, M[i][j] for node j, and ends with M[0][i], ..., M[p-1][i].
+//! schedules of [GGKK 4.5.1]-[GGKK 4.5.3], Algorithm 4.10 (partner = my_id XOR i), the
+//! pairwise exchange of MPI libraries ([Thakur 2005]), and Bruck's log p algorithm
+//! ([Bruck 1997]). Node i starts with p blocks of m bytes, M[i][j] for node j, and ends
+//! with M[0][i], ..., M[p-1][i].
 //!
 //! Costs are for store-and-forward routing when the schedule runs on the topology it was
 //! made for: t_s start-up, t_w per byte, m bytes per block. On another topology the same
@@ -39,9 +40,9 @@ pub async fn run(comm: &Comm, algorithm: Algorithm, blocks: Bytes, block: usize)
     }
 }
 
-/// Ring all-to-all (seed 002, "All-to-all Scatter", store-and-forward on a ring): every
-/// node consolidates the p - 1 blocks it sends into one message to the next node; in
-/// every later step each node keeps the block meant for it and passes the rest on.
+/// Ring all-to-all ([GGKK 4.5.1], store-and-forward on a ring): every node consolidates
+/// the p - 1 blocks it sends into one message to the next node; in every later step
+/// each node keeps the block meant for it and passes the rest on.
 ///
 /// ```text
 /// X := my blocks for my_id+1, my_id+2, ..., my_id+p-1 (mod p)
@@ -76,12 +77,12 @@ fn mesh_keys(grid: &Grid, p: usize, holder: NodeId, dim: usize, j: usize) -> Vec
     sources.flat_map(|s| dests.iter().map(move |&d| s * p + d)).collect()
 }
 
-/// Mesh all-to-all (seed 002, "All-to-all Scatter", store-and-forward on a 2-D torus):
-/// every node groups its blocks by the column they go to and the ring method runs along
-/// every row; then every node regroups what it holds by destination row and the ring
-/// method runs along every column. A 3-D grid adds a phase. Lines wrap on a torus
-/// (one-way ring); on a mesh, and on the squarest 2-D grid of p elsewhere
-/// (`patterns::Grid`), the line method runs both ways (see `alltoall_along`).
+/// Mesh all-to-all ([GGKK 4.5.2], store-and-forward on a 2-D torus): every node groups
+/// its blocks by the column they go to and the ring method runs along every row; then
+/// every node regroups what it holds by destination row and the ring method runs along
+/// every column. A 3-D grid adds a phase. Lines wrap on a torus (one-way ring); on a
+/// mesh, and on the squarest 2-D grid of p elsewhere (`patterns::Grid`), the line
+/// method runs both ways (see `alltoall_along`).
 ///
 /// ```text
 /// hold my blocks (my_id, d) for every d
@@ -153,10 +154,10 @@ fn to_node(p: usize, d: NodeId) -> Vec<usize> {
     (0..p).map(|s| s * p + d).collect()
 }
 
-/// Hypercube all-to-all (seed 002, "All-to-all Scatter", store-and-forward on a
-/// hypercube): in the i-th step, least significant dimension first, every node
-/// exchanges with its neighbour across dimension i the p/2 blocks it holds whose
-/// destination lies across that dimension, consolidated into one message.
+/// Hypercube all-to-all ([GGKK 4.5.3], store-and-forward on a hypercube): in the i-th
+/// step, least significant dimension first, every node exchanges with its neighbour
+/// across dimension i the p/2 blocks it holds whose destination lies across that
+/// dimension, consolidated into one message.
 ///
 /// ```text
 /// for i := 0 to d - 1 do

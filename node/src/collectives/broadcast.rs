@@ -1,12 +1,12 @@
 //! One-to-all broadcast: the root's message ends on every node.
 //!
 //! Six schedules, one per [`Algorithm`]: the naive linear one, the store-and-forward
-//! ring and mesh broadcasts of seed 002, the hypercube broadcast of Algorithm 4.2, the
-//! cut-through ring broadcast of seed 002 (recursive doubling), and the large-message
-//! broadcast of textbook 4.7 (a scatter followed by an all-gather).
-//! Costs are for store-and-forward routing when the schedule runs on the topology it
-//! was made for (every message crosses one link): t_s start-up, t_w per byte, m bytes.
-//! On another topology the same schedule still works; its messages then travel the
+//! ring and mesh broadcasts of [KGGK94 3.2], the hypercube broadcast of Algorithm 4.2,
+//! the cut-through ring broadcast of [GGKK 4.1.1] (recursive doubling), and the
+//! large-message broadcast of [GGKK 4.7] (a scatter followed by an all-gather). Costs
+//! are for store-and-forward routing when the schedule runs on the topology it was made
+//! for (every message crosses one link): t_s start-up, t_w per byte, m bytes. On
+//! another topology the same schedule still works; its messages then travel the
 //! topology's routes and share links.
 //!
 //! The building blocks (line groups, grids, relabelling, tags) live in
@@ -44,7 +44,7 @@ pub async fn run(comm: &Comm, algorithm: Algorithm, root: NodeId, message: Bytes
 }
 
 /// Linear broadcast: the root sends the message to every other node in turn (the naive
-/// p - 1 step baseline of seed 002).
+/// p - 1 step baseline of [GGKK 4.1]).
 ///
 /// ```text
 /// if my_id = root then
@@ -69,10 +69,10 @@ pub async fn linear(comm: &Comm, root: NodeId, message: Bytes) -> Result<Bytes, 
     }
 }
 
-/// Ring broadcast (seed 002, "Store-and-forward Routing on Ring"): the root sends the
-/// message both ways round the ring 0, 1, ..., p-1; the clockwise half gets distances
-/// 1..=⌊p/2⌋, the counter-clockwise half 1..=⌊(p-1)/2⌋, and every node receives from its
-/// predecessor and passes the message on if it must go further.
+/// Ring broadcast ([KGGK94 3.2, Fig. 3.2], store-and-forward on a ring): the root sends
+/// the message both ways round the ring 0, 1, ..., p-1; the clockwise half gets
+/// distances 1..=⌊p/2⌋, the counter-clockwise half 1..=⌊(p-1)/2⌋, and every node
+/// receives from its predecessor and passes the message on if it must go further.
 ///
 /// ```text
 /// broadcast X along the ring of all nodes from root   /* see broadcast_along */
@@ -83,11 +83,12 @@ pub async fn ring(comm: &Comm, root: NodeId, message: Bytes) -> Result<Bytes, Co
     broadcast_along(comm, &LineGroup::ring(comm.p()), root, message, Phase(0)).await
 }
 
-/// Mesh broadcast (seed 002, "Store-and-forward Routing on 2d Torus"): a ring (torus) or
-/// line (mesh) broadcast along the root's row, then every node of that row broadcasts
-/// along its column; on a 3-D grid a third phase runs along the last remaining
-/// dimension. The grid is the topology's own on a mesh, torus, mesh3d or torus3d, the
-/// squarest 2-D grid of p otherwise; lines wrap only on a torus or torus3d.
+/// Mesh broadcast ([GGKK 4.1.2], [KGGK94 Fig. 3.4], store-and-forward): a ring (torus)
+/// or line (mesh) broadcast along the root's row, then every node of that row
+/// broadcasts along its column; on a 3-D grid a third phase runs along the last
+/// remaining dimension. The grid is the topology's own on a mesh, torus, mesh3d or
+/// torus3d, the squarest 2-D grid of p otherwise; lines wrap only on a torus or
+/// torus3d.
 ///
 /// ```text
 /// for dim := last downto 0 do          /* 2-D: the row (dim 1), then the columns (dim 0) */
@@ -148,14 +149,14 @@ async fn hypercube_in(comm: &Comm, root: NodeId, message: Bytes, phase: Phase) -
     Ok(x)
 }
 
-/// Recursive-doubling broadcast, the cut-through ring broadcast of seed 002 ("Cut-through
-/// Routing on Ring"): in step i the holders send to the node at distance p/2^i, all
+/// Recursive-doubling broadcast, the cut-through ring broadcast of [GGKK 4.1.1]
+/// ([KGGK94 Fig. 3.6]): in step i the holders send to the node at distance p/2^i, all
 /// messages flowing the same way round the ring, so no two of a step share a link.
 ///
 /// Virtual ids v = (my_id - root) mod p put the root at 0. For any p the distances come
 /// from interval halving: the holder of the interval [lo, hi) (it sits at lo) hands the
-/// upper part [mid, hi), mid = lo + ⌈(hi - lo)/2⌉, to node mid and keeps [lo, mid); when
-/// p is a power of two, mid - lo is p/2^i in step i, as in the seed.
+/// upper part [mid, hi), mid = lo + ⌈(hi - lo)/2⌉, to node mid and keeps [lo, mid);
+/// when p is a power of two, mid - lo is p/2^i in step i, as in the textbook.
 ///
 /// ```text
 /// v := (my_id - root) mod p
@@ -198,8 +199,8 @@ pub async fn recursive_doubling(comm: &Comm, root: NodeId, message: Bytes) -> Re
     Ok(x)
 }
 
-/// Scatter-allgather broadcast for large messages (textbook section 4.7, as in MPI
-/// libraries): the root cuts its message into p pieces, scatters them, and an
+/// Scatter-allgather broadcast for large messages ([GGKK 4.7], as in MPI libraries:
+/// [Thakur 2005]): the root cuts its message into p pieces, scatters them, and an
 /// all-gather hands every node every piece; the busiest node then sends about 2m bytes
 /// instead of the m log p of the binomial tree.
 ///

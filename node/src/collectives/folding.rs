@@ -1,6 +1,6 @@
 //! Folding: how the schedules made for 2^d nodes (the hypercube all-gather and
-//! reduce-scatter of Algorithms 4.7 and 4.8, recursive doubling and halving, seed 004)
-//! serve any p, as MPI libraries do it.
+//! reduce-scatter of Algorithms 4.7 and 4.8, recursive doubling and halving) serve any
+//! p, as MPI libraries do it ([Thakur 2005], [Rabenseifner 2004]).
 //!
 //! With q = 2^⌊log2 p⌋ and r = p - q, the first 2r ids pair up: odd id 2v + 1 is an
 //! *extra* node and folds into its even partner 2v (one link on a ring, a line or a

@@ -156,7 +156,7 @@ enum Place {
 /// neighbours; with `wraps`, so are the last and the first.
 ///
 /// A pass from the root position goes both ways, one hop per step (store-and-forward,
-/// seed 002): on a wrapping group of n members the `Up` (clockwise) half reaches
+/// [KGGK94 3.2]): on a wrapping group of n members the `Up` (clockwise) half reaches
 /// distances 1..=⌊n/2⌋ and the `Down` half 1..=⌊(n-1)/2⌋; on a line each half runs to
 /// its end.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -219,8 +219,8 @@ impl LineGroup {
     }
 }
 
-/// Store-and-forward broadcast along `group` from the member at `root_position` (seed
-/// 002, "Store-and-forward Routing on Ring", and its line variant):
+/// Store-and-forward broadcast along `group` from the member at `root_position`
+/// ([KGGK94 3.2, Fig. 3.2], store-and-forward on a ring, and its line variant):
 ///
 /// ```text
 /// if I am the root then
@@ -233,7 +233,7 @@ impl LineGroup {
 ///
 /// Every member returns X. The message to distance δ travels with tag `phase.tag(δ)`.
 /// Steps: the larger reach (the root's two sends leave at once: links are independent);
-/// ⌊n/2⌋ on a ring of n, cost (t_s + t_w m)⌊n/2⌋ — the seed's ⌈p/2⌉ for even p.
+/// ⌊n/2⌋ on a ring of n, cost (t_s + t_w m)⌊n/2⌋ — the textbook's ⌈p/2⌉ for even p.
 pub async fn broadcast_along(
     comm: &Comm,
     group: &LineGroup,

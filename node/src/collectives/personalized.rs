@@ -1,7 +1,7 @@
-//! Building blocks the personalized collectives share (scatter, gather, all-to-all):
-//! a [`Hand`] of blocks a node holds under known keys, packed into one message and
-//! unpacked from one; and the three store-and-forward passes along a line group (a ring,
-//! a row or a column of a grid) that seed 002 builds them from —
+//! Building blocks the personalized collectives share (scatter, gather, all-to-all): a
+//! [`Hand`] of blocks a node holds under known keys, packed into one message and
+//! unpacked from one; and the three store-and-forward passes along a line group (a
+//! ring, a row or a column of a grid) that [GGKK 4.4] and [GGKK 4.5] build them from —
 //! [`scatter_along`], its dual [`gather_along`], and [`alltoall_along`].
 //!
 //! Messages are raw concatenations of blocks: sender and receiver both compute which
@@ -145,10 +145,10 @@ fn place(halves: &[Vec<usize>; 2], at: usize) -> Option<(&[usize], usize)> {
         .find_map(|half| half.iter().position(|&member| member == at).map(|index| (half.as_slice(), index + 1)))
 }
 
-/// Store-and-forward scatter along `group` from the member at position `root` (seed
-/// 002, one-to-all personalized on a ring, and its line variant): the root sends each
-/// half, in one message, the parcels of its members nearest first; every member keeps
-/// the first parcel of what it receives and passes the rest on.
+/// Store-and-forward scatter along `group` from the member at position `root`
+/// ([GGKK 4.4], one-to-all personalized on a ring, and its line variant): the root
+/// sends each half, in one message, the parcels of its members nearest first; every
+/// member keeps the first parcel of what it receives and passes the rest on.
 ///
 /// ```text
 /// if I am the root then
@@ -274,10 +274,10 @@ pub async fn gather_along(
     }
 }
 
-/// All-to-all personalized along `group` by the ring method of seed 002: every member
-/// consolidates the parcels it sends into one message to its neighbour; in every later
-/// step it keeps the parcel meant for it from what it receives and passes the rest on,
-/// so messages shrink by one parcel a step.
+/// All-to-all personalized along `group` by the ring method of [GGKK 4.5.1]: every
+/// member consolidates the parcels it sends into one message to its neighbour; in every
+/// later step it keeps the parcel meant for it from what it receives and passes the
+/// rest on, so messages shrink by one parcel a step.
 ///
 /// On a wrapping group (a ring, a torus row) everything goes one way round:
 ///

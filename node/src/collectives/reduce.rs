@@ -49,7 +49,7 @@ pub async fn run(
 }
 
 /// Linear reduction: the root receives every other node's vector and combines it into
-/// its own (the naive p - 1 step baseline of seed 002, dual of the linear broadcast).
+/// its own (the naive p - 1 step baseline of [GGKK 4.1], dual of the linear broadcast).
 ///
 /// ```text
 /// if my_id = root then
@@ -78,10 +78,10 @@ pub async fn linear(comm: &Comm, root: NodeId, vector: Bytes, reduction: Reducti
     }
 }
 
-/// Ring reduction, dual of the ring broadcast (seed 002): the two halves of the ring
-/// 0, 1, ..., p-1 (clockwise distances 1..=⌊p/2⌋, counter-clockwise 1..=⌊(p-1)/2⌋) each
-/// pass a running reduction from their far end towards the root, every node combining
-/// its own vector in on the way.
+/// Ring reduction, dual of the ring broadcast ([KGGK94 3.2]): the two halves of the
+/// ring 0, 1, ..., p-1 (clockwise distances 1..=⌊p/2⌋, counter-clockwise 1..=⌊(p-1)/2⌋)
+/// each pass a running reduction from their far end towards the root, every node
+/// combining its own vector in on the way.
 ///
 /// ```text
 /// reduce X along the ring of all nodes to root   /* see reduce_along */
@@ -155,9 +155,10 @@ pub async fn hypercube(comm: &Comm, root: NodeId, vector: Bytes, reduction: Redu
     Ok(if my_virtual_id == 0 { sum } else { Bytes::new() })
 }
 
-/// Recursive-halving reduction, the exact dual of the recursive-doubling broadcast (seed
-/// 002, cut-through ring): the same intervals in reverse order, every message going the
-/// other way round the ring, the distances doubling from 1 up to p/2.
+/// Recursive-halving reduction, the exact dual of the recursive-doubling broadcast
+/// ([GGKK 4.1.1]; cut-through ring, [KGGK94 Fig. 3.6]): the same intervals in reverse
+/// order, every message going the other way round the ring, the distances doubling from
+/// 1 up to p/2.
 ///
 /// Virtual ids v = (my_id - root) mod p. The broadcast splits [lo, hi) at
 /// mid = lo + ⌈(hi - lo)/2⌉; here the node at mid, holding the reduction of [mid, hi),
@@ -212,12 +213,13 @@ pub async fn recursive_halving(
     Ok(sum)
 }
 
-/// Reduce-scatter-gather reduction for large vectors (seed 004, Fig. 13.3, with a gather
-/// in place of the final broadcast; MPI libraries' large-message reduce): the vector is
+/// Reduce-scatter-gather reduction for large vectors ([GGKK 4.7]; [Rabenseifner 2004],
+/// [Thakur 2005]: the halving of the halving-doubling all-reduce, with a gather in
+/// place of the final all-gather; MPI libraries' large-message reduce): the vector is
 /// cut into p element-aligned pieces, a reduce-scatter leaves the reduction of piece i
-/// on node i, and a gather collects the reduced pieces on the root. The busiest node then
-/// receives about 2m bytes instead of the m log p of the binomial tree, and each node
-/// combines about m bytes instead of up to m log p.
+/// on node i, and a gather collects the reduced pieces on the root. The busiest node
+/// then receives about 2m bytes instead of the m log p of the binomial tree, and each
+/// node combines about m bytes instead of up to m log p.
 ///
 /// ```text
 /// layout := m bytes cut into p near-equal element-aligned pieces; piece i for node i

@@ -2,12 +2,13 @@
 //! block i.
 //!
 //! Three schedules: the ring of Algorithm 4.5; the hypercube of Algorithm 4.8, which is
-//! also recursive halving (seed 004, Fig. 13.3), so the two catalogue names run one
-//! schedule, folded for any p (see [`super::folding`]); and the pairwise exchange of MPI
-//! libraries. Each is the dual of an all-gather in [`super::allgather`]: the same
-//! messages in reverse, each node combining what it receives into its partial sums.
-//! Costs are for store-and-forward routing on the topology each schedule was made for:
-//! t_s start-up, t_w per byte, m bytes per block, plus the combines.
+//! also recursive halving ([Thakur 2005], [Rabenseifner 2004]), so the two catalogue
+//! names run one schedule, folded for any p (see [`super::folding`]); and the pairwise
+//! exchange of MPI libraries ([Thakur 2005]). Each is the dual of an all-gather in
+//! [`super::allgather`]: the same messages in reverse, each node combining what it
+//! receives into its partial sums. Costs are for store-and-forward routing on the
+//! topology each schedule was made for: t_s start-up, t_w per byte, m bytes per block,
+//! plus the combines.
 //!
 //! Every schedule is layout-general ([`reduce_scatter_layout`]): the vector is cut into
 //! the blocks of a [`BlockLayout`], whatever their lengths, and node i ends with the
@@ -85,9 +86,9 @@ pub async fn ring(comm: &Comm, layout: &BlockLayout, vector: Bytes, reduction: R
 }
 
 /// Hypercube reduce-scatter, which is also recursive halving: Algorithm 4.8
-/// (ALL_TO_ALL_RED_HCUBE) on the folded core of [`super::folding`]. Seed 004 (Fig. 13.3)
-/// states the same schedule as halving the vector each step with the partner at distance
-/// p/2, p/4, ..., 1: the partner at distance 2^i is my_id XOR 2^i.
+/// (ALL_TO_ALL_RED_HCUBE) on the folded core of [`super::folding`]. [Thakur 2005]
+/// states the same schedule as halving the vector each step with the partner at
+/// distance p/2, p/4, ..., 1: the partner at distance 2^i is my_id XOR 2^i.
 ///
 /// ```text
 /// fold in:  an extra node sends its whole vector to its partner, which combines it in

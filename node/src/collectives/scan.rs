@@ -1,13 +1,13 @@
 //! Prefix sums (scan): node i ends with the reduction of nodes 0..=i (0..i when
 //! exclusive; node 0 then ends with an empty buffer).
 //!
-//! Four schedules: the hypercube prefix sums of Algorithm 4.9 (seed 001; Program 3.7 in
-//! seed 000), the pipeline along the ring of ids, that pipeline segmented for large
-//! vectors, and the work-efficient tree of Brent and Kung (up a binomial tree and back
-//! down). Costs are for store-and-forward routing on the topology each was made for
-//! (t_s start-up, t_w per byte, m bytes per vector), plus the time of the combines.
-//! Every node's vector must have the same length; a vector that cannot be combined fails
-//! the run with `CommError::Elements`.
+//! Four schedules: the hypercube prefix sums of Algorithm 4.9 ([GGKK 4.3];
+//! [KGGK94 Program 3.7]), the pipeline along the ring of ids, that pipeline segmented
+//! for large vectors, and the work-efficient tree of Brent and Kung (up a binomial tree
+//! and back down; [Brent-Kung 1982], [Blelloch 1990]). Costs are for store-and-forward
+//! routing on the topology each was made for (t_s start-up, t_w per byte, m bytes per
+//! vector), plus the time of the combines. Every node's vector must have the same
+//! length; a vector that cannot be combined fails the run with `CommError::Elements`.
 
 use bytes::Bytes;
 use topocomm_proto::NodeId;
@@ -92,9 +92,9 @@ pub async fn hypercube(
     Ok(result.unwrap_or_default())
 }
 
-/// Linear prefix sums: a pipeline along the ring of ids 0, 1, ..., p-1 (seed 000, prefix
-/// sums as a pipeline). Node i receives the prefix of nodes 0..i from node i-1, combines
-/// its own vector in and passes the prefix of 0..=i on to node i+1.
+/// Linear prefix sums: a pipeline along the ring of ids 0, 1, ..., p-1 (prefix sums as
+/// a pipeline, [GGKK 4.3]). Node i receives the prefix of nodes 0..i from node i-1,
+/// combines its own vector in and passes the prefix of 0..=i on to node i+1.
 ///
 /// ```text
 /// prefix := nothing
@@ -113,14 +113,13 @@ pub async fn linear(comm: &Comm, x: Bytes, reduction: Reduction, exclusive: bool
 }
 
 /// The longest segment of [`pipeline`]: large enough that a message's fixed costs stay
-/// small beside its bytes (on a 2-core machine running 8 nodes, 8 MiB in 128 KiB
-/// segments took a third longer than in 1 MiB ones), small enough that the chain fills
-/// quickly.
+/// small beside its bytes, small enough that the chain fills quickly (the measurements
+/// behind it: docs/PERFORMANCE-NOTES.md).
 pub const SEGMENT: usize = 1024 * 1024;
 
 /// The shortest segment of [`pipeline`]: a vector of up to 4 [`SEGMENT`]s is cut into
-/// four segments, none shorter than this (8 nodes on 2 cores, 1 MiB: four 256 KiB
-/// segments took 1.22-1.37x Open MPI's time, one segment 1.62-1.95x).
+/// four segments, none shorter than this, so that even a 1 MiB vector overlaps its
+/// combines down the chain (docs/PERFORMANCE-NOTES.md).
 pub const MIN_SEGMENT: usize = 256 * 1024;
 
 /// How many segments [`pipeline`] cuts `len` bytes into: four where each is at least

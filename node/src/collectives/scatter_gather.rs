@@ -1,9 +1,9 @@
 //! One-to-all personalized (scatter) and its dual, all-to-one personalized (gather).
 //!
-//! Four schedules each, one per [`Algorithm`]: the naive linear one, the store-and-forward
-//! ring and mesh schedules, and the hypercube schedule of seed 002 ("One-to-all Scatter":
-//! log p steps, half of the remaining data each step). Every algorithm is written for a
-//! general [`BlockLayout`] (block i for node i, any lengths, zero included), so
+//! Four schedules each, one per [`Algorithm`]: the naive linear one, the
+//! store-and-forward ring and mesh schedules, and the hypercube schedule of [GGKK 4.4]
+//! (log p steps, half of the remaining data each step). Every algorithm is written for
+//! a general [`BlockLayout`] (block i for node i, any lengths, zero included), so
 //! [`scatter_layout`] and [`gather_layout`] serve the large-message broadcast and
 //! reduction too; [`scatter`] and [`gather`] are the equal-block collectives over them.
 //!
@@ -97,7 +97,7 @@ fn check_root(comm: &Comm, root: NodeId) -> Result<(), CommError> {
 }
 
 /// Linear scatter: the root sends every other node its block directly (the naive p - 1
-/// step baseline of seed 002).
+/// step baseline of [GGKK 4.4]).
 ///
 /// ```text
 /// if my_id = root then
@@ -164,7 +164,7 @@ pub async fn linear_gather(comm: &Comm, root: NodeId, layout: &BlockLayout, mine
     }
 }
 
-/// Ring scatter (seed 002, store-and-forward on a ring, as the ring broadcast but
+/// Ring scatter ([GGKK 4.4], store-and-forward on a ring, as the ring broadcast but
 /// personalized): the root sends the clockwise half (distances 1..=⌊p/2⌋) and the
 /// counter-clockwise half (1..=⌊(p-1)/2⌋) each the blocks that half needs, nearest
 /// first; every node keeps its block and passes the rest on.
@@ -211,12 +211,12 @@ fn parcel_nodes(grid: &Grid, me: NodeId, dim: usize, j: usize) -> Vec<NodeId> {
         .collect()
 }
 
-/// Mesh scatter (seed 002, "Store-and-forward Routing on 2d Torus", personalized):
-/// along the root's row the root sends each column's blocks to that column's member,
-/// then every node of that row scatters its column's blocks down its column; on a 3-D
-/// grid a third phase runs along the last remaining dimension. Each phase is the ring
-/// method (torus, torus3d) or the line method (mesh, mesh3d, and the squarest 2-D grid
-/// of p on any other topology; `patterns::Grid`).
+/// Mesh scatter ([GGKK 4.4], store-and-forward on a 2-D torus, personalized): along the
+/// root's row the root sends each column's blocks to that column's member, then every
+/// node of that row scatters its column's blocks down its column; on a 3-D grid a third
+/// phase runs along the last remaining dimension. Each phase is the ring method (torus,
+/// torus3d) or the line method (mesh, mesh3d, and the squarest 2-D grid of p on any
+/// other topology; `patterns::Grid`).
 ///
 /// ```text
 /// for dim := last downto 0 do          /* 2-D: the row (dim 1), then the columns (dim 0) */
@@ -299,11 +299,11 @@ fn physical(labels: Relabelling, p: usize, virtual_ids: std::ops::Range<usize>) 
     virtual_ids.take_while(|&v| v < p).map(|v| labels.to_physical(v)).collect()
 }
 
-/// Hypercube scatter (seed 002, "One-to-all Scatter", store-and-forward on a
-/// hypercube): in the i-th step every node that holds blocks sends half of them — those
-/// of the subcube across dimension i — to its neighbour across dimension i, most
-/// significant dimension first; the loop is that of Algorithm 4.2 with the relabelling
-/// that makes any node the root (virtual id = my_id XOR root for p a power of two).
+/// Hypercube scatter ([GGKK 4.4], store-and-forward on a hypercube): in the i-th step
+/// every node that holds blocks sends half of them — those of the subcube across
+/// dimension i — to its neighbour across dimension i, most significant dimension first;
+/// the loop is that of Algorithm 4.2 with the relabelling that makes any node the root
+/// (virtual id = my_id XOR root for p a power of two).
 ///
 /// ```text
 /// my_virtual_id := my_id XOR root
