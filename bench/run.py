@@ -396,7 +396,7 @@ def main():
 
 
 def bus_factor(collective, p):
-    """nccl-tests' busbw factor, as `topocomm sweep` defines it (coordinator/src/sweep.rs)."""
+    """nccl-tests' busbw factor, as `topocomm sweep` defines it (coordinator/src/tools/sweep.rs)."""
     if collective == "allreduce":
         return 2 * (p - 1) / p
     if collective in ("allgather", "reduce-scatter", "alltoall", "scatter", "gather"):
