@@ -396,11 +396,15 @@ def main():
 
 
 def bus_factor(collective, p):
-    """nccl-tests' busbw factor, as `topocomm sweep` defines it (coordinator/src/tools/sweep.rs)."""
+    """nccl-tests' busbw factor on topocomm's size (bytes per node), as `topocomm sweep`
+    defines it (`bus_factor` in coordinator/src/tools/sweep.rs, the README's table): where a node
+    holds p blocks of the size, nccl-tests' (p-1)/p of S = p * size is p - 1."""
     if collective == "allreduce":
         return 2 * (p - 1) / p
     if collective in ("allgather", "reduce-scatter", "alltoall", "scatter", "gather"):
-        return (p - 1) / p
+        return p - 1
+    if collective == "ping-pong":
+        return 2.0
     return 1.0
 
 

@@ -120,8 +120,8 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let summary = report::summarize(&outcome, prediction.as_ref().map(Prediction::time_us).zip(predict_with));
     let json = match &summary {
-        Ok(summary) => serde_json::to_value(summary)?,
-        Err(failure) => serde_json::json!({ "verified": false, "error": failure }),
+        Ok(summary) => render::schema::versioned_json(summary)?,
+        Err(failure) => render::schema::versioned(serde_json::json!({ "verified": false, "error": failure })),
     };
     if let Some(dir) = &args.dump {
         report::dump(dir, &outcome, &json)?;
@@ -223,13 +223,13 @@ async fn status(args: StatusArgs) -> anyhow::Result<()> {
                 let topology = status.topology.as_ref().map(|topology| {
                     serde_json::json!({ "kind": topology.kind.to_string(), "p": topology.p, "dims": topology.dims })
                 });
-                let json = serde_json::json!({
+                let json = render::schema::versioned(serde_json::json!({
                     "expected": status.expected,
                     "connected": connected,
                     "ready": ready,
                     "nodes": nodes,
                     "topology": topology,
-                });
+                }));
                 println!("{}", serde_json::to_string_pretty(&json)?);
             } else {
                 println!("{} of {} nodes connected", connected, status.expected);

@@ -13,6 +13,7 @@ pub mod plot;
 pub mod progress;
 pub mod quantity;
 pub mod report;
+pub mod schema;
 #[cfg(feature = "pictures")]
 pub mod topology_svg;
 pub mod topology_view;

@@ -12,13 +12,19 @@ use topocomm_proto::Topology;
 use topocomm_proto::control::{RunOutcome, SetupTimes};
 use topocomm_proto::spec::{Collective, LinkModel, Routing};
 
-/// Minimum, median, mean and maximum of the per-iteration times, in µs.
+/// Minimum, median, mean and maximum of the per-iteration times, in µs, and the tail
+/// percentiles p50, p90 and p99 (OSU micro-benchmarks' `-z`, nccl-tests' `-I`), each by
+/// [`nearest_rank`]. The median averages the two middle samples of an even count; p50
+/// is always one of the samples, so the two can differ.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct TimeStats {
     pub min: f64,
     pub median: f64,
     pub mean: f64,
     pub max: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
 }
 
 impl TimeStats {
@@ -28,8 +34,29 @@ impl TimeStats {
         sorted.sort_by(f64::total_cmp);
         let n = sorted.len();
         let median = if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 };
-        TimeStats { min: sorted[0], median, mean: sorted.iter().sum::<f64>() / n as f64, max: sorted[n - 1] }
+        TimeStats {
+            min: sorted[0],
+            median,
+            mean: sorted.iter().sum::<f64>() / n as f64,
+            max: sorted[n - 1],
+            p50: nearest_rank(&sorted, 50),
+            p90: nearest_rank(&sorted, 90),
+            p99: nearest_rank(&sorted, 99),
+        }
     }
+}
+
+/// The `percent`-th percentile of `sorted` (ascending, at least one sample) by the
+/// nearest-rank method: the smallest sample that at least `percent` % of the samples
+/// are less than or equal to, i.e. the sample of 1-based rank ⌈percent · n / 100⌉
+/// (at least 1; `percent` above 100 counts as 100). No interpolation: the result is
+/// always a measured time. With n = 1 every percentile is the sample; with n = 2, p50
+/// is the smaller and p90, p99 the larger; with n = 100, p90 is the 90th smallest.
+pub fn nearest_rank(sorted: &[f64], percent: u32) -> f64 {
+    let n = sorted.len();
+    // Integer arithmetic: 0.9 · 100 in floating point is not exactly 90.
+    let rank = (percent.min(100) as usize * n).div_ceil(100).max(1);
+    sorted[rank.min(n) - 1]
 }
 
 /// The link that carried the most bytes.
@@ -177,6 +204,9 @@ pub fn table(summary: &RunSummary) -> String {
         "median µs",
         "mean µs",
         "max µs",
+        "p50 µs",
+        "p90 µs",
+        "p99 µs",
         "verified",
     ]);
     let t = summary.time_us;
@@ -191,6 +221,9 @@ pub fn table(summary: &RunSummary) -> String {
         format!("{:.1}", t.median),
         format!("{:.1}", t.mean),
         format!("{:.1}", t.max),
+        format!("{:.1}", t.p50),
+        format!("{:.1}", t.p90),
+        format!("{:.1}", t.p99),
         if summary.verified { "yes".into() } else { "NO".into() },
     ]);
     let model = match (summary.model_us, summary.model_ratio, &summary.links) {
@@ -261,14 +294,109 @@ pub fn dump(dir: &Path, outcome: &RunOutcome, json: &serde_json::Value) -> anyho
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A verified 8-node hypercube broadcast of 1 MB, one iteration of 1 ms, for tests
+    /// that need a summary to render or derive from.
+    pub(crate) fn summary_for_tests() -> RunSummary {
+        RunSummary {
+            run: 1,
+            collective: "broadcast".into(),
+            algorithm: "hypercube".into(),
+            topology: "hypercube".into(),
+            dims: vec![2, 2, 2],
+            nodes: 8,
+            size_bytes: 1_000_000,
+            root: 0,
+            dtype: "f64".into(),
+            op: "sum".into(),
+            warmup: 0,
+            iterations: 1,
+            verified: true,
+            time_us: TimeStats::of(&[1000.0]),
+            iteration_us: vec![1000.0],
+            frames_sent: 7,
+            frames_forwarded: 0,
+            busiest_link: None,
+            steps: 3,
+            links: None,
+            model_us: None,
+            model_ratio: None,
+            setup_ms: SetupTimes::default(),
+        }
+    }
 
     #[test]
     fn stats_of_odd_and_even_samples() {
         let s = TimeStats::of(&[3.0, 1.0, 2.0]);
         assert_eq!((s.min, s.median, s.mean, s.max), (1.0, 2.0, 2.0, 3.0));
+        assert_eq!((s.p50, s.p90, s.p99), (2.0, 3.0, 3.0));
         let s = TimeStats::of(&[4.0, 1.0, 2.0, 3.0]);
         assert_eq!(s.median, 2.5);
+        assert_eq!((s.p50, s.p90, s.p99), (2.0, 4.0, 4.0), "p50 is a sample, the median is not");
+    }
+
+    #[test]
+    fn the_table_shows_the_percentiles_beside_the_median() {
+        let mut summary = summary_for_tests();
+        summary.iteration_us = (1..=10).map(|i| f64::from(i) * 100.0).collect();
+        summary.time_us = TimeStats::of(&summary.iteration_us);
+        let text = table(&summary);
+        let cells = |line: &str| -> Vec<String> {
+            line.trim_matches(|c| c == '│').split('┆').map(|cell| cell.trim().to_owned()).collect()
+        };
+        let mut lines = text.lines().filter(|line| line.starts_with('│'));
+        let (header, row) = (cells(lines.next().unwrap()), cells(lines.next().unwrap()));
+        let cell = |name: &str| {
+            let column = header.iter().position(|h| h == name).unwrap_or_else(|| panic!("no {name} in\n{text}"));
+            row[column].clone()
+        };
+        assert_eq!(cell("median µs"), "550.0");
+        assert_eq!(cell("p50 µs"), "500.0");
+        assert_eq!(cell("p90 µs"), "900.0");
+        assert_eq!(cell("p99 µs"), "1000.0");
+        assert_eq!(cell("max µs"), "1000.0");
+    }
+
+    #[test]
+    fn one_sample_is_every_percentile() {
+        let s = TimeStats::of(&[7.5]);
+        assert_eq!((s.min, s.median, s.max, s.p50, s.p90, s.p99), (7.5, 7.5, 7.5, 7.5, 7.5, 7.5));
+    }
+
+    #[test]
+    fn two_samples_split_at_the_median() {
+        // Ranks ⌈0.5·2⌉ = 1, ⌈0.9·2⌉ = 2, ⌈0.99·2⌉ = 2.
+        let s = TimeStats::of(&[20.0, 10.0]);
+        assert_eq!((s.p50, s.p90, s.p99), (10.0, 20.0, 20.0));
+        assert_eq!(s.median, 15.0);
+    }
+
+    #[test]
+    fn a_hundred_samples_give_the_ranked_ones() {
+        // 1..=100 shuffled by a fixed stride (37 is coprime to 100): ranks 50, 90, 99.
+        let samples: Vec<f64> = (0..100).map(|i| ((i * 37) % 100 + 1) as f64).collect();
+        let s = TimeStats::of(&samples);
+        assert_eq!((s.p50, s.p90, s.p99), (50.0, 90.0, 99.0));
+        assert_eq!((s.min, s.median, s.max), (1.0, 50.5, 100.0));
+    }
+
+    #[test]
+    fn ranks_round_up_and_stay_in_range() {
+        let ten: Vec<f64> = (1..=10).map(f64::from).collect();
+        // ⌈0.5·10⌉ = 5, ⌈0.9·10⌉ = 9, ⌈0.99·10⌉ = 10, ⌈0.91·10⌉ = 10, ⌈0.01·10⌉ = 1.
+        assert_eq!(nearest_rank(&ten, 50), 5.0);
+        assert_eq!(nearest_rank(&ten, 90), 9.0);
+        assert_eq!(nearest_rank(&ten, 99), 10.0);
+        assert_eq!(nearest_rank(&ten, 91), 10.0);
+        assert_eq!(nearest_rank(&ten, 1), 1.0);
+        assert_eq!(nearest_rank(&ten, 0), 1.0, "rank at least 1");
+        assert_eq!(nearest_rank(&ten, 250), 10.0, "above 100 counts as 100");
+        let three = [1.0, 2.0, 3.0];
+        // ⌈0.5·3⌉ = 2 (1.5 rounds up), ⌈0.34·3⌉ = 2, ⌈0.33·3⌉ = 1.
+        assert_eq!(nearest_rank(&three, 50), 2.0);
+        assert_eq!(nearest_rank(&three, 34), 2.0);
+        assert_eq!(nearest_rank(&three, 33), 1.0);
     }
 }

@@ -44,14 +44,14 @@ pub fn print(args: &TopologyArgs) -> anyhow::Result<()> {
     let p = topology.p();
     let edges = topology.edges();
     if args.json {
-        let json = serde_json::json!({
+        let json = crate::render::schema::versioned(serde_json::json!({
             "topology": topology.kind().to_string(),
             "nodes": p,
             "dims": topology.dims(),
             "diameter": topology.diameter(),
             "neighbours": (0..p).map(|id| topology.neighbours(id)).collect::<Vec<_>>(),
             "edges": edges,
-        });
+        }));
         return emit(serde_json::to_string_pretty(&json)? + "\n");
     }
     let mut text = String::new();

@@ -249,7 +249,7 @@ pub async fn run(args: &BenchModelArgs) -> anyhow::Result<()> {
 
     let summary = summarize(&rows, skipped, estimate, started.elapsed());
     if args.json {
-        println!("{}", serde_json::json!({ "summary": summary }));
+        println!("{}", crate::render::schema::versioned(serde_json::json!({ "summary": summary })));
     } else {
         println!(
             "emulated links: {link_text}; {} timed iterations after {} warm-up per run",
@@ -410,7 +410,7 @@ async fn run_cases<'a>(
             human(remaining(progress, elapsed)),
         );
         if json {
-            match serde_json::to_string(&row) {
+            match crate::render::schema::versioned_json(&row) {
                 Ok(line) => println!("{line}"),
                 Err(error) => eprintln!("cannot print the row as JSON: {error}"),
             }

@@ -297,7 +297,7 @@ pub async fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
             link_model,
             saved_to: saved_to.map(|path| path.display().to_string()),
         };
-        println!("{}", serde_json::to_string_pretty(&calibration)?);
+        println!("{}", serde_json::to_string_pretty(&crate::render::schema::versioned_json(&calibration)?)?);
         return Ok(());
     }
     println!(

@@ -45,7 +45,11 @@ const LINES_PER_STEP: usize = 12;
 /// Prints the schedule `args` describes, as text or (`--json`) one JSON object.
 pub fn print(args: &ExplainArgs) -> anyhow::Result<()> {
     let explained = explain(&args.what)?;
-    let text = if args.json { serde_json::to_string_pretty(&to_json(&explained))? + "\n" } else { to_text(&explained) };
+    let text = if args.json {
+        serde_json::to_string_pretty(&crate::render::schema::versioned(to_json(&explained)))? + "\n"
+    } else {
+        to_text(&explained)
+    };
     emit(text)
 }
 

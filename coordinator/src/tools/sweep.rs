@@ -5,15 +5,17 @@
 //! written).
 //!
 //! Output follows the OSU micro-benchmarks: per algorithm a block of
-//! `# Size  Avg(us)  Min(us)  Max(us)  Iterations`, where an iteration takes as long as
-//! its slowest node, then the cost model's time (with emulated links or `--ts auto`)
-//! and bandwidths as nccl-tests defines them:
+//! `# Size  Avg(us)  Min(us)  Max(us)  P50(us)  P90(us)  P99(us)  Iterations`, where an
+//! iteration takes as long as its slowest node and the percentiles are by nearest rank
+//! ([`report::nearest_rank`], as OSU's `-z`), then the cost model's time (with emulated
+//! links or `--ts auto`) and bandwidths as nccl-tests defines them:
 //!
 //! - `algbw = size / Avg`, with `size` the bytes per node (`--sizes`), in GB/s (10^9 B/s);
 //! - `busbw = algbw × factor`, the factor making busbw comparable with a link's
-//!   bandwidth: allreduce 2(p−1)/p; allgather, reduce-scatter, alltoall, scatter and
-//!   gather (p−1)/p; broadcast, reduce, scan, shift and ping-pong 1; barrier moves no
-//!   data and has none.
+//!   bandwidth, one per collective in [`bus_factor`]: allreduce 2(p−1)/p; allgather,
+//!   reduce-scatter, alltoall, scatter and gather p−1 (nccl-tests' (p−1)/p of their
+//!   S = p · size); broadcast, reduce, scan and shift 1; ping-pong 2 (a round trip);
+//!   barrier moves no data and has none.
 //!
 //! Also `--csv`, `--json` (`-`: standard output, instead of the table) and `--plot`
 //! (time against size, log-log, see [`crate::render::plot`]). A progress bar shows on the
@@ -155,34 +157,80 @@ pub fn parse_sizes(text: &str) -> Result<Vec<u64>, ParseError> {
     Ok(sizes)
 }
 
-/// nccl-tests' bus-bandwidth factor of `collective` on `p` nodes (`None`: no data moves).
-pub fn bus_factor(collective: Collective, p: usize) -> Option<f64> {
-    let p = p.max(1) as f64;
-    match collective {
-        Collective::Allreduce => Some(2.0 * (p - 1.0) / p),
-        Collective::Allgather
-        | Collective::ReduceScatter
-        | Collective::Alltoall
-        | Collective::Scatter
-        | Collective::Gather => Some((p - 1.0) / p),
-        Collective::Broadcast | Collective::Reduce | Collective::Scan | Collective::Shift | Collective::PingPong => {
-            Some(1.0)
-        }
-        Collective::Barrier => None,
+/// How a collective's bus bandwidth follows from its algorithm bandwidth, as
+/// nccl-tests define it (its doc/PERFORMANCE.md): `busbw = algbw × factor`, the factor
+/// chosen so that an algorithm that keeps the busiest node's link(s) of bandwidth B
+/// busy the whole time shows busbw = B, whatever p. Each factor comes from a lower
+/// bound t ≥ bytes / B on the time, `bytes` being what some node must send or receive.
+///
+/// topocomm's `algbw = size / time` takes `size` as `--size`, the bytes per node; for
+/// the collectives whose nodes hold p blocks of `--size` (all-gather, reduce-scatter,
+/// alltoall, scatter, gather) nccl-tests instead take S = p · size, so their (p−1)/p
+/// on S is p − 1 on `--size`: the same busbw from a different algbw.
+#[derive(Debug, Clone, Copy)]
+pub struct BusFactor {
+    /// The factor as tables and the README write it, in p: `2(p-1)/p`, `(p-1)`, `1`, ...
+    pub formula: &'static str,
+    /// The factor on p nodes, `None` where no data moves.
+    on: Option<fn(f64) -> f64>,
+}
+
+impl BusFactor {
+    /// The factor on `p` nodes (`None`: no data moves, no bandwidth).
+    pub fn on(self, p: usize) -> Option<f64> {
+        self.on.map(|factor| factor(p.max(1) as f64))
     }
 }
 
-/// The factor as the table's header writes it.
-fn bus_formula(collective: Collective) -> &'static str {
+/// Broadcast, reduce: 1 (nccl-tests: 1). All of the root's vector must leave it
+/// (broadcast), or arrive at it (reduce, each element combined on the way): t ≥ size / B.
+const WHOLE_VECTOR_THROUGH_THE_ROOT: BusFactor = BusFactor { formula: "1", on: Some(|_| 1.0) };
+
+/// All-reduce: 2(p−1)/p (nccl-tests: the same, S = size). Every element is the sum of
+/// p inputs held on p nodes and must end on all p: p − 1 additions and p − 1 copies,
+/// each a transfer, 2(p−1) · size bytes over p nodes' links: t ≥ 2(p−1)/p · size / B.
+const ALLREDUCE: BusFactor = BusFactor { formula: "2(p-1)/p", on: Some(|p| 2.0 * (p - 1.0) / p) };
+
+/// All-gather, reduce-scatter, alltoall, scatter, gather: p − 1 (nccl-tests: (p−1)/p
+/// of S = p · size, the p blocks of a node's output or input). All-gather: each node
+/// must receive the p − 1 other blocks; reduce-scatter: each of the p blocks of results
+/// needs p − 1 transfers, p(p−1) · size bytes over p nodes' links; alltoall: each node
+/// sends p − 1 blocks away; scatter: the root sends p − 1 blocks; gather: the root
+/// receives p − 1 blocks. Each: t ≥ (p−1) · size / B.
+const ALL_BUT_ONE_BLOCK: BusFactor = BusFactor { formula: "(p-1)", on: Some(|p| p - 1.0) };
+
+/// Scan: 1 (not in nccl-tests). Node i's prefix depends on all the vectors of nodes
+/// before it and is a whole vector itself, so every node but node 0 must receive at
+/// least size bytes (exclusive too: node 1 receives node 0's vector): t ≥ size / B,
+/// the bound of broadcast and reduce.
+const SCAN: BusFactor = BusFactor { formula: "1", on: Some(|_| 1.0) };
+
+/// Shift: 1 (nccl-tests' sendrecv: 1). Every node sends its vector to one node and
+/// receives one: t ≥ size / B. (A shift by a multiple of p moves nothing.)
+const SHIFT: BusFactor = BusFactor { formula: "1", on: Some(|_| 1.0) };
+
+/// Ping-pong: 2. Its time is the round trip: the vector crosses the link out and back,
+/// the echo sent once the message has arrived: t ≥ 2 · size / B. busbw is then
+/// size / (time / 2), the OSU latency test's one-way time.
+const PING_PONG: BusFactor = BusFactor { formula: "2", on: Some(|_| 2.0) };
+
+/// Barrier: none. No data moves; neither algbw nor busbw is shown.
+const BARRIER: BusFactor = BusFactor { formula: "none", on: None };
+
+/// The bus-bandwidth factor of every collective (see [`BusFactor`]).
+pub fn bus_factor(collective: Collective) -> BusFactor {
     match collective {
-        Collective::Allreduce => "2(p-1)/p",
+        Collective::Broadcast | Collective::Reduce => WHOLE_VECTOR_THROUGH_THE_ROOT,
+        Collective::Allreduce => ALLREDUCE,
         Collective::Allgather
         | Collective::ReduceScatter
         | Collective::Alltoall
         | Collective::Scatter
-        | Collective::Gather => "(p-1)/p",
-        Collective::Barrier => "none",
-        _ => "1",
+        | Collective::Gather => ALL_BUT_ONE_BLOCK,
+        Collective::Scan => SCAN,
+        Collective::Shift => SHIFT,
+        Collective::PingPong => PING_PONG,
+        Collective::Barrier => BARRIER,
     }
 }
 
@@ -195,6 +243,10 @@ pub struct Point {
     pub min_us: f64,
     pub max_us: f64,
     pub median_us: f64,
+    /// Tail percentiles by [`report::nearest_rank`].
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
     pub iterations: u32,
     pub model_us: Option<f64>,
     pub algbw_gbps: Option<f64>,
@@ -205,7 +257,7 @@ impl Point {
     fn of(summary: &report::RunSummary, collective: Collective) -> Point {
         let time = summary.time_us;
         let algbw = (summary.size_bytes > 0 && time.mean > 0.0).then(|| summary.size_bytes as f64 / time.mean / 1e3);
-        let factor = bus_factor(collective, summary.nodes);
+        let factor = bus_factor(collective).on(summary.nodes);
         Point {
             algorithm: summary.algorithm.clone(),
             size_bytes: summary.size_bytes,
@@ -213,6 +265,9 @@ impl Point {
             min_us: time.min,
             max_us: time.max,
             median_us: time.median,
+            p50_us: time.p50,
+            p90_us: time.p90,
+            p99_us: time.p99,
             iterations: summary.iterations,
             model_us: summary.model_us,
             algbw_gbps: algbw.filter(|_| factor.is_some()),
@@ -419,8 +474,8 @@ fn header(args: &SweepArgs, topology: &Topology, links: Option<&LinkPhysics>) ->
     );
     let _ = write!(
         text,
-        "# Size = bytes per node; algbw = Size / Avg; busbw = algbw x {} (nccl-tests); GB/s = 1e9 B/s",
-        bus_formula(args.collective)
+        "# Size = bytes per node; algbw = Size / Avg; busbw (nccl-tests) = algbw x {}; GB/s = 1e9 B/s",
+        bus_factor(args.collective).formula
     );
     text
 }
@@ -433,8 +488,17 @@ fn physics(l: &LinkPhysics) -> String {
 fn columns(model: bool) -> String {
     let model = if model { format!(" {:>12}", "Model(us)") } else { String::new() };
     format!(
-        "# {:<10} {:>12} {:>12} {:>12} {:>10}{model} {:>12} {:>12}",
-        "Size", "Avg(us)", "Min(us)", "Max(us)", "Iterations", "algbw(GB/s)", "busbw(GB/s)"
+        "# {:<10} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10}{model} {:>12} {:>12}",
+        "Size",
+        "Avg(us)",
+        "Min(us)",
+        "Max(us)",
+        "P50(us)",
+        "P90(us)",
+        "P99(us)",
+        "Iterations",
+        "algbw(GB/s)",
+        "busbw(GB/s)"
     )
 }
 
@@ -446,11 +510,14 @@ fn row(point: &Point, model: bool) -> String {
         String::new()
     };
     format!(
-        "{:<12} {:>12.2} {:>12.2} {:>12.2} {:>10}{model} {:>12} {:>12}",
+        "{:<12} {:>12.2} {:>12.2} {:>12.2} {:>12.2} {:>12.2} {:>12.2} {:>10}{model} {:>12} {:>12}",
         point.size_bytes,
         point.avg_us,
         point.min_us,
         point.max_us,
+        point.p50_us,
+        point.p90_us,
+        point.p99_us,
         point.iterations,
         bw(point.algbw_gbps),
         bw(point.busbw_gbps)
@@ -461,13 +528,13 @@ fn row(point: &Point, model: bool) -> String {
 pub fn csv(args: &SweepArgs, topology: &Topology, points: &[Point]) -> String {
     let mut text = String::from(
         "collective,algorithm,topology,dims,nodes,size_bytes,avg_us,min_us,max_us,median_us,iterations,model_us,\
-         algbw_gbps,busbw_gbps\n",
+         algbw_gbps,busbw_gbps,p50_us,p90_us,p99_us\n",
     );
     let opt = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
     for p in points {
         let _ = writeln!(
             text,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             args.collective,
             p.algorithm,
             topology.kind(),
@@ -481,7 +548,10 @@ pub fn csv(args: &SweepArgs, topology: &Topology, points: &[Point]) -> String {
             p.iterations,
             opt(p.model_us),
             opt(p.algbw_gbps),
-            opt(p.busbw_gbps)
+            opt(p.busbw_gbps),
+            p.p50_us,
+            p.p90_us,
+            p.p99_us
         );
     }
     text
@@ -489,7 +559,7 @@ pub fn csv(args: &SweepArgs, topology: &Topology, points: &[Point]) -> String {
 
 /// The sweep as one JSON object.
 fn json_of(args: &SweepArgs, sweep: &Sweep, topology: &Topology) -> serde_json::Value {
-    json!({
+    crate::render::schema::versioned(json!({
         "collective": args.collective,
         "topology": topology.kind(),
         "dims": topology.dims(),
@@ -503,11 +573,11 @@ fn json_of(args: &SweepArgs, sweep: &Sweep, topology: &Topology) -> serde_json::
         "bandwidth": {
             "size": "bytes per node",
             "algbw": "size / avg time, GB/s (1e9 B/s)",
-            "busbw": format!("algbw x {} (nccl-tests)", bus_formula(args.collective)),
-            "busbw_factor": bus_factor(args.collective, topology.p()),
+            "busbw": format!("nccl-tests' bus bandwidth: algbw x {}", bus_factor(args.collective).formula),
+            "busbw_factor": bus_factor(args.collective).on(topology.p()),
         },
         "points": sweep.points,
-    })
+    }))
 }
 
 fn write_outputs(args: &SweepArgs, sweep: &Sweep) -> anyhow::Result<()> {
@@ -574,12 +644,70 @@ mod tests {
     }
 
     #[test]
-    fn bus_factors_follow_nccl_tests() {
-        assert_eq!(bus_factor(Collective::Allreduce, 8), Some(1.75));
-        assert_eq!(bus_factor(Collective::Allgather, 8), Some(0.875));
-        assert_eq!(bus_factor(Collective::Alltoall, 4), Some(0.75));
-        assert_eq!(bus_factor(Collective::Broadcast, 8), Some(1.0));
-        assert_eq!(bus_factor(Collective::Barrier, 8), None);
+    fn bus_factors_match_nccl_tests_and_their_derivations() {
+        let on = |collective, p| bus_factor(collective).on(p);
+        // nccl-tests' own factors, on their S = size.
+        assert_eq!(on(Collective::Allreduce, 8), Some(1.75));
+        assert_eq!(on(Collective::Allreduce, 2), Some(1.0));
+        assert_eq!(on(Collective::Broadcast, 8), Some(1.0));
+        assert_eq!(on(Collective::Reduce, 5), Some(1.0));
+        // nccl-tests' (p-1)/p on S = p · size is p - 1 on topocomm's size.
+        for collective in [
+            Collective::Allgather,
+            Collective::ReduceScatter,
+            Collective::Alltoall,
+            Collective::Scatter,
+            Collective::Gather,
+        ] {
+            let p = 8;
+            let nccl_tests = (p as f64 - 1.0) / p as f64;
+            assert_eq!(on(collective, p), Some(nccl_tests * p as f64), "{collective}");
+            assert_eq!(on(collective, 4), Some(3.0), "{collective}");
+            assert_eq!(on(collective, 1), Some(0.0), "{collective}: nothing to move on one node");
+        }
+        assert_eq!(on(Collective::Scan, 8), Some(1.0));
+        assert_eq!(on(Collective::Shift, 8), Some(1.0));
+        assert_eq!(on(Collective::PingPong, 2), Some(2.0), "a round trip crosses the link twice");
+        assert_eq!(on(Collective::Barrier, 8), None);
+        assert_eq!(bus_factor(Collective::Barrier).formula, "none");
+    }
+
+    #[test]
+    fn every_formula_says_what_its_factor_computes() {
+        use strum::IntoEnumIterator;
+        // The header's formula, evaluated by hand for p = 2..=9, is the factor used.
+        for collective in Collective::iter() {
+            let factor = bus_factor(collective);
+            for p in 2..=9 {
+                let q = p as f64;
+                let by_hand = match factor.formula {
+                    "2(p-1)/p" => Some(2.0 * (q - 1.0) / q),
+                    "(p-1)" => Some(q - 1.0),
+                    "1" => Some(1.0),
+                    "2" => Some(2.0),
+                    "none" => None,
+                    other => panic!("{collective}: unknown formula {other}"),
+                };
+                assert_eq!(factor.on(p), by_hand, "{collective} on {p} nodes");
+            }
+        }
+    }
+
+    #[test]
+    fn a_point_takes_busbw_from_its_collective() {
+        // The test summary: one iteration of 1 ms.
+        let point = |collective, nodes, size_bytes| {
+            let mut summary = crate::render::report::tests::summary_for_tests();
+            summary.nodes = nodes;
+            summary.size_bytes = size_bytes;
+            Point::of(&summary, collective)
+        };
+        // 1 MB in 1 ms is 1 GB/s of algbw.
+        let allgather = point(Collective::Allgather, 8, 1_000_000);
+        assert_eq!(allgather.algbw_gbps, Some(1.0));
+        assert_eq!(allgather.busbw_gbps, Some(7.0));
+        let barrier = point(Collective::Barrier, 8, 0);
+        assert_eq!((barrier.algbw_gbps, barrier.busbw_gbps), (None, None));
     }
 
     #[test]
@@ -591,6 +719,9 @@ mod tests {
             min_us: 800.0,
             max_us: 830.25,
             median_us: 810.0,
+            p50_us: 805.0,
+            p90_us: 825.5,
+            p99_us: 830.25,
             iterations: 20,
             model_us: Some(790.0),
             algbw_gbps: Some(0.0807),
@@ -600,6 +731,9 @@ mod tests {
         assert!(head.starts_with("# Size"));
         assert_eq!(head.len(), line.len(), "\n{head}\n{line}");
         let fields: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(fields, ["65536", "812.50", "800.00", "830.25", "20", "790.00", "0.0807", "0.1412"]);
+        assert_eq!(
+            fields,
+            ["65536", "812.50", "800.00", "830.25", "805.00", "825.50", "830.25", "20", "790.00", "0.0807", "0.1412"]
+        );
     }
 }
