@@ -3,22 +3,28 @@
 //! every node's result held against `topocomm_proto::reference`; the layout-general
 //! entry points on uneven layouts; step counts; which schedules forward frames where.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::{
+    DTYPES, OPS, SMALL, Specs, TIMEOUT, assert_no_message_left, dtype_and_op, forwarded_by,
+    grids_the_defaults_never_pick, on_each, run_with_input, scaled, shape, shapes_of, verify, verify_fresh,
+};
 use topocomm_node::collectives::allgather::allgather_layout;
+use topocomm_node::collectives::allreduce;
 use topocomm_node::collectives::blocks::BlockLayout;
 use topocomm_node::collectives::patterns::Reduction;
 use topocomm_node::collectives::reduce_scatter::reduce_scatter_layout;
-use topocomm_node::collectives::{self, allreduce};
 use topocomm_node::memory_cluster::MemoryCluster;
 use topocomm_node::{Comm, CommError};
+use topocomm_proto::TopologyKind;
 use topocomm_proto::elements::{ElementsError, combine};
 use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp, RunSpec};
-use topocomm_proto::{Topology, TopologyKind};
 
-const TIMEOUT: Duration = Duration::from_secs(20);
+const SPECS: Specs = Specs { seed_base: 0xa11 };
 
 const ALLGATHER: [Algorithm; 5] =
     [Algorithm::Ring, Algorithm::Mesh, Algorithm::Hypercube, Algorithm::RecursiveDoubling, Algorithm::Bruck];
@@ -31,8 +37,6 @@ const ALLREDUCE: [Algorithm; 5] = [
     Algorithm::Ring,
     Algorithm::Mesh,
 ];
-const DTYPES: [Dtype; 4] = [Dtype::I32, Dtype::I64, Dtype::F32, Dtype::F64];
-const OPS: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max];
 
 /// Every (collective, algorithm) pair of the family.
 fn every_case() -> impl Iterator<Item = (Collective, Algorithm)> {
@@ -42,42 +46,15 @@ fn every_case() -> impl Iterator<Item = (Collective, Algorithm)> {
     allgather.chain(reduce_scatter).chain(allreduce)
 }
 
-/// Run `run` of `collective` with `algorithm`, `elements` elements of `dtype` per block
-/// (per vector for the all-reduce).
+/// Run `run` of `collective` by `algorithm`, `elements` elements per block (per vector
+/// for the all-reduce).
 fn spec(
     run: u64,
-    collective: Collective,
-    algorithm: Algorithm,
+    (collective, algorithm): (Collective, Algorithm),
     elements: usize,
-    dtype: Dtype,
-    op: ReduceOp,
+    (dtype, op): (Dtype, ReduceOp),
 ) -> RunSpec {
-    RunSpec {
-        run,
-        collective,
-        size_bytes: (elements * dtype.size()) as u64,
-        dtype,
-        op,
-        seed: 0xa11 + run,
-        timeout_ms: TIMEOUT.as_millis() as u64,
-        ..RunSpec::new(collective, algorithm)
-    }
-}
-
-/// Runs `spec` on every node of `cluster` (wired as `topology`), checks every node's
-/// output against the reference and that no message was left over; returns the most
-/// steps any node's messages took (the longest chain of messages).
-async fn verify(cluster: &MemoryCluster, topology: &Topology, spec: &RunSpec) -> u16 {
-    let context = format!(
-        "{} {} on {topology}, {} bytes of {} ({})",
-        spec.algorithm, spec.collective, spec.size_bytes, spec.dtype, spec.op
-    );
-    cluster.verify(spec, TIMEOUT).await.unwrap_or_else(|error| panic!("{context}: {error}"))
-}
-
-/// `kind` with p nodes and its default shape, if it has one.
-fn topology(kind: TopologyKind, p: usize) -> Option<Topology> {
-    Topology::new(kind, p, None).ok()
+    RunSpec { op, ..SPECS.of(run, collective, algorithm, elements, dtype) }
 }
 
 /// Every algorithm of the family on `kind` for p = 1..=17 (where `kind` takes p), with
@@ -85,113 +62,62 @@ fn topology(kind: TopologyKind, p: usize) -> Option<Topology> {
 /// dtype and op.
 async fn sweep(kind: TopologyKind) {
     let mut run = 0;
-    for p in 1..=17 {
-        let Some(topology) = topology(kind, p) else {
-            continue;
-        };
-        let cluster = MemoryCluster::start(&topology);
-        for (collective, algorithm) in every_case() {
+    on_each(shapes_of(kind, SMALL), async |cluster, topology| {
+        for case in every_case() {
             for elements in [0, 1, 13] {
                 run += 1;
-                let dtype = DTYPES[run as usize % 4];
-                let op = OPS[run as usize / 4 % 4];
-                verify(&cluster, &topology, &spec(run, collective, algorithm, elements, dtype, op)).await;
+                verify(cluster, topology, &spec(run, case, elements, dtype_and_op(run))).await;
             }
         }
-    }
+    })
+    .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_rings_of_1_to_17() {
-    sweep(TopologyKind::Ring).await;
-}
+common::tests_on_every_kind!(sweep);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_meshes_of_1_to_17() {
-    sweep(TopologyKind::Mesh).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_tori_of_1_to_17() {
-    sweep(TopologyKind::Torus).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_3d_meshes_of_1_to_17() {
-    sweep(TopologyKind::Mesh3d).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_3d_tori_of_1_to_17() {
-    sweep(TopologyKind::Torus3d).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_hypercubes_of_1_to_16() {
-    sweep(TopologyKind::Hypercube).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_fully_connected_networks_of_1_to_17() {
-    sweep(TopologyKind::Full).await;
-}
-
-/// Explicit grid shapes the defaults never pick (long thin, 1 x n, 3-D with a 1 extent).
+/// The mesh all-gather and all-reduce on grid shapes the defaults never pick.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mesh_schedules_on_explicit_grid_shapes() {
-    let shapes: [(TopologyKind, &[usize]); 6] = [
-        (TopologyKind::Mesh, &[4, 2]),
-        (TopologyKind::Torus, &[1, 6]),
-        (TopologyKind::Torus, &[5, 2]),
-        (TopologyKind::Mesh3d, &[3, 1, 2]),
-        (TopologyKind::Torus3d, &[2, 3, 2]),
-        (TopologyKind::Mesh, &[1, 7]),
-    ];
     let mut run = 0;
-    for (kind, dims) in shapes {
-        let p = dims.iter().product();
-        let topology = Topology::new(kind, p, Some(dims)).unwrap();
-        let cluster = MemoryCluster::start(&topology);
+    on_each(grids_the_defaults_never_pick(), async |cluster, topology| {
         for collective in [Collective::Allgather, Collective::Allreduce] {
             run += 1;
-            let s = spec(run, collective, Algorithm::Mesh, 2 * p + 1, Dtype::I64, ReduceOp::Sum);
-            verify(&cluster, &topology, &s).await;
+            let s = spec(run, (collective, Algorithm::Mesh), 2 * topology.p() + 1, (Dtype::I64, ReduceOp::Sum));
+            verify(cluster, topology, &s).await;
         }
-    }
+    })
+    .await;
 }
 
 /// p = 32 and 64 on the kinds that scale, every algorithm.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_32_and_64_nodes() {
+    use TopologyKind as T;
     let mut run = 0;
-    for p in [32, 64] {
-        for kind in [TopologyKind::Ring, TopologyKind::Torus, TopologyKind::Hypercube, TopologyKind::Full] {
-            let topology = topology(kind, p).unwrap();
-            let cluster = MemoryCluster::start(&topology);
-            for (collective, algorithm) in every_case() {
-                run += 1;
-                verify(&cluster, &topology, &spec(run, collective, algorithm, 3, Dtype::F64, ReduceOp::Sum)).await;
-            }
+    on_each(scaled(&[32, 64], &[T::Ring, T::Torus, T::Hypercube, T::Full]), async |cluster, topology| {
+        for case in every_case() {
+            run += 1;
+            verify(cluster, topology, &spec(run, case, 3, (Dtype::F64, ReduceOp::Sum))).await;
         }
-    }
+    })
+    .await;
 }
 
 /// Every dtype and op of each reduction, every algorithm, at p = 6 (folded) and 8.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_dtype_and_op() {
     let mut run = 0;
-    for (kind, p) in [(TopologyKind::Torus, 6), (TopologyKind::Hypercube, 8)] {
-        let topology = topology(kind, p).unwrap();
-        let cluster = MemoryCluster::start(&topology);
-        for (collective, algorithm) in every_case().filter(|(c, _)| c.reduces()) {
+    on_each([shape(TopologyKind::Torus, 6), shape(TopologyKind::Hypercube, 8)], async |cluster, topology| {
+        for case in every_case().filter(|(collective, _)| collective.reduces()) {
             for dtype in DTYPES {
                 for op in OPS {
                     run += 1;
-                    verify(&cluster, &topology, &spec(run, collective, algorithm, 9, dtype, op)).await;
+                    verify(cluster, topology, &spec(run, case, 9, (dtype, op))).await;
                 }
             }
         }
-    }
+    })
+    .await;
 }
 
 /// One 1 MiB case per collective (blocks of 1 MiB for the all-gather and the
@@ -204,10 +130,8 @@ async fn one_mebibyte() {
         (Collective::Allreduce, Algorithm::HalvingDoubling, TopologyKind::Torus, 12, Dtype::F32, ReduceOp::Sum),
     ];
     for (run, (collective, algorithm, kind, p, dtype, op)) in cases.into_iter().enumerate() {
-        let topology = topology(kind, p).unwrap();
-        let cluster = MemoryCluster::start(&topology);
         let elements = (1 << 20) / dtype.size();
-        verify(&cluster, &topology, &spec(run as u64 + 1, collective, algorithm, elements, dtype, op)).await;
+        verify_fresh(&shape(kind, p), &spec(run as u64 + 1, (collective, algorithm), elements, (dtype, op))).await;
     }
 }
 
@@ -224,18 +148,18 @@ async fn step_counts() {
     let fold = |p: usize, core: u16| if p.is_power_of_two() { core..=core } else { core + 1..=core + 2 };
     let exact = |steps: u16| steps..=steps;
     let mut run = 0;
-    for (kind, p) in [
-        (TopologyKind::Ring, 7),
-        (TopologyKind::Hypercube, 16),
-        (TopologyKind::Full, 12),
-        (TopologyKind::Torus, 12),
-        (TopologyKind::Mesh3d, 12),
-    ] {
-        let topology = topology(kind, p).unwrap();
-        let cluster = MemoryCluster::start(&topology);
+    let shapes = [
+        shape(TopologyKind::Ring, 7),
+        shape(TopologyKind::Hypercube, 16),
+        shape(TopologyKind::Full, 12),
+        shape(TopologyKind::Torus, 12),
+        shape(TopologyKind::Mesh3d, 12),
+    ];
+    on_each(shapes, async |cluster, topology| {
+        let p = topology.p();
         let ceil_log = (p.next_power_of_two().ilog2()) as u16;
         // Σ (k - 1) over the grid's extents.
-        let lines: u16 = match kind {
+        let lines: u16 = match topology.kind() {
             TopologyKind::Torus | TopologyKind::Mesh3d => topology.dims().iter().map(|&k| k as u16 - 1).sum(),
             _ => {
                 let (rows, cols) = topocomm_proto::topology::squarest_grid(p);
@@ -259,31 +183,26 @@ async fn step_counts() {
         ];
         for (collective, algorithm, steps) in expected {
             run += 1;
-            let s = spec(run, collective, algorithm, 5, Dtype::I64, ReduceOp::Max);
-            let context = format!("{algorithm} {collective} on {topology}");
-            let measured = verify(&cluster, &topology, &s).await;
-            assert!(steps.contains(&measured), "{context}: {measured} steps, expected {steps:?}");
+            let measured =
+                verify(cluster, topology, &spec(run, (collective, algorithm), 5, (Dtype::I64, ReduceOp::Max))).await;
+            assert!(
+                steps.contains(&measured),
+                "{algorithm} {collective} on {topology}: {measured} steps, expected {steps:?}"
+            );
         }
         if p.is_power_of_two() {
             run += 1;
-            let s = spec(run, C::Allreduce, A::ReduceBroadcast, 5, Dtype::I64, ReduceOp::Max);
-            assert_eq!(verify(&cluster, &topology, &s).await, 2 * log(p));
+            let s = spec(run, (C::Allreduce, A::ReduceBroadcast), 5, (Dtype::I64, ReduceOp::Max));
+            assert_eq!(verify(cluster, topology, &s).await, 2 * log(p));
         }
-    }
+    })
+    .await;
 }
 
-/// Frames forwarded by the routers of every node of `cluster`.
-fn forwarded(cluster: &MemoryCluster, p: usize) -> u64 {
-    (0..p).map(|node| cluster.router(node).traffic().frames_forwarded).sum()
-}
-
-/// Runs `collective` with `algorithm` on a fresh cluster wired as `kind` with p nodes;
+/// Runs `collective` by `algorithm` on a fresh cluster wired as `kind` with p nodes;
 /// returns the frames its routers forwarded.
-async fn forwarded_by(collective: Collective, algorithm: Algorithm, kind: TopologyKind, p: usize) -> u64 {
-    let topology = topology(kind, p).unwrap();
-    let cluster = MemoryCluster::start(&topology);
-    verify(&cluster, &topology, &spec(1, collective, algorithm, 4, Dtype::I32, ReduceOp::Sum)).await;
-    forwarded(&cluster, p)
+async fn forwarded_running(collective: Collective, algorithm: Algorithm, kind: TopologyKind, p: usize) -> u64 {
+    forwarded_by(&shape(kind, p), &[spec(1, (collective, algorithm), 4, (Dtype::I32, ReduceOp::Sum))]).await
 }
 
 /// A schedule on a topology it was not made for still verifies, but its messages travel
@@ -297,13 +216,13 @@ async fn hypercube_schedules_forward_frames_on_a_ring_only() {
     for (collective, algorithm) in
         [(C::Allgather, A::Hypercube), (C::ReduceScatter, A::Hypercube), (C::Allreduce, A::RecursiveDoubling)]
     {
-        let on_ring = forwarded_by(collective, algorithm, T::Ring, 8).await;
+        let on_ring = forwarded_running(collective, algorithm, T::Ring, 8).await;
         assert!(on_ring > 0, "{algorithm} {collective} on a ring of 8 forwarded nothing");
-        let on_hypercube = forwarded_by(collective, algorithm, T::Hypercube, 8).await;
+        let on_hypercube = forwarded_running(collective, algorithm, T::Hypercube, 8).await;
         assert_eq!(on_hypercube, 0, "{algorithm} {collective} on a hypercube of 8 forwarded frames");
     }
-    assert!(forwarded_by(C::Allgather, A::Bruck, T::Ring, 8).await > 0);
-    assert!(forwarded_by(C::Allgather, A::Ring, T::Hypercube, 8).await > 0);
+    assert!(forwarded_running(C::Allgather, A::Bruck, T::Ring, 8).await > 0);
+    assert!(forwarded_running(C::Allgather, A::Ring, T::Hypercube, 8).await > 0);
     let native = [
         (C::Allgather, A::Ring, T::Ring, 9),
         (C::Allgather, A::Mesh, T::Mesh, 12),
@@ -324,7 +243,7 @@ async fn hypercube_schedules_forward_frames_on_a_ring_only() {
         (C::Allreduce, A::Mesh, T::Torus3d, 8),
     ];
     for (collective, algorithm, kind, p) in native {
-        let frames = forwarded_by(collective, algorithm, kind, p).await;
+        let frames = forwarded_running(collective, algorithm, kind, p).await;
         assert_eq!(frames, 0, "{algorithm} {collective} on {kind} of {p} forwarded frames");
     }
 }
@@ -340,9 +259,9 @@ fn block_of(node: usize, len: usize) -> Bytes {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uneven_layouts() {
     let mut run = 0;
-    for (kind, p) in [(TopologyKind::Ring, 7), (TopologyKind::Torus, 6), (TopologyKind::Hypercube, 8)] {
-        let topology = topology(kind, p).unwrap();
-        let cluster = MemoryCluster::start(&topology);
+    let shapes = [shape(TopologyKind::Ring, 7), shape(TopologyKind::Torus, 6), shape(TopologyKind::Hypercube, 8)];
+    on_each(shapes, async |cluster, topology| {
+        let p = topology.p();
         // 8-byte elements: 3 of p pieces; 2p + 3 of them; uniform; all empty.
         let layouts = [
             BlockLayout::split(3 * 8, p, 8),
@@ -394,19 +313,17 @@ async fn uneven_layouts() {
                     assert_eq!(output.as_deref(), Ok(expected), "{algorithm} reduce-scatter {layout:?} node {node}");
                 }
             }
-            for node in 0..p {
-                assert_eq!(cluster.router(node).mailbox().queued(), 0);
-            }
+            assert_no_message_left(cluster, p, &format!("layout runs {layout:?} on {topology}"));
         }
-    }
+    })
+    .await;
 }
 
 /// Inputs that do not fit fail every node at once, with a reason and no message sent;
 /// vectors of different lengths fail the combine; an algorithm of another family is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_inputs_fail_cleanly() {
-    let topology = topology(TopologyKind::Full, 4).unwrap();
-    let cluster = MemoryCluster::start(&topology);
+    let cluster = MemoryCluster::start(&shape(TopologyKind::Full, 4));
     let layout = Arc::new(BlockLayout::uniform(4, 8));
     let shared = layout.clone();
     let outputs = cluster
@@ -443,19 +360,11 @@ async fn bad_inputs_fail_cleanly() {
         let source = ElementsError::LengthMismatch { acc, other };
         assert_eq!(output, &Err(CommError::Elements { me, source }));
     }
-    let s = Arc::new(spec(4, Collective::Allgather, Algorithm::Pairwise, 1, Dtype::I32, ReduceOp::Sum));
-    let outputs = cluster
-        .run_all(4, TIMEOUT, move |comm| {
-            let s = s.clone();
-            async move { collectives::run(&comm, &s, Bytes::from_static(&[0; 4])).await }
-        })
-        .await;
-    for output in outputs {
+    let s = spec(4, (Collective::Allgather, Algorithm::Pairwise), 1, (Dtype::I32, ReduceOp::Sum));
+    for output in run_with_input(&cluster, &s, Bytes::from_static(&[0; 4])).await {
         let error = output.unwrap_err();
         assert!(matches!(error, CommError::Unsupported { .. }), "{error}");
         assert!(error.to_string().contains("bruck"), "{error}");
     }
-    for node in 0..4 {
-        assert_eq!(cluster.router(node).mailbox().queued(), 0);
-    }
+    assert_no_message_left(&cluster, 4, "refused runs");
 }

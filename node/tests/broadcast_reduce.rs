@@ -2,18 +2,23 @@
 //! cluster (the real routers and link tasks over in-memory pipes) and every node's result
 //! held against `topocomm_proto::reference`.
 
-use std::sync::Arc;
+mod common;
+
 use std::time::Duration;
 
 use bytes::Bytes;
-use topocomm_node::collectives::{self, reduce};
+use common::{
+    DTYPES, OPS, SMALL, Specs, dtype_and_op, forwarded_by, grids_the_defaults_never_pick, on_each, run_with_input,
+    scaled, shape, shapes_of, verify, verify_fresh,
+};
+use topocomm_node::collectives::reduce;
 use topocomm_node::memory_cluster::MemoryCluster;
 use topocomm_node::{Comm, CommError};
+use topocomm_proto::TopologyKind;
 use topocomm_proto::elements::ElementsError;
 use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp, RunSpec};
-use topocomm_proto::{Topology, TopologyKind};
 
-const TIMEOUT: Duration = Duration::from_secs(20);
+const SPECS: Specs = Specs { seed_base: 0x70c0 };
 
 const COLLECTIVES: [Collective; 2] = [Collective::Broadcast, Collective::Reduce];
 /// Every algorithm of both collectives.
@@ -31,46 +36,16 @@ const PAIRS: [(Collective, Algorithm); 12] = [
     (Collective::Broadcast, Algorithm::ScatterAllgather),
     (Collective::Reduce, Algorithm::ReduceScatterGather),
 ];
-const DTYPES: [Dtype; 4] = [Dtype::I32, Dtype::I64, Dtype::F32, Dtype::F64];
-const OPS: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max];
 
-/// One run of `collective` with `algorithm` from/to `root`, `elements` elements per node.
+/// Run `run` of `collective` by `algorithm` from/to `root`, `elements` elements per node.
 fn spec(
     run: u64,
-    collective: Collective,
-    algorithm: Algorithm,
+    (collective, algorithm): (Collective, Algorithm),
     root: usize,
     elements: usize,
-    dtype: Dtype,
-    op: ReduceOp,
+    (dtype, op): (Dtype, ReduceOp),
 ) -> RunSpec {
-    RunSpec {
-        run,
-        root,
-        size_bytes: (elements * dtype.size()) as u64,
-        dtype,
-        op,
-        seed: 0x70c0 + run,
-        timeout_ms: TIMEOUT.as_millis() as u64,
-        ..RunSpec::new(collective, algorithm)
-    }
-}
-
-/// Runs `spec` on every node of `cluster` (wired as `topology`), checks every node's
-/// output against the reference and that no message was left over.
-async fn verify(cluster: &MemoryCluster, topology: &Topology, spec: &RunSpec) {
-    let context = format!(
-        "{} {} on {topology}, root {}, {} bytes of {} ({})",
-        spec.algorithm, spec.collective, spec.root, spec.size_bytes, spec.dtype, spec.op
-    );
-    if let Err(error) = cluster.verify(spec, TIMEOUT).await {
-        panic!("{context}: {error}");
-    }
-}
-
-/// `kind` with p nodes and its default shape, if it has one.
-fn topology(kind: TopologyKind, p: usize) -> Option<Topology> {
-    Topology::new(kind, p, None).ok()
+    RunSpec { root, op, ..SPECS.of(run, collective, algorithm, elements, dtype) }
 }
 
 /// Every algorithm of both collectives on `kind` for p = 1..=17 (where `kind` takes p),
@@ -78,104 +53,52 @@ fn topology(kind: TopologyKind, p: usize) -> Option<Topology> {
 /// through every dtype and op.
 async fn sweep(kind: TopologyKind) {
     let mut run = 0;
-    for p in 1..=17 {
-        let Some(topology) = topology(kind, p) else {
-            continue;
-        };
-        let cluster = MemoryCluster::start(&topology);
-        for (collective, algorithm) in PAIRS {
-            for root in 0..p {
+    on_each(shapes_of(kind, SMALL), async |cluster, topology| {
+        for pair in PAIRS {
+            for root in 0..topology.p() {
                 for elements in [0, 1, 7] {
                     run += 1;
-                    let dtype = DTYPES[run as usize % 4];
-                    let op = OPS[run as usize / 4 % 4];
-                    verify(&cluster, &topology, &spec(run, collective, algorithm, root, elements, dtype, op)).await;
+                    verify(cluster, topology, &spec(run, pair, root, elements, dtype_and_op(run))).await;
                 }
             }
         }
-    }
+    })
+    .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_rings_of_1_to_17() {
-    sweep(TopologyKind::Ring).await;
-}
+common::tests_on_every_kind!(sweep);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_meshes_of_1_to_17() {
-    sweep(TopologyKind::Mesh).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_tori_of_1_to_17() {
-    sweep(TopologyKind::Torus).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_3d_meshes_of_1_to_17() {
-    sweep(TopologyKind::Mesh3d).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_3d_tori_of_1_to_17() {
-    sweep(TopologyKind::Torus3d).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_hypercubes_of_1_to_17() {
-    sweep(TopologyKind::Hypercube).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_fully_connected_networks_of_1_to_17() {
-    sweep(TopologyKind::Full).await;
-}
-
-/// Explicit grid shapes the defaults never pick (long thin, 1 x n, 3-D with a 1 extent).
+/// The mesh broadcast and reduction, from every root, on grid shapes the defaults never pick.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_explicit_grid_shapes() {
-    let shapes: [(TopologyKind, &[usize]); 6] = [
-        (TopologyKind::Mesh, &[4, 2]),
-        (TopologyKind::Torus, &[1, 6]),
-        (TopologyKind::Torus, &[5, 2]),
-        (TopologyKind::Mesh3d, &[3, 1, 2]),
-        (TopologyKind::Torus3d, &[2, 3, 2]),
-        (TopologyKind::Torus3d, &[3, 3, 1]),
-    ];
     let mut run = 0;
-    for (kind, dims) in shapes {
-        let p = dims.iter().product();
-        let topology = Topology::new(kind, p, Some(dims)).unwrap();
-        let cluster = MemoryCluster::start(&topology);
+    on_each(grids_the_defaults_never_pick(), async |cluster, topology| {
         for collective in COLLECTIVES {
-            for root in 0..p {
+            for root in 0..topology.p() {
                 run += 1;
-                let s = spec(run, collective, Algorithm::Mesh, root, 3, Dtype::I64, ReduceOp::Sum);
-                verify(&cluster, &topology, &s).await;
+                let s = spec(run, (collective, Algorithm::Mesh), root, 3, (Dtype::I64, ReduceOp::Sum));
+                verify(cluster, topology, &s).await;
             }
         }
-    }
+    })
+    .await;
 }
 
 /// p = 32 and 64 on the kinds that scale, every algorithm of both collectives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_32_and_64_nodes() {
+    use TopologyKind as T;
     let mut run = 0;
-    for p in [32, 64] {
-        for kind in
-            [TopologyKind::Ring, TopologyKind::Torus, TopologyKind::Mesh3d, TopologyKind::Hypercube, TopologyKind::Full]
-        {
-            let topology = topology(kind, p).unwrap();
-            let cluster = MemoryCluster::start(&topology);
-            for (collective, algorithm) in PAIRS {
-                for root in [0, p - 1, 21] {
-                    run += 1;
-                    let s = spec(run, collective, algorithm, root, 5, Dtype::F64, ReduceOp::Sum);
-                    verify(&cluster, &topology, &s).await;
-                }
+    on_each(scaled(&[32, 64], &[T::Ring, T::Torus, T::Mesh3d, T::Hypercube, T::Full]), async |cluster, topology| {
+        let p = topology.p();
+        for pair in PAIRS {
+            for root in [0, p - 1, 21] {
+                run += 1;
+                verify(cluster, topology, &spec(run, pair, root, 5, (Dtype::F64, ReduceOp::Sum))).await;
             }
         }
-    }
+    })
+    .await;
 }
 
 /// Every dtype and op of the reduction, every algorithm, at p = 6 (no power of two) and 8.
@@ -183,74 +106,65 @@ async fn on_32_and_64_nodes() {
 async fn reduce_every_dtype_and_op() {
     let mut run = 0;
     for (kind, p, root) in [(TopologyKind::Torus, 6, 5), (TopologyKind::Hypercube, 8, 3)] {
-        let topology = topology(kind, p).unwrap();
-        let cluster = MemoryCluster::start(&topology);
-        for (_, algorithm) in PAIRS.into_iter().filter(|&(collective, _)| collective == Collective::Reduce) {
-            for dtype in DTYPES {
-                for op in OPS {
-                    run += 1;
-                    let s = spec(run, Collective::Reduce, algorithm, root, 9, dtype, op);
-                    verify(&cluster, &topology, &s).await;
+        on_each([shape(kind, p)], async |cluster, topology| {
+            for pair in PAIRS.into_iter().filter(|&(collective, _)| collective == Collective::Reduce) {
+                for dtype in DTYPES {
+                    for op in OPS {
+                        run += 1;
+                        verify(cluster, topology, &spec(run, pair, root, 9, (dtype, op))).await;
+                    }
                 }
             }
-        }
+        })
+        .await;
     }
 }
 
 /// A few 1 MiB messages (each crossing several store-and-forward hops).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_mebibyte() {
+    use Algorithm as A;
+    use Collective as C;
+    use TopologyKind as T;
     let cases = [
-        (Collective::Broadcast, Algorithm::Ring, TopologyKind::Ring, 7, 3, Dtype::I32, ReduceOp::Sum),
-        (Collective::Broadcast, Algorithm::Mesh, TopologyKind::Torus, 16, 5, Dtype::F32, ReduceOp::Sum),
-        (Collective::Broadcast, Algorithm::Hypercube, TopologyKind::Ring, 8, 6, Dtype::I64, ReduceOp::Sum),
-        (Collective::Reduce, Algorithm::Hypercube, TopologyKind::Hypercube, 8, 1, Dtype::F64, ReduceOp::Sum),
-        (Collective::Reduce, Algorithm::Mesh, TopologyKind::Mesh3d, 8, 7, Dtype::I32, ReduceOp::Prod),
-        (Collective::Reduce, Algorithm::Ring, TopologyKind::Ring, 5, 2, Dtype::F32, ReduceOp::Max),
-        (Collective::Broadcast, Algorithm::RecursiveDoubling, TopologyKind::Ring, 9, 4, Dtype::I32, ReduceOp::Sum),
-        (Collective::Reduce, Algorithm::RecursiveHalving, TopologyKind::Full, 7, 6, Dtype::F32, ReduceOp::Sum),
-        (Collective::Broadcast, Algorithm::ScatterAllgather, TopologyKind::Ring, 12, 11, Dtype::F64, ReduceOp::Sum),
-        (Collective::Reduce, Algorithm::ReduceScatterGather, TopologyKind::Hypercube, 16, 5, Dtype::F64, ReduceOp::Sum),
+        (C::Broadcast, A::Ring, T::Ring, 7, 3, Dtype::I32, ReduceOp::Sum),
+        (C::Broadcast, A::Mesh, T::Torus, 16, 5, Dtype::F32, ReduceOp::Sum),
+        (C::Broadcast, A::Hypercube, T::Ring, 8, 6, Dtype::I64, ReduceOp::Sum),
+        (C::Reduce, A::Hypercube, T::Hypercube, 8, 1, Dtype::F64, ReduceOp::Sum),
+        (C::Reduce, A::Mesh, T::Mesh3d, 8, 7, Dtype::I32, ReduceOp::Prod),
+        (C::Reduce, A::Ring, T::Ring, 5, 2, Dtype::F32, ReduceOp::Max),
+        (C::Broadcast, A::RecursiveDoubling, T::Ring, 9, 4, Dtype::I32, ReduceOp::Sum),
+        (C::Reduce, A::RecursiveHalving, T::Full, 7, 6, Dtype::F32, ReduceOp::Sum),
+        (C::Broadcast, A::ScatterAllgather, T::Ring, 12, 11, Dtype::F64, ReduceOp::Sum),
+        (C::Reduce, A::ReduceScatterGather, T::Hypercube, 16, 5, Dtype::F64, ReduceOp::Sum),
     ];
     for (run, (collective, algorithm, kind, p, root, dtype, op)) in cases.into_iter().enumerate() {
-        let topology = topology(kind, p).unwrap();
-        let cluster = MemoryCluster::start(&topology);
         let elements = (1 << 20) / dtype.size();
-        verify(&cluster, &topology, &spec(run as u64 + 1, collective, algorithm, root, elements, dtype, op)).await;
+        let s = spec(run as u64 + 1, (collective, algorithm), root, elements, (dtype, op));
+        verify_fresh(&shape(kind, p), &s).await;
     }
 }
 
-/// Frames forwarded by the routers of every node of `cluster`.
-fn forwarded(cluster: &MemoryCluster, p: usize) -> u64 {
-    (0..p).map(|node| cluster.router(node).traffic().frames_forwarded).sum()
-}
-
-/// Runs broadcast and reduce with `algorithm` on a fresh cluster wired as `kind` with p
-/// nodes; returns the frames its routers forwarded.
-async fn forwarded_by(algorithm: Algorithm, kind: TopologyKind, p: usize) -> u64 {
-    forwarded_by_pair([algorithm; 2], kind, p).await
-}
-
-/// Runs broadcast with `algorithms[0]` and reduce with `algorithms[1]` on a fresh
+/// Runs broadcast with `algorithms[0]` and then reduce with `algorithms[1]` on a fresh
 /// cluster wired as `kind` with p nodes; returns the frames its routers forwarded.
 async fn forwarded_by_pair(algorithms: [Algorithm; 2], kind: TopologyKind, p: usize) -> u64 {
-    let topology = topology(kind, p).unwrap();
-    let cluster = MemoryCluster::start(&topology);
-    for (run, (collective, algorithm)) in COLLECTIVES.into_iter().zip(algorithms).enumerate() {
-        let s = spec(run as u64 + 1, collective, algorithm, p / 2 + 1, 4, Dtype::I32, ReduceOp::Sum);
-        verify(&cluster, &topology, &s).await;
-    }
-    forwarded(&cluster, p)
+    let specs: Vec<RunSpec> = COLLECTIVES
+        .into_iter()
+        .zip(algorithms)
+        .enumerate()
+        .map(|(run, pair)| spec(run as u64 + 1, pair, p / 2 + 1, 4, (Dtype::I32, ReduceOp::Sum)))
+        .collect();
+    forwarded_by(&shape(kind, p), &specs).await
 }
 
 /// A schedule on a topology it was not made for still verifies, but its messages travel
 /// several hops; on its own topology every message crosses exactly one link.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mismatched_topologies_forward_frames() {
-    let mismatched = forwarded_by(Algorithm::Hypercube, TopologyKind::Ring, 8).await;
+    let mismatched = forwarded_by_pair([Algorithm::Hypercube; 2], TopologyKind::Ring, 8).await;
     assert!(mismatched > 0, "hypercube on a ring of 8 forwarded nothing");
-    assert!(forwarded_by(Algorithm::Mesh, TopologyKind::Ring, 9).await > 0);
-    assert!(forwarded_by(Algorithm::Linear, TopologyKind::Torus, 9).await > 0);
+    assert!(forwarded_by_pair([Algorithm::Mesh; 2], TopologyKind::Ring, 9).await > 0);
+    assert!(forwarded_by_pair([Algorithm::Linear; 2], TopologyKind::Torus, 9).await > 0);
     let native = [
         (Algorithm::Hypercube, TopologyKind::Hypercube, 8),
         (Algorithm::Hypercube, TopologyKind::Hypercube, 16),
@@ -263,7 +177,8 @@ async fn mismatched_topologies_forward_frames() {
         (Algorithm::Linear, TopologyKind::Full, 7),
     ];
     for (algorithm, kind, p) in native {
-        assert_eq!(forwarded_by(algorithm, kind, p).await, 0, "{algorithm} on {kind} of {p} forwarded frames");
+        let frames = forwarded_by_pair([algorithm; 2], kind, p).await;
+        assert_eq!(frames, 0, "{algorithm} on {kind} of {p} forwarded frames");
     }
     // The cut-through ring broadcast and its dual send over distances p/2, p/4, ..., 1:
     // one link each on a full network, several on a ring.
@@ -275,18 +190,12 @@ async fn mismatched_topologies_forward_frames() {
 /// A root outside the cluster is refused by every node, with no message sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_root_outside_the_cluster_is_refused() {
-    let topology = topology(TopologyKind::Ring, 4).unwrap();
-    let cluster = MemoryCluster::start(&topology);
-    for (run, (collective, algorithm)) in PAIRS.into_iter().enumerate() {
-        let s = Arc::new(spec(run as u64 + 1, collective, algorithm, 4, 2, Dtype::I32, ReduceOp::Sum));
-        let outputs = cluster
-            .run_all(s.run, TIMEOUT, move |comm| {
-                let s = s.clone();
-                async move { collectives::run(&comm, &s, Bytes::from_static(&[0; 8])).await }
-            })
-            .await;
+    let cluster = MemoryCluster::start(&shape(TopologyKind::Ring, 4));
+    for (run, pair) in PAIRS.into_iter().enumerate() {
+        let s = spec(run as u64 + 1, pair, 4, 2, (Dtype::I32, ReduceOp::Sum));
+        let outputs = run_with_input(&cluster, &s, Bytes::from_static(&[0; 8])).await;
         for (me, output) in outputs.into_iter().enumerate() {
-            assert_eq!(output, Err(CommError::NoSuchPeer { me, peer: 4, p: 4 }), "{algorithm} {collective}");
+            assert_eq!(output, Err(CommError::NoSuchPeer { me, peer: 4, p: 4 }), "{pair:?}");
         }
     }
 }
@@ -294,8 +203,7 @@ async fn a_root_outside_the_cluster_is_refused() {
 /// Vectors of different lengths cannot be combined: the node that tries says why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unequal_vectors_fail_the_reduction() {
-    let topology = topology(TopologyKind::Full, 3).unwrap();
-    let cluster = MemoryCluster::start(&topology);
+    let cluster = MemoryCluster::start(&shape(TopologyKind::Full, 3));
     let outputs = cluster
         .run_all(1, Duration::from_secs(5), |comm: Comm| async move {
             let vector = Bytes::from(vec![1u8; 4 * (comm.id() + 1)]);

@@ -19,14 +19,20 @@ fn model(routing: Routing, packet_bytes: u32) -> LinkModel {
     LinkModel { ts_ns: TS, th_ns: TH, tw_ps: TW_PS, routing, packet_bytes }
 }
 
-/// Runs `sends` (source, destination, bytes) at once on a ring of `p` under `model`
-/// and returns the virtual nanoseconds until every message has arrived.
-async fn elapsed_ns(p: usize, model: Option<LinkModel>, sends: &[(NodeId, NodeId, usize)]) -> u64 {
+/// A ring of `p` on the virtual clock, every link emulated by `model` (`None`: full speed).
+fn emulated_ring(p: usize, model: Option<LinkModel>) -> MemoryCluster {
     let topology = Topology::new(TopologyKind::Ring, p, None).unwrap();
     let cluster = MemoryCluster::with_clock(&topology, Clock::Virtual);
     for id in 0..p {
         cluster.router(id).set_emulation(model, 0);
     }
+    cluster
+}
+
+/// Runs `sends` (source, destination, bytes) at once on a ring of `p` under `model`
+/// and returns the virtual nanoseconds until every message has arrived.
+async fn elapsed_ns(p: usize, model: Option<LinkModel>, sends: &[(NodeId, NodeId, usize)]) -> u64 {
+    let cluster = emulated_ring(p, model);
     let sends = sends.to_vec();
     let start = Instant::now();
     let results = cluster
@@ -129,11 +135,7 @@ async fn a_node_sends_on_two_links_at_once() {
 /// Node 1 takes a message from node 0, works for `work_ns` (emulated), and sends one on
 /// to node 2; returns the emulated nanoseconds until node 2 has it.
 async fn relay_ns(work_ns: u64) -> u64 {
-    let topology = Topology::new(TopologyKind::Ring, 4, None).unwrap();
-    let cluster = MemoryCluster::with_clock(&topology, Clock::Virtual);
-    for id in 0..4 {
-        cluster.router(id).set_emulation(Some(model(Routing::Sf, 0)), 0);
-    }
+    let cluster = emulated_ring(4, Some(model(Routing::Sf, 0)));
     let start = Instant::now();
     let results = cluster
         .run_all(1, Duration::from_secs(1 << 40), move |comm| async move {

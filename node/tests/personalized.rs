@@ -4,19 +4,24 @@
 //! `topocomm_proto::reference`; plus the layout-general scatter and gather with uneven
 //! blocks, the frames each schedule makes the routers forward, and refused inputs.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::{
+    DTYPES, SMALL, Specs, TIMEOUT, assert_no_message_left, forwarded_by, grids_the_defaults_never_pick, on_each,
+    run_on_reference_inputs, run_with_input, scaled, shape, shapes_of, verify, verify_fresh,
+};
 use topocomm_node::CommError;
 use topocomm_node::collectives::blocks::BlockLayout;
-use topocomm_node::collectives::{self, alltoall, scatter_gather};
+use topocomm_node::collectives::{alltoall, scatter_gather};
 use topocomm_node::memory_cluster::MemoryCluster;
-use topocomm_proto::reference;
 use topocomm_proto::spec::{Algorithm, Collective, Dtype, RunSpec};
 use topocomm_proto::{Topology, TopologyKind};
 
-const TIMEOUT: Duration = Duration::from_secs(20);
+const SPECS: Specs = Specs { seed_base: 0x9e75 };
 
 const ROOTED: [Algorithm; 4] = [Algorithm::Linear, Algorithm::Ring, Algorithm::Mesh, Algorithm::Hypercube];
 const ALLTOALL: [Algorithm; 6] = [
@@ -28,47 +33,20 @@ const ALLTOALL: [Algorithm; 6] = [
     Algorithm::Bruck,
 ];
 const SHIFT: [Algorithm; 3] = [Algorithm::Ring, Algorithm::Mesh, Algorithm::Hypercube];
-const DTYPES: [Dtype; 4] = [Dtype::I32, Dtype::I64, Dtype::F32, Dtype::F64];
 /// Elements per block: none, one, an odd count.
 const ELEMENTS: [usize; 3] = [0, 1, 7];
 
-/// One run of `collective` with `algorithm`: `elements` elements of `dtype` per block.
+/// Run `run` of `collective` by `algorithm` from/to `root` (or shifting by `shift`):
+/// `elements` elements of `dtype` per block.
 fn spec(
     run: u64,
-    collective: Collective,
-    algorithm: Algorithm,
+    (collective, algorithm): (Collective, Algorithm),
     root: usize,
     elements: usize,
     dtype: Dtype,
     shift: usize,
 ) -> RunSpec {
-    RunSpec {
-        run,
-        root,
-        size_bytes: (elements * dtype.size()) as u64,
-        dtype,
-        seed: 0x9e75 + run,
-        timeout_ms: TIMEOUT.as_millis() as u64,
-        shift,
-        ..RunSpec::new(collective, algorithm)
-    }
-}
-
-/// Runs `spec` on every node of `cluster` (wired as `topology`), checks every node's
-/// output against the reference and that no message was left over.
-async fn verify(cluster: &MemoryCluster, topology: &Topology, spec: &RunSpec) {
-    let context = format!(
-        "{} {} on {topology}, root {}, shift {}, {} bytes of {}",
-        spec.algorithm, spec.collective, spec.root, spec.shift, spec.size_bytes, spec.dtype
-    );
-    if let Err(error) = cluster.verify(spec, TIMEOUT).await {
-        panic!("{context}: {error}");
-    }
-}
-
-/// `kind` with p nodes and its default shape, if it has one.
-fn topology(kind: TopologyKind, p: usize) -> Option<Topology> {
-    Topology::new(kind, p, None).ok()
+    RunSpec { root, shift, ..SPECS.of(run, collective, algorithm, elements, dtype) }
 }
 
 /// Roots worth trying at p: every node while p is small, else the first, the middle and
@@ -103,8 +81,7 @@ async fn everything(cluster: &MemoryCluster, topology: &Topology, roots: &[usize
             for &root in roots {
                 for elements in ELEMENTS {
                     let (run, dtype) = runs.next();
-                    let s = spec(run, collective, algorithm, root, elements, dtype, 0);
-                    verify(cluster, topology, &s).await;
+                    verify(cluster, topology, &spec(run, (collective, algorithm), root, elements, dtype, 0)).await;
                 }
             }
         }
@@ -112,135 +89,77 @@ async fn everything(cluster: &MemoryCluster, topology: &Topology, roots: &[usize
     for algorithm in ALLTOALL {
         for elements in ELEMENTS {
             let (run, dtype) = runs.next();
-            let s = spec(run, Collective::Alltoall, algorithm, 0, elements, dtype, 0);
-            verify(cluster, topology, &s).await;
+            verify(cluster, topology, &spec(run, (Collective::Alltoall, algorithm), 0, elements, dtype, 0)).await;
         }
     }
     for algorithm in SHIFT {
         for q in shifts(p) {
             let (run, dtype) = runs.next();
             let elements = ELEMENTS[run as usize % ELEMENTS.len()];
-            let s = spec(run, Collective::Shift, algorithm, 0, elements, dtype, q);
-            verify(cluster, topology, &s).await;
+            verify(cluster, topology, &spec(run, (Collective::Shift, algorithm), 0, elements, dtype, q)).await;
         }
     }
 }
 
 /// [`everything`] on `kind` for p = 1..=17, where `kind` takes p.
 async fn sweep(kind: TopologyKind) {
-    for p in 1..=17 {
-        let Some(topology) = topology(kind, p) else {
-            continue;
-        };
-        let cluster = MemoryCluster::start(&topology);
-        everything(&cluster, &topology, &roots(p), &mut Runs::default()).await;
-    }
+    on_each(shapes_of(kind, SMALL), async |cluster, topology| {
+        everything(cluster, topology, &roots(topology.p()), &mut Runs::default()).await;
+    })
+    .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_rings_of_1_to_17() {
-    sweep(TopologyKind::Ring).await;
-}
+common::tests_on_every_kind!(sweep);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_meshes_of_1_to_17() {
-    sweep(TopologyKind::Mesh).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_tori_of_1_to_17() {
-    sweep(TopologyKind::Torus).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_3d_meshes_of_1_to_17() {
-    sweep(TopologyKind::Mesh3d).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_3d_tori_of_1_to_17() {
-    sweep(TopologyKind::Torus3d).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_hypercubes_of_1_to_16() {
-    sweep(TopologyKind::Hypercube).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_fully_connected_networks_of_1_to_17() {
-    sweep(TopologyKind::Full).await;
-}
-
-/// Explicit grid shapes the defaults never pick (long thin, 1 x n, 3-D with a 1 extent):
-/// every collective's mesh algorithm.
+/// Grid shapes the defaults never pick: every collective's mesh algorithm.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mesh_algorithms_on_explicit_grid_shapes() {
-    let shapes: [(TopologyKind, &[usize]); 7] = [
-        (TopologyKind::Mesh, &[4, 2]),
-        (TopologyKind::Mesh, &[2, 5]),
-        (TopologyKind::Torus, &[1, 6]),
-        (TopologyKind::Torus, &[5, 2]),
-        (TopologyKind::Mesh3d, &[3, 1, 2]),
-        (TopologyKind::Torus3d, &[2, 3, 2]),
-        (TopologyKind::Torus3d, &[3, 3, 1]),
-    ];
     let mut runs = Runs::default();
-    for (kind, dims) in shapes {
-        let p = dims.iter().product();
-        let topology = Topology::new(kind, p, Some(dims)).unwrap();
-        let cluster = MemoryCluster::start(&topology);
+    on_each(grids_the_defaults_never_pick(), async |cluster, topology| {
+        let p = topology.p();
         for collective in [Collective::Scatter, Collective::Gather] {
             for root in 0..p {
                 let (run, dtype) = runs.next();
-                let s = spec(run, collective, Algorithm::Mesh, root, 3, dtype, 0);
-                verify(&cluster, &topology, &s).await;
+                verify(cluster, topology, &spec(run, (collective, Algorithm::Mesh), root, 3, dtype, 0)).await;
             }
         }
         let (run, dtype) = runs.next();
-        let s = spec(run, Collective::Alltoall, Algorithm::Mesh, 0, 3, dtype, 0);
-        verify(&cluster, &topology, &s).await;
+        verify(cluster, topology, &spec(run, (Collective::Alltoall, Algorithm::Mesh), 0, 3, dtype, 0)).await;
         for q in 0..2 * p {
             let (run, dtype) = runs.next();
-            let s = spec(run, Collective::Shift, Algorithm::Mesh, 0, 3, dtype, q);
-            verify(&cluster, &topology, &s).await;
+            verify(cluster, topology, &spec(run, (Collective::Shift, Algorithm::Mesh), 0, 3, dtype, q)).await;
         }
-    }
+    })
+    .await;
 }
 
 /// p = 32 and 64 on the kinds that scale, every algorithm (roots 0, 21 and p - 1).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_32_and_64_nodes() {
-    for p in [32, 64] {
-        for kind in
-            [TopologyKind::Ring, TopologyKind::Torus, TopologyKind::Mesh3d, TopologyKind::Hypercube, TopologyKind::Full]
-        {
-            let topology = topology(kind, p).unwrap();
-            let cluster = MemoryCluster::start(&topology);
-            let mut runs = Runs::default();
-            for algorithm in ROOTED {
-                for collective in [Collective::Scatter, Collective::Gather] {
-                    for root in [0, 21, p - 1] {
-                        let (run, dtype) = runs.next();
-                        let s = spec(run, collective, algorithm, root, 5, dtype, 0);
-                        verify(&cluster, &topology, &s).await;
-                    }
-                }
-            }
-            for algorithm in ALLTOALL {
-                let (run, dtype) = runs.next();
-                let s = spec(run, Collective::Alltoall, algorithm, 0, 3, dtype, 0);
-                verify(&cluster, &topology, &s).await;
-            }
-            for algorithm in SHIFT {
-                for q in [1, p / 2 + 3, p - 1, 3 * p + 5] {
+    use TopologyKind as T;
+    on_each(scaled(&[32, 64], &[T::Ring, T::Torus, T::Mesh3d, T::Hypercube, T::Full]), async |cluster, topology| {
+        let p = topology.p();
+        let mut runs = Runs::default();
+        for algorithm in ROOTED {
+            for collective in [Collective::Scatter, Collective::Gather] {
+                for root in [0, 21, p - 1] {
                     let (run, dtype) = runs.next();
-                    let s = spec(run, Collective::Shift, algorithm, 0, 5, dtype, q);
-                    verify(&cluster, &topology, &s).await;
+                    verify(cluster, topology, &spec(run, (collective, algorithm), root, 5, dtype, 0)).await;
                 }
             }
         }
-    }
+        for algorithm in ALLTOALL {
+            let (run, dtype) = runs.next();
+            verify(cluster, topology, &spec(run, (Collective::Alltoall, algorithm), 0, 3, dtype, 0)).await;
+        }
+        for algorithm in SHIFT {
+            for q in [1, p / 2 + 3, p - 1, 3 * p + 5] {
+                let (run, dtype) = runs.next();
+                verify(cluster, topology, &spec(run, (Collective::Shift, algorithm), 0, 5, dtype, q)).await;
+            }
+        }
+    })
+    .await;
 }
 
 /// One large case per collective: 256 KiB or more per node (at the root for scatter
@@ -255,15 +174,13 @@ async fn large_messages() {
         (Collective::Shift, Algorithm::Ring, TopologyKind::Ring, 6, 256 * KIB, 2),
     ];
     for (run, (collective, algorithm, kind, p, bytes, root_or_shift)) in cases.into_iter().enumerate() {
-        let topology = topology(kind, p).unwrap();
-        let cluster = MemoryCluster::start(&topology);
         let dtype = DTYPES[run % DTYPES.len()];
         let (root, shift) = match collective {
             Collective::Shift => (0, root_or_shift),
             _ => (root_or_shift, 0),
         };
-        let s = spec(run as u64 + 1, collective, algorithm, root, bytes / dtype.size(), dtype, shift);
-        verify(&cluster, &topology, &s).await;
+        let s = spec(run as u64 + 1, (collective, algorithm), root, bytes / dtype.size(), dtype, shift);
+        verify_fresh(&shape(kind, p), &s).await;
     }
 }
 
@@ -278,15 +195,15 @@ fn uneven_blocks(layout: &BlockLayout) -> Vec<Bytes> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn layout_general_scatter_and_gather() {
     let mut run = 0;
-    for (kind, p) in [
-        (TopologyKind::Ring, 7),
-        (TopologyKind::Torus, 12),
-        (TopologyKind::Mesh3d, 8),
-        (TopologyKind::Hypercube, 8),
-        (TopologyKind::Full, 5),
-    ] {
-        let topology = topology(kind, p).unwrap();
-        let cluster = MemoryCluster::start(&topology);
+    let shapes = [
+        shape(TopologyKind::Ring, 7),
+        shape(TopologyKind::Torus, 12),
+        shape(TopologyKind::Mesh3d, 8),
+        shape(TopologyKind::Hypercube, 8),
+        shape(TopologyKind::Full, 5),
+    ];
+    on_each(shapes, async |cluster, topology| {
+        let p = topology.p();
         for (total, elem) in [(4 * 37, 4), (8 * 3, 8), (0, 4)] {
             let layout = Arc::new(BlockLayout::split(total, p, elem));
             let blocks = Arc::new(uneven_blocks(&layout));
@@ -315,13 +232,12 @@ async fn layout_general_scatter_and_gather() {
                         let expected = if node == root { whole.clone() } else { Bytes::new() };
                         assert_eq!(output, expected, "{algorithm} gather on {topology} to {root}");
                     }
-                    for node in 0..p {
-                        assert_eq!(cluster.router(node).mailbox().queued(), 0);
-                    }
+                    assert_no_message_left(cluster, p, &format!("{algorithm} on {topology} from {root}"));
                 }
             }
         }
-    }
+    })
+    .await;
 }
 
 /// The longest chain of messages (`Comm::steps`) of each schedule on its own topology
@@ -352,27 +268,16 @@ async fn step_counts_match_the_formulas() {
         (C::Shift, A::Hypercube, T::Hypercube, 8, 13, 2),
     ];
     for (run, (collective, algorithm, kind, p, shift, steps)) in cases.into_iter().enumerate() {
-        let topology = topology(kind, p).unwrap();
-        let cluster = MemoryCluster::start(&topology);
-        let s = spec(run as u64 + 1, collective, algorithm, 0, 2, Dtype::I32, shift);
-        let longest = cluster.verify(&s, TIMEOUT).await.unwrap();
+        let s = spec(run as u64 + 1, (collective, algorithm), 0, 2, Dtype::I32, shift);
+        let (longest, _) = verify_fresh(&shape(kind, p), &s).await;
         assert_eq!(longest, steps, "{algorithm} {collective} on {kind} of {p}");
     }
 }
 
-/// Frames forwarded by the routers of every node of `cluster`.
-fn forwarded(cluster: &MemoryCluster, p: usize) -> u64 {
-    (0..p).map(|node| cluster.router(node).traffic().frames_forwarded).sum()
-}
-
 /// Runs `collective` with `algorithm` on a fresh cluster wired as `kind` with p nodes;
 /// returns the frames its routers forwarded.
-async fn forwarded_by(collective: Collective, algorithm: Algorithm, kind: TopologyKind, p: usize) -> u64 {
-    let topology = topology(kind, p).unwrap();
-    let cluster = MemoryCluster::start(&topology);
-    let s = spec(1, collective, algorithm, p / 2 + 1, 4, Dtype::I32, p / 2 + 1);
-    verify(&cluster, &topology, &s).await;
-    forwarded(&cluster, p)
+async fn forwarded_running(collective: Collective, algorithm: Algorithm, kind: TopologyKind, p: usize) -> u64 {
+    forwarded_by(&shape(kind, p), &[spec(1, (collective, algorithm), p / 2 + 1, 4, Dtype::I32, p / 2 + 1)]).await
 }
 
 /// A schedule on a topology it was not made for still verifies, but its messages travel
@@ -386,14 +291,14 @@ async fn forwarded_by(collective: Collective, algorithm: Algorithm, kind: Topolo
 async fn schedules_forward_frames_only_off_their_topology() {
     let a = Collective::Alltoall;
     let e_cube_hops: u64 = (1..8u64).map(|i| u64::from(i.count_ones()) - 1).sum();
-    assert_eq!(forwarded_by(a, Algorithm::PairwiseXor, TopologyKind::Hypercube, 8).await, 8 * e_cube_hops);
-    assert!(forwarded_by(a, Algorithm::PairwiseXor, TopologyKind::Ring, 8).await > 8 * e_cube_hops);
-    assert!(forwarded_by(a, Algorithm::Pairwise, TopologyKind::Ring, 8).await > 0);
-    assert!(forwarded_by(a, Algorithm::Hypercube, TopologyKind::Ring, 8).await > 0);
+    assert_eq!(forwarded_running(a, Algorithm::PairwiseXor, TopologyKind::Hypercube, 8).await, 8 * e_cube_hops);
+    assert!(forwarded_running(a, Algorithm::PairwiseXor, TopologyKind::Ring, 8).await > 8 * e_cube_hops);
+    assert!(forwarded_running(a, Algorithm::Pairwise, TopologyKind::Ring, 8).await > 0);
+    assert!(forwarded_running(a, Algorithm::Hypercube, TopologyKind::Ring, 8).await > 0);
     let scatter = Collective::Scatter;
-    assert!(forwarded_by(scatter, Algorithm::Hypercube, TopologyKind::Ring, 8).await > 0);
+    assert!(forwarded_running(scatter, Algorithm::Hypercube, TopologyKind::Ring, 8).await > 0);
     let shift = Collective::Shift;
-    assert!(forwarded_by(shift, Algorithm::Hypercube, TopologyKind::Hypercube, 8).await > 0);
+    assert!(forwarded_running(shift, Algorithm::Hypercube, TopologyKind::Hypercube, 8).await > 0);
     let native = [
         (Collective::Scatter, Algorithm::Linear, TopologyKind::Full, 7),
         (Collective::Scatter, Algorithm::Ring, TopologyKind::Ring, 9),
@@ -417,7 +322,7 @@ async fn schedules_forward_frames_only_off_their_topology() {
     ];
     for (collective, algorithm, kind, p) in native {
         assert_eq!(
-            forwarded_by(collective, algorithm, kind, p).await,
+            forwarded_running(collective, algorithm, kind, p).await,
             0,
             "{algorithm} {collective} on {kind} of {p} forwarded frames"
         );
@@ -427,19 +332,13 @@ async fn schedules_forward_frames_only_off_their_topology() {
 /// A root outside the cluster is refused by every node, with no message sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_root_outside_the_cluster_is_refused() {
-    let topology = topology(TopologyKind::Ring, 4).unwrap();
-    let cluster = MemoryCluster::start(&topology);
+    let cluster = MemoryCluster::start(&shape(TopologyKind::Ring, 4));
     let mut runs = Runs::default();
     for collective in [Collective::Scatter, Collective::Gather] {
         for algorithm in ROOTED {
             let (run, dtype) = runs.next();
-            let s = Arc::new(spec(run, collective, algorithm, 4, 2, dtype, 0));
-            let outputs = cluster
-                .run_all(run, TIMEOUT, move |comm| {
-                    let s = s.clone();
-                    async move { collectives::run(&comm, &s, Bytes::from_static(&[0; 64])).await }
-                })
-                .await;
+            let s = spec(run, (collective, algorithm), 4, 2, dtype, 0);
+            let outputs = run_with_input(&cluster, &s, Bytes::from_static(&[0; 64])).await;
             for (me, output) in outputs.into_iter().enumerate() {
                 assert_eq!(output, Err(CommError::NoSuchPeer { me, peer: 4, p: 4 }), "{algorithm} {collective}");
             }
@@ -451,8 +350,7 @@ async fn a_root_outside_the_cluster_is_refused() {
 /// by every node before anything is sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_inputs_and_algorithms_are_refused() {
-    let topology = topology(TopologyKind::Full, 3).unwrap();
-    let cluster = MemoryCluster::start(&topology);
+    let cluster = MemoryCluster::start(&shape(TopologyKind::Full, 3));
     let outputs = cluster
         .run_all(1, TIMEOUT, |comm| async move {
             alltoall::run(&comm, Algorithm::Bruck, Bytes::from(vec![0; 3 * 8 + 1]), 8).await
@@ -471,17 +369,8 @@ async fn wrong_inputs_and_algorithms_are_refused() {
         (Collective::Shift, Algorithm::Bruck),
     ];
     for (run, (collective, algorithm)) in cases.into_iter().enumerate() {
-        let s = Arc::new(spec(run as u64 + 2, collective, algorithm, 0, 1, Dtype::I32, 1));
-        let outputs = cluster
-            .run_all(s.run, TIMEOUT, move |comm| {
-                let s = s.clone();
-                async move {
-                    let input = reference::input(&s, comm.p(), comm.id());
-                    collectives::run(&comm, &s, input).await
-                }
-            })
-            .await;
-        for output in outputs {
+        let s = spec(run as u64 + 2, (collective, algorithm), 0, 1, Dtype::I32, 1);
+        for output in run_on_reference_inputs(&cluster, &s).await {
             assert!(
                 matches!(&output, Err(CommError::Unsupported { reason, .. }) if reason.contains("has no algorithm")),
                 "{collective} {algorithm}: {output:?}"
@@ -494,8 +383,7 @@ async fn wrong_inputs_and_algorithms_are_refused() {
 /// expect 4) fails the receiving node with an error naming the sender; nothing panics.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_of_the_wrong_length_fails_the_receiver() {
-    let topology = topology(TopologyKind::Hypercube, 4).unwrap();
-    let cluster = MemoryCluster::start(&topology);
+    let cluster = MemoryCluster::start(&shape(TopologyKind::Hypercube, 4));
     for (run, algorithm) in ROOTED.into_iter().enumerate() {
         let outputs = cluster
             .run_all(run as u64 + 1, Duration::from_secs(2), move |comm| async move {
