@@ -24,7 +24,7 @@ use topocomm_proto::control::{MAX_ORDER_FRAME, NodeReport, ToCoordinator, ToNode
 use topocomm_proto::frame::DEFAULT_MAX_FRAME;
 use topocomm_proto::{NodeId, Topology};
 
-use crate::handshake::{self, Gate, HandshakeError};
+use crate::handshake::{self, Gate, HandshakeError, Refusal};
 use crate::pacing::Timeline;
 use crate::router::Router;
 use crate::secure::Channel;
@@ -217,7 +217,9 @@ async fn session(
     };
     let channel = match handshake::initiate(stream, cluster_key, purpose, args.security.encrypt).await {
         Ok(channel) => channel,
-        Err(error) if error.is_refusal() => return SessionEnd::Refused(error.to_string()),
+        Err(error @ (HandshakeError::Refused(_) | HandshakeError::Impostor)) => {
+            return SessionEnd::Refused(error.to_string());
+        }
         Err(error) => {
             return SessionEnd::Failed(anyhow::Error::new(error).context("the handshake with the coordinator"));
         }
@@ -486,7 +488,7 @@ async fn accept_links(listener: TcpListener, shared: Arc<Shared>) {
             let ticket = shared.pending.enter();
             let accepted = tokio::select! {
                 accepted = handshake::accept(stream, shared.as_ref(), shared.encrypted) => accepted,
-                _ = ticket.evicted.cancelled() => Err(HandshakeError::Refused("dropped for newer connections".into())),
+                _ = ticket.evicted.cancelled() => Err(HandshakeError::Refusing(Refusal::Evicted)),
             };
             drop(ticket);
             match accepted {

@@ -40,9 +40,12 @@ pub enum HandshakeError {
     Malformed(String),
     #[error("no handshake within {0:?}")]
     Timeout(Duration),
-    /// The other side refused us, or we refused it; the reason says which and why.
+    /// The other side refused us; the reason is the one it sent.
     #[error("refused: {0}")]
     Refused(String),
+    /// This side refused the other (and sent it the refusal's text as the reason).
+    #[error("refused: {0}")]
+    Refusing(Refusal),
     /// The acceptor could not prove the key: not the coordinator or neighbour we meant.
     #[error(
         "the other side could not prove the cluster token (the two sides have different tokens, or it is not \
@@ -53,12 +56,27 @@ pub enum HandshakeError {
     Encryption(String),
 }
 
-impl HandshakeError {
-    /// Whether the other side refused us for good (a wrong token, version or mode), as
-    /// opposed to a failure worth retrying.
-    pub fn is_refusal(&self) -> bool {
-        matches!(self, HandshakeError::Refused(_) | HandshakeError::Impostor)
-    }
+/// Why this side refused the other; its text is the reason the other side is sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The hello speaks another protocol version.
+    #[error("protocol version {theirs} (this side speaks {PROTOCOL_VERSION})")]
+    Version { theirs: u32 },
+    /// The initiator encrypts and this side does not.
+    #[error("this side does not encrypt; start both sides with or without --encrypt")]
+    NotEncrypting,
+    /// This side encrypts and the initiator does not.
+    #[error("this side encrypts every link (--encrypt); start the other side with it too")]
+    EncryptingOnly,
+    /// The initiator's answer did not prove the key.
+    #[error("wrong key: the hello did not prove the cluster token (or this link's key)")]
+    WrongKey,
+    /// The [`Gate`] turned the hello away; its reason.
+    #[error("{0}")]
+    Gate(String),
+    /// Dropped before it finished, to make room for newer connections.
+    #[error("dropped for newer connections")]
+    Evicted,
 }
 
 /// Opens a connection as `purpose`, proving `key` and checking that the other side
@@ -117,11 +135,11 @@ where
         let mut stream = stream;
         let hello_bytes = read_body(&mut stream).await?;
         let hello: Hello = auth::decode(&hello_bytes).map_err(|e| HandshakeError::Malformed(e.to_string()))?;
-        let key = match first_look(&hello, encrypted).and_then(|()| gate.key_for(&hello)) {
+        let key = match first_look(&hello, encrypted).and_then(|()| gate.key_for(&hello).map_err(Refusal::Gate)) {
             Ok(key) => key,
-            Err(reason) => {
-                let _ = write_message(&mut stream, &Challenge::Refused(reason.clone())).await;
-                return Err(HandshakeError::Refused(reason));
+            Err(refusal) => {
+                let _ = write_message(&mut stream, &Challenge::Refused(refusal.to_string())).await;
+                return Err(HandshakeError::Refusing(refusal));
             }
         };
         let nonce = auth::nonce();
@@ -129,13 +147,13 @@ where
         write_message(&mut stream, &Challenge::Proceed { nonce, proof }).await?;
         let answer: Answer = read_message(&mut stream).await?;
         let verdict = if key.verify(Side::Initiator, &hello_bytes, &nonce, &answer.proof) {
-            gate.admit(&hello)
+            gate.admit(&hello).map_err(Refusal::Gate)
         } else {
-            Err("wrong key: the hello did not prove the cluster token (or this link's key)".to_owned())
+            Err(Refusal::WrongKey)
         };
-        if let Err(reason) = verdict {
-            let _ = write_message(&mut stream, &Verdict::Refused(reason.clone())).await;
-            return Err(HandshakeError::Refused(reason));
+        if let Err(refusal) = verdict {
+            let _ = write_message(&mut stream, &Verdict::Refused(refusal.to_string())).await;
+            return Err(HandshakeError::Refusing(refusal));
         }
         write_message(&mut stream, &Verdict::Welcome).await?;
         if !encrypted {
@@ -149,13 +167,13 @@ where
 }
 
 /// The checks every hello passes before its key is looked up: the version and the mode.
-fn first_look(hello: &Hello, encrypted: bool) -> Result<(), String> {
+fn first_look(hello: &Hello, encrypted: bool) -> Result<(), Refusal> {
     if hello.version != PROTOCOL_VERSION {
-        return Err(format!("protocol version {} (this side speaks {PROTOCOL_VERSION})", hello.version));
+        return Err(Refusal::Version { theirs: hello.version });
     }
     match (hello.encrypted, encrypted) {
-        (true, false) => Err("this side does not encrypt; start both sides with or without --encrypt".into()),
-        (false, true) => Err("this side encrypts every link (--encrypt); start the other side with it too".into()),
+        (true, false) => Err(Refusal::NotEncrypting),
+        (false, true) => Err(Refusal::EncryptingOnly),
         _ => Ok(()),
     }
 }
@@ -291,13 +309,53 @@ mod tests {
         assert!(!seen.windows(token.len()).any(|w| w == token.as_bytes()));
     }
 
+    /// Sends `hello` as an initiator would and returns the acceptor's challenge.
+    async fn send_hello<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, hello: &Hello) -> Challenge {
+        write_body(stream, &auth::encode(hello).unwrap()).await.unwrap();
+        read_message(stream).await.unwrap()
+    }
+
     #[tokio::test]
     async fn mismatched_modes_and_versions_are_refused_with_the_reason() {
-        let (a, b) = tokio::io::duplex(1 << 16);
         let gate = OneKey::new("k");
         let key = Key::from_token("k");
-        let (opened, _) = tokio::join!(initiate(a, &key, link(1), false), accept(b, &gate, true));
-        assert!(matches!(opened, Err(HandshakeError::Refused(r)) if r.contains("--encrypt")));
+        for (initiator_encrypts, refusal) in [(false, Refusal::EncryptingOnly), (true, Refusal::NotEncrypting)] {
+            let (a, b) = tokio::io::duplex(1 << 16);
+            let acceptor_encrypts = !initiator_encrypts;
+            let (opened, accepted) =
+                tokio::join!(initiate(a, &key, link(1), initiator_encrypts), accept(b, &gate, acceptor_encrypts));
+            assert!(matches!(&opened, Err(HandshakeError::Refused(r)) if r.contains("--encrypt")), "{opened:?}");
+            // The initiator reads the acceptor's refusal word for word.
+            assert!(matches!(&opened, Err(HandshakeError::Refused(r)) if *r == refusal.to_string()), "{opened:?}");
+            assert!(matches!(&accepted, Err(HandshakeError::Refusing(r)) if *r == refusal), "{accepted:?}");
+        }
+
+        let (mut a, b) = tokio::io::duplex(1 << 16);
+        let hello = Hello { version: PROTOCOL_VERSION + 1, purpose: link(1), nonce: auth::nonce(), encrypted: false };
+        let (challenge, accepted) = tokio::join!(send_hello(&mut a, &hello), accept(b, &gate, false));
+        let refusal = Refusal::Version { theirs: PROTOCOL_VERSION + 1 };
+        assert!(matches!(&challenge, Challenge::Refused(r) if *r == refusal.to_string()), "{challenge:?}");
+        assert!(refusal.to_string().starts_with(&format!("protocol version {}", PROTOCOL_VERSION + 1)));
+        assert!(matches!(&accepted, Err(HandshakeError::Refusing(r)) if *r == refusal), "{accepted:?}");
+        assert!(gate.admitted.lock().unwrap().is_empty(), "no slot taken");
+    }
+
+    #[tokio::test]
+    async fn an_answer_without_the_key_is_refused_as_a_wrong_key() {
+        let gate = OneKey::new("k");
+        let (mut a, b) = tokio::io::duplex(1 << 16);
+        let hello = Hello { version: PROTOCOL_VERSION, purpose: link(2), nonce: auth::nonce(), encrypted: false };
+        let initiator = async {
+            let challenge = send_hello(&mut a, &hello).await;
+            assert!(matches!(challenge, Challenge::Proceed { .. }), "{challenge:?}");
+            write_message(&mut a, &Answer { proof: [7; 32] }).await.unwrap();
+            read_message::<_, Verdict>(&mut a).await.unwrap()
+        };
+        let (verdict, accepted) = tokio::join!(initiator, accept(b, &gate, false));
+        let said = Refusal::WrongKey.to_string();
+        assert!(matches!(&verdict, Verdict::Refused(r) if *r == said), "{verdict:?}");
+        assert!(matches!(&accepted, Err(HandshakeError::Refusing(Refusal::WrongKey))), "{accepted:?}");
+        assert!(gate.admitted.lock().unwrap().is_empty(), "no slot taken");
     }
 
     #[tokio::test]
@@ -309,6 +367,12 @@ mod tests {
             let (opened, accepted) = tokio::join!(initiate(a, &key, link(3), false), accept(b, &gate, false));
             assert_eq!(opened.is_ok(), expect_ok);
             assert_eq!(accepted.is_ok(), expect_ok);
+            if !expect_ok {
+                let reason = "node 3 is linked already";
+                assert!(matches!(&opened, Err(HandshakeError::Refused(r)) if r == reason), "{opened:?}");
+                let refusal = Refusal::Gate(reason.into());
+                assert!(matches!(&accepted, Err(HandshakeError::Refusing(r)) if *r == refusal), "{accepted:?}");
+            }
         }
     }
 

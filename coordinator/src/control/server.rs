@@ -16,7 +16,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
-use topocomm_node::handshake::{self, Gate, HandshakeError};
+use topocomm_node::handshake::{self, Gate, HandshakeError, Refusal};
 use topocomm_node::secure::Channel;
 use topocomm_node::security::PendingHandshakes;
 use topocomm_proto::auth::{self, Hello, Key, Purpose};
@@ -131,7 +131,7 @@ async fn connection(
     let gate = ControlGate { key: coordinator.key() };
     let accepted = tokio::select! {
         accepted = handshake::accept(stream, &gate, coordinator.encrypted()) => accepted,
-        _ = ticket.evicted.cancelled() => Err(HandshakeError::Refused("dropped for newer connections".into())),
+        _ = ticket.evicted.cancelled() => Err(HandshakeError::Refusing(Refusal::Evicted)),
     };
     drop(ticket);
     let (hello, channel) = match accepted {

@@ -11,33 +11,24 @@
 //! Every schedule is layout-general ([`allgather_layout`]): node i brings block i of a
 //! [`BlockLayout`], whatever its length, and every node ends with all blocks in layout
 //! order. [`run`] is the uniform case. The building blocks other collectives reuse are
-//! public: [`ring_along`] (Algorithm 4.4 on any ring order), [`gather_along`] (a row or
-//! column of a grid) and [`doubling`] (the core of Algorithm 4.7 on virtual ids).
+//! public: [`allgather_ring_along`] (Algorithm 4.4 on any ring order),
+//! [`allgather_along`] (a row or column of a grid) and [`doubling`] (the core of
+//! Algorithm 4.7 on virtual ids).
 //!
-//! Tags: phases 0x40..=0x46, so that a caller composing an all-gather with another
-//! collective in one iteration (a scatter before it, a reduce-scatter before it) never
-//! shares a tag with it.
+//! Tags: the `ALLGATHER_*` phases of [`super::phases`], apart from every other
+//! family's, so that a caller composing an all-gather with another collective in one
+//! iteration (a scatter before it) never shares a tag with it.
 
 use bytes::Bytes;
 use topocomm_proto::NodeId;
 use topocomm_proto::spec::{Algorithm, Collective};
 
 use super::blocks::{BlockLayout, concat};
-use super::folding::{CoreBlocks, Fold, Part, expect_blocks, expect_len, position};
-use super::patterns::{Grid, LineGroup, Phase};
+use super::folding::{CoreBlocks, Fold, Part, expect_layout_len, expect_one_block_per_node};
+use super::patterns::{Grid, LineGroup, my_position};
+use super::phases::{self, ALLGATHER_BRUCK, ALLGATHER_DOUBLING, ALLGATHER_FOLD, ALLGATHER_RING, Phase};
 use crate::assembly::Assembly;
 use crate::comm::{Comm, CommError};
-
-/// The ring schedule.
-const RING: Phase = Phase(0x40);
-/// The mesh schedule: one phase per grid dimension, rows first (0x41..=0x43).
-const MESH: u8 = 0x41;
-/// Folding in and out around the doubling core.
-const FOLD: Phase = Phase(0x44);
-/// The doubling core.
-const DOUBLING: Phase = Phase(0x45);
-/// Bruck's schedule.
-const BRUCK: Phase = Phase(0x46);
 
 /// Runs the all-gather `algorithm` names: every node brings one block of the same length
 /// and returns all p blocks in node order.
@@ -56,8 +47,8 @@ pub async fn allgather_layout(
     layout: &BlockLayout,
     mine: Bytes,
 ) -> Result<Bytes, CommError> {
-    expect_blocks(comm, layout, "allgather")?;
-    expect_len(comm, &mine, layout.len(comm.id()))?;
+    expect_one_block_per_node(comm, layout, "allgather")?;
+    expect_layout_len(comm, &mine, layout.len(comm.id()))?;
     match algorithm {
         Algorithm::Ring => ring(comm, mine).await,
         Algorithm::Mesh => mesh(comm, mine).await,
@@ -70,12 +61,12 @@ pub async fn allgather_layout(
 /// Ring all-gather: Algorithm 4.4 (ALL_TO_ALL_BC_RING) on the ring 0, 1, ..., p-1.
 ///
 /// ```text
-/// result := ring_along(0, 1, ..., p-1)   /* see ring_along */
+/// result := allgather_ring_along(0, 1, ..., p-1)   /* see allgather_ring_along */
 /// ```
 ///
 /// Steps: p - 1. Cost (t_s + t_w m)(p - 1).
 pub async fn ring(comm: &Comm, mine: Bytes) -> Result<Bytes, CommError> {
-    let parts = ring_along(comm, &LineGroup::ring(comm.p()).members, mine, RING).await?;
+    let parts = allgather_ring_along(comm, &LineGroup::ring(comm.p()).members, mine, ALLGATHER_RING).await?;
     Ok(concat(&parts))
 }
 
@@ -89,11 +80,11 @@ pub async fn ring(comm: &Comm, mine: Bytes) -> Result<Bytes, CommError> {
 /// ```text
 /// result := my_msg
 /// for dim := last downto 0 do          /* 2-D: the row (dim 1), then the column (dim 0) */
-///     result := ∪ of gather_along(my line of dim, result)   /* in line order */
+///     result := ∪ of allgather_along(my line of dim, result)   /* in line order */
 /// ```
 ///
 /// A line that wraps (torus, torus3d) runs Algorithm 4.4; one that does not runs the line
-/// schedule of [`gather_along`], which takes as many steps with one-link messages only.
+/// schedule of [`allgather_along`], which takes as many steps with one-link messages only.
 ///
 /// Steps: Σ over dims of (k - 1) for extents k: 2(√p - 1) on a √p x √p torus.
 /// Cost 2t_s(√p - 1) + t_w m(p - 1) there (the column phase moves √p blocks per message).
@@ -102,7 +93,7 @@ pub async fn mesh(comm: &Comm, mine: Bytes) -> Result<Bytes, CommError> {
     let mut result = mine;
     for (phase, dim) in (0..grid.dims().len()).rev().enumerate() {
         let line = grid.line(comm.id(), dim);
-        let parts = gather_along(comm, &line, result, Phase(MESH + phase as u8)).await?;
+        let parts = allgather_along(comm, &line, result, phases::allgather_grid_dimension(phase)).await?;
         result = concat(&parts);
     }
     Ok(result)
@@ -124,16 +115,16 @@ pub async fn mesh(comm: &Comm, mine: Bytes) -> Result<Bytes, CommError> {
 pub async fn recursive_doubling(comm: &Comm, layout: &BlockLayout, mine: Bytes) -> Result<Bytes, CommError> {
     let fold = Fold::new(comm.p());
     let append = |own: Bytes, extra: Bytes| Ok(concat([&own, &extra]));
-    match fold.fold_in(comm, FOLD.tag(0), mine, append).await? {
+    match fold.fold_in(comm, ALLGATHER_FOLD.tag(0), mine, append).await? {
         Part::Folded { partner } => {
-            let result = comm.recv(partner, FOLD.tag(1)).await?;
-            expect_len(comm, &result, layout.total())?;
+            let result = comm.recv(partner, ALLGATHER_FOLD.tag(1)).await?;
+            expect_layout_len(comm, &result, layout.total())?;
             Ok(result)
         }
         Part::Core { virtual_id, extra, data } => {
             let blocks = fold.core_blocks(layout);
-            let result = doubling(comm, &fold, virtual_id, &blocks, data, DOUBLING).await?;
-            fold.unfold(comm, extra, FOLD.tag(1), result.clone()).await?;
+            let result = doubling(comm, &fold, virtual_id, &blocks, data, ALLGATHER_DOUBLING).await?;
+            fold.unfold(comm, extra, ALLGATHER_FOLD.tag(1), result.clone()).await?;
             Ok(result)
         }
     }
@@ -210,7 +201,7 @@ pub async fn doubling(
 /// others step k's messages travel 2^k apart.
 pub async fn bruck(comm: &Comm, layout: &BlockLayout, mine: Bytes) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
-    let phase = BRUCK;
+    let phase = ALLGATHER_BRUCK;
     // Bytes of the n blocks from, from + 1, ... (mod p).
     let run_len = |from: usize, n: usize| -> usize { (0..n).map(|j| layout.len((from + j) % p)).sum() };
     let mut held = mine;
@@ -222,7 +213,7 @@ pub async fn bruck(comm: &Comm, layout: &BlockLayout, mine: Bytes) -> Result<Byt
         let (dest, source) = ((my_id + p - distance) % p, (my_id + distance) % p);
         let outgoing = held.slice(..run_len(my_id, n));
         let msg = comm.exchange(dest, source, phase.tag(k), outgoing).await?;
-        expect_len(comm, &msg, run_len(source, n))?;
+        expect_layout_len(comm, &msg, run_len(source, n))?;
         held = concat([&held, &msg]);
         count += n;
         k += 1;
@@ -246,8 +237,13 @@ pub async fn bruck(comm: &Comm, layout: &BlockLayout, mine: Bytes) -> Result<Byt
 ///
 /// Returns every member's message, in ring order. Step i carries tag `phase.tag(i)`.
 /// Steps: n - 1. Cost (t_s + t_w m)(n - 1).
-pub async fn ring_along(comm: &Comm, ring: &[NodeId], my_msg: Bytes, phase: Phase) -> Result<Vec<Bytes>, CommError> {
-    let (n, k) = (ring.len(), position(comm, ring)?);
+pub async fn allgather_ring_along(
+    comm: &Comm,
+    ring: &[NodeId],
+    my_msg: Bytes,
+    phase: Phase,
+) -> Result<Vec<Bytes>, CommError> {
+    let (n, k) = (ring.len(), my_position(comm, ring)?);
     let left = ring[(k + n - 1) % n];
     let right = ring[(k + 1) % n];
     let mut result = vec![Bytes::new(); n];
@@ -276,12 +272,17 @@ pub async fn ring_along(comm: &Comm, ring: &[NodeId], my_msg: Bytes, phase: Phas
 /// Returns every member's message, in line order. On a line, step s carries tags
 /// `phase.tag(2s)` rightwards and `phase.tag(2s + 1)` leftwards. Steps: n - 1 either
 /// way; on a line a node sends up to two messages per step, each over one link.
-pub async fn gather_along(comm: &Comm, line: &LineGroup, my_msg: Bytes, phase: Phase) -> Result<Vec<Bytes>, CommError> {
+pub async fn allgather_along(
+    comm: &Comm,
+    line: &LineGroup,
+    my_msg: Bytes,
+    phase: Phase,
+) -> Result<Vec<Bytes>, CommError> {
     if line.wraps {
-        return ring_along(comm, &line.members, my_msg, phase).await;
+        return allgather_ring_along(comm, &line.members, my_msg, phase).await;
     }
     let members = &line.members;
-    let (n, k) = (members.len(), position(comm, members)?);
+    let (n, k) = (members.len(), my_position(comm, members)?);
     let mut result = vec![Bytes::new(); n];
     result[k] = my_msg;
     for s in 1..n {

@@ -14,8 +14,9 @@
 //! ([`BlockLayout::split`]); a vector that is not a whole number of elements fails the
 //! run with `CommError::Elements`, as does one of another length than its peers'.
 //!
-//! Tags: phases 0x60..=0x6B, apart from every other family's (the reduce-broadcast
-//! schedule uses those of the reduction and the broadcast it calls).
+//! Tags: the `ALLREDUCE_*` phases of [`super::phases`], apart from every other family's
+//! (the reduce-broadcast schedule uses those of the reduction and the broadcast it
+//! calls).
 
 use bytes::Bytes;
 use topocomm_proto::NodeId;
@@ -23,22 +24,13 @@ use topocomm_proto::elements::element_count;
 use topocomm_proto::spec::{Algorithm, Collective};
 
 use super::blocks::{BlockLayout, concat};
-use super::folding::{CoreBlocks, Fold, Part, expect_len};
-use super::patterns::{Grid, LineGroup, Phase, Reduction};
+use super::folding::{CoreBlocks, Fold, Part, expect_layout_len};
+use super::patterns::{Grid, LineGroup, Reduction};
+use super::phases::{
+    self, ALLREDUCE_DOUBLING, ALLREDUCE_FOLD, ALLREDUCE_GATHER, ALLREDUCE_HALVING, ALLREDUCE_RING, Phase,
+};
 use super::{allgather, broadcast, reduce, reduce_scatter};
 use crate::comm::{Comm, CommError};
-
-/// Folding in and out around the power-of-two cores.
-const FOLD: Phase = Phase(0x60);
-/// The recursive-doubling exchanges of whole vectors.
-const DOUBLING: Phase = Phase(0x61);
-/// Halving-doubling: the reduce-scatter half, then the all-gather half.
-const HALVING: Phase = Phase(0x62);
-const GATHER: Phase = Phase(0x63);
-/// The ring schedule: its reduce-scatter and its all-gather.
-const RING: [Phase; 2] = [Phase(0x64), Phase(0x65)];
-/// The mesh schedule: two phases per grid dimension, rows first (0x66..=0x6B).
-const MESH: u8 = 0x66;
 
 /// Runs the all-reduce `algorithm` names: every node returns the reduction of every
 /// node's `vector`.
@@ -90,16 +82,16 @@ pub async fn reduce_broadcast(comm: &Comm, vector: Bytes, reduction: Reduction) 
 pub async fn recursive_doubling(comm: &Comm, vector: Bytes, reduction: Reduction) -> Result<Bytes, CommError> {
     let fold = Fold::new(comm.p());
     let combine = |own: Bytes, extra: Bytes| reduction.combine(comm, own, &extra);
-    match fold.fold_in(comm, FOLD.tag(0), vector, combine).await? {
-        Part::Folded { partner } => comm.recv(partner, FOLD.tag(1)).await,
+    match fold.fold_in(comm, ALLREDUCE_FOLD.tag(0), vector, combine).await? {
+        Part::Folded { partner } => comm.recv(partner, ALLREDUCE_FOLD.tag(1)).await,
         Part::Core { virtual_id, extra, data } => {
             let mut sum = data;
             for i in 0..fold.dimension() {
                 let partner = fold.physical(virtual_id ^ (1 << i));
-                let x = comm.exchange(partner, partner, DOUBLING.tag(i), sum.clone()).await?;
+                let x = comm.exchange(partner, partner, ALLREDUCE_DOUBLING.tag(i), sum.clone()).await?;
                 sum = reduction.combine(comm, x, &sum)?;
             }
-            fold.unfold(comm, extra, FOLD.tag(1), sum.clone()).await?;
+            fold.unfold(comm, extra, ALLREDUCE_FOLD.tag(1), sum.clone()).await?;
             Ok(sum)
         }
     }
@@ -128,14 +120,15 @@ pub async fn halving_doubling(comm: &Comm, vector: Bytes, reduction: Reduction) 
     whole_elements(comm, &vector, reduction)?;
     let fold = Fold::new(comm.p());
     let combine = |own: Bytes, extra: Bytes| reduction.combine(comm, own, &extra);
-    match fold.fold_in(comm, FOLD.tag(0), vector, combine).await? {
-        Part::Folded { partner } => comm.recv(partner, FOLD.tag(1)).await,
+    match fold.fold_in(comm, ALLREDUCE_FOLD.tag(0), vector, combine).await? {
+        Part::Folded { partner } => comm.recv(partner, ALLREDUCE_FOLD.tag(1)).await,
         Part::Core { virtual_id, extra, data } => {
             let pieces = BlockLayout::split(data.len(), fold.q(), reduction.dtype.size());
             let blocks = CoreBlocks::identity(&pieces);
-            let piece = reduce_scatter::halving(comm, &fold, virtual_id, &blocks, data, reduction, HALVING).await?;
-            let result = allgather::doubling(comm, &fold, virtual_id, &blocks, piece, GATHER).await?;
-            fold.unfold(comm, extra, FOLD.tag(1), result.clone()).await?;
+            let piece =
+                reduce_scatter::halving(comm, &fold, virtual_id, &blocks, data, reduction, ALLREDUCE_HALVING).await?;
+            let result = allgather::doubling(comm, &fold, virtual_id, &blocks, piece, ALLREDUCE_GATHER).await?;
+            fold.unfold(comm, extra, ALLREDUCE_FOLD.tag(1), result.clone()).await?;
             Ok(result)
         }
     }
@@ -146,13 +139,13 @@ pub async fn halving_doubling(comm: &Comm, vector: Bytes, reduction: Reduction) 
 /// pieces, on the ring 0, 1, ..., p-1.
 ///
 /// ```text
-/// result := ring_along(0, 1, ..., p-1, my_msg)   /* see ring_along */
+/// result := allreduce_ring_along(0, 1, ..., p-1, my_msg)   /* see allreduce_ring_along */
 /// ```
 ///
 /// Steps: 2(p - 1). Cost 2(p - 1)(t_s + t_w m/p), plus p - 1 combines of m/p bytes.
 pub async fn ring(comm: &Comm, vector: Bytes, reduction: Reduction) -> Result<Bytes, CommError> {
     let members = LineGroup::ring(comm.p()).members;
-    ring_along(comm, &members, vector, reduction, RING).await
+    allreduce_ring_along(comm, &members, vector, reduction, ALLREDUCE_RING).await
 }
 
 /// Mesh all-reduce: a ring all-reduce along each row, then along each column of the row
@@ -164,7 +157,7 @@ pub async fn ring(comm: &Comm, vector: Bytes, reduction: Reduction) -> Result<By
 /// ```text
 /// sum := my_msg
 /// for dim := last downto 0 do          /* 2-D: the row (dim 1), then the column (dim 0) */
-///     sum := ring_along(ring order of my line of dim, sum)
+///     sum := allreduce_ring_along(ring order of my line of dim, sum)
 /// ```
 ///
 /// Steps: Σ over dims of 2(k - 1) for extents k: 4(√p - 1) on a √p x √p torus. Cost
@@ -174,9 +167,8 @@ pub async fn mesh(comm: &Comm, vector: Bytes, reduction: Reduction) -> Result<By
     let mut sum = vector;
     for (phase, dim) in (0..grid.dims().len()).rev().enumerate() {
         let line = grid.line(comm.id(), dim);
-        let first = MESH + 2 * phase as u8;
-        let phases = [Phase(first), Phase(first + 1)];
-        sum = ring_along(comm, &ring_order(&line), sum, reduction, phases).await?;
+        let line_phases = phases::allreduce_grid_dimension(phase);
+        sum = allreduce_ring_along(comm, &ring_order(&line), sum, reduction, line_phases).await?;
     }
     Ok(sum)
 }
@@ -188,13 +180,13 @@ pub async fn mesh(comm: &Comm, vector: Bytes, reduction: Reduction) -> Result<By
 ///
 /// ```text
 /// cut my_msg into n pieces
-/// piece := reduce_scatter::ring_along(ring, my_msg)     /* Algorithm 4.5 */
-/// result := ∪ of allgather::ring_along(ring, piece)     /* Algorithm 4.4, in order */
+/// piece := reduce_scatter::reduce_scatter_ring_along(ring, my_msg)     /* Algorithm 4.5 */
+/// result := ∪ of allgather::allgather_ring_along(ring, piece)     /* Algorithm 4.4, in order */
 /// ```
 ///
 /// The two halves carry the tags of `phases[0]` and `phases[1]`. Steps: 2(n - 1).
 /// Cost 2(n - 1)(t_s + t_w m/n), plus n - 1 combines of m/n bytes.
-pub async fn ring_along(
+pub async fn allreduce_ring_along(
     comm: &Comm,
     ring: &[NodeId],
     vector: Bytes,
@@ -203,10 +195,10 @@ pub async fn ring_along(
 ) -> Result<Bytes, CommError> {
     whole_elements(comm, &vector, reduction)?;
     let pieces = BlockLayout::split(vector.len(), ring.len(), reduction.dtype.size());
-    let piece = reduce_scatter::ring_along(comm, ring, &pieces, vector, reduction, phases[0]).await?;
-    let parts = allgather::ring_along(comm, ring, piece, phases[1]).await?;
+    let piece = reduce_scatter::reduce_scatter_ring_along(comm, ring, &pieces, vector, reduction, phases[0]).await?;
+    let parts = allgather::allgather_ring_along(comm, ring, piece, phases[1]).await?;
     let result = concat(&parts);
-    expect_len(comm, &result, pieces.total())?;
+    expect_layout_len(comm, &result, pieces.total())?;
     Ok(result)
 }
 

@@ -21,8 +21,9 @@ use topocomm_proto::spec::{Algorithm, Collective};
 
 use super::blocks::{BlockLayout, concat};
 use super::folding::{Fold, Part, Role};
-use super::patterns::{Grid, LineGroup, Phase, hypercube_dimension};
-use super::personalized::{Hand, alltoall_along, expect_input, expect_len};
+use super::patterns::{Grid, LineGroup, hypercube_dimension};
+use super::personalized::{Hand, alltoall_along, expect_input, expect_message_len};
+use super::phases::{self, ALLTOALL_EXCHANGE, ALLTOALL_FOLD_IN, ALLTOALL_UNFOLD, Phase, SINGLE};
 use crate::assembly::Assembly;
 use crate::comm::{Comm, CommError, Posted};
 
@@ -57,7 +58,7 @@ pub async fn run(comm: &Comm, algorithm: Algorithm, blocks: Bytes, block: usize)
 pub async fn ring(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes, CommError> {
     let p = comm.p();
     let parcels = BlockLayout::uniform(p, block).cut(&blocks, 0..p);
-    let received = alltoall_along(comm, &LineGroup::ring(p), parcels, block, Phase(0)).await?;
+    let received = alltoall_along(comm, &LineGroup::ring(p), parcels, block, SINGLE).await?;
     Ok(concat(&received))
 }
 
@@ -108,7 +109,7 @@ pub async fn mesh(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes, Com
         let k = line.members.len();
         let parcels =
             (0..k).map(|j| hand.pack(comm, &mesh_keys(&grid, p, my_id, dim, j))).collect::<Result<Vec<_>, _>>()?;
-        let received = alltoall_along(comm, &line, parcels, p / k * block, Phase(phase as u8)).await?;
+        let received = alltoall_along(comm, &line, parcels, p / k * block, phases::grid_dimension(phase)).await?;
         let mine = grid.coords(my_id)[dim];
         for (i, x) in received.into_iter().enumerate() {
             let from = line.members[i];
@@ -177,17 +178,17 @@ fn to_node(p: usize, d: NodeId) -> Vec<usize> {
 /// 2(t_s + t_w m p).
 pub async fn hypercube(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
-    let (fold_in, steps, unfold) = (Phase(0), Phase(1), Phase(2));
+    let (fold_in, steps, unfold) = (ALLTOALL_FOLD_IN, ALLTOALL_EXCHANGE, ALLTOALL_UNFOLD);
     let fold = Fold::new(p);
     let merge = |own: Bytes, extra: Bytes| {
         let partner = my_id + 1;
-        expect_len(comm, partner, &extra, p * block)?;
+        expect_message_len(comm, partner, &extra, p * block)?;
         Ok(concat([&own, &extra]))
     };
     let (v, extra, data) = match fold.fold_in(comm, fold_in.tag(0), blocks, merge).await? {
         Part::Folded { partner } => {
             let x = comm.recv(partner, unfold.tag(0)).await?;
-            expect_len(comm, partner, &x, p * block)?;
+            expect_message_len(comm, partner, &x, p * block)?;
             return Ok(x);
         }
         Part::Core { virtual_id, extra, data } => (virtual_id, extra, data),
@@ -288,7 +289,7 @@ impl InPlaceLastStep {
 /// t_h per hop: ½ t_h p log p in all on a hypercube.
 pub async fn pairwise_xor(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
-    let phase = Phase(0);
+    let phase = SINGLE;
     let steps = (1..1usize << hypercube_dimension(p))
         .map(|i| (phase.tag(i), my_id ^ i, my_id ^ i))
         .filter(|&(_, partner, _)| partner < p) // no such node
@@ -309,7 +310,7 @@ pub async fn pairwise_xor(comm: &Comm, blocks: Bytes, block: usize) -> Result<By
 /// Steps: p - 1, any p. Cost (t_s + t_w m)(p - 1) on a fully connected network.
 pub async fn pairwise(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
-    let phase = Phase(0);
+    let phase = SINGLE;
     let steps = (1..p).map(|i| (phase.tag(i), (my_id + i) % p, (my_id + p - i) % p)).collect();
     exchange_in_place(comm, &blocks, block, steps).await
 }
@@ -358,7 +359,7 @@ async fn exchange_in_place(
 /// (t_s + ½ t_w m p)⌈log p⌉ on a fully connected network, plus the two local rotations.
 pub async fn bruck(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
-    let phase = Phase(0);
+    let phase = SINGLE;
     let mine = BlockLayout::uniform(p, block).cut(&blocks, 0..p);
     let mut b: Vec<Bytes> = (0..p).map(|j| mine[(my_id + j) % p].clone()).collect();
     for k in 0..hypercube_dimension(p) {
@@ -366,7 +367,7 @@ pub async fn bruck(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes, Co
         let (dst, src) = ((my_id + (1 << k)) % p, (my_id + p - (1 << k)) % p);
         let x = concat(set.iter().map(|&j| &b[j]));
         let y = comm.exchange(dst, src, phase.tag(k), x).await?;
-        expect_len(comm, src, &y, set.len() * block)?;
+        expect_message_len(comm, src, &y, set.len() * block)?;
         for (n, &j) in set.iter().enumerate() {
             b[j] = y.slice(n * block..(n + 1) * block);
         }

@@ -9,11 +9,11 @@ use topocomm_proto::TopologyKind;
 use topocomm_proto::frame::{SYSTEM_TAG_BASE, Tag};
 use topocomm_proto::spec::{Algorithm, Collective};
 
-use super::patterns::Phase;
+use super::phases::{BARRIER_BUTTERFLY, BARRIER_FOLD, SINGLE};
 use crate::comm::{Comm, CommError};
 
 /// Tag of the `barrier` collective's own rounds (below the runtime's range).
-const BARRIER_TAG: Tag = 0;
+const BARRIER_TAG: Tag = SINGLE.tag(0);
 
 /// Runs the barrier `algorithm` names.
 pub async fn run(comm: &Comm, algorithm: Algorithm) -> Result<(), CommError> {
@@ -93,7 +93,7 @@ pub async fn dissemination(comm: &Comm, tag_base: Tag) -> Result<(), CommError> 
 /// Steps: log2 p when p is a power of two, ⌊log2 p⌋ + 2 otherwise. Cost
 /// (t_s + t_h l) per step, l = 1 on a hypercube.
 pub async fn hypercube(comm: &Comm) -> Result<(), CommError> {
-    let (butterfly, fold) = (Phase(0), Phase(1));
+    let (butterfly, fold) = (BARRIER_BUTTERFLY, BARRIER_FOLD);
     butterfly_with(comm, ButterflyTags { rounds: butterfly.tag(0), signal: fold.tag(0), release: fold.tag(1) }).await
 }
 

@@ -9,8 +9,8 @@
 //! another topology the same schedule still works; its messages then travel the
 //! topology's routes and share links.
 //!
-//! The building blocks (line groups, grids, relabelling, tags) live in
-//! [`super::patterns`] and are shared with the dual, [`super::reduce`].
+//! The building blocks (line groups, grids, relabelling) live in [`super::patterns`]
+//! and are shared with the dual, [`super::reduce`]; the tags in [`super::phases`].
 
 use bytes::Bytes;
 use topocomm_proto::spec::{Algorithm, Collective};
@@ -18,13 +18,10 @@ use topocomm_proto::{NodeId, catalogue};
 
 use super::allgather::allgather_layout;
 use super::blocks::BlockLayout;
-use super::patterns::{Grid, LineGroup, Phase, Relabelling, broadcast_along, hypercube_dimension};
+use super::patterns::{Grid, LineGroup, Relabelling, broadcast_along, hypercube_dimension};
+use super::phases::{self, BROADCAST_LENGTH, Phase, SINGLE};
 use super::scatter_gather::scatter_layout;
 use crate::comm::{Comm, CommError};
-
-/// The tags of the length broadcast that opens [`scatter_allgather`] (apart from those
-/// of the scatter and the all-gather it composes).
-const LENGTH: Phase = Phase(0x20);
 
 /// Runs the broadcast `algorithm` names. Non-roots pass an empty `message`; every node
 /// returns the root's.
@@ -57,7 +54,7 @@ pub async fn run(comm: &Comm, algorithm: Algorithm, root: NodeId, message: Bytes
 /// network; elsewhere each message crosses l links, (t_s + t_w m l) each.
 pub async fn linear(comm: &Comm, root: NodeId, message: Bytes) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
-    let phase = Phase(0);
+    let phase = SINGLE;
     if my_id == root {
         for k in 1..p {
             comm.send((root + k) % p, phase.tag(k), message.clone()).await?;
@@ -80,7 +77,7 @@ pub async fn linear(comm: &Comm, root: NodeId, message: Bytes) -> Result<Bytes, 
 ///
 /// Steps: ⌈p/2⌉ (the root's two sends take the first two). Cost (t_s + t_w m)⌈p/2⌉.
 pub async fn ring(comm: &Comm, root: NodeId, message: Bytes) -> Result<Bytes, CommError> {
-    broadcast_along(comm, &LineGroup::ring(comm.p()), root, message, Phase(0)).await
+    broadcast_along(comm, &LineGroup::ring(comm.p()), root, message, SINGLE).await
 }
 
 /// Mesh broadcast ([GGKK 4.1.2], [KGGK94 Fig. 3.4], store-and-forward): a ring (torus)
@@ -105,7 +102,7 @@ pub async fn mesh(comm: &Comm, root: NodeId, message: Bytes) -> Result<Bytes, Co
     for (phase, dim) in (0..grid.dims().len()).rev().enumerate() {
         if my_coords[..dim] == root_coords[..dim] {
             let line = grid.line(comm.id(), dim);
-            x = broadcast_along(comm, &line, root_coords[dim], x, Phase(phase as u8)).await?;
+            x = broadcast_along(comm, &line, root_coords[dim], x, phases::grid_dimension(phase)).await?;
         }
     }
     Ok(x)
@@ -120,7 +117,7 @@ pub async fn mesh(comm: &Comm, root: NodeId, message: Bytes) -> Result<Bytes, Co
 ///
 /// Steps: d = ⌈log2 p⌉. Cost (t_s + t_w m) log p.
 pub async fn hypercube(comm: &Comm, root: NodeId, message: Bytes) -> Result<Bytes, CommError> {
-    hypercube_in(comm, root, message, Phase(0)).await
+    hypercube_in(comm, root, message, SINGLE).await
 }
 
 /// [`hypercube`] with its messages tagged in `phase` (for a broadcast that is one part
@@ -177,7 +174,7 @@ async fn hypercube_in(comm: &Comm, root: NodeId, message: Bytes, phase: Phase) -
 pub async fn recursive_doubling(comm: &Comm, root: NodeId, message: Bytes) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
     let labels = Relabelling::Rotate { root, p };
-    let phase = Phase(0);
+    let phase = SINGLE;
     let v = labels.to_virtual(my_id);
     let mut x = message;
     let (mut lo, mut hi) = (0, p);
@@ -227,7 +224,7 @@ pub async fn recursive_doubling(comm: &Comm, root: NodeId, message: Bytes) -> Re
 /// 8 t_w log p; on a hypercube t_s 3 log p + 2 t_w m (p-1)/p + 8 t_w log p.
 pub async fn scatter_allgather(comm: &Comm, root: NodeId, message: Bytes) -> Result<Bytes, CommError> {
     let length = Bytes::copy_from_slice(&(message.len() as u64).to_le_bytes());
-    let length = hypercube_in(comm, root, length, LENGTH).await?;
+    let length = hypercube_in(comm, root, length, BROADCAST_LENGTH).await?;
     let n = decode_length(comm, &length)?;
     let alignment = [8, 4, 1].into_iter().find(|a| n % a == 0).unwrap_or(1);
     let layout = BlockLayout::split(n, comm.p(), alignment);

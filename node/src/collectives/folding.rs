@@ -25,8 +25,8 @@
 //! That costs two steps more than the core (none when p is a power of two, where every
 //! node is a core node and virtual id = id), and no cliff in between.
 //!
-//! The few checks the all-to-all family shares (a buffer's length against its layout,
-//! a layout's block count, a node's place in a ring order) sit at the end.
+//! The two checks the block collectives share (a buffer's length against its layout, a
+//! layout's block count) sit at the end.
 //!
 //! Everything here speaks `Comm` and plain ids; nothing knows which collective runs.
 
@@ -183,8 +183,9 @@ impl<'a> CoreBlocks<'a> {
     }
 }
 
-/// Checks that a buffer has the length a layout gives it; a wrong one fails the run.
-pub fn expect_len(comm: &Comm, data: &Bytes, expected: usize) -> Result<(), CommError> {
+/// Checks that a buffer has the length a layout gives it; a wrong one fails the run as
+/// an element length mismatch.
+pub fn expect_layout_len(comm: &Comm, data: &Bytes, expected: usize) -> Result<(), CommError> {
     if data.len() == expected {
         Ok(())
     } else {
@@ -195,17 +196,8 @@ pub fn expect_len(comm: &Comm, data: &Bytes, expected: usize) -> Result<(), Comm
     }
 }
 
-/// This node's position in `members` (a ring order or a line of a grid).
-pub fn position(comm: &Comm, members: &[NodeId]) -> Result<usize, CommError> {
-    members.iter().position(|&m| m == comm.id()).ok_or_else(|| CommError::Unsupported {
-        me: comm.id(),
-        algorithm: "line group".into(),
-        reason: format!("node {} is not a member of {members:?}", comm.id()),
-    })
-}
-
-/// Checks that `layout` has one block per node.
-pub fn expect_blocks(comm: &Comm, layout: &BlockLayout, what: &str) -> Result<(), CommError> {
+/// Checks that `layout` has one block per node; `what` names the collective that needs it.
+pub fn expect_one_block_per_node(comm: &Comm, layout: &BlockLayout, what: &str) -> Result<(), CommError> {
     if layout.p() == comm.p() {
         Ok(())
     } else {

@@ -11,6 +11,7 @@ pub mod broadcast;
 pub mod folding;
 pub mod patterns;
 pub mod personalized;
+pub mod phases;
 pub mod pingpong;
 pub mod reduce;
 pub mod reduce_scatter;

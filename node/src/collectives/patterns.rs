@@ -1,38 +1,20 @@
 //! Building blocks the one-to-all broadcast and its dual, the all-to-one reduction,
 //! share: the virtual-id relabelling of the hypercube algorithms, the grid a mesh
 //! algorithm walks, the line group (a ring, a row or a column) with its store-and-forward
-//! broadcast and reduction, the element-wise reduction step, and the tag of each step.
+//! broadcast and reduction, a node's position in a group, and the element-wise
+//! reduction step (the tags of the steps are [`super::phases`]).
 //!
 //! Everything here speaks `Comm` (send, recv) and plain ids; nothing touches links or
 //! timers, and nothing knows which collective called it.
 
 use bytes::{Bytes, BytesMut};
 use topocomm_proto::elements::combine;
-use topocomm_proto::frame::Tag;
 use topocomm_proto::spec::{Dtype, ReduceOp};
 use topocomm_proto::topology::squarest_grid;
 use topocomm_proto::{NodeId, Topology, TopologyKind};
 
+use super::phases::Phase;
 use crate::comm::{Comm, CommError};
-
-/// One phase of an algorithm (a hypercube sweep, the row part of a mesh broadcast, ...),
-/// numbered 0..=254. Each step of a phase gets its own tag, so messages of different
-/// phases or steps between the same two nodes can never be taken for one another.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Phase(pub u8);
-
-impl Phase {
-    /// Steps a phase can tell apart by tag (the low 24 bits of the tag).
-    pub const MAX_STEPS: usize = 1 << 24;
-
-    /// The tag of `step` in this phase: the phase in the high byte, the step below it
-    /// (always under the runtime's `SYSTEM_TAG_BASE`).
-    pub fn tag(self, step: usize) -> Tag {
-        debug_assert!(self.0 < u8::MAX, "phase 255 would reach the runtime's tags");
-        debug_assert!(step < Self::MAX_STEPS, "step {step} does not fit in a tag");
-        (Tag::from(self.0) << 24) | (step as Tag & 0x00FF_FFFF)
-    }
-}
 
 /// The number of hypercube dimensions a `p`-node schedule needs: d = ⌈log2 p⌉
 /// (0 for one node).
@@ -175,15 +157,6 @@ impl LineGroup {
         self.members.len()
     }
 
-    /// The position of node `id` in the group.
-    fn position(&self, comm: &Comm, id: NodeId) -> Result<usize, CommError> {
-        self.members.iter().position(|&m| m == id).ok_or_else(|| CommError::Unsupported {
-            me: comm.id(),
-            algorithm: "line group".into(),
-            reason: format!("node {id} is not a member of {:?}", self.members),
-        })
-    }
-
     /// How far the half going `direction` reaches from position `root`.
     fn reach(&self, root: usize, direction: Direction) -> usize {
         let n = self.len();
@@ -219,6 +192,16 @@ impl LineGroup {
     }
 }
 
+/// This node's position in `members` (a ring order, or the members of a line group);
+/// a node that is not among them fails the run.
+pub fn my_position(comm: &Comm, members: &[NodeId]) -> Result<usize, CommError> {
+    members.iter().position(|&m| m == comm.id()).ok_or_else(|| CommError::Unsupported {
+        me: comm.id(),
+        algorithm: "line group".into(),
+        reason: format!("node {} is not a member of {members:?}", comm.id()),
+    })
+}
+
 /// Store-and-forward broadcast along `group` from the member at `root_position`
 /// ([KGGK94 3.2, Fig. 3.2], store-and-forward on a ring, and its line variant):
 ///
@@ -241,7 +224,7 @@ pub async fn broadcast_along(
     message: Bytes,
     phase: Phase,
 ) -> Result<Bytes, CommError> {
-    let me = group.position(comm, comm.id())?;
+    let me = my_position(comm, &group.members)?;
     match group.place(me, root_position) {
         Place::Root => {
             for direction in [Direction::Up, Direction::Down] {
@@ -285,7 +268,7 @@ pub async fn reduce_along(
     reduction: Reduction,
     phase: Phase,
 ) -> Result<Option<Bytes>, CommError> {
-    let me = group.position(comm, comm.id())?;
+    let me = my_position(comm, &group.members)?;
     let mut sum = vector;
     match group.place(me, root_position) {
         Place::Root => {
@@ -418,11 +401,8 @@ mod tests {
     }
 
     #[test]
-    fn dimensions_and_tags() {
+    fn hypercube_dimensions() {
         let dims: Vec<usize> = [1, 2, 3, 4, 5, 8, 9, 16, 17].iter().map(|&p| hypercube_dimension(p)).collect();
         assert_eq!(dims, [0, 1, 2, 2, 3, 3, 4, 4, 5]);
-        assert_eq!(Phase(0).tag(3), 3);
-        assert_eq!(Phase(2).tag(1), (2 << 24) | 1);
-        assert!(Phase(u8::MAX - 1).tag(Phase::MAX_STEPS - 1) < topocomm_proto::frame::SYSTEM_TAG_BASE);
     }
 }

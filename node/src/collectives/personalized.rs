@@ -16,29 +16,19 @@ use bytes::Bytes;
 use topocomm_proto::NodeId;
 
 use super::blocks::{BlockLayout, concat};
-use super::patterns::{LineGroup, Phase};
+use super::patterns::{LineGroup, my_position};
+use super::phases::Phase;
 use crate::comm::{Comm, CommError};
 
-/// Fails the run unless `data`, received from `src`, has the `expected` length.
-pub fn expect_len(comm: &Comm, src: NodeId, data: &Bytes, expected: usize) -> Result<(), CommError> {
+/// Fails the run unless the message `data`, received from `src`, has the `expected`
+/// length (a wrong one is the sender's fault: a link error naming it).
+pub fn expect_message_len(comm: &Comm, src: NodeId, data: &Bytes, expected: usize) -> Result<(), CommError> {
     if data.len() == expected {
         return Ok(());
     }
     Err(CommError::Link {
         me: comm.id(),
         reason: format!("node {src} sent {} bytes where the schedule expects {expected}", data.len()),
-    })
-}
-
-/// Fails the run unless `layout` has one block per node.
-pub fn expect_one_block_per_node(comm: &Comm, layout: &BlockLayout) -> Result<(), CommError> {
-    if layout.p() == comm.p() {
-        return Ok(());
-    }
-    Err(CommError::Unsupported {
-        me: comm.id(),
-        algorithm: "personalized".into(),
-        reason: format!("a layout of {} blocks on {} nodes (one block per node is needed)", layout.p(), comm.p()),
     })
 }
 
@@ -107,7 +97,7 @@ impl<'a> Hand<'a> {
 
     /// Puts the blocks `keys` of a message from `src` in hand (cut without copying).
     pub fn unpack(&mut self, comm: &Comm, src: NodeId, keys: &[usize], data: Bytes) -> Result<(), CommError> {
-        expect_len(comm, src, &data, self.len_of(keys))?;
+        expect_message_len(comm, src, &data, self.len_of(keys))?;
         let mut at = 0;
         for &key in keys {
             let len = self.layout.len(key);
@@ -116,15 +106,6 @@ impl<'a> Hand<'a> {
         }
         Ok(())
     }
-}
-
-/// The position of `id` in `group`.
-pub fn position(comm: &Comm, group: &LineGroup, id: NodeId) -> Result<usize, CommError> {
-    group.members.iter().position(|&m| m == id).ok_or_else(|| CommError::Unsupported {
-        me: comm.id(),
-        algorithm: "line group".into(),
-        reason: format!("node {id} is not a member of {:?}", group.members),
-    })
 }
 
 /// The members (as positions) a store-and-forward pass from position `root` reaches,
@@ -139,7 +120,7 @@ pub fn halves(group: &LineGroup, root: usize) -> [Vec<usize>; 2] {
 
 /// Where position `at` stands in a pass whose halves are `halves`: the half it is in
 /// and its distance δ ≥ 1 from the root (so it is `half[δ - 1]`); `None` for the root.
-fn place(halves: &[Vec<usize>; 2], at: usize) -> Option<(&[usize], usize)> {
+fn place_in_halves(halves: &[Vec<usize>; 2], at: usize) -> Option<(&[usize], usize)> {
     halves
         .iter()
         .find_map(|half| half.iter().position(|&member| member == at).map(|index| (half.as_slice(), index + 1)))
@@ -175,9 +156,9 @@ pub async fn scatter_along(
     parcel_len: impl Fn(usize) -> usize,
     phase: Phase,
 ) -> Result<Bytes, CommError> {
-    let me = position(comm, group, comm.id())?;
+    let me = my_position(comm, &group.members)?;
     let halves = halves(group, root);
-    match place(&halves, me) {
+    match place_in_halves(&halves, me) {
         None => {
             if parcels.len() != group.members.len() {
                 return Err(CommError::Unsupported {
@@ -199,7 +180,7 @@ pub async fn scatter_along(
             let from = group.members[previous];
             let x = comm.recv(from, phase.tag(delta)).await?;
             let expected = half[delta - 1..].iter().map(|&j| parcel_len(j)).sum();
-            expect_len(comm, from, &x, expected)?;
+            expect_message_len(comm, from, &x, expected)?;
             let mine = x.slice(..parcel_len(me));
             if let Some(&next) = half.get(delta) {
                 let rest = x.slice(parcel_len(me)..);
@@ -237,9 +218,9 @@ pub async fn gather_along(
     parcel_len: impl Fn(usize) -> usize,
     phase: Phase,
 ) -> Result<Option<Vec<Bytes>>, CommError> {
-    let me = position(comm, group, comm.id())?;
+    let me = my_position(comm, &group.members)?;
     let halves = halves(group, root);
-    match place(&halves, me) {
+    match place_in_halves(&halves, me) {
         None => {
             let mut parcels = vec![Bytes::new(); group.members.len()];
             parcels[root] = mine;
@@ -248,7 +229,7 @@ pub async fn gather_along(
                     let from = group.members[first];
                     let x = comm.recv(from, phase.tag(1)).await?;
                     let expected = half.iter().map(|&j| parcel_len(j)).sum();
-                    expect_len(comm, from, &x, expected)?;
+                    expect_message_len(comm, from, &x, expected)?;
                     let mut at = 0;
                     for &j in half {
                         parcels[j] = x.slice(at..at + parcel_len(j));
@@ -264,7 +245,7 @@ pub async fn gather_along(
                 let from = group.members[next];
                 let further = comm.recv(from, phase.tag(delta + 1)).await?;
                 let expected = half[delta..].iter().map(|&j| parcel_len(j)).sum();
-                expect_len(comm, from, &further, expected)?;
+                expect_message_len(comm, from, &further, expected)?;
                 x.push(further);
             }
             let previous = if delta == 1 { root } else { half[delta - 2] };
@@ -306,7 +287,7 @@ pub async fn alltoall_along(
     parcel: usize,
     phase: Phase,
 ) -> Result<Vec<Bytes>, CommError> {
-    let me = position(comm, group, comm.id())?;
+    let me = my_position(comm, &group.members)?;
     let n = group.members.len();
     let member = |position: usize| group.members[position % n];
     let mut received = vec![Bytes::new(); n];
@@ -317,7 +298,7 @@ pub async fn alltoall_along(
             comm.send(member(me + 1), phase.tag(k), x).await?;
             let from = member(me + n - 1);
             let y = comm.recv(from, phase.tag(k)).await?;
-            expect_len(comm, from, &y, (n - k) * parcel)?;
+            expect_message_len(comm, from, &y, (n - k) * parcel)?;
             received[(me + n - k) % n] = y.slice(..parcel);
             x = y.slice(parcel..);
         }
@@ -334,14 +315,14 @@ pub async fn alltoall_along(
             if k <= me {
                 let from = member(me - 1);
                 let y = comm.recv(from, phase.tag(k)).await?;
-                expect_len(comm, from, &y, (n - me) * parcel)?;
+                expect_message_len(comm, from, &y, (n - me) * parcel)?;
                 received[me - k] = y.slice(..parcel);
                 up = y.slice(parcel..);
             }
             if k < n - me {
                 let from = member(me + 1);
                 let y = comm.recv(from, phase.tag(k)).await?;
-                expect_len(comm, from, &y, (me + 1) * parcel)?;
+                expect_message_len(comm, from, &y, (me + 1) * parcel)?;
                 received[me + k] = y.slice(..parcel);
                 down = y.slice(parcel..);
             }
@@ -373,7 +354,7 @@ mod tests {
         let line = LineGroup { members: vec![5, 6, 7, 8], wraps: false };
         assert_eq!(halves(&line, 1), [vec![2, 3], vec![0]]);
         let h = halves(&line, 1);
-        assert_eq!(place(&h, 3), Some((&[2usize, 3][..], 2)));
-        assert_eq!(place(&h, 1), None);
+        assert_eq!(place_in_halves(&h, 3), Some((&[2usize, 3][..], 2)));
+        assert_eq!(place_in_halves(&h, 1), None);
     }
 }

@@ -5,6 +5,7 @@ use bytes::Bytes;
 use topocomm_proto::NodeId;
 use topocomm_proto::spec::{Algorithm, Collective};
 
+use super::phases::SINGLE;
 use crate::comm::{Comm, CommError};
 
 /// Runs the ping-pong `algorithm` names between `root` and node root + q mod p.
@@ -41,11 +42,11 @@ pub async fn linear(comm: &Comm, root: NodeId, message: Bytes, q: usize) -> Resu
         return Ok(message);
     }
     if me == root {
-        comm.send(partner, 0, message).await?;
-        comm.recv(partner, 1).await
+        comm.send(partner, SINGLE.tag(0), message).await?;
+        comm.recv(partner, SINGLE.tag(1)).await
     } else if me == partner {
-        let message = comm.recv(root, 0).await?;
-        comm.send(root, 1, message.clone()).await?;
+        let message = comm.recv(root, SINGLE.tag(0)).await?;
+        comm.send(root, SINGLE.tag(1), message.clone()).await?;
         Ok(message)
     } else {
         Ok(Bytes::new())

@@ -18,7 +18,8 @@ use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp};
 use topocomm_proto::{NodeId, catalogue};
 
 use super::blocks::BlockLayout;
-use super::patterns::{Grid, LineGroup, Phase, Reduction, Relabelling, hypercube_dimension, reduce_along};
+use super::patterns::{Grid, LineGroup, Reduction, Relabelling, hypercube_dimension, reduce_along};
+use super::phases::{self, SINGLE};
 use super::reduce_scatter::reduce_scatter_layout;
 use super::scatter_gather::gather_layout;
 use crate::comm::{Comm, CommError};
@@ -63,7 +64,7 @@ pub async fn run(
 /// network (plus p - 1 combines); elsewhere each message crosses l links.
 pub async fn linear(comm: &Comm, root: NodeId, vector: Bytes, reduction: Reduction) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
-    let phase = Phase(0);
+    let phase = SINGLE;
     if my_id == root {
         let mut sum = vector;
         for k in 1..p {
@@ -89,7 +90,7 @@ pub async fn linear(comm: &Comm, root: NodeId, vector: Bytes, reduction: Reducti
 ///
 /// Steps: ⌈p/2⌉. Cost (t_s + t_w m)⌈p/2⌉ plus p - 1 combines, ⌈p/2⌉ on the longest path.
 pub async fn ring(comm: &Comm, root: NodeId, vector: Bytes, reduction: Reduction) -> Result<Bytes, CommError> {
-    let result = reduce_along(comm, &LineGroup::ring(comm.p()), root, vector, reduction, Phase(0)).await?;
+    let result = reduce_along(comm, &LineGroup::ring(comm.p()), root, vector, reduction, SINGLE).await?;
     Ok(result.unwrap_or_default())
 }
 
@@ -112,7 +113,7 @@ pub async fn mesh(comm: &Comm, root: NodeId, vector: Bytes, reduction: Reduction
     let mut sum = vector;
     for (dim, &root_coordinate) in grid.coords(root).iter().enumerate() {
         let line = grid.line(comm.id(), dim);
-        match reduce_along(comm, &line, root_coordinate, sum, reduction, Phase(dim as u8)).await? {
+        match reduce_along(comm, &line, root_coordinate, sum, reduction, phases::grid_dimension(dim)).await? {
             Some(partial) => sum = partial,
             None => return Ok(Bytes::new()),
         }
@@ -133,7 +134,7 @@ pub async fn hypercube(comm: &Comm, root: NodeId, vector: Bytes, reduction: Redu
     let (my_id, p) = (comm.id(), comm.p());
     let d = hypercube_dimension(p);
     let labels = Relabelling::new(root, p);
-    let phase = Phase(0);
+    let phase = SINGLE;
     let my_virtual_id = labels.to_virtual(my_id);
     let mut sum = vector;
     let mut mask = 0usize;
@@ -186,7 +187,7 @@ pub async fn recursive_halving(
 ) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
     let labels = Relabelling::Rotate { root, p };
-    let phase = Phase(0);
+    let phase = SINGLE;
     let v = labels.to_virtual(my_id);
     let mut splits = Vec::new();
     let (mut lo, mut hi) = (0, p);

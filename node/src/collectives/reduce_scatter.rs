@@ -13,31 +13,24 @@
 //! Every schedule is layout-general ([`reduce_scatter_layout`]): the vector is cut into
 //! the blocks of a [`BlockLayout`], whatever their lengths, and node i ends with the
 //! reduction of every node's block i. [`run`] is the uniform case. The building blocks
-//! other collectives reuse are public: [`ring_along`] (Algorithm 4.5 on any ring order)
-//! and [`halving`] (the core of Algorithm 4.8 on virtual ids).
+//! other collectives reuse are public: [`reduce_scatter_ring_along`] (Algorithm 4.5 on
+//! any ring order) and [`halving`] (the core of Algorithm 4.8 on virtual ids).
 //!
 //! Combining goes through [`Reduction::combine`]; a block that cannot be combined
 //! (lengths differ, partial elements) fails the run with `CommError::Elements`.
 //!
-//! Tags: phases 0x50..=0x53, apart from every other family's.
+//! Tags: the `REDUCE_SCATTER_*` phases of [`super::phases`], apart from every other
+//! family's.
 
 use bytes::Bytes;
 use topocomm_proto::NodeId;
 use topocomm_proto::spec::{Algorithm, Collective};
 
 use super::blocks::BlockLayout;
-use super::folding::{CoreBlocks, Fold, Part, expect_blocks, expect_len, position};
-use super::patterns::{LineGroup, Phase, Reduction};
+use super::folding::{CoreBlocks, Fold, Part, expect_layout_len, expect_one_block_per_node};
+use super::patterns::{LineGroup, Reduction, my_position};
+use super::phases::{Phase, REDUCE_SCATTER_FOLD, REDUCE_SCATTER_HALVING, REDUCE_SCATTER_PAIRWISE, REDUCE_SCATTER_RING};
 use crate::comm::{Comm, CommError};
-
-/// The ring schedule.
-const RING: Phase = Phase(0x50);
-/// Folding in and out around the halving core.
-const FOLD: Phase = Phase(0x51);
-/// The halving core.
-const HALVING: Phase = Phase(0x52);
-/// The pairwise schedule.
-const PAIRWISE: Phase = Phase(0x53);
 
 /// Runs the reduce-scatter `algorithm` names; `blocks` holds p blocks of `block` bytes,
 /// and node i returns the reduction of every node's block i.
@@ -63,8 +56,8 @@ pub async fn reduce_scatter_layout(
     vector: Bytes,
     reduction: Reduction,
 ) -> Result<Bytes, CommError> {
-    expect_blocks(comm, layout, "reduce-scatter")?;
-    expect_len(comm, &vector, layout.total())?;
+    expect_one_block_per_node(comm, layout, "reduce-scatter")?;
+    expect_layout_len(comm, &vector, layout.total())?;
     match algorithm {
         Algorithm::Ring => ring(comm, layout, vector, reduction).await,
         Algorithm::Hypercube | Algorithm::RecursiveHalving => recursive_halving(comm, layout, vector, reduction).await,
@@ -76,13 +69,13 @@ pub async fn reduce_scatter_layout(
 /// Ring reduce-scatter: Algorithm 4.5 (ALL_TO_ALL_RED_RING) on the ring 0, 1, ..., p-1.
 ///
 /// ```text
-/// result := ring_along(0, 1, ..., p-1)   /* see ring_along */
+/// result := reduce_scatter_ring_along(0, 1, ..., p-1)   /* see reduce_scatter_ring_along */
 /// ```
 ///
 /// Steps: p - 1. Cost (t_s + t_w m)(p - 1), plus p - 1 combines of m bytes.
 pub async fn ring(comm: &Comm, layout: &BlockLayout, vector: Bytes, reduction: Reduction) -> Result<Bytes, CommError> {
     let members = LineGroup::ring(comm.p()).members;
-    ring_along(comm, &members, layout, vector, reduction, RING).await
+    reduce_scatter_ring_along(comm, &members, layout, vector, reduction, REDUCE_SCATTER_RING).await
 }
 
 /// Hypercube reduce-scatter, which is also recursive halving: Algorithm 4.8
@@ -107,17 +100,17 @@ pub async fn recursive_halving(
 ) -> Result<Bytes, CommError> {
     let fold = Fold::new(comm.p());
     let combine = |own: Bytes, extra: Bytes| reduction.combine(comm, own, &extra);
-    match fold.fold_in(comm, FOLD.tag(0), vector, combine).await? {
+    match fold.fold_in(comm, REDUCE_SCATTER_FOLD.tag(0), vector, combine).await? {
         Part::Folded { partner } => {
-            let result = comm.recv(partner, FOLD.tag(1)).await?;
-            expect_len(comm, &result, layout.len(comm.id()))?;
+            let result = comm.recv(partner, REDUCE_SCATTER_FOLD.tag(1)).await?;
+            expect_layout_len(comm, &result, layout.len(comm.id()))?;
             Ok(result)
         }
         Part::Core { virtual_id, extra, data } => {
             let blocks = fold.core_blocks(layout);
-            let result = halving(comm, &fold, virtual_id, &blocks, data, reduction, HALVING).await?;
+            let result = halving(comm, &fold, virtual_id, &blocks, data, reduction, REDUCE_SCATTER_HALVING).await?;
             let own = layout.len(comm.id());
-            fold.unfold(comm, extra, FOLD.tag(1), result.slice(own..)).await?;
+            fold.unfold(comm, extra, REDUCE_SCATTER_FOLD.tag(1), result.slice(own..)).await?;
             Ok(result.slice(..own))
         }
     }
@@ -195,7 +188,7 @@ pub async fn pairwise(comm: &Comm, layout: &BlockLayout, msg: Bytes, reduction: 
     for i in 1..p {
         let (dest, source) = ((my_id + i) % p, (my_id + p - i) % p);
         let block = layout.slice(&msg, dest..dest + 1);
-        let temp = comm.exchange(dest, source, PAIRWISE.tag(i), block).await?;
+        let temp = comm.exchange(dest, source, REDUCE_SCATTER_PAIRWISE.tag(i), block).await?;
         result = reduction.combine(comm, temp, &result)?;
     }
     Ok(result)
@@ -219,7 +212,7 @@ pub async fn pairwise(comm: &Comm, layout: &BlockLayout, msg: Bytes, reduction: 
 ///
 /// Step i carries tag `phase.tag(i)`. Steps: n - 1. Cost (t_s + t_w m)(n - 1), plus
 /// n - 1 combines of m bytes.
-pub async fn ring_along(
+pub async fn reduce_scatter_ring_along(
     comm: &Comm,
     ring: &[NodeId],
     layout: &BlockLayout,
@@ -227,7 +220,7 @@ pub async fn ring_along(
     reduction: Reduction,
     phase: Phase,
 ) -> Result<Bytes, CommError> {
-    let (n, k) = (ring.len(), position(comm, ring)?);
+    let (n, k) = (ring.len(), my_position(comm, ring)?);
     let left = ring[(k + n - 1) % n];
     let right = ring[(k + 1) % n];
     // msg[j] + recv, where recv = 0 before the first receive.

@@ -15,7 +15,8 @@ use topocomm_proto::elements::element_count;
 use topocomm_proto::spec::{Algorithm, Collective};
 
 use super::blocks::{BlockLayout, concat};
-use super::patterns::{Phase, Reduction, hypercube_dimension};
+use super::patterns::{Reduction, hypercube_dimension};
+use super::phases::SINGLE;
 use crate::comm::{Comm, CommError};
 
 /// Runs the scan `algorithm` names: node i returns the reduction of the vectors of nodes
@@ -71,7 +72,7 @@ pub async fn hypercube(
 ) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
     let d = hypercube_dimension(p);
-    let phase = Phase(0);
+    let phase = SINGLE;
     let mut result = (!exclusive).then(|| my_number.clone());
     let mut msg = my_number;
     for i in 0..d {
@@ -155,7 +156,7 @@ pub async fn pipeline(comm: &Comm, x: Bytes, reduction: Reduction, exclusive: bo
 /// The chain of [`pipeline`] with `x` cut into `k` element-aligned segments.
 async fn segmented(comm: &Comm, x: Bytes, reduction: Reduction, exclusive: bool, k: usize) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
-    let phase = Phase(0);
+    let phase = SINGLE;
     element_count(reduction.dtype, x.len()).map_err(|error| comm.elements_error(error))?;
     let segments = BlockLayout::split(x.len(), k, reduction.dtype.size());
     let mut result = Vec::with_capacity(k);
@@ -209,7 +210,7 @@ async fn segmented(comm: &Comm, x: Bytes, reduction: Reduction, exclusive: bool,
 pub async fn tree(comm: &Comm, my_number: Bytes, reduction: Reduction, exclusive: bool) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
     let d = hypercube_dimension(p);
-    let phase = Phase(0);
+    let phase = SINGLE;
     element_count(reduction.dtype, my_number.len()).map_err(|error| comm.elements_error(error))?;
     let block = |k: usize| TreeBlock::at(my_id, k, p);
     let mut sum = my_number.clone();

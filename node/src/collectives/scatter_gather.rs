@@ -13,15 +13,18 @@
 //! the topology's routes and share links.
 //!
 //! Shared pieces (the hand of keyed blocks, the passes along a line) live in
-//! [`super::personalized`]; grids, relabelling and tags in [`super::patterns`].
+//! [`super::personalized`]; grids and relabelling in [`super::patterns`]; tags in
+//! [`super::phases`].
 
 use bytes::Bytes;
 use topocomm_proto::NodeId;
 use topocomm_proto::spec::{Algorithm, Collective};
 
 use super::blocks::{BlockLayout, concat};
-use super::patterns::{Grid, LineGroup, Phase, Relabelling, hypercube_dimension};
-use super::personalized::{Hand, expect_input, expect_len, expect_one_block_per_node, gather_along, scatter_along};
+use super::folding::expect_one_block_per_node;
+use super::patterns::{Grid, LineGroup, Relabelling, hypercube_dimension};
+use super::personalized::{Hand, expect_input, expect_message_len, gather_along, scatter_along};
+use super::phases::{self, Phase, SINGLE};
 use crate::assembly::Assembly;
 use crate::comm::{Comm, CommError};
 
@@ -54,7 +57,7 @@ pub async fn scatter_layout(
     blocks: Bytes,
 ) -> Result<Bytes, CommError> {
     check_root(comm, root)?;
-    expect_one_block_per_node(comm, layout)?;
+    expect_one_block_per_node(comm, layout, "personalized")?;
     if comm.id() == root {
         expect_input(comm, &blocks, layout.total())?;
     }
@@ -78,7 +81,7 @@ pub async fn gather_layout(
     mine: Bytes,
 ) -> Result<Bytes, CommError> {
     check_root(comm, root)?;
-    expect_one_block_per_node(comm, layout)?;
+    expect_one_block_per_node(comm, layout, "personalized")?;
     expect_input(comm, &mine, layout.len(comm.id()))?;
     match algorithm {
         Algorithm::Linear => linear_gather(comm, root, layout, mine).await,
@@ -116,7 +119,7 @@ pub async fn linear_scatter(
     blocks: Bytes,
 ) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
-    let phase = Phase(0);
+    let phase = SINGLE;
     if my_id == root {
         for k in 1..p {
             let dst = (root + k) % p;
@@ -126,7 +129,7 @@ pub async fn linear_scatter(
     } else {
         let k = (my_id + p - root) % p;
         let x = comm.recv(root, phase.tag(k)).await?;
-        expect_len(comm, root, &x, layout.len(my_id))?;
+        expect_message_len(comm, root, &x, layout.len(my_id))?;
         Ok(x)
     }
 }
@@ -146,14 +149,14 @@ pub async fn linear_scatter(
 /// network; elsewhere each message crosses l links.
 pub async fn linear_gather(comm: &Comm, root: NodeId, layout: &BlockLayout, mine: Bytes) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
-    let phase = Phase(0);
+    let phase = SINGLE;
     if my_id == root {
         let mut blocks = vec![Bytes::new(); p];
         blocks[root] = mine;
         for k in 1..p {
             let src = (root + k) % p;
             let x = comm.recv(src, phase.tag(k)).await?;
-            expect_len(comm, src, &x, layout.len(src))?;
+            expect_message_len(comm, src, &x, layout.len(src))?;
             blocks[src] = x;
         }
         Ok(concat(&blocks))
@@ -179,7 +182,7 @@ pub async fn ring_scatter(comm: &Comm, root: NodeId, layout: &BlockLayout, block
     let p = comm.p();
     let parcels = if comm.id() == root { layout.cut(&blocks, 0..p) } else { Vec::new() };
     let ring = LineGroup::ring(p);
-    scatter_along(comm, &ring, root, parcels, |j| layout.len(j), Phase(0)).await
+    scatter_along(comm, &ring, root, parcels, |j| layout.len(j), SINGLE).await
 }
 
 /// Ring gather, dual of the ring scatter: the far end of each half of the ring sends
@@ -193,7 +196,7 @@ pub async fn ring_scatter(comm: &Comm, root: NodeId, layout: &BlockLayout, block
 /// Steps and cost: those of the ring scatter.
 pub async fn ring_gather(comm: &Comm, root: NodeId, layout: &BlockLayout, mine: Bytes) -> Result<Bytes, CommError> {
     let ring = LineGroup::ring(comm.p());
-    let parcels = gather_along(comm, &ring, root, mine, |j| layout.len(j), Phase(0)).await?;
+    let parcels = gather_along(comm, &ring, root, mine, |j| layout.len(j), SINGLE).await?;
     Ok(parcels.map(|blocks| concat(&blocks)).unwrap_or_default())
 }
 
@@ -248,7 +251,8 @@ pub async fn mesh_scatter(comm: &Comm, root: NodeId, layout: &BlockLayout, block
                 Vec::new()
             };
             let parcel_len = |j: usize| nodes_len(&parcel(j));
-            let mine = scatter_along(comm, &line, root_coords[dim], parcels, parcel_len, Phase(phase as u8)).await?;
+            let mine = scatter_along(comm, &line, root_coords[dim], parcels, parcel_len, phases::grid_dimension(phase))
+                .await?;
             hand.unpack(comm, root, &parcel(my_coords[dim]), mine)?;
         }
     }
@@ -281,7 +285,7 @@ pub async fn mesh_gather(comm: &Comm, root: NodeId, layout: &BlockLayout, mine: 
         let parcel = |j: usize| parcel_nodes(&grid, my_id, dim, j);
         let my_parcel = hand.pack(comm, &parcel(grid.coords(my_id)[dim]))?;
         let parcel_len = |j: usize| nodes_len(&parcel(j));
-        let phase = Phase(dim as u8);
+        let phase = phases::grid_dimension(dim);
         match gather_along(comm, &line, root_coordinate, my_parcel, parcel_len, phase).await? {
             Some(parcels) => {
                 for (j, x) in parcels.into_iter().enumerate() {
@@ -335,7 +339,7 @@ pub async fn hypercube_scatter(
     let (my_id, p) = (comm.id(), comm.p());
     let d = hypercube_dimension(p);
     let labels = Relabelling::new(root, p);
-    let phase = Phase(0);
+    let phase = SINGLE;
     let mut hand = if my_id == root { Hand::whole(comm, layout, blocks)? } else { Hand::empty(layout) };
     let my_virtual_id = labels.to_virtual(my_id);
     let mut mask = (1usize << d) - 1;
@@ -392,7 +396,7 @@ pub async fn hypercube_gather(
     let (my_id, p) = (comm.id(), comm.p());
     let d = hypercube_dimension(p);
     let labels = Relabelling::new(root, p);
-    let phase = Phase(0);
+    let phase = SINGLE;
     if my_id == root {
         return gather_at_root(comm, labels, layout, mine, phase).await;
     }
@@ -455,7 +459,7 @@ async fn gather_at_root(
     for (src, keys, in_place, posted) in posted {
         let x = comm.wait(posted).await?;
         if !in_place {
-            expect_len(comm, src, &x, keys.iter().map(|&key| layout.len(key)).sum())?;
+            expect_message_len(comm, src, &x, keys.iter().map(|&key| layout.len(key)).sum())?;
             let mut at = 0;
             for key in keys {
                 result.copy_in(layout.range(key).start, &x[at..at + layout.len(key)]).map_err(fail)?;

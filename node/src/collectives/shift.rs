@@ -10,8 +10,8 @@
 use bytes::Bytes;
 use topocomm_proto::spec::{Algorithm, Collective};
 
-use super::patterns::{Grid, LineGroup, Phase, hypercube_dimension};
-use super::personalized::position;
+use super::patterns::{Grid, LineGroup, hypercube_dimension, my_position};
+use super::phases::{self, Phase, SINGLE};
 use crate::comm::{Comm, CommError};
 
 /// Runs the shift `algorithm` names.
@@ -35,7 +35,7 @@ pub async fn run(comm: &Comm, algorithm: Algorithm, vector: Bytes, q: usize) -> 
 /// Steps: min(delta, n - delta). Cost (t_s + t_w m) min(delta, n - delta).
 async fn shift_along(comm: &Comm, group: &LineGroup, delta: usize, x: Bytes, phase: Phase) -> Result<Bytes, CommError> {
     let n = group.members.len();
-    let me = position(comm, group, comm.id())?;
+    let me = my_position(comm, &group.members)?;
     let delta = delta % n;
     let (up, down) = (group.members[(me + 1) % n], group.members[(me + n - 1) % n]);
     let (passes, to, from) = if delta <= n - delta { (delta, up, down) } else { (n - delta, down, up) };
@@ -61,7 +61,7 @@ async fn shift_along(comm: &Comm, group: &LineGroup, delta: usize, x: Bytes, pha
 ///
 /// Steps: min(q, p - q). Cost (t_s + t_w m) min(q, p - q).
 pub async fn ring(comm: &Comm, vector: Bytes, q: usize) -> Result<Bytes, CommError> {
-    shift_along(comm, &LineGroup::ring(comm.p()), q, vector, Phase(0)).await
+    shift_along(comm, &LineGroup::ring(comm.p()), q, vector, SINGLE).await
 }
 
 /// Mesh shift (textbook 4.6, circular q-shift on a 2-D mesh with wraparound): with
@@ -95,7 +95,7 @@ pub async fn mesh(comm: &Comm, vector: Bytes, q: usize) -> Result<Bytes, CommErr
     for (step, dim) in (0..dims.len()).rev().enumerate() {
         let stride: usize = dims[dim + 1..].iter().product();
         let line = grid.line(my_id, dim);
-        let (carry, shift) = (Phase(2 * step as u8), Phase(2 * step as u8 + 1));
+        let (carry, shift) = (phases::mesh_shift_carry(step), phases::mesh_shift(step));
         if my_id % stride < q % stride {
             x = shift_along(comm, &line, 1, x, carry).await?;
         }
@@ -121,7 +121,7 @@ pub async fn mesh(comm: &Comm, vector: Bytes, q: usize) -> Result<Bytes, CommErr
 /// plus t_w m per extra hop (store-and-forward).
 pub async fn hypercube(comm: &Comm, vector: Bytes, q: usize) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
-    let phase = Phase(0);
+    let phase = SINGLE;
     let mut x = vector;
     for k in 0..hypercube_dimension(p) {
         if q & (1 << k) != 0 {
