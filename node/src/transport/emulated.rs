@@ -196,7 +196,7 @@ impl Emulation {
 /// * cut-through without packets: a message an intermediate node passes on had its head
 ///   here t_w · m before its tail, so it leaves t_h after the tail arrived — unless the
 ///   link is busy, in which case the head waits and the whole message with it.
-pub fn link_free_at(
+fn link_free_at(
     model: &LinkModel,
     clock: Clock,
     header: &FrameHeader,
