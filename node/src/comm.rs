@@ -18,6 +18,7 @@ use crate::assembly::{AssemblyError, Place};
 use crate::mailbox::{Arrival, Delivery, MessageKey, Take};
 use crate::pacing::Clock;
 use crate::router::{RouteError, Router};
+use crate::simulator::Port;
 use crate::transport::{Payload, Written};
 
 /// How long a receive polls for its message before it sleeps.
@@ -45,13 +46,29 @@ pub struct Posted(Pending);
 
 enum Pending {
     Ready(Delivery, Option<Place>),
-    Waiting { key: MessageKey, waiting: tokio::sync::oneshot::Receiver<Result<Arrival, String>> },
+    Waiting {
+        key: MessageKey,
+        waiting: tokio::sync::oneshot::Receiver<Result<Arrival, String>>,
+    },
+    /// A receive on the simulator's virtual network.
+    Simulated {
+        key: MessageKey,
+        place: Option<Place>,
+    },
+}
+
+/// What a node's messages travel over: the router of a real (or in-memory) cluster, or
+/// the simulator's virtual network.
+#[derive(Clone)]
+enum Network {
+    Routed(Arc<Router>),
+    Simulated(Port),
 }
 
 /// One node's view of the cluster for one iteration of one run.
 #[derive(Clone)]
 pub struct Comm {
-    router: Arc<Router>,
+    network: Network,
     run: u64,
     iteration: u32,
     deadline: Instant,
@@ -72,7 +89,7 @@ impl Comm {
         let timeout_ms =
             u64::try_from(deadline.saturating_duration_since(Instant::now()).as_millis()).unwrap_or(u64::MAX);
         Comm {
-            router,
+            network: Network::Routed(router),
             run,
             iteration,
             deadline,
@@ -82,28 +99,50 @@ impl Comm {
         }
     }
 
+    /// The handle of a node of the simulator's virtual network (see `crate::simulator`):
+    /// it never times out, since the simulator finds a deadlock itself.
+    pub fn simulated(port: Port, run: u64, iteration: u32) -> Self {
+        Comm {
+            network: Network::Simulated(port),
+            run,
+            iteration,
+            deadline: Instant::now(),
+            timeout_ms: 0,
+            step: Arc::new(AtomicU16::new(0)),
+            causal_ns: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
     /// This handle, its iteration started at `start` (under emulation, the first sends
     /// are ready to go then).
     pub fn started_at(self, start: Instant) -> Self {
-        if self.router.emulation().is_on() {
-            self.causal_ns.fetch_max(self.router.timeline().ns(start), Ordering::Relaxed);
+        if let Network::Routed(router) = &self.network
+            && router.emulation().is_on()
+        {
+            self.causal_ns.fetch_max(router.timeline().ns(start), Ordering::Relaxed);
         }
         self
     }
 
     /// This node's id, 0..p-1.
     pub fn id(&self) -> NodeId {
-        self.router.id()
+        match &self.network {
+            Network::Routed(router) => router.id(),
+            Network::Simulated(port) => port.id(),
+        }
     }
 
     /// The number of nodes.
     pub fn p(&self) -> usize {
-        self.router.topology().p()
+        self.topology().p()
     }
 
     /// The topology the cluster is wired as (algorithms made for a grid read its shape).
     pub fn topology(&self) -> &Topology {
-        self.router.topology()
+        match &self.network {
+            Network::Routed(router) => router.topology(),
+            Network::Simulated(port) => port.topology(),
+        }
     }
 
     /// The iteration this handle belongs to.
@@ -143,8 +182,16 @@ impl Comm {
             due_ns: 0,
         };
         let causal_ns = self.causal_ns.load(Ordering::Relaxed);
-        let ready_at = (causal_ns > 0).then(|| self.router.timeline().instant(causal_ns));
-        self.router.originate(header, data, ready_at, written).map_err(|error| self.route_error(error))
+        match &self.network {
+            Network::Routed(router) => {
+                let ready_at = (causal_ns > 0).then(|| router.timeline().instant(causal_ns));
+                router.originate(header, data, ready_at, written).map_err(|error| self.route_error(error))
+            }
+            // The virtual network takes the frame at once: it is written as it is sent.
+            Network::Simulated(port) => port
+                .originate(header, data, causal_ns)
+                .map_err(|error| CommError::Route { me: self.id(), reason: error.to_string() }),
+        }
     }
 
     /// Waits for the next message from node `src` with `tag`.
@@ -172,7 +219,16 @@ impl Comm {
     pub fn post_maybe_into(&self, src: NodeId, tag: Tag, place: Option<Place>) -> Result<Posted, CommError> {
         self.check_peer(src)?;
         let key = MessageKey { run: self.run, iteration: self.iteration, src, tag };
-        match self.router.mailbox().take_into(key, place) {
+        let router = match &self.network {
+            Network::Routed(router) => router,
+            Network::Simulated(port) => {
+                return Ok(Posted(match port.take(src, tag) {
+                    Some(delivery) => Pending::Ready(delivery, place),
+                    None => Pending::Simulated { key, place },
+                }));
+            }
+        };
+        match router.mailbox().take_into(key, place) {
             Ok(Take::Ready(delivery, place)) => Ok(Posted(Pending::Ready(delivery, place))),
             Ok(Take::Wait(waiting)) => Ok(Posted(Pending::Waiting { key, waiting })),
             Err(reason) => Err(CommError::Link { me: self.id(), reason }),
@@ -186,9 +242,19 @@ impl Comm {
             // step too) when the schedule takes it.
             Pending::Ready(delivery, place) => return self.arrived(delivery, place),
             Pending::Waiting { key, waiting } => (key, waiting),
+            Pending::Simulated { key, place } => {
+                let Network::Simulated(port) = &self.network else {
+                    unreachable!("a simulated receive belongs to a simulated handle")
+                };
+                let delivery = port.receive(key.src, key.tag).await;
+                return self.arrived(delivery, place);
+            }
+        };
+        let Network::Routed(router) = &self.network else {
+            unreachable!("a routed receive belongs to a routed handle")
         };
         let mut waiting = waiting;
-        if self.router.clock() == Clock::Real {
+        if router.clock() == Clock::Real {
             // Poll for a while before sleeping, as MPI's progress engine does: a message
             // is then taken when it comes (on emulated links: at its due time), not a
             // wake-up later (60-120 µs on a virtual machine). Between looks the poll
@@ -212,7 +278,7 @@ impl Comm {
             Ok(Ok(arrival)) => self.took(Some(arrival)),
             Ok(Err(_closed)) => self.took(None),
             Err(_elapsed) => {
-                self.router.mailbox().abandon(key);
+                router.mailbox().abandon(key);
                 let (src, tag) = (key.src, key.tag);
                 Err(CommError::Timeout { me: self.id(), src, tag, timeout_ms: self.timeout_ms })
             }
@@ -233,9 +299,11 @@ impl Comm {
     /// land in.
     fn arrived(&self, delivery: Delivery, place: Option<Place>) -> Result<Bytes, CommError> {
         self.step.fetch_max(delivery.step, Ordering::Relaxed);
-        if delivery.due_ns > 0 {
+        if let Network::Routed(router) = &self.network
+            && delivery.due_ns > 0
+        {
             // The field is computed only when the trace line is enabled.
-            tracing::trace!(late_us = crate::pacing::late_us(self.router.timeline().instant(delivery.due_ns)), "taken");
+            tracing::trace!(late_us = crate::pacing::late_us(router.timeline().instant(delivery.due_ns)), "taken");
         }
         self.causal_ns.fetch_max(delivery.due_ns, Ordering::Relaxed);
         match place {
@@ -259,6 +327,10 @@ impl Comm {
     /// sent buffer is free by the next step: an exchange loop (recursive doubling) holds
     /// its input, the vector it sends and the one it receives, never a fourth.
     pub async fn exchange(&self, dst: NodeId, src: NodeId, tag: Tag, data: Bytes) -> Result<Bytes, CommError> {
+        if let Network::Simulated(_) = &self.network {
+            self.send_payload(dst, tag, Payload::One(data), None)?;
+            return self.recv(src, tag).await;
+        }
         let (written, done) = Written::new();
         self.send_payload(dst, tag, Payload::One(data), Some(written))?;
         let received = self.recv(src, tag).await?;

@@ -1,27 +1,23 @@
-//! The cost model. A prediction is the time the run's own algorithm takes on the same
-//! router and links, wired in memory, on a paused clock: the links carry the emulated
-//! physics (t_s once per message at its source, t_h per hop, t_w per byte, store-and-
-//! forward or cut-through packets, one transfer per link direction) and software takes
-//! no time. So the model follows the algorithm's actual schedule of messages — who
-//! sends what to whom in each step, over which route, sharing which links — rather than
-//! a formula written per case; the tests hold it against the textbook's closed forms
-//! (docs/SOURCES.md lists them).
+//! The cost model. A prediction is the time the run's own algorithm takes on the
+//! simulator's virtual network (`topocomm_node::simulator`): the same algorithm code as
+//! a real run, its messages crossing links of the emulated physics (t_s once per message
+//! at its source, t_h per hop, t_w per byte, store-and-forward or cut-through packets,
+//! one transfer per link direction) while software takes no time. So the model follows
+//! the algorithm's actual schedule of messages — who sends what to whom in each step,
+//! over which route, sharing which links — rather than a formula written per case; the
+//! tests hold it against the textbook's closed forms (docs/SOURCES.md lists them) and
+//! against the real router on in-memory links under a paused clock, the model's earlier
+//! engine, to the nanosecond.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::time::Instant;
 use topocomm_node::collectives;
-use topocomm_node::memory_cluster::MemoryCluster;
-use topocomm_node::pacing::Clock;
+use topocomm_node::simulator::{self, Options, SimulationError};
 use topocomm_proto::Topology;
 use topocomm_proto::flow::FlowEvent;
 use topocomm_proto::reference;
 use topocomm_proto::spec::{LinkModel, RunSpec};
-
-/// Long enough for any emulated run (the virtual clock counts one emulated ns per ms).
-const FOREVER: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
 /// What the model says of one run.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,72 +43,38 @@ impl Prediction {
 /// Why the model could not predict a run.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
-    #[error("cannot start the model's runtime: {0}")]
-    Runtime(std::io::Error),
-    #[error("cannot start the model's thread: {0}")]
-    Thread(std::io::Error),
-    #[error("the model panicked")]
-    Panicked,
+    #[error("the model could not run: {0}")]
+    Simulation(#[from] SimulationError),
     #[error("the model could not run node {node}: {reason}")]
     Node { node: usize, reason: String },
 }
 
 /// Predicts `spec` (its algorithm already resolved) on `topology` under `model`.
 pub fn predict(spec: &RunSpec, topology: &Topology, model: LinkModel) -> Result<Prediction, ModelError> {
-    let (spec, topology) = (spec.clone(), topology.clone());
-    std::thread::Builder::new()
-        .name("topocomm-model".into())
-        .spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .start_paused(true)
-                .build()
-                .map_err(ModelError::Runtime)?;
-            runtime.block_on(simulate(spec, &topology, model))
-        })
-        .map_err(ModelError::Thread)?
-        .join()
-        .map_err(|_| ModelError::Panicked)?
-}
-
-async fn simulate(spec: RunSpec, topology: &Topology, model: LinkModel) -> Result<Prediction, ModelError> {
-    let cluster = MemoryCluster::with_clock(topology, Clock::Virtual);
-    let p = topology.p();
-    for id in 0..p {
-        cluster.router(id).set_emulation(Some(model), 0);
-        cluster.router(id).start_recording();
-    }
-    let spec = Arc::new(spec);
-    let start = Instant::now();
-    let shared = spec.clone();
-    let finished = cluster
-        .run_all(spec.run, FOREVER, move |comm| {
-            let spec = shared.clone();
-            async move {
-                // The timing does not depend on the values, only on the lengths.
-                let input = Bytes::from(vec![0u8; reference::input_len(&spec, comm.p(), comm.id())]);
-                collectives::run(&comm, &spec, input).await?;
-                Ok((Instant::now(), comm.steps()))
-            }
-        })
-        .await;
-    let mut time_ns = 0;
+    let spec = Arc::new(spec.clone());
+    let options = Options { run: spec.run, record: true, ..Options::default() };
+    let simulation = simulator::simulate(topology, model, options, |comm| {
+        let spec = spec.clone();
+        async move {
+            // The timing does not depend on the values, only on the lengths.
+            let input = Bytes::from(vec![0u8; reference::input_len(&spec, comm.p(), comm.id())]);
+            collectives::run(&comm, &spec, input).await?;
+            Ok(comm.steps())
+        }
+    })?;
     let mut steps = 0;
-    for (node, result) in finished.into_iter().enumerate() {
-        let (done, node_steps) = result.map_err(|e| ModelError::Node { node, reason: e.to_string() })?;
-        time_ns = time_ns.max(Clock::Virtual.nanos(done - start));
-        steps = steps.max(node_steps);
+    for (node, result) in simulation.results.into_iter().enumerate() {
+        steps = steps.max(result.map_err(|e| ModelError::Node { node, reason: e.to_string() })?);
     }
-    let (mut messages, mut forwarded, mut events) = (0, 0, Vec::new());
-    for id in 0..p {
-        let router = cluster.router(id);
-        let traffic = router.traffic();
-        messages += traffic.frames_sent;
-        forwarded += traffic.frames_forwarded;
-        events.extend(router.take_recording());
-    }
+    let mut events = simulation.events;
     events.sort_by_key(|e| (e.at_ns, e.node));
-    Ok(Prediction { time_ns, steps, messages, forwarded, events })
+    Ok(Prediction {
+        time_ns: simulation.time_ns,
+        steps,
+        messages: simulation.totals.messages,
+        forwarded: simulation.totals.forwarded,
+        events,
+    })
 }
 
 /// The model against the textbook's store-and-forward closed forms ([KGGK94 ch. 3],
@@ -502,5 +464,208 @@ mod tests {
         let links = PHYSICS[1].links(Routing::Ct, PACKET as u32);
         let on_ring = model(Collective::Allgather, Algorithm::Hypercube, &ring, m, links);
         assert!(on_ring.time_ns > alone, "contention: {} <= {alone}", on_ring.time_ns);
+    }
+}
+
+/// The model's earlier engine, kept as the proof of the simulator: the real router and
+/// link tasks of every node, wired by in-memory byte pipes, on tokio's paused clock (one
+/// emulated nanosecond per millisecond of it). The simulator must give every case the
+/// same time, steps and traffic, to the nanosecond.
+#[cfg(test)]
+mod earlier_engine {
+    use super::*;
+    use std::time::Duration;
+    use strum::IntoEnumIterator;
+    use tokio::time::Instant;
+    use topocomm_node::memory_cluster::MemoryCluster;
+    use topocomm_node::pacing::Clock;
+    use topocomm_proto::TopologyKind;
+    use topocomm_proto::catalogue;
+    use topocomm_proto::spec::{Collective, Routing};
+
+    /// Long enough for any emulated run (the virtual clock counts one emulated ns per ms).
+    const FOREVER: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+    /// Predicts `spec` the earlier way.
+    pub fn predict_on_routers(spec: &RunSpec, topology: &Topology, model: LinkModel) -> Prediction {
+        let runtime =
+            tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().expect("a runtime");
+        runtime.block_on(async {
+            let cluster = MemoryCluster::with_clock(topology, Clock::Virtual);
+            let p = topology.p();
+            for id in 0..p {
+                cluster.router(id).set_emulation(Some(model), 0);
+                cluster.router(id).start_recording();
+            }
+            let spec = Arc::new(spec.clone());
+            let start = Instant::now();
+            let shared = spec.clone();
+            let finished = cluster
+                .run_all(spec.run, FOREVER, move |comm| {
+                    let spec = shared.clone();
+                    async move {
+                        let input = Bytes::from(vec![0u8; reference::input_len(&spec, comm.p(), comm.id())]);
+                        collectives::run(&comm, &spec, input).await?;
+                        Ok((Instant::now(), comm.steps()))
+                    }
+                })
+                .await;
+            let (mut time_ns, mut steps) = (0, 0);
+            for result in finished {
+                let (done, node_steps) = result.expect("the earlier engine runs every case");
+                time_ns = time_ns.max(Clock::Virtual.nanos(done - start));
+                steps = steps.max(node_steps);
+            }
+            let (mut messages, mut forwarded, mut events) = (0, 0, Vec::new());
+            for id in 0..p {
+                let router = cluster.router(id);
+                let traffic = router.traffic();
+                messages += traffic.frames_sent;
+                forwarded += traffic.frames_forwarded;
+                events.extend(router.take_recording());
+            }
+            events.sort_by_key(|e| (e.at_ns, e.node));
+            Prediction { time_ns, steps, messages, forwarded, events }
+        })
+    }
+
+    fn shapes() -> Vec<Topology> {
+        let shape = |kind, p, dims: Option<&[usize]>| Topology::new(kind, p, dims).expect("a valid shape");
+        vec![
+            shape(TopologyKind::Ring, 5, None),
+            shape(TopologyKind::Ring, 8, None),
+            shape(TopologyKind::Torus, 9, Some(&[3, 3])),
+            shape(TopologyKind::Torus, 8, Some(&[2, 4])),
+            shape(TopologyKind::Mesh, 6, Some(&[2, 3])),
+            shape(TopologyKind::Hypercube, 8, None),
+            shape(TopologyKind::Hypercube, 16, None),
+            shape(TopologyKind::Full, 6, None),
+            shape(TopologyKind::Torus3d, 8, Some(&[2, 2, 2])),
+        ]
+    }
+
+    /// The cases `bench-model` predicts (its defaults: the default algorithm of every
+    /// collective on rings, tori and hypercubes, store-and-forward and cut-through, its
+    /// physics and sizes) at `nodes`: the simulator must give each what the routers gave,
+    /// to the nanosecond. (Its dissemination barrier, whose messages are relayed on a
+    /// torus, is predicted only to size deadlines; see the test below for relays.)
+    fn check_bench_model_cases(nodes: &[usize], sizes: &[u64]) {
+        let mut mismatches = Vec::new();
+        let mut cases = 0;
+        for &p in nodes {
+            for kind in [TopologyKind::Ring, TopologyKind::Torus, TopologyKind::Hypercube] {
+                let topology = Topology::new(kind, p, None).expect("a valid shape");
+                for routing in [Routing::Sf, Routing::Ct] {
+                    let model = LinkModel { ts_ns: 200_000, th_ns: 20_000, tw_ps: 10_000, routing, packet_bytes: 0 };
+                    // Every collective but barrier and ping-pong, as bench-model's default.
+                    for collective in Collective::iter() {
+                        if matches!(collective, Collective::Barrier | Collective::PingPong) {
+                            continue;
+                        }
+                        let algorithm = catalogue::default_algorithm(collective, kind);
+                        for &size in sizes {
+                            let spec = RunSpec { size_bytes: size, ..RunSpec::new(collective, algorithm) };
+                            if spec.validate(p).is_err() {
+                                continue;
+                            }
+                            cases += 1;
+                            let new = predict(&spec, &topology, model).expect("the simulator runs every case");
+                            let old = predict_on_routers(&spec, &topology, model);
+                            if (new.time_ns, new.steps, new.messages, new.forwarded)
+                                != (old.time_ns, old.steps, old.messages, old.forwarded)
+                            {
+                                mismatches.push(format!(
+                                    "{collective} {algorithm} on {topology}, {size} B, {routing}: simulator {} ns, routers {} ns",
+                                    new.time_ns, old.time_ns
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(mismatches.is_empty(), "{} of {cases} cases differ:\n{}", mismatches.len(), mismatches.join("\n"));
+        println!("{cases} cases equal");
+    }
+
+    #[test]
+    fn bench_model_cases_at_8_and_16_nodes_equal_the_routers() {
+        check_bench_model_cases(&[8, 16], &[1024, 64 * 1024, 1024 * 1024]);
+    }
+
+    /// Every algorithm on every shape, under store-and-forward, cut-through and
+    /// cut-through packets: where no node passes a message on, the simulator must give
+    /// what the routers gave, exactly. Where messages are relayed, the two may differ: a
+    /// router hands a relayed frame to its next link as soon as the frame's head is read
+    /// (ahead of its emulated time), and the link carried frames in that order, so a
+    /// message that became ready earlier could wait behind a relayed one that was not
+    /// ready yet; the simulator's links serve frames in the order they become ready.
+    /// `a_link_serves_frames_in_the_order_they_become_ready` shows one such case.
+    #[test]
+    fn without_relays_the_simulator_gives_what_the_routers_gave() {
+        let links = [
+            LinkModel { ts_ns: 100_000, th_ns: 7_000, tw_ps: 3_000, routing: Routing::Sf, packet_bytes: 0 },
+            LinkModel { ts_ns: 100_000, th_ns: 7_000, tw_ps: 3_000, routing: Routing::Ct, packet_bytes: 0 },
+            LinkModel { ts_ns: 100_000, th_ns: 7_000, tw_ps: 3_000, routing: Routing::Ct, packet_bytes: 256 },
+        ];
+        let (mut mismatches, mut compared, mut relayed) = (Vec::new(), 0, 0);
+        for topology in shapes() {
+            for entry in catalogue::ENTRIES {
+                for model in links {
+                    for size in [8u64, 1024] {
+                        let spec = RunSpec { size_bytes: size, ..RunSpec::new(entry.collective, entry.algorithm) };
+                        let Ok(new) = predict(&spec, &topology, model) else { continue };
+                        let old = predict_on_routers(&spec, &topology, model);
+                        assert_eq!(
+                            (new.steps, new.messages, new.forwarded),
+                            (old.steps, old.messages, old.forwarded),
+                            "{} {} on {topology}: the same schedule",
+                            entry.collective,
+                            entry.algorithm
+                        );
+                        if new.forwarded > 0 {
+                            relayed += 1;
+                            continue;
+                        }
+                        compared += 1;
+                        if new.time_ns != old.time_ns {
+                            mismatches.push(format!(
+                                "{} {} on {topology}, {size} B, {model:?}: simulator {} ns, routers {} ns",
+                                entry.collective, entry.algorithm, new.time_ns, old.time_ns
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(compared > 1000 && relayed > 100, "{compared} cases compared, {relayed} with relays");
+        assert!(mismatches.is_empty(), "{} of {compared} cases differ:\n{}", mismatches.len(), mismatches.join("\n"));
+    }
+
+    /// A linear reduction on a ring of 5 (t_s 100 µs, t_h 7 µs, t_w 3 ns/B, 8 B): node 3's
+    /// message to node 0 is relayed by node 4, whose own message to node 0 was ready at
+    /// once. The routers' link 4 → 0 carried the relayed frame first, because node 4's
+    /// router got it before node 4's own send; so node 4's message, ready at 0, arrived
+    /// only after the relayed one (ready at 107,024 ns): 221,072 ns in all. The
+    /// simulator's link serves node 4's message first (t_s + t_h + t_w m = 107,024 ns),
+    /// then the relayed one (t_h + t_w m later: 114,048 ns), and the reduction ends with
+    /// it.
+    #[test]
+    fn a_link_serves_frames_in_the_order_they_become_ready() {
+        let topology = Topology::new(TopologyKind::Ring, 5, None).expect("a ring");
+        let model = LinkModel { ts_ns: 100_000, th_ns: 7_000, tw_ps: 3_000, routing: Routing::Sf, packet_bytes: 0 };
+        let spec =
+            RunSpec { size_bytes: 8, ..RunSpec::new(Collective::Reduce, topocomm_proto::spec::Algorithm::Linear) };
+        let new = predict(&spec, &topology, model).expect("a prediction");
+        let delivered = |from: usize| {
+            new.events
+                .iter()
+                .find(|e| e.kind == topocomm_proto::flow::FlowKind::Deliver && e.src == from)
+                .map(|e| e.at_ns)
+                .expect("delivered")
+        };
+        assert_eq!(delivered(4), 107_024, "node 4's own message goes first");
+        assert_eq!(delivered(3), 114_048, "the relayed one follows it");
+        assert_eq!(new.time_ns, 114_048);
     }
 }

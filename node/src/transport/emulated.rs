@@ -34,17 +34,11 @@ pub struct Emulation {
     timeline: RwLock<Timeline>,
 }
 
-/// When an emulated link (one direction of it) is next free: each link's writer keeps
-/// one and hands it to [`Emulation::depart`] with every frame.
-#[derive(Debug, Clone, Copy)]
+/// When an emulated link (one direction of it) is next free, on the emulated timeline:
+/// each link's writer keeps one and hands it to [`Emulation::depart`] with every frame.
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Occupancy {
-    free_at: Instant,
-}
-
-impl Default for Occupancy {
-    fn default() -> Self {
-        Occupancy { free_at: Instant::now() }
-    }
+    free_ns: u64,
 }
 
 impl Emulation {
@@ -117,39 +111,21 @@ impl Emulation {
     /// hop passes them on as they arrive), in order; `Err` gives the payload back when
     /// the message leaves whole.
     pub fn packets(&self, header: FrameHeader, payload: Payload) -> Result<Vec<(FrameHeader, Payload)>, Payload> {
-        let Some(model) = self.model().filter(|model| model.packetized() && header.tag < SYSTEM_TAG_BASE) else {
-            return Err(payload);
-        };
-        let payload = payload.into_bytes();
-        let packet = model.packet_len(payload.len());
-        let count = payload.len().div_ceil(packet).max(1);
-        Ok((0..count)
-            .map(|index| {
-                let part =
-                    payload.slice((index * packet).min(payload.len())..((index + 1) * packet).min(payload.len()));
-                (FrameHeader { packet: index as u32, last: index + 1 == count, ..header }, Payload::One(part))
-            })
-            .collect())
+        split_into_packets(self.model(), header, payload)
     }
 
     /// Stamps an algorithm frame leaving a link free from `occupancy` with the instant
-    /// its tail reaches the peer ([`link_free_at`]), and marks the link busy until then.
+    /// its tail reaches the peer ([`link_free_ns`]), and marks the link busy until then.
     pub fn depart(&self, occupancy: &mut Occupancy, outgoing: &mut Outgoing) {
         let Some(model) = self.model().filter(|_| outgoing.header.tag < SYSTEM_TAG_BASE) else {
             return;
         };
         let timeline = self.timeline();
         let header = &outgoing.header;
-        occupancy.free_at = link_free_at(
-            &model,
-            timeline.clock(),
-            header,
-            outgoing.payload.len(),
-            outgoing.ready_at,
-            occupancy.free_at,
-        );
+        let ready_ns = timeline.ns(outgoing.ready_at);
+        occupancy.free_ns = link_free_ns(&model, header, outgoing.payload.len(), ready_ns, occupancy.free_ns);
         // Never due before it is written (a writer that ran late delays it).
-        outgoing.header.due_ns = timeline.ns(occupancy.free_at.max(Instant::now()));
+        outgoing.header.due_ns = occupancy.free_ns.max(timeline.ns(Instant::now()));
     }
 
     /// An emulated frame for node `me` travelled ahead of its time: it is released when
@@ -182,13 +158,17 @@ impl Emulation {
     /// a hop: the costs that stand for it in the model) hides inside the emulated time;
     /// beyond that it delays the frame, and the wire time t_w·m is never hidden.
     fn ready_from(&self, due: Instant, slack_ns: u64) -> Instant {
-        let now = Instant::now();
-        due.max(now.checked_sub(self.clock().duration(slack_ns)).unwrap_or(now))
+        let timeline = self.timeline();
+        timeline.instant(ready_after(timeline.ns(due), timeline.ns(Instant::now()), slack_ns))
     }
 }
 
-/// When an emulated link, free from `free_at`, has carried the frame `header` heads (with
-/// `payload_len` bytes, ready to go at `ready_at`):
+/// The physics itself, in emulated nanoseconds and free of any clock: what the emulation
+/// applies to real links as they carry frames, and what the simulator applies to its
+/// virtual ones (`crate::simulator`), so that both give every frame the same times.
+///
+/// When an emulated link, free from `free_ns`, has carried the frame `header` heads (with
+/// `payload_len` bytes, ready to go at `ready_ns`):
 ///
 /// * a frame (a message, or one packet of it) occupies the link for t_w · bytes, plus
 ///   t_h on a message's first packet, plus t_s when its source sends it; it starts when
@@ -196,26 +176,56 @@ impl Emulation {
 /// * cut-through without packets: a message an intermediate node passes on had its head
 ///   here t_w · m before its tail, so it leaves t_h after the tail arrived — unless the
 ///   link is busy, in which case the head waits and the whole message with it.
-fn link_free_at(
-    model: &LinkModel,
-    clock: Clock,
-    header: &FrameHeader,
-    payload_len: usize,
-    ready_at: Instant,
-    free_at: Instant,
-) -> Instant {
-    let transfer = clock.duration(model.transfer_ns(payload_len));
-    let mut busy = transfer;
+pub fn link_free_ns(model: &LinkModel, header: &FrameHeader, payload_len: usize, ready_ns: u64, free_ns: u64) -> u64 {
+    let mut busy = model.transfer_ns(payload_len);
     if header.packet == 0 {
-        busy += clock.duration(model.th_ns);
+        busy += model.th_ns;
         if header.hops == 0 {
-            busy += clock.duration(model.ts_ns);
+            busy += model.ts_ns;
         }
     }
-    let ready = if model.cuts_through_whole() && header.hops > 0 {
-        ready_at.checked_sub(transfer).unwrap_or(ready_at)
+    free_ns.max(head_ready_ns(model, header, payload_len, ready_ns)) + busy
+}
+
+/// When the head of the frame `header` heads (`payload_len` bytes, ready to go at
+/// `ready_ns`: its tail is here then) may start on its next link: at once, but under
+/// cut-through without packets a message an intermediate node passes on had its head
+/// here t_w · m before its tail.
+pub fn head_ready_ns(model: &LinkModel, header: &FrameHeader, payload_len: usize, ready_ns: u64) -> u64 {
+    if model.cuts_through_whole() && header.hops > 0 {
+        ready_ns.saturating_sub(model.transfer_ns(payload_len))
     } else {
-        ready_at
+        ready_ns
+    }
+}
+
+/// When a frame whose schedule lets it go at `due_ns` is ready to go, the software having
+/// got to it at `now_ns`: software time up to `slack_ns` (t_s at the source, t_h at a hop:
+/// the costs that stand for it in the model) hides inside the emulated time; beyond that
+/// it delays the frame. In the simulator software takes no time, so this is `due_ns`
+/// whenever the node acts at the instant its schedule allows.
+pub fn ready_after(due_ns: u64, now_ns: u64, slack_ns: u64) -> u64 {
+    due_ns.max(now_ns.saturating_sub(slack_ns))
+}
+
+/// Under cut-through with packets (`model`), the packets an algorithm message leaves in
+/// (each hop passes them on as they arrive), in order; `Err` gives the payload back when
+/// the message leaves whole (no model, no packets, or a runtime frame).
+pub fn split_into_packets(
+    model: Option<LinkModel>,
+    header: FrameHeader,
+    payload: Payload,
+) -> Result<Vec<(FrameHeader, Payload)>, Payload> {
+    let Some(model) = model.filter(|model| model.packetized() && header.tag < SYSTEM_TAG_BASE) else {
+        return Err(payload);
     };
-    free_at.max(ready) + busy
+    let payload = payload.into_bytes();
+    let packet = model.packet_len(payload.len());
+    let count = payload.len().div_ceil(packet).max(1);
+    Ok((0..count)
+        .map(|index| {
+            let part = payload.slice((index * packet).min(payload.len())..((index + 1) * packet).min(payload.len()));
+            (FrameHeader { packet: index as u32, last: index + 1 == count, ..header }, Payload::One(part))
+        })
+        .collect())
 }
