@@ -4,6 +4,7 @@
 
 pub mod bench_model;
 pub mod calibrate;
+pub mod closed_form;
 pub mod explain;
 pub mod model;
 pub mod sweep;

@@ -9,14 +9,10 @@
 //! against the real router on in-memory links under a paused clock, the model's earlier
 //! engine, to the nanosecond.
 
-use std::sync::Arc;
-
-use bytes::Bytes;
-use topocomm_node::collectives;
-use topocomm_node::simulator::{self, Options, SimulationError};
+use topocomm_node::simulator::spec::{Inputs, SimulatedRunError};
+use topocomm_node::simulator::{self, Options};
 use topocomm_proto::Topology;
 use topocomm_proto::flow::FlowEvent;
-use topocomm_proto::reference;
 use topocomm_proto::spec::{LinkModel, RunSpec};
 
 /// What the model says of one run.
@@ -42,38 +38,20 @@ impl Prediction {
 
 /// Why the model could not predict a run.
 #[derive(Debug, thiserror::Error)]
-pub enum ModelError {
-    #[error("the model could not run: {0}")]
-    Simulation(#[from] SimulationError),
-    #[error("the model could not run node {node}: {reason}")]
-    Node { node: usize, reason: String },
-}
+#[error("the model could not run: {0}")]
+pub struct ModelError(#[from] SimulatedRunError);
 
 /// Predicts `spec` (its algorithm already resolved) on `topology` under `model`.
 pub fn predict(spec: &RunSpec, topology: &Topology, model: LinkModel) -> Result<Prediction, ModelError> {
-    let spec = Arc::new(spec.clone());
     let options = Options { run: spec.run, record: true, ..Options::default() };
-    let simulation = simulator::simulate(topology, model, options, |comm| {
-        let spec = spec.clone();
-        async move {
-            // The timing does not depend on the values, only on the lengths.
-            let input = Bytes::from(vec![0u8; reference::input_len(&spec, comm.p(), comm.id())]);
-            collectives::run(&comm, &spec, input).await?;
-            Ok(comm.steps())
-        }
-    })?;
-    let mut steps = 0;
-    for (node, result) in simulation.results.into_iter().enumerate() {
-        steps = steps.max(result.map_err(|e| ModelError::Node { node, reason: e.to_string() })?);
-    }
-    let mut events = simulation.events;
-    events.sort_by_key(|e| (e.at_ns, e.node));
+    // The timing does not depend on the values, only on the lengths.
+    let simulated = simulator::spec::run(spec, topology, model, Inputs::Zeros, options)?;
     Ok(Prediction {
-        time_ns: simulation.time_ns,
-        steps,
-        messages: simulation.totals.messages,
-        forwarded: simulation.totals.forwarded,
-        events,
+        time_ns: simulated.time_ns,
+        steps: simulated.steps,
+        messages: simulated.totals.messages,
+        forwarded: simulated.totals.forwarded,
+        events: simulated.events,
     })
 }
 
@@ -474,13 +452,17 @@ mod tests {
 #[cfg(test)]
 mod earlier_engine {
     use super::*;
+    use bytes::Bytes;
+    use std::sync::Arc;
     use std::time::Duration;
     use strum::IntoEnumIterator;
     use tokio::time::Instant;
+    use topocomm_node::collectives;
     use topocomm_node::memory_cluster::MemoryCluster;
     use topocomm_node::pacing::Clock;
     use topocomm_proto::TopologyKind;
     use topocomm_proto::catalogue;
+    use topocomm_proto::reference;
     use topocomm_proto::spec::{Collective, Routing};
 
     /// Long enough for any emulated run (the virtual clock counts one emulated ns per ms).

@@ -13,6 +13,7 @@
 //! command gives the same numbers, byte for byte.
 
 pub mod network;
+pub mod spec;
 
 use std::collections::VecDeque;
 use std::pin::Pin;
