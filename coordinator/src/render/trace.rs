@@ -292,20 +292,32 @@ pub fn write_run_outputs(
         return Ok(());
     }
     let topology = Topology::new(outcome.topology.kind, outcome.topology.p, Some(&outcome.topology.dims))?;
-    let spec = &outcome.spec;
     let flow = run_flow(outputs, outcome, &topology, predicted, links, schedule)?;
+    write_flow(outputs, &flow.events, &outcome.spec, &topology, &flow.routing, &flow.source)
+}
+
+/// Writes what `--trace` and `--diagram` ask of the message flow `events` of `spec` on
+/// `topology` (`routing` describes the links, `source` where the events come from).
+pub fn write_flow(
+    outputs: FlowOutputs,
+    events: &[FlowEvent],
+    spec: &RunSpec,
+    topology: &Topology,
+    routing: &str,
+    source: &str,
+) -> anyhow::Result<()> {
     let title =
         format!("{} ({}) on a {topology}, {} per node", spec.collective, spec.algorithm, size_text(spec.size_bytes));
     if let Some(path) = outputs.trace {
         let meta = TraceMeta {
-            title: format!("{title} — {}", flow.source),
+            title: format!("{title} — {source}"),
             nodes: topology.p(),
             details: json!({
                 "collective": spec.collective, "algorithm": spec.algorithm, "topology": topology.to_string(),
-                "size_bytes": spec.size_bytes, "links": flow.routing, "events": flow.source, "run": spec.run,
+                "size_bytes": spec.size_bytes, "links": routing, "events": source, "run": spec.run,
             }),
         };
-        let text = serde_json::to_string(&chrome_json(&flow.events, &meta))?;
+        let text = serde_json::to_string(&chrome_json(events, &meta))?;
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
         eprintln!("wrote the trace to {} (open it in ui.perfetto.dev or chrome://tracing)", path.display());
     }
@@ -316,13 +328,13 @@ pub fn write_run_outputs(
             collective: spec.collective.to_string(),
             algorithm: spec.algorithm.to_string(),
             topology: topology.to_string(),
-            routing: flow.routing.clone(),
+            routing: routing.to_owned(),
             size_bytes: spec.size_bytes,
             nodes: topology.p(),
-            source: flow.source.clone(),
+            source: source.to_owned(),
             by_steps: outputs.by_steps,
         };
-        diagram::render(&flow.events, &meta, path)?;
+        diagram::render(events, &meta, path)?;
         eprintln!("wrote the space-time diagram to {}", path.display());
     }
     Ok(())

@@ -1,0 +1,478 @@
+//! `topocomm simulate`: the collective algorithms, unchanged, on the simulator's virtual
+//! network (`topocomm_node::simulator`) instead of daemons — thousands to millions of
+//! nodes in seconds. One point prints what `run` prints (time, frames sent and
+//! forwarded, busiest link, steps) plus what the simulation cost; several node counts,
+//! topologies or algorithms print a scaling table with the textbook's closed form beside
+//! each point that has one, and `--plot` draws time against p.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use bytesize::ByteSize;
+use clap::{Args, ValueEnum};
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use serde::Serialize;
+use topocomm_node::simulator::spec::{Inputs, SimulatedRun};
+use topocomm_node::simulator::{self, Options};
+use topocomm_proto::spec::{Algorithm, Collective, Dtype, LinkModel, ReduceOp, RunSpec};
+use topocomm_proto::{Topology, TopologyKind, catalogue, reference};
+
+use crate::control::parse::{
+    ParseError, parse_collective, parse_dims, parse_dtype, parse_op, parse_size, parse_timeout, parse_topology,
+};
+use crate::control::request::{self, LinkArgs};
+use crate::render::quantity::size_text;
+use crate::render::report::{BusiestLink, LinkPhysics, TimeStats};
+use crate::render::trace::{self, FlowOutputs};
+use crate::tools::closed_form;
+use crate::tools::explain;
+use crate::tools::sweep::{Algorithms, parse_algorithms};
+
+/// `topocomm simulate`: what `run` takes, with node counts, topologies and algorithms as
+/// lists.
+#[derive(Debug, Clone, Args)]
+pub struct SimulateArgs {
+    /// The collective: broadcast, reduce, allgather, reduce-scatter, allreduce, scan,
+    /// scatter, gather, alltoall, shift, barrier.
+    #[arg(value_parser = parse_collective)]
+    pub collective: Collective,
+    /// Topologies, comma-separated: ring, mesh, torus, mesh3d, torus3d, hypercube, full.
+    #[arg(long, short = 't', value_delimiter = ',', default_value = "hypercube", value_parser = parse_topology)]
+    pub topology: Vec<TopologyKind>,
+    /// Extents for mesh/torus (RxC) and mesh3d/torus3d (AxBxC), with one topology and
+    /// one node count; default the squarest.
+    #[arg(long, value_parser = parse_dims)]
+    pub dims: Option<std::vec::Vec<usize>>,
+    /// Node counts: `8..65536` (doubling from the first) or a comma list (`1024,4096`).
+    // `std::vec::Vec`, not `Vec`: clap would read `Vec<_>` as many values of usize.
+    #[arg(long, short = 'n', default_value = "8", value_parser = parse_node_counts)]
+    pub nodes: std::vec::Vec<usize>,
+    /// Algorithms: `all` (every one of the collective's), `auto`, or a comma list;
+    /// default the one made for each topology.
+    #[arg(long, short = 'a', value_parser = parse_algorithms)]
+    pub algorithm: Option<Algorithms>,
+    /// Bytes per node (B, KiB, MiB, GiB, or KB/MB), a whole number of elements.
+    #[arg(long, short = 's', default_value = "8B", value_parser = parse_size)]
+    pub size: u64,
+    /// The root of broadcast, reduce, scatter and gather.
+    #[arg(long, default_value_t = 0)]
+    pub root: usize,
+    /// Element type: i32, i64, f32, f64.
+    #[arg(long, default_value = "f64", value_parser = parse_dtype)]
+    pub dtype: Dtype,
+    /// Reduction operator: sum, prod, min, max.
+    #[arg(long, default_value = "sum", value_parser = parse_op)]
+    pub op: ReduceOp,
+    /// Shift: how many places the data moves.
+    #[arg(long, default_value_t = 1)]
+    pub shift: usize,
+    /// Scan: exclusive prefix.
+    #[arg(long)]
+    pub exclusive: bool,
+    /// Seed of the generated inputs.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The links' physics (default: t_s 100 µs, t_h 10 µs, t_w 10 ns/B, as `explain`).
+    #[command(flatten)]
+    pub links: LinkArgs,
+    /// What messages carry: `data` (the reference's inputs; every node's result is
+    /// verified), `lengths` (lengths only, nothing verified: for sizes whose data would
+    /// not fit in memory), or `auto` (data when it fits).
+    #[arg(long, value_enum, default_value_t = PayloadMode::Auto)]
+    pub payload: PayloadMode,
+    /// Print JSON: one object with `run`'s keys for one point, else `{"points": [...]}`.
+    #[arg(long)]
+    pub json: bool,
+    /// Plot time against p, log-log, a line per topology and algorithm, the closed form
+    /// dashed (.svg or .png).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// Write the message flow as a Chrome trace (one point of at most 1,024 nodes).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Draw the message flow as a space-time diagram, .svg or .png (one point of at most
+    /// 1,024 nodes).
+    #[arg(long, value_name = "FILE")]
+    pub diagram: Option<PathBuf>,
+    /// With --diagram: place the messages by step number instead of time.
+    #[arg(long, requires = "diagram")]
+    pub steps: bool,
+    /// Wall time one simulation may take before it is given up (1ms to 24h).
+    #[arg(long, default_value = "10m", value_parser = parse_timeout)]
+    pub timeout: Duration,
+}
+
+/// What the simulated messages carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PayloadMode {
+    /// Data when the estimate fits in the memory available, else lengths only.
+    Auto,
+    /// The reference's data; every result verified.
+    Data,
+    /// Lengths only; nothing verified.
+    Lengths,
+}
+
+/// The most nodes `--trace` and `--diagram` draw.
+const MOST_NODES_DRAWN: usize = 1024;
+
+/// The simulator's bytes per node beyond the data: the node's future and its state.
+const OVERHEAD_PER_NODE: u64 = 4096;
+
+/// Parses `8..65536` (doubling from the first while not above the last) or a comma list.
+pub fn parse_node_counts(text: &str) -> Result<Vec<usize>, ParseError> {
+    let count = |part: &str| -> Result<usize, ParseError> {
+        part.trim().parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| ParseError::NodeCounts { text: text.into() })
+    };
+    if let Some((lo, hi)) = text.split_once("..") {
+        let (lo, hi) = (count(lo)?, count(hi)?);
+        if hi < lo {
+            return Err(ParseError::NodeCounts { text: text.into() });
+        }
+        return Ok(std::iter::successors(Some(lo), |&n| n.checked_mul(2).filter(|&next| next <= hi)).collect());
+    }
+    text.split(',').map(count).collect()
+}
+
+/// One simulated point, with `run`'s keys where they mean the same.
+#[derive(Debug, Clone, Serialize)]
+pub struct Point {
+    pub collective: String,
+    pub algorithm: String,
+    pub topology: String,
+    pub dims: Vec<usize>,
+    pub nodes: usize,
+    pub size_bytes: u64,
+    pub root: usize,
+    pub dtype: String,
+    pub op: String,
+    /// Whether every node's result was verified against the reference (false with
+    /// lengths only).
+    pub verified: bool,
+    /// What the messages carried: "data" or "lengths".
+    pub payload: &'static str,
+    /// The simulated time (one deterministic sample: every statistic is the same).
+    pub time_us: TimeStats,
+    pub frames_sent: u64,
+    pub frames_forwarded: u64,
+    pub busiest_link: Option<BusiestLink>,
+    pub steps: u16,
+    pub links: LinkPhysics,
+    /// The textbook's closed form for this point, where one applies.
+    pub closed_form_us: Option<f64>,
+    pub closed_form: Option<&'static str>,
+    pub simulation: Cost,
+}
+
+/// What a simulation cost.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Cost {
+    pub wall_s: f64,
+    /// Messages the nodes sent, over the wall time.
+    pub messages_per_second: f64,
+    /// Link crossings of frames (a message over h links, in k packets, makes h k).
+    pub frame_hops: u64,
+    /// Times a node's future was polled.
+    pub polls: u64,
+    /// The memory the simulation was estimated to need.
+    pub memory_estimate_bytes: u64,
+}
+
+/// One point to simulate.
+struct Planned {
+    topology: Topology,
+    spec: RunSpec,
+    inputs: Inputs,
+    estimate: u64,
+}
+
+/// Runs `topocomm simulate`.
+pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
+    crate::render::check_pictures_built("--plot", args.plot.as_deref())?;
+    crate::render::check_pictures_built("--diagram", args.diagram.as_deref())?;
+    let (predict_with, _emulation) = {
+        let (emulation, predict_with) = request::link_models(&args.links)?;
+        (predict_with, emulation)
+    };
+    let (links, source) = explain::physics(predict_with, &args.links)?;
+    let planned = plan(args)?;
+    let drawn = args.trace.is_some() || args.diagram.is_some();
+    if drawn {
+        anyhow::ensure!(
+            planned.len() == 1 && planned[0].topology.p() <= MOST_NODES_DRAWN,
+            "--trace and --diagram draw one point of at most {MOST_NODES_DRAWN} nodes: give one topology, one node \
+             count and one algorithm"
+        );
+    }
+    let mut points = Vec::new();
+    let mut failures = Vec::new();
+    let mut last_events = Vec::new();
+    for point in &planned {
+        let what = format!(
+            "{} ({}) on a {}, {} per node",
+            point.spec.collective,
+            point.spec.algorithm,
+            point.topology,
+            size_text(point.spec.size_bytes)
+        );
+        if planned.len() > 1 && !args.json {
+            eprintln!("simulating {what}");
+        }
+        let options = Options { run: 1, record: drawn, wall_limit: Some(args.timeout) };
+        let began = Instant::now();
+        match simulator::spec::run(&point.spec, &point.topology, links, point.inputs, options) {
+            Ok(simulated) => {
+                let wall = began.elapsed();
+                points.push(describe(point, &simulated, &links, wall));
+                last_events = simulated.events;
+            }
+            Err(error) => failures.push(format!("{what}: {error}")),
+        }
+    }
+    if args.json {
+        let value = match points.as_slice() {
+            [only] if failures.is_empty() => serde_json::to_value(only)?,
+            _ => serde_json::json!({ "points": points, "failures": failures }),
+        };
+        println!("{}", serde_json::to_string_pretty(&crate::render::schema::versioned(value))?);
+    } else if !points.is_empty() {
+        println!("{}", headline(args, &links, source));
+        println!("{}", table(&points));
+        for note in notes(&points) {
+            println!("{note}");
+        }
+    }
+    if drawn && let ([point], [planned]) = (points.as_slice(), planned.as_slice()) {
+        let outputs = FlowOutputs { trace: args.trace.as_deref(), diagram: args.diagram.as_deref(), by_steps: args.steps };
+        let source = if point.verified { "simulated (verified)" } else { "simulated (lengths only)" };
+        trace::write_flow(outputs, &last_events, &planned.spec, &planned.topology, &trace::describe_links(&links), source)?;
+    }
+    #[cfg(feature = "pictures")]
+    if let Some(path) = &args.plot {
+        plot(args, &points, path)?;
+    }
+    if !failures.is_empty() {
+        bail!("{} of {} simulations failed:\n  {}", failures.len(), planned.len(), failures.join("\n  "));
+    }
+    Ok(())
+}
+
+/// Every point to simulate, in order (topology, algorithm, p), each checked and with its
+/// memory estimated; a point whose data would not fit runs with lengths only when the
+/// payload is `auto`, and is refused otherwise.
+fn plan(args: &SimulateArgs) -> anyhow::Result<Vec<Planned>> {
+    anyhow::ensure!(
+        args.dims.is_none() || (args.topology.len() == 1 && args.nodes.len() == 1),
+        "--dims gives the shape of one topology: give one --topology and one --nodes with it"
+    );
+    let available = topocomm_node::memory::available_bytes();
+    let mut planned = Vec::new();
+    for &kind in &args.topology {
+        let algorithms: Vec<Algorithm> = match &args.algorithm {
+            None => vec![catalogue::default_algorithm(args.collective, kind)],
+            Some(Algorithms::All) => catalogue::algorithms(args.collective).map(|entry| entry.algorithm).collect(),
+            Some(Algorithms::Named(named)) => named.clone(),
+        };
+        for &algorithm in &algorithms {
+            catalogue::check(args.collective, algorithm)?;
+            for &p in &args.nodes {
+                let topology = Topology::new(kind, p, args.dims.as_deref())
+                    .with_context(|| format!("{kind} of {p} nodes"))?;
+                let resolved = catalogue::resolve(args.collective, algorithm, kind, p, args.size);
+                let spec = RunSpec {
+                    run: 1,
+                    root: args.root,
+                    size_bytes: args.size,
+                    dtype: args.dtype,
+                    op: args.op,
+                    seed: args.seed,
+                    shift: args.shift,
+                    exclusive: args.exclusive,
+                    warmup: 0,
+                    iterations: 1,
+                    ..RunSpec::new(args.collective, resolved)
+                };
+                spec.validate(p).with_context(|| format!("{} on a {topology}", args.collective))?;
+                let (inputs, estimate) = fit(&spec, &topology, args.payload, available)?;
+                planned.push(Planned { topology, spec, inputs, estimate });
+            }
+        }
+    }
+    Ok(planned)
+}
+
+/// The inputs a point runs with under `mode`, and the memory it is estimated to need;
+/// refuses, with the figures, what would not fit in `available`.
+fn fit(spec: &RunSpec, topology: &Topology, mode: PayloadMode, available: Option<u64>) -> anyhow::Result<(Inputs, u64)> {
+    let (with_data, lengths_only) = estimate(spec, topology.p());
+    let fits = |bytes: u64| available.is_none_or(|available| bytes <= available);
+    let have = available.map_or_else(|| "an unknown amount".to_owned(), |bytes| ByteSize(bytes).display().iec().to_string());
+    let what = format!("{} on a {topology}, {} per node", spec.collective, size_text(spec.size_bytes));
+    match mode {
+        PayloadMode::Data | PayloadMode::Auto if fits(with_data) => Ok((Inputs::Reference, with_data)),
+        PayloadMode::Data => bail!(
+            "simulating {what} with data needs about {} and this machine has {have} available; --payload lengths \
+             needs about {} (nothing is verified then)",
+            ByteSize(with_data).display().iec(),
+            ByteSize(lengths_only).display().iec()
+        ),
+        PayloadMode::Auto | PayloadMode::Lengths if fits(lengths_only) => Ok((Inputs::Lengths, lengths_only)),
+        PayloadMode::Auto | PayloadMode::Lengths => bail!(
+            "simulating {what} needs about {} even with lengths only, and this machine has {have} available",
+            ByteSize(lengths_only).display().iec()
+        ),
+    }
+}
+
+/// The memory a simulation of `spec` on `p` nodes needs, estimated: (with data, with
+/// lengths only). Each node holds its future and state, and with data its input, its
+/// result and the messages in flight (taken as its input and result again).
+fn estimate(spec: &RunSpec, p: usize) -> (u64, u64) {
+    let overhead = p as u64 * OVERHEAD_PER_NODE;
+    let size = spec.size_bytes;
+    let result = match spec.collective {
+        Collective::Allgather | Collective::Gather | Collective::Alltoall => size.saturating_mul(p as u64),
+        Collective::Barrier => 0,
+        _ => size,
+    };
+    let data: u64 = (0..p)
+        .map(|node| (reference::input_len(spec, p, node) as u64).saturating_add(result).saturating_mul(2))
+        .fold(0u64, u64::saturating_add);
+    (overhead.saturating_add(data), overhead)
+}
+
+fn describe(point: &Planned, simulated: &SimulatedRun, links: &LinkModel, wall: Duration) -> Point {
+    let spec = &point.spec;
+    let time_us = simulated.time_ns as f64 / 1e3;
+    let closed_form_ns = closed_form::time_ns(spec.collective, spec.algorithm, &point.topology, spec.size_bytes, links);
+    Point {
+        collective: spec.collective.to_string(),
+        algorithm: spec.algorithm.to_string(),
+        topology: point.topology.kind().to_string(),
+        dims: point.topology.dims().to_vec(),
+        nodes: point.topology.p(),
+        size_bytes: spec.size_bytes,
+        root: spec.root,
+        dtype: spec.dtype.to_string(),
+        op: spec.op.to_string(),
+        verified: simulated.verified,
+        payload: if point.inputs == Inputs::Lengths { "lengths" } else { "data" },
+        time_us: TimeStats::of(&[time_us]),
+        frames_sent: simulated.totals.messages,
+        frames_forwarded: simulated.totals.forwarded,
+        busiest_link: simulated.busiest_link.map(|((from, to), bytes)| BusiestLink { from, to, bytes }),
+        steps: simulated.steps,
+        links: LinkPhysics::of(links, false),
+        closed_form_us: closed_form_ns.map(|ns| ns as f64 / 1e3),
+        closed_form: closed_form_ns
+            .and(closed_form::formula(spec.collective, spec.algorithm, point.topology.kind(), links.routing)),
+        simulation: Cost {
+            wall_s: wall.as_secs_f64(),
+            messages_per_second: simulated.totals.messages as f64 / wall.as_secs_f64().max(1e-9),
+            frame_hops: simulated.totals.frame_hops,
+            polls: simulated.polls,
+            memory_estimate_bytes: point.estimate,
+        },
+    }
+}
+
+fn headline(args: &SimulateArgs, links: &LinkModel, source: explain::PhysicsSource) -> String {
+    let data = if args.collective.reduces() {
+        format!("{} per node, {} {}", size_text(args.size), args.dtype, args.op)
+    } else {
+        format!("{} per node, {}", size_text(args.size), args.dtype)
+    };
+    format!("{} simulated: {data}; links {} ({})", args.collective, trace::describe_links(links), source.name())
+}
+
+fn table(points: &[Point]) -> String {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+        "topology",
+        "p",
+        "algorithm",
+        "time µs",
+        "closed form µs",
+        "steps",
+        "frames sent",
+        "forwarded",
+        "busiest link",
+        "verified",
+        "wall s",
+        "messages/s",
+    ]);
+    for point in points {
+        table.add_row(vec![
+            shape(point),
+            point.nodes.to_string(),
+            point.algorithm.clone(),
+            format!("{:.3}", point.time_us.median),
+            point.closed_form_us.map_or_else(|| "-".to_owned(), |us| format!("{us:.3}")),
+            point.steps.to_string(),
+            point.frames_sent.to_string(),
+            point.frames_forwarded.to_string(),
+            point.busiest_link.map_or_else(
+                || "-".to_owned(),
+                |link| format!("{}→{} {}", link.from, link.to, size_text(link.bytes)),
+            ),
+            if point.verified { "yes".to_owned() } else { "no (lengths only)".to_owned() },
+            format!("{:.3}", point.simulation.wall_s),
+            format!("{:.0}", point.simulation.messages_per_second),
+        ]);
+    }
+    table.to_string()
+}
+
+/// The topology of a point as the table shows it: "torus 4x4", "hypercube".
+fn shape(point: &Point) -> String {
+    match point.topology.as_str() {
+        "mesh" | "torus" | "mesh3d" | "torus3d" => {
+            let dims: Vec<String> = point.dims.iter().map(ToString::to_string).collect();
+            format!("{} {}", point.topology, dims.join("x"))
+        }
+        kind => kind.to_owned(),
+    }
+}
+
+/// The closed forms the table used, once each, and a word on what was not verified.
+fn notes(points: &[Point]) -> Vec<String> {
+    let mut notes: Vec<String> = Vec::new();
+    for point in points {
+        if let Some(formula) = point.closed_form {
+            let note = format!("closed form of {} on a {}: {formula}", point.algorithm, point.topology);
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+        }
+    }
+    if points.iter().any(|point| !point.verified) {
+        notes.push("lengths only: the messages carried no data, and no result was verified".to_owned());
+    }
+    notes
+}
+
+#[cfg(feature = "pictures")]
+fn plot(args: &SimulateArgs, points: &[Point], path: &std::path::Path) -> anyhow::Result<()> {
+    use crate::render::plot::{Series, XAxis};
+    let mut series: Vec<Series> = Vec::new();
+    for point in points {
+        let label = format!("{} ({})", point.topology, point.algorithm);
+        let index = match series.iter().position(|s| s.label == label) {
+            Some(index) => index,
+            None => {
+                series.push(Series { label, measured: Vec::new(), model: Vec::new() });
+                series.len() - 1
+            }
+        };
+        let p = point.nodes as f64;
+        series[index].measured.push((p, point.time_us.median));
+        if let Some(us) = point.closed_form_us {
+            series[index].model.push((p, us));
+        }
+    }
+    let title = format!("{}, {} per node, simulated", args.collective, size_text(args.size));
+    crate::render::plot::write_with(&title, &series, XAxis::Nodes, path)?;
+    eprintln!("wrote the plot to {}", path.display());
+    Ok(())
+}
