@@ -121,7 +121,9 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let summary = report::summarize(&outcome, prediction.as_ref().map(Prediction::time_us).zip(predict_with));
     let json = match &summary {
         Ok(summary) => render::schema::versioned_json(summary)?,
-        Err(failure) => render::schema::versioned(serde_json::json!({ "verified": false, "error": failure })),
+        Err(failure) => {
+            render::schema::versioned(serde_json::json!({ "verified": false, "error": failure.to_string() }))
+        }
     };
     if let Some(dir) = &args.dump {
         report::dump(dir, &outcome, &json)?;
@@ -171,7 +173,7 @@ async fn run_local(args: &RunArgs, request: RunRequest) -> anyhow::Result<RunOut
         local.logs.display()
     );
     let result = tokio::select! {
-        result = local.coordinator.execute(request) => result.map_err(|e| anyhow!(e)),
+        result = local.coordinator.execute(request) => result.map_err(anyhow::Error::from),
         _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted; every node process was stopped")),
     };
     local.shutdown().await;

@@ -383,9 +383,9 @@ async fn run_cases<'a>(
                         row.measured = Some(summary.time_us);
                         row.ratio = summary.model_ratio;
                     }
-                    Err(failure) => row.error = Some(failure),
+                    Err(failure) => row.error = Some(failure.to_string()),
                 },
-                Err(error) => row.error = Some(error),
+                Err(error) => row.error = Some(error.to_string()),
             }
         }
         let done = rows.len() + 1;

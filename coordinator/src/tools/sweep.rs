@@ -285,7 +285,7 @@ enum Cluster {
 impl Cluster {
     async fn execute(&self, request: RunRequest, patience: Duration) -> anyhow::Result<RunOutcome> {
         match self {
-            Cluster::Local(local) => local.coordinator.execute(request).await.map_err(|e| anyhow!(e)),
+            Cluster::Local(local) => Ok(local.coordinator.execute(request).await?),
             Cluster::Remote { address, credentials } => {
                 match crate::control::client::request(address, credentials, ClientRequest::Run(request), patience)
                     .await?
