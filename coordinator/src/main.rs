@@ -28,7 +28,7 @@ use topocomm_proto::spec::{LinkModel, RunSpec};
 
 use crate::cli::{Cli, Command, RunArgs, ServeArgs, StatusArgs};
 use crate::control::local::{self, Capacity, LocalCluster};
-use crate::control::request::{self, Planned, Repetition};
+use crate::control::request::{self, Planned};
 use crate::control::run::Coordinator;
 use crate::control::{client, server};
 use crate::render::report;
@@ -98,12 +98,7 @@ fn topology(args: &TopologyArgs) -> anyhow::Result<()> {
 
 async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     render::check_pictures_built("--diagram", args.diagram.as_deref())?;
-    let repetition = Repetition {
-        warmup: args.warmup,
-        iterations: args.iterations,
-        timeout: args.timeout,
-        dump: args.dump.is_some(),
-    };
+    let repetition = args.repeat.repetition(args.dump.is_some());
     let Planned { mut request, predict_with } = request::plan(&args.what, repetition)?;
     // Traces and diagrams draw the run's own message flow, gathered from every node.
     request.spec.trace = args.trace.is_some() || args.diagram.is_some();
