@@ -53,8 +53,9 @@ pub struct CollectiveArgs {
     pub links: LinkArgs,
 }
 
-/// The data of a run: whose it is, its elements, how they combine, and the inputs'
-/// seed (the options `run`, `sweep` and every command that plans a run share).
+/// The data of a run: the root, the element type, the reduction operator, the shift,
+/// whether a scan is exclusive, and the inputs' seed (the options `run`, `sweep` and
+/// every command that plans a run share).
 #[derive(Debug, Clone, Args)]
 pub struct DataArgs {
     /// The root of broadcast, reduce, scatter and gather.
