@@ -17,6 +17,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+# shellcheck source=deploy/lib.sh
+source "$ROOT/deploy/lib.sh"
 
 # --- settings ---------------------------------------------------------------------------
 IMAGE=${TOPOCOMM_IMAGE:-topocomm:latest}
@@ -61,17 +63,6 @@ dk() {
   timeout --kill-after=5 "$limit" docker "$@"
 }
 
-# Polls "$@" every second until it succeeds; fails after $1 seconds.
-wait_for() {
-  local limit=$1
-  shift
-  local deadline=$((SECONDS + limit))
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || return 1
-    sleep 1
-  done
-}
-
 # --- prerequisites ----------------------------------------------------------------------
 for tool in docker jq nsenter ss timeout; do
   command -v "$tool" >/dev/null || {
@@ -87,14 +78,7 @@ dk 20 info >/dev/null 2>&1 || {
   say "e2e: the docker engine does not answer"
   exit 2
 }
-if docker compose version >/dev/null 2>&1; then
-  COMPOSE=(docker compose)
-elif command -v docker-compose >/dev/null; then
-  COMPOSE=(docker-compose)
-else
-  say "e2e: neither 'docker compose' nor 'docker-compose' is installed"
-  exit 2
-fi
+detect_compose e2e || exit 2
 
 # Compose on this test's project, with this test's settings.
 compose() {

@@ -18,6 +18,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+# shellcheck source=deploy/lib.sh
+source "$ROOT/deploy/lib.sh"
 
 N=${1:-128}
 IMAGE=${TOPOCOMM_IMAGE:-topocomm:latest}
@@ -34,14 +36,7 @@ say() { printf '%s\n' "$*"; }
 for tool in docker jq timeout; do
   command -v "$tool" >/dev/null || { say "scale: $tool is missing"; exit 2; }
 done
-if docker compose version >/dev/null 2>&1; then
-  COMPOSE=(docker compose)
-elif command -v docker-compose >/dev/null; then
-  COMPOSE=(docker-compose)
-else
-  say "scale: neither 'docker compose' nor 'docker-compose' is installed"
-  exit 2
-fi
+detect_compose scale || exit 2
 compose() {
   NODES=$N TOPOCOMM_TOKEN=$TOKEN TOPOCOMM_IMAGE=$IMAGE \
     timeout --kill-after=5 900 "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker-compose.yml" "$@"
@@ -64,14 +59,6 @@ fi
 docker image inspect "$IMAGE" >/dev/null 2>&1 || { say "scale: no image $IMAGE (deploy/build-image.sh)"; exit 2; }
 
 FAILED=0
-wait_for() { # seconds, command...
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || return 1
-    sleep 1
-  done
-}
 tc() { timeout --kill-after=5 300 docker exec "$COORD" topocomm "$@"; }
 ready() { tc status --ready; }
 

@@ -3,15 +3,13 @@
 //! Each layer owns the options of its commands; this file puts them together.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use topocomm_node::daemon::NodeArgs;
 use topocomm_node::security::SecurityArgs;
 
 use crate::control::client::RemoteArgs;
-use crate::control::parse::parse_timeout;
-use crate::control::request::CollectiveArgs;
+use crate::control::request::{CollectiveArgs, IterationArgs};
 use crate::render::topology_view::{ListArgs, TopologyArgs};
 use crate::tools::bench_model::BenchModelArgs;
 use crate::tools::calibrate::CalibrateArgs;
@@ -60,15 +58,8 @@ pub enum Command {
 pub struct RunArgs {
     #[command(flatten)]
     pub what: CollectiveArgs,
-    /// Timed iterations.
-    #[arg(long, short = 'i', default_value_t = 20)]
-    pub iterations: u32,
-    /// Untimed warm-up iterations before them.
-    #[arg(long, default_value_t = 3)]
-    pub warmup: u32,
-    /// Deadline of every wait of one iteration (and of forming the cluster): 1ms to 24h.
-    #[arg(long, default_value = "30s", value_parser = parse_timeout)]
-    pub timeout: Duration,
+    #[command(flatten)]
+    pub repeat: IterationArgs,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,

@@ -28,7 +28,7 @@ use topocomm_proto::spec::{LinkModel, RunSpec};
 
 use crate::cli::{Cli, Command, RunArgs, ServeArgs, StatusArgs};
 use crate::control::local::{self, Capacity, LocalCluster};
-use crate::control::request::{self, Planned, Repetition};
+use crate::control::request::{self, Planned};
 use crate::control::run::Coordinator;
 use crate::control::{client, server};
 use crate::render::report;
@@ -98,12 +98,7 @@ fn topology(args: &TopologyArgs) -> anyhow::Result<()> {
 
 async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     render::check_pictures_built("--diagram", args.diagram.as_deref())?;
-    let repetition = Repetition {
-        warmup: args.warmup,
-        iterations: args.iterations,
-        timeout: args.timeout,
-        dump: args.dump.is_some(),
-    };
+    let repetition = args.repeat.repetition(args.dump.is_some());
     let Planned { mut request, predict_with } = request::plan(&args.what, repetition)?;
     // Traces and diagrams draw the run's own message flow, gathered from every node.
     request.spec.trace = args.trace.is_some() || args.diagram.is_some();
@@ -121,7 +116,9 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let summary = report::summarize(&outcome, prediction.as_ref().map(Prediction::time_us).zip(predict_with));
     let json = match &summary {
         Ok(summary) => render::schema::versioned_json(summary)?,
-        Err(failure) => render::schema::versioned(serde_json::json!({ "verified": false, "error": failure })),
+        Err(failure) => {
+            render::schema::versioned(serde_json::json!({ "verified": false, "error": failure.to_string() }))
+        }
     };
     if let Some(dir) = &args.dump {
         report::dump(dir, &outcome, &json)?;
@@ -171,7 +168,7 @@ async fn run_local(args: &RunArgs, request: RunRequest) -> anyhow::Result<RunOut
         local.logs.display()
     );
     let result = tokio::select! {
-        result = local.coordinator.execute(request) => result.map_err(|e| anyhow!(e)),
+        result = local.coordinator.execute(request) => result.map_err(anyhow::Error::from),
         _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted; every node process was stopped")),
     };
     local.shutdown().await;

@@ -1,7 +1,8 @@
 //! Golden (snapshot) tests of what a user sees from the `topocomm` CLI where it does not
 //! depend on time or the machine: the help of every command, `list`, `topology` as text,
 //! JSON and SVG, `explain` as text and JSON, and the error (and exit status) of each bad
-//! input the README promises a clear refusal for. The expected outputs live in
+//! input the README promises a clear refusal for. Beside them, `list`'s step counts held
+//! against the schedules `explain` runs. The expected outputs live in
 //! `tests/snapshots/golden__*.snap`; after a deliberate change, review the new output
 //! (`INSTA_UPDATE=always cargo test -p topocomm-coordinator --test golden`, then read
 //! the diff of the `.snap` files) before committing it.
@@ -113,6 +114,81 @@ fn the_algorithm_catalogue() {
     assert_shows("list", "list");
     assert_shows("list_markdown", "list --markdown");
     assert_shows("list_allreduce", "list allreduce");
+}
+
+/// The shift every step count below is taken with (`--shift`).
+const SHIFT: u64 = 3;
+
+/// The longest chain of messages on p nodes (a power of four: a hypercube and a square
+/// torus) that a step formula of the catalogue says; `None` where it counts no number
+/// (the shape's rows and columns, a pipeline's segments).
+fn chain_of(formula: &str, p: u64) -> Option<std::ops::RangeInclusive<u64>> {
+    // p is a power of two: ⌈log p⌉ = ⌊log p⌋ = log p, and nothing folds.
+    let log = u64::from(p.ilog2());
+    let side = p.isqrt();
+    let exactly = |steps: u64| Some(steps..=steps);
+    match formula {
+        "2" => exactly(2),
+        "p-1" | "2^⌈log p⌉ - 1" => exactly(p - 1),
+        "⌊p/2⌋" => exactly(p / 2),
+        "⌈p/2⌉" => exactly(p.div_ceil(2)),
+        "2(p-1)" => exactly(2 * (p - 1)),
+        "⌈log p⌉" | "log p" | "log p; ⌊log p⌋+2 folded" => exactly(log),
+        "2⌈log p⌉" | "2⌈log p⌉ (+2 folded)" | "2 log p; 2⌊log p⌋+2 folded" => exactly(2 * log),
+        "2⌈log p⌉-1" => exactly(2 * log - 1),
+        "≤ 2⌈log p⌉" => Some(0..=2 * log),
+        "2⌊√p/2⌋ (torus)" => exactly(2 * (side / 2)),
+        "2(√p-1)" => exactly(2 * (side - 1)),
+        "min(q, p-q)" => exactly(SHIFT.min(p - SHIFT)),
+        "rows, then columns" | "columns, then the row" | "row shift + column shift" | "p-1, of k segments each" => None,
+        other => panic!("the step formula {other:?} is new: say here what chain it counts"),
+    }
+}
+
+/// The step count `topocomm list` gives every algorithm is the longest chain of
+/// messages that `explain` (and `run`) count in its schedule, on the topology it is made
+/// for (a torus for the grid algorithms) at p = 16 and 64 — except the linear schedules
+/// of a root, whose p-1 counts the root's one-port sends, each a chain of one.
+#[test]
+fn listed_step_counts_are_the_chains_explain_counts() {
+    use topocomm_proto::catalogue::ENTRIES;
+    use topocomm_proto::spec::{Algorithm, Collective};
+
+    let scratch = Scratch::new("step-counts");
+    let mut checked = 0;
+    for entry in ENTRIES {
+        let topology = match entry.made_for {
+            "any" => "hypercube",
+            grids if grids.contains("torus") => "torus",
+            named => named.split([' ', ',']).next().unwrap_or(named),
+        };
+        let one_port = entry.algorithm == Algorithm::Linear
+            && matches!(
+                entry.collective,
+                Collective::Broadcast | Collective::Reduce | Collective::Scatter | Collective::Gather
+            );
+        for p in [16, 64] {
+            let Some(listed) = chain_of(entry.steps, p) else { continue };
+            let expected = if one_port { 1..=1 } else { listed };
+            let words = format!(
+                "explain {} -a {} -t {topology} -n {p} -s 1KiB --shift {SHIFT} --json",
+                entry.collective, entry.algorithm
+            );
+            let finished = topocomm_in(&scratch, &words);
+            assert!(finished.status.success(), "topocomm {words} failed:\n{}", seen(&finished));
+            let explained: serde_json::Value = serde_json::from_str(&finished.stdout).expect("explain prints JSON");
+            let steps = explained["steps"].as_u64().expect("explain says its steps");
+            assert!(
+                expected.contains(&steps),
+                "{} by {} on a {topology} of {p}: `list` says {:?}, {expected:?} steps, but its schedule is {steps} deep",
+                entry.collective,
+                entry.algorithm,
+                entry.steps
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 2 * 40, "only {checked} step counts were checked");
 }
 
 #[test]

@@ -24,7 +24,7 @@ use topocomm_proto::control::{MAX_ORDER_FRAME, NodeReport, ToCoordinator, ToNode
 use topocomm_proto::frame::DEFAULT_MAX_FRAME;
 use topocomm_proto::{NodeId, Topology};
 
-use crate::handshake::{self, Gate, HandshakeError, Refusal};
+use crate::handshake::{self, Gate, GateRefusal, HandshakeError, Refusal};
 use crate::pacing::Timeline;
 use crate::router::Router;
 use crate::secure::Channel;
@@ -508,38 +508,37 @@ async fn accept_links(listener: TcpListener, shared: Arc<Shared>) {
 impl Gate for Shared {
     /// The key of the link `hello` asks for, if it names a neighbour this node is
     /// waiting for in the current epoch.
-    fn key_for(&self, hello: &Hello) -> Result<Key, String> {
+    fn key_for(&self, hello: &Hello) -> Result<Key, GateRefusal> {
         let Purpose::Link { epoch, from, to } = hello.purpose else {
-            return Err("this is a node's data port: only links between neighbours open here".into());
+            return Err(GateRefusal::NotALink);
         };
         let admission = self.admission.lock().expect("admission lock");
         let Some(admission) = admission.as_ref() else {
-            return Err("this node is not wired yet".into());
+            return Err(GateRefusal::NotWired);
         };
         if epoch != admission.epoch {
-            return Err(format!("wiring epoch {epoch} is not the current one ({})", admission.epoch));
+            return Err(GateRefusal::StaleEpoch { asked: epoch, current: admission.epoch });
         }
         if to != admission.id {
-            return Err(format!("this is node {}, not node {to}", admission.id));
+            return Err(GateRefusal::WrongNode { this: admission.id, asked: to });
         }
-        admission.expected.get(&from).cloned().ok_or_else(|| {
-            format!(
-                "node {from} is not a neighbour waiting to link with node {} in the {}",
-                admission.id, admission.topology
-            )
+        admission.expected.get(&from).cloned().ok_or_else(|| GateRefusal::NotANeighbour {
+            from,
+            this: admission.id,
+            topology: admission.topology.clone(),
         })
     }
 
     /// Takes the slot of the proven neighbour: once only.
-    fn admit(&self, hello: &Hello) -> Result<(), String> {
+    fn admit(&self, hello: &Hello) -> Result<(), GateRefusal> {
         let Purpose::Link { epoch, from, .. } = hello.purpose else {
-            return Err("not a data link".into());
+            return Err(GateRefusal::NotALink);
         };
         let mut admission = self.admission.lock().expect("admission lock");
         let taken = admission.as_mut().filter(|a| a.epoch == epoch).and_then(|a| a.expected.remove(&from));
         match taken {
             Some(_) => Ok(()),
-            None => Err(format!("node {from} is linked already, or the wiring changed")),
+            None => Err(GateRefusal::AlreadyLinked { from }),
         }
     }
 }

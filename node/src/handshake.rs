@@ -21,7 +21,8 @@
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use topocomm_proto::auth::{self, Answer, Challenge, Hello, Key, Purpose, Side, Verdict};
+use topocomm_proto::NodeId;
+use topocomm_proto::auth::{self, Answer, Challenge, Hello, Key, NameError, Purpose, Side, Verdict};
 use topocomm_proto::control::PROTOCOL_VERSION;
 
 use crate::secure::{self, Channel};
@@ -71,12 +72,42 @@ pub enum Refusal {
     /// The initiator's answer did not prove the key.
     #[error("wrong key: the hello did not prove the cluster token (or this link's key)")]
     WrongKey,
-    /// The [`Gate`] turned the hello away; its reason.
-    #[error("{0}")]
-    Gate(String),
+    /// The [`Gate`] turned the hello away.
+    #[error(transparent)]
+    Gate(#[from] GateRefusal),
     /// Dropped before it finished, to make room for newer connections.
     #[error("dropped for newer connections")]
     Evicted,
+}
+
+/// Why a [`Gate`] turns a hello away: a node's data port (`daemon`) or the
+/// coordinator's control port. Its text is the reason the other side is sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GateRefusal {
+    /// Anything but a data link, at a node's data port.
+    #[error("this is a node's data port: only links between neighbours open here")]
+    NotALink,
+    /// A data link, at a node that has no wiring yet.
+    #[error("this node is not wired yet")]
+    NotWired,
+    /// A data link of another wiring than the node's current one.
+    #[error("wiring epoch {asked} is not the current one ({current})")]
+    StaleEpoch { asked: u64, current: u64 },
+    /// A data link meant for another node.
+    #[error("this is node {this}, not node {asked}")]
+    WrongNode { this: NodeId, asked: NodeId },
+    /// A data link from a node that is not a neighbour still expected to dial in.
+    #[error("node {from} is not a neighbour waiting to link with node {this} in the {topology}")]
+    NotANeighbour { from: NodeId, this: NodeId, topology: String },
+    /// A proven data link whose slot is taken, or gone with a new wiring.
+    #[error("node {from} is linked already, or the wiring changed")]
+    AlreadyLinked { from: NodeId },
+    /// A data link, at the coordinator's control port.
+    #[error("this is the coordinator's control port, not a node's data port")]
+    NotAControlLink,
+    /// A node whose name or data address is not accepted.
+    #[error(transparent)]
+    Name(#[from] NameError),
 }
 
 /// Opens a connection as `purpose`, proving `key` and checking that the other side
@@ -117,10 +148,10 @@ where
 /// What an acceptor makes of a hello.
 pub trait Gate {
     /// The key this hello must prove, or why it is refused (before any proof).
-    fn key_for(&self, hello: &Hello) -> Result<Key, String>;
+    fn key_for(&self, hello: &Hello) -> Result<Key, GateRefusal>;
     /// Called once the initiator proved the key: whether it is admitted (it may take a
     /// slot here, which no unproven hello can).
-    fn admit(&self, hello: &Hello) -> Result<(), String>;
+    fn admit(&self, hello: &Hello) -> Result<(), GateRefusal>;
 }
 
 /// Accepts a connection: reads the hello, proves the key `gate` names for it, checks the
@@ -236,14 +267,14 @@ mod tests {
     }
 
     impl Gate for OneKey {
-        fn key_for(&self, _hello: &Hello) -> Result<Key, String> {
+        fn key_for(&self, _hello: &Hello) -> Result<Key, GateRefusal> {
             Ok(self.key.clone())
         }
-        fn admit(&self, hello: &Hello) -> Result<(), String> {
+        fn admit(&self, hello: &Hello) -> Result<(), GateRefusal> {
             let Purpose::Link { from, .. } = hello.purpose else { return Ok(()) };
             let mut admitted = self.admitted.lock().unwrap();
             if admitted.contains(&from) {
-                return Err(format!("node {from} is linked already"));
+                return Err(GateRefusal::AlreadyLinked { from });
             }
             admitted.push(from);
             Ok(())
@@ -368,9 +399,10 @@ mod tests {
             assert_eq!(opened.is_ok(), expect_ok);
             assert_eq!(accepted.is_ok(), expect_ok);
             if !expect_ok {
-                let reason = "node 3 is linked already";
+                // The initiator reads the gate's refusal word for word.
+                let reason = "node 3 is linked already, or the wiring changed";
                 assert!(matches!(&opened, Err(HandshakeError::Refused(r)) if r == reason), "{opened:?}");
-                let refusal = Refusal::Gate(reason.into());
+                let refusal = Refusal::Gate(GateRefusal::AlreadyLinked { from: 3 });
                 assert!(matches!(&accepted, Err(HandshakeError::Refusing(r)) if *r == refusal), "{accepted:?}");
             }
         }

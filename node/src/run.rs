@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use topocomm_proto::control::{NodeDump, NodeReport, NodeTrace};
 use topocomm_proto::frame::Tag;
 use topocomm_proto::reference;
-use topocomm_proto::spec::RunSpec;
+use topocomm_proto::spec::{RunSpec, SpecError};
 
 use crate::collectives::{self, barrier};
 use crate::comm::{Comm, CommError};
@@ -32,7 +32,7 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
         Ok(last) => last,
         Err(refused) => {
             tracing::error!(run = spec.run, %refused, "run refused");
-            report.error = Some(refused);
+            report.error = Some(refused.to_string());
             return report;
         }
     };
@@ -44,7 +44,7 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
         match tokio::task::spawn_blocking(move || reference::try_input(&spec, p, id)).await {
             Ok(Ok(input)) => input,
             Ok(Err(refused)) => {
-                report.error = Some(format!("{} ({refused})", shortfall("the input", input_len)));
+                report.error = Some(format!("{} ({refused})", Shortfall::now("the input", input_len)));
                 return report;
             }
             Err(failed) => {
@@ -84,30 +84,60 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
     report
 }
 
+/// Why this node turns a run away before allocating anything for it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum RunRefusal {
+    /// The spec is invalid here, or its memory estimate exceeds what this node has.
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// No room for the run's timings.
+    #[error(transparent)]
+    Timings(Shortfall),
+}
+
+/// Something this node could not allocate: what, how large, and what it has available.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} needs {} and could not be allocated; this node has {} available", ByteSize(*.needed_bytes), available_text(*.available_bytes))]
+struct Shortfall {
+    what: String,
+    needed_bytes: u64,
+    /// `None`: unknown.
+    available_bytes: Option<u64>,
+}
+
+impl Shortfall {
+    /// `what` (`needed_bytes` long) could not be allocated, with what this node has
+    /// available now.
+    fn now(what: &str, needed_bytes: u64) -> Self {
+        Shortfall { what: what.to_owned(), needed_bytes, available_bytes: memory::available_bytes() }
+    }
+}
+
+fn available_text(available_bytes: Option<u64>) -> String {
+    match available_bytes {
+        Some(available) => ByteSize(available).to_string(),
+        None => "an unknown amount of memory".to_owned(),
+    }
+}
+
 /// Checks `spec` before anything is allocated for it: a valid spec whose memory
 /// estimate fits in what this process may still use, and room for its timings in
 /// `report`. Returns the index of the last iteration.
-fn admit(spec: &RunSpec, p: usize, report: &mut NodeReport) -> Result<u32, String> {
-    spec.validate(p).map_err(|e| e.to_string())?;
+fn admit(spec: &RunSpec, p: usize, report: &mut NodeReport) -> Result<u32, RunRefusal> {
+    spec.validate(p)?;
     if let Some(available) = memory::available_bytes() {
-        spec.check_memory(p, available, "this node").map_err(|e| e.to_string())?;
+        spec.check_memory(p, available, "this node")?;
     }
     let timings = usize::try_from(spec.iterations).unwrap_or(usize::MAX);
     if report.times_us.try_reserve_exact(timings).is_err() {
         let bytes = u64::from(spec.iterations).saturating_mul(std::mem::size_of::<f64>() as u64);
-        return Err(shortfall(&format!("the timings of {} iterations", spec.iterations), bytes));
+        return Err(RunRefusal::Timings(Shortfall::now(
+            &format!("the timings of {} iterations", spec.iterations),
+            bytes,
+        )));
     }
     // At least one iteration, and the count fits in u32 (validated above).
     Ok(spec.total_iterations().and_then(|total| total.checked_sub(1)).unwrap_or(0))
-}
-
-/// Why `what` (`bytes` long) could not be allocated: what this node has available.
-fn shortfall(what: &str, bytes: u64) -> String {
-    let available = match memory::available_bytes() {
-        Some(available) => ByteSize(available).to_string(),
-        None => "an unknown amount of memory".to_owned(),
-    };
-    format!("{what} needs {} and could not be allocated; this node has {available} available", ByteSize(bytes))
 }
 
 /// How far ahead node 0 sets an iteration's common start: time for its announcement to
@@ -197,4 +227,32 @@ async fn iterate(
         report.trace = Some(NodeTrace { origin_ns: timebase::ns_at(origin.into_std()), events });
     }
     Ok(output)
+}
+
+#[cfg(test)]
+mod tests {
+    use topocomm_proto::spec::{Algorithm, Collective};
+
+    use super::*;
+
+    #[test]
+    fn a_spec_this_node_cannot_run_is_refused_with_the_specs_own_words() {
+        let spec = RunSpec { root: 9, ..RunSpec::new(Collective::Broadcast, Algorithm::Hypercube) };
+        let mut report = NodeReport::empty(1, 0);
+        let refusal = admit(&spec, 8, &mut report).unwrap_err();
+        let RunRefusal::Spec(error) = &refusal else { panic!("refused for another reason: {refusal:?}") };
+        assert_eq!(refusal.to_string(), error.to_string());
+        assert!(refusal.to_string().starts_with("root 9 is not a node of this 8-node cluster"), "{refusal}");
+    }
+
+    #[test]
+    fn a_shortfall_says_what_was_needed_and_what_is_there() {
+        let known = Shortfall { what: "the input".into(), needed_bytes: 2048, available_bytes: Some(1024) };
+        assert_eq!(
+            known.to_string(),
+            "the input needs 2.0 KiB and could not be allocated; this node has 1.0 KiB available"
+        );
+        let unknown = Shortfall { available_bytes: None, ..known };
+        assert!(unknown.to_string().ends_with("this node has an unknown amount of memory available"), "{unknown}");
+    }
 }

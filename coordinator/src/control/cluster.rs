@@ -69,6 +69,53 @@ struct Roster {
     formed: bool,
 }
 
+/// Why a registering node is turned away; its text is the reason the node is sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegisterRefusal {
+    /// A connected node has the name already.
+    #[error("a node named {name:?} is already connected; give each node its own --name")]
+    NameTaken { name: String },
+    /// Every place is taken by a connected node.
+    #[error("the cluster is full ({nodes} nodes, all connected)")]
+    Full { nodes: usize },
+}
+
+/// Not every expected node was registered and connected in time: who is missing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the cluster is not complete after {patience:?}: {connected} of {expected} nodes connected{}{}",
+    lost_text(.lost),
+    unseen_text(*.unseen)
+)]
+pub struct Incomplete {
+    pub patience: Duration,
+    pub connected: usize,
+    pub expected: usize,
+    /// Registered nodes whose session is gone, numbered ones first in id order, then the
+    /// ones the cluster never numbered: (id, name).
+    pub lost: Vec<(Option<NodeId>, String)>,
+    /// Expected nodes that never registered.
+    pub unseen: usize,
+}
+
+fn lost_text(lost: &[(Option<NodeId>, String)]) -> String {
+    if lost.is_empty() {
+        return String::new();
+    }
+    let names: Vec<String> = lost
+        .iter()
+        .map(|(id, name)| match id {
+            Some(id) => format!("node {id} ({name})"),
+            None => name.clone(),
+        })
+        .collect();
+    format!("; lost: {}", names.join(", "))
+}
+
+fn unseen_text(unseen: usize) -> String {
+    if unseen == 0 { String::new() } else { format!("; {unseen} never registered") }
+}
+
 /// Registration and membership.
 pub struct Cluster {
     expected: usize,
@@ -99,14 +146,14 @@ impl Cluster {
         &self,
         registration: Registration,
         sender: mpsc::UnboundedSender<ToNode>,
-    ) -> Result<SessionId, String> {
+    ) -> Result<SessionId, RegisterRefusal> {
         let Registration { name, data_addr, memory_bytes } = registration;
         let mut roster = self.roster.lock().expect("roster lock");
         roster.next_session += 1;
         let session = roster.next_session;
         let index = match roster.members.iter().position(|m| m.name == name) {
             Some(index) if roster.members[index].session.is_some() => {
-                return Err(format!("a node named {name:?} is already connected; give each node its own --name"));
+                return Err(RegisterRefusal::NameTaken { name });
             }
             Some(index) => index,
             None if roster.members.len() < self.expected => {
@@ -127,7 +174,7 @@ impl Cluster {
                     index
                 }
                 None => {
-                    return Err(format!("the cluster is full ({} nodes, all connected)", self.expected));
+                    return Err(RegisterRefusal::Full { nodes: self.expected });
                 }
             },
         };
@@ -166,7 +213,7 @@ impl Cluster {
     }
 
     /// Waits until every expected node is registered and connected; returns them by id.
-    pub async fn participants(&self, patience: Duration) -> Result<Vec<Participant>, String> {
+    pub async fn participants(&self, patience: Duration) -> Result<Vec<Participant>, Incomplete> {
         let deadline = Instant::now() + patience;
         loop {
             let notified = self.changed.notified();
@@ -174,36 +221,21 @@ impl Cluster {
                 return Ok(all);
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return Err(format!("the cluster is not complete after {patience:?}: {}", self.shortfall()));
+                return Err(self.shortfall(patience));
             }
         }
     }
 
-    /// Who is missing: the registered nodes that are gone (by id and name) and how many
-    /// never registered.
-    fn shortfall(&self) -> String {
+    /// Who is missing after `patience`: the registered nodes that are gone (by id and
+    /// name) and how many never registered.
+    fn shortfall(&self, patience: Duration) -> Incomplete {
         let roster = self.roster.lock().expect("roster lock");
         let connected = roster.members.iter().filter(|m| m.session.is_some()).count();
         // Numbered members first, in id order, then the ones the cluster never numbered.
-        let mut gone: Vec<(Option<NodeId>, String)> =
+        let mut lost: Vec<(Option<NodeId>, String)> =
             roster.members.iter().filter(|m| m.session.is_none()).map(|m| (m.id, m.name.clone())).collect();
-        gone.sort_by(|a, b| (a.0.is_none(), a).cmp(&(b.0.is_none(), b)));
-        let mut text = format!("{connected} of {} nodes connected", self.expected);
-        if !gone.is_empty() {
-            let names: Vec<String> = gone
-                .iter()
-                .map(|(id, name)| match id {
-                    Some(id) => format!("node {id} ({name})"),
-                    None => name.clone(),
-                })
-                .collect();
-            text += &format!("; lost: {}", names.join(", "));
-        }
-        let unseen = self.expected - roster.members.len();
-        if unseen > 0 {
-            text += &format!("; {unseen} never registered");
-        }
-        text
+        lost.sort_by(|a, b| (a.0.is_none(), a).cmp(&(b.0.is_none(), b)));
+        Incomplete { patience, connected, expected: self.expected, lost, unseen: self.expected - roster.members.len() }
     }
 
     fn connected(&self) -> Option<Vec<Participant>> {
@@ -329,18 +361,24 @@ mod tests {
         cluster.register(node("a", "a:1"), sender()).unwrap();
         let gone = cluster.register(node("b", "a:2"), sender()).unwrap();
         let error = cluster.participants(Duration::from_millis(10)).await.unwrap_err();
-        assert!(error.contains("2 of 3 nodes connected; 1 never registered"), "{error}");
+        assert_eq!((error.connected, error.expected, error.unseen), (2, 3, 1));
+        assert!(error.to_string().ends_with(": 2 of 3 nodes connected; 1 never registered"), "{error}");
         cluster.register(node("c", "a:3"), sender()).unwrap();
         cluster.disconnected(gone);
         let error = cluster.participants(Duration::from_millis(10)).await.unwrap_err();
-        assert!(error.contains("lost: node 1 (b)"), "{error}");
+        assert_eq!(error.lost, vec![(Some(1), "b".to_owned())]);
+        assert!(error.to_string().ends_with(": 2 of 3 nodes connected; lost: node 1 (b)"), "{error}");
     }
 
     #[test]
     fn duplicates_and_extras_are_refused() {
         let (cluster, _events) = Cluster::new(1);
         cluster.register(node("n", "a:1"), sender()).unwrap();
-        assert!(cluster.register(node("n", "a:1"), sender()).unwrap_err().contains("already connected"));
-        assert!(cluster.register(node("m", "a:2"), sender()).unwrap_err().contains("full"));
+        let taken = cluster.register(node("n", "a:1"), sender()).unwrap_err();
+        assert_eq!(taken, RegisterRefusal::NameTaken { name: "n".into() });
+        assert!(taken.to_string().contains("already connected"), "{taken}");
+        let full = cluster.register(node("m", "a:2"), sender()).unwrap_err();
+        assert_eq!(full, RegisterRefusal::Full { nodes: 1 });
+        assert!(full.to_string().contains("full"), "{full}");
     }
 }

@@ -12,7 +12,7 @@ use topocomm_proto::{TopologyKind, catalogue};
 use crate::control::calibration;
 use crate::control::parse::{
     ParseError, parse_algorithm, parse_collective, parse_dims, parse_dtype, parse_op, parse_routing, parse_size,
-    parse_time, parse_topology,
+    parse_time, parse_timeout, parse_topology,
 };
 
 /// The shape to wire.
@@ -31,7 +31,8 @@ pub struct ShapeArgs {
 #[derive(Debug, Clone, Args)]
 pub struct CollectiveArgs {
     /// The collective: broadcast, reduce, allgather, reduce-scatter, allreduce, scan,
-    /// scatter, gather, alltoall, shift, barrier (`topocomm list` shows their algorithms).
+    /// scatter, gather, alltoall, shift, barrier, ping-pong (`topocomm list` shows their
+    /// algorithms).
     #[arg(value_parser = parse_collective)]
     pub collective: Collective,
     #[command(flatten)]
@@ -43,12 +44,23 @@ pub struct CollectiveArgs {
     /// the topology; `auto` picks by size and p.
     #[arg(long, short = 'a', value_parser = parse_algorithm)]
     pub algorithm: Option<Algorithm>,
-    /// The root of broadcast, reduce, scatter and gather.
-    #[arg(long, default_value_t = 0)]
-    pub root: usize,
     /// Bytes per node (B, KiB, MiB, GiB, or KB/MB), a whole number of elements.
     #[arg(long, short = 's', default_value = "64KiB", value_parser = parse_size)]
     pub size: u64,
+    #[command(flatten)]
+    pub data: DataArgs,
+    #[command(flatten)]
+    pub links: LinkArgs,
+}
+
+/// The data of a run: the root, the element type, the reduction operator, the shift,
+/// whether a scan is exclusive, and the inputs' seed (the options `run`, `sweep` and
+/// every command that plans a run share).
+#[derive(Debug, Clone, Args)]
+pub struct DataArgs {
+    /// The root of broadcast, reduce, scatter and gather.
+    #[arg(long, default_value_t = 0)]
+    pub root: usize,
     /// Element type: i32, i64, f32, f64.
     #[arg(long, default_value = "f64", value_parser = parse_dtype)]
     pub dtype: Dtype,
@@ -64,8 +76,28 @@ pub struct CollectiveArgs {
     /// Seed of the generated inputs.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    #[command(flatten)]
-    pub links: LinkArgs,
+}
+
+/// How often a run repeats and how long each wait may take (the options `run`,
+/// `sweep` and every command that measures runs share).
+#[derive(Debug, Clone, Copy, Args)]
+pub struct IterationArgs {
+    /// Timed iterations.
+    #[arg(long, short = 'i', default_value_t = 20)]
+    pub iterations: u32,
+    /// Untimed warm-up iterations before them.
+    #[arg(long, default_value_t = 3)]
+    pub warmup: u32,
+    /// Deadline of every wait of one iteration (and of forming the cluster): 1ms to 24h.
+    #[arg(long, default_value = "30s", value_parser = parse_timeout)]
+    pub timeout: Duration,
+}
+
+impl IterationArgs {
+    /// These iterations, dumping every node's data of the last one if `dump`.
+    pub fn repetition(&self, dump: bool) -> Repetition {
+        Repetition { warmup: self.warmup, iterations: self.iterations, timeout: self.timeout, dump }
+    }
 }
 
 /// Emulated link physics (none of them: the links run at full speed).
@@ -125,28 +157,41 @@ pub fn plan(what: &CollectiveArgs, repetition: Repetition) -> anyhow::Result<Pla
         what.algorithm.unwrap_or_else(|| catalogue::default_algorithm(what.collective, what.shape.topology));
     catalogue::check(what.collective, algorithm)?;
     let (emulation, predict_with) = link_models(&what.links)?;
-    let spec = RunSpec {
-        run: 0,
-        collective: what.collective,
-        algorithm,
-        root: what.root,
-        size_bytes: what.size,
-        dtype: what.dtype,
-        op: what.op,
-        seed: what.seed,
-        warmup: repetition.warmup,
-        iterations: repetition.iterations,
-        timeout_ms: u64::try_from(repetition.timeout.as_millis())
-            .map_err(|_| anyhow!("--timeout {:?} does not fit in 64-bit milliseconds", repetition.timeout))?,
-        dump: repetition.dump,
-        shift: what.shift,
-        exclusive: what.exclusive,
-        emulation,
-        trace: false,
-        clock_offsets_ns: Vec::new(),
-    };
+    let spec = RunSpec { emulation, ..run_spec(what.collective, algorithm, what.size, &what.data, repetition)? };
     let request = RunRequest { topology: what.shape.topology, dims: what.shape.dims.clone(), spec };
     Ok(Planned { request, predict_with })
+}
+
+/// The spec of `collective` by `algorithm` on `size_bytes` per node with `data`,
+/// repeated as `repetition` says (full-speed links, no trace: the caller adds those).
+pub fn run_spec(
+    collective: Collective,
+    algorithm: Algorithm,
+    size_bytes: u64,
+    data: &DataArgs,
+    repetition: Repetition,
+) -> anyhow::Result<RunSpec> {
+    let timeout_ms = u64::try_from(repetition.timeout.as_millis())
+        .map_err(|_| anyhow!("--timeout {:?} does not fit in 64-bit milliseconds", repetition.timeout))?;
+    Ok(RunSpec {
+        run: 0,
+        collective,
+        algorithm,
+        root: data.root,
+        size_bytes,
+        dtype: data.dtype,
+        op: data.op,
+        seed: data.seed,
+        warmup: repetition.warmup,
+        iterations: repetition.iterations,
+        timeout_ms,
+        dump: repetition.dump,
+        shift: data.shift,
+        exclusive: data.exclusive,
+        emulation: None,
+        trace: false,
+        clock_offsets_ns: Vec::new(),
+    })
 }
 
 /// Extra patience for wiring and reporting on top of the run's own deadlines.

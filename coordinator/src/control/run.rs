@@ -10,12 +10,14 @@ use tokio::time::Instant;
 use topocomm_node::{limits, timebase};
 use topocomm_proto::NodeId;
 use topocomm_proto::auth::Key;
+use topocomm_proto::catalogue::{self, NoSuchAlgorithm};
 use topocomm_proto::control::{
     Neighbour, NodeReport, RunOutcome, RunRequest, RunTrace, SetupTimes, ToCoordinator, ToNode, TopologySpec, Wiring,
 };
-use topocomm_proto::{Topology, catalogue};
+use topocomm_proto::spec::{Collective, RunSpec, SpecError};
+use topocomm_proto::{Topology, TopologyError};
 
-use crate::control::cluster::{Cluster, Event, Participant, SessionId};
+use crate::control::cluster::{Cluster, Event, Incomplete, Participant, SessionId};
 
 /// How long every node has to bring its links up.
 const WIRE_DEADLINE: Duration = Duration::from_secs(20);
@@ -28,6 +30,107 @@ const PROBE_DEADLINE: Duration = Duration::from_secs(5);
 
 /// After the first node reports a failure, how much longer the others get.
 const FAILURE_GRACE: Duration = Duration::from_secs(2);
+
+/// Why a run gave no outcome: refused before any node was asked, or failed on the way
+/// (naming the nodes at fault).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The spec is invalid, or needs more memory than a node has.
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// The shape does not fit the cluster.
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+    /// The collective has no such algorithm.
+    #[error(transparent)]
+    Algorithm(#[from] NoSuchAlgorithm),
+    /// Not every node was there in time.
+    #[error(transparent)]
+    Incomplete(#[from] Incomplete),
+    /// A node's control session closed while the run needed it.
+    #[error("{node} disconnected {stage}")]
+    Disconnected { node: String, stage: Stage },
+    /// Not every link came up.
+    #[error(transparent)]
+    Wiring(#[from] WiringFailure),
+    /// Some nodes did not answer a clock probe in time.
+    #[error("clock probe {round} was not answered within {PROBE_DEADLINE:?} by {nodes}")]
+    ProbeUnanswered { round: u64, nodes: String },
+    /// Some nodes failed the run, or never reported.
+    #[error("run {run} of {collective} failed{}", failure_lines(.silent, .failures))]
+    Failed {
+        run: u64,
+        collective: Collective,
+        /// The nodes that did not report, if any.
+        silent: Option<String>,
+        /// Each failed node and what it said.
+        failures: Vec<String>,
+    },
+}
+
+/// What the run was doing when a node left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Wiring,
+    ClockProbe,
+    Run(u64),
+}
+
+impl std::fmt::Display for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stage::Wiring => write!(f, "while wiring"),
+            Stage::ClockProbe => write!(f, "while its clock was probed"),
+            Stage::Run(run) => write!(f, "during run {run}"),
+        }
+    }
+}
+
+fn failure_lines(silent: &Option<String>, failures: &[String]) -> String {
+    let mut text = silent.as_ref().map(|nodes| format!("; no report from {nodes}")).unwrap_or_default();
+    for failure in failures {
+        text += &format!("\n  {failure}");
+    }
+    text
+}
+
+/// A wiring that did not bring every link up: who is blamed, and every node's own word.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("wiring the {topology} failed{culprits}{}", report_lines(.reports))]
+pub struct WiringFailure {
+    pub topology: String,
+    pub culprits: Culprits,
+    /// Each node that reported a failure, and its reason.
+    pub reports: Vec<String>,
+}
+
+/// Who a failed wiring is blamed on, most certain first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Culprits {
+    /// These nodes never answered.
+    Silent(String),
+    /// These nodes, each with the neighbours that reported it (unreachable at its
+    /// address, or never dialling).
+    Named(Vec<String>),
+    /// Nobody could be named.
+    Unknown,
+}
+
+impl std::fmt::Display for Culprits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Culprits::Silent(nodes) => {
+                write!(f, ": {nodes} did not answer within {WIRE_DEADLINE:?} (paused, or stuck)")
+            }
+            Culprits::Named(culprits) => write!(f, " at {}", culprits.join("; ")),
+            Culprits::Unknown => Ok(()),
+        }
+    }
+}
+
+fn report_lines(reports: &[String]) -> String {
+    reports.iter().map(|report| format!("\n  {report}")).collect()
+}
 
 /// The coordinator: the cluster key, the cluster and the one-at-a-time run driver.
 pub struct Coordinator {
@@ -61,19 +164,19 @@ impl Coordinator {
     }
 
     /// Runs `request` on the cluster: wires it as asked, then runs and gathers.
-    pub async fn execute(&self, request: RunRequest) -> Result<RunOutcome, String> {
+    pub async fn execute(&self, request: RunRequest) -> Result<RunOutcome, RunError> {
         let mut driver = self.driver.lock().await;
         // Before the timeout bounds the wait for the cluster.
-        request.spec.validate_timing().map_err(|e| e.to_string())?;
+        request.spec.validate_timing()?;
         let timeout = request.spec.timeout();
         let asked_at = Instant::now();
         let participants = self.cluster.participants(timeout).await?;
         let mut setup = SetupTimes { ready_ms: asked_at.elapsed().as_secs_f64() * 1e3, wiring_ms: None };
         let p = participants.len();
-        let topology = Topology::new(request.topology, p, request.dims.as_deref()).map_err(|e| e.to_string())?;
-        request.spec.validate(p).map_err(|e| e.to_string())?;
+        let topology = Topology::new(request.topology, p, request.dims.as_deref())?;
+        request.spec.validate(p)?;
         check_memory(&request.spec, &participants)?;
-        catalogue::check(request.spec.collective, request.spec.algorithm).map_err(|e| e.to_string())?;
+        catalogue::check(request.spec.collective, request.spec.algorithm)?;
         let topology_spec = TopologySpec { kind: topology.kind(), p, dims: topology.dims().to_vec() };
         let sessions: Vec<SessionId> = participants.iter().map(|p| p.session).collect();
         driver.drain();
@@ -87,7 +190,7 @@ impl Coordinator {
         let spec = &request.spec;
         let algorithm = catalogue::resolve(spec.collective, spec.algorithm, topology.kind(), p, spec.size_bytes);
         driver.run += 1;
-        let spec = topocomm_proto::spec::RunSpec { run: driver.run, algorithm, ..request.spec };
+        let spec = RunSpec { run: driver.run, algorithm, ..request.spec };
         let clocks =
             if spec.trace || spec.emulation.is_some() { Some(driver.probe_clocks(&participants).await?) } else { None };
         // With emulated links every iteration starts at one common instant (see node::run).
@@ -95,7 +198,7 @@ impl Coordinator {
             (Some(clocks), Some(_)) => clocks.iter().map(ClockOffset::significant_ns).collect(),
             _ => Vec::new(),
         };
-        let spec = topocomm_proto::spec::RunSpec { clock_offsets_ns, ..spec };
+        let spec = RunSpec { clock_offsets_ns, ..spec };
         match driver.start(&participants, &spec).await {
             Ok(mut reports) => {
                 let trace = clocks.map(|clocks| align(&mut reports, &clocks));
@@ -133,7 +236,7 @@ impl Driver {
         participants: &[Participant],
         topology: &Topology,
         spec: &TopologySpec,
-    ) -> Result<(), String> {
+    ) -> Result<(), RunError> {
         self.epoch += 1;
         let epoch = self.epoch;
         tracing::info!(epoch, %topology, "wiring");
@@ -159,7 +262,7 @@ impl Driver {
             match event {
                 Event::Closed { session } => {
                     if let Some(node) = by_session.get(&session) {
-                        return Err(format!("{} disconnected while wiring", describe(node)));
+                        return Err(RunError::Disconnected { node: describe(node), stage: Stage::Wiring });
                     }
                 }
                 Event::Message { session, message, .. } => {
@@ -182,14 +285,14 @@ impl Driver {
         }
         let error = blame(participants, &outcomes, topology);
         tracing::error!(epoch, %error, "wiring failed");
-        Err(error)
+        Err(error.into())
     }
 
     /// Estimates each participant's clock offset from the coordinator's, as NTP does: a
     /// probe's answer is taken to be read halfway through its round trip, and of
     /// `CLOCK_PROBES` probes the one with the shortest round trip wins; its half round
     /// trip bounds the error.
-    async fn probe_clocks(&mut self, participants: &[Participant]) -> Result<Vec<ClockOffset>, String> {
+    async fn probe_clocks(&mut self, participants: &[Participant]) -> Result<Vec<ClockOffset>, RunError> {
         let by_session = index(participants);
         let mut best: Vec<Option<ClockOffset>> = vec![None; participants.len()];
         for round in 0..CLOCK_PROBES {
@@ -203,10 +306,7 @@ impl Driver {
             while answered.iter().any(|a| !a) {
                 let Some(event) = self.next(deadline).await else {
                     let silent: Vec<bool> = answered.iter().map(|a| !a).collect();
-                    return Err(format!(
-                        "clock probe {round} was not answered within {PROBE_DEADLINE:?} by {}",
-                        names(participants, &silent)
-                    ));
+                    return Err(RunError::ProbeUnanswered { round, nodes: names(participants, &silent) });
                 };
                 match event {
                     Event::Message { session, message: ToCoordinator::ClockReply { nonce, node_ns }, .. }
@@ -227,10 +327,8 @@ impl Driver {
                         }
                     }
                     Event::Closed { session } if by_session.contains_key(&session) => {
-                        return Err(format!(
-                            "{} disconnected while its clock was probed",
-                            describe(&by_session[&session])
-                        ));
+                        let node = describe(&by_session[&session]);
+                        return Err(RunError::Disconnected { node, stage: Stage::ClockProbe });
                     }
                     _ => {}
                 }
@@ -241,11 +339,7 @@ impl Driver {
     }
 
     /// Starts `spec` on every participant and gathers one report from each.
-    async fn start(
-        &mut self,
-        participants: &[Participant],
-        spec: &topocomm_proto::spec::RunSpec,
-    ) -> Result<Vec<NodeReport>, String> {
+    async fn start(&mut self, participants: &[Participant], spec: &RunSpec) -> Result<Vec<NodeReport>, RunError> {
         tracing::info!(run = spec.run, collective = %spec.collective, algorithm = %spec.algorithm, size = spec.size_bytes, "run started");
         for participant in participants {
             let _ = participant.sender.send(ToNode::Start(Box::new(spec.clone())));
@@ -263,7 +357,7 @@ impl Driver {
             match event {
                 Event::Closed { session } => {
                     if let Some(node) = by_session.get(&session) {
-                        return Err(format!("{} disconnected during run {}", describe(node), spec.run));
+                        return Err(RunError::Disconnected { node: describe(node), stage: Stage::Run(spec.run) });
                     }
                 }
                 Event::Message { session, message: ToCoordinator::Report(report), .. } => {
@@ -287,22 +381,17 @@ impl Driver {
                 Event::Message { .. } => {}
             }
         }
-        let failed: Vec<String> = reports
+        let failures: Vec<String> = reports
             .iter()
             .flatten()
             .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", describe(&participants[r.node]))))
             .collect();
         let silent: Vec<bool> = reports.iter().map(Option::is_none).collect();
-        if !failed.is_empty() || silent.iter().any(|&s| s) {
-            let mut message = format!("run {} of {} failed", spec.run, spec.collective);
-            if silent.iter().any(|&s| s) {
-                message += &format!("; no report from {}", names(participants, &silent));
-            }
-            for failure in failed {
-                message += &format!("\n  {failure}");
-            }
-            tracing::error!(%message);
-            return Err(message);
+        if !failures.is_empty() || silent.iter().any(|&s| s) {
+            let silent = silent.iter().any(|&s| s).then(|| names(participants, &silent));
+            let error = RunError::Failed { run: spec.run, collective: spec.collective, silent, failures };
+            tracing::error!(message = %error);
+            return Err(error);
         }
         tracing::info!(run = spec.run, "every node reported");
         Ok(reports.into_iter().flatten().collect())
@@ -348,11 +437,11 @@ fn align(reports: &mut [NodeReport], clocks: &[ClockOffset]) -> RunTrace {
 /// Refuses, before any node allocates, a run that needs more memory per node than the
 /// node with the least reported it had when it registered (nodes that did not say are
 /// left to check for themselves, as every node does again).
-fn check_memory(spec: &topocomm_proto::spec::RunSpec, participants: &[Participant]) -> Result<(), String> {
+fn check_memory(spec: &RunSpec, participants: &[Participant]) -> Result<(), SpecError> {
     let Some(smallest) = participants.iter().filter(|p| p.memory_bytes > 0).min_by_key(|p| p.memory_bytes) else {
         return Ok(());
     };
-    spec.check_memory(participants.len(), smallest.memory_bytes, &describe(smallest)).map_err(|e| e.to_string())
+    spec.check_memory(participants.len(), smallest.memory_bytes, &describe(smallest))
 }
 
 /// How one node's part of a wiring ended.
@@ -366,7 +455,7 @@ enum WireOutcome {
 /// answered (paused, or stuck); else those a neighbour dialled and could not reach (an
 /// address nobody listens on); else those that never dialled in. Each culprit is named
 /// with the neighbours that reported it; every node's own report follows.
-fn blame(participants: &[Participant], outcomes: &[Option<WireOutcome>], topology: &Topology) -> String {
+fn blame(participants: &[Participant], outcomes: &[Option<WireOutcome>], topology: &Topology) -> WiringFailure {
     let silent: Vec<bool> = outcomes.iter().map(Option::is_none).collect();
     let mut named_unreachable: BTreeMap<NodeId, Vec<NodeId>> = BTreeMap::new();
     let mut named_missing: BTreeMap<NodeId, Vec<NodeId>> = BTreeMap::new();
@@ -380,11 +469,8 @@ fn blame(participants: &[Participant], outcomes: &[Option<WireOutcome>], topolog
             }
         }
     }
-    let mut message = if silent.iter().any(|&s| s) {
-        format!(
-            "wiring the {topology} failed: {} did not answer within {WIRE_DEADLINE:?} (paused, or stuck)",
-            names(participants, &silent)
-        )
+    let culprits = if silent.iter().any(|&s| s) {
+        Culprits::Silent(names(participants, &silent))
     } else {
         let (named, how) = if named_unreachable.is_empty() {
             (&named_missing, "never dialled")
@@ -400,18 +486,17 @@ fn blame(participants: &[Participant], outcomes: &[Option<WireOutcome>], topolog
                 format!("{} ({how} {})", describe(&participants[n]), by.join(", "))
             })
             .collect();
-        if culprits.is_empty() {
-            format!("wiring the {topology} failed")
-        } else {
-            format!("wiring the {topology} failed at {}", culprits.join("; "))
-        }
+        if culprits.is_empty() { Culprits::Unknown } else { Culprits::Named(culprits) }
     };
-    for (node, outcome) in outcomes.iter().enumerate() {
-        if let Some(WireOutcome::Failed { reason, .. }) = outcome {
-            message += &format!("\n  {}: {reason}", describe(&participants[node]));
-        }
-    }
-    message
+    let reports = outcomes
+        .iter()
+        .enumerate()
+        .filter_map(|(node, outcome)| match outcome {
+            Some(WireOutcome::Failed { reason, .. }) => Some(format!("{}: {reason}", describe(&participants[node]))),
+            _ => None,
+        })
+        .collect();
+    WiringFailure { topology: topology.to_string(), culprits, reports }
 }
 
 fn index(participants: &[Participant]) -> HashMap<SessionId, Participant> {
@@ -524,6 +609,87 @@ mod tests {
         let coordinator = cluster_of(2, Rogue { answers_per_probe: 0, reports: 1 });
         tokio::time::pause();
         let error = coordinator.execute(traced_request()).await.unwrap_err();
-        assert!(error.contains("node 0 (node-0)") && !error.contains("node-1"), "{error}");
+        assert!(matches!(&error, RunError::ProbeUnanswered { nodes, .. } if nodes == "node 0 (node-0)"), "{error:?}");
+        assert!(
+            error.to_string().starts_with("clock probe 0 was not answered within 5s by node 0 (node-0)"),
+            "{error}"
+        );
+    }
+
+    fn participant(id: NodeId) -> Participant {
+        let sender = mpsc::unbounded_channel().0;
+        Participant {
+            id,
+            name: format!("n{id}"),
+            data_addr: format!("a:{id}"),
+            memory_bytes: 0,
+            session: id as u64,
+            sender,
+        }
+    }
+
+    fn failed(reason: &str, unreachable: Vec<NodeId>, missing: Vec<NodeId>) -> Option<WireOutcome> {
+        Some(WireOutcome::Failed { reason: reason.into(), unreachable, missing })
+    }
+
+    #[test]
+    fn a_failed_wiring_blames_the_silent_first_then_the_most_reported() {
+        let participants: Vec<Participant> = (0..4).map(participant).collect();
+        let ring = Topology::new(TopologyKind::Ring, 4, None).unwrap();
+
+        let silent = [Some(WireOutcome::Linked), None, failed("no link to 1", vec![], vec![1]), None];
+        let failure = blame(&participants, &silent, &ring);
+        assert_eq!(failure.culprits, Culprits::Silent("node 1 (n1), node 3 (n3)".into()));
+        assert_eq!(failure.reports, ["node 2 (n2): no link to 1"]);
+        assert_eq!(
+            failure.to_string(),
+            format!(
+                "wiring the {ring} failed: node 1 (n1), node 3 (n3) did not answer within 20s (paused, or stuck)\n  \
+                 node 2 (n2): no link to 1"
+            )
+        );
+
+        // Unreachable beats never dialled; of those, the one most neighbours named.
+        let unreachable = [
+            failed("a", vec![3], vec![]),
+            Some(WireOutcome::Linked),
+            failed("b", vec![3, 1], vec![]),
+            failed("c", vec![], vec![0]),
+        ];
+        let failure = blame(&participants, &unreachable, &ring);
+        let culprit = "node 3 (n3) (could not be reached at its address by node 0, node 2)";
+        assert_eq!(failure.culprits, Culprits::Named(vec![culprit.into()]));
+        assert_eq!(
+            failure.to_string(),
+            format!("wiring the {ring} failed at {culprit}\n  node 0 (n0): a\n  node 2 (n2): b\n  node 3 (n3): c")
+        );
+
+        let answered = [
+            failed("a", vec![], vec![]),
+            Some(WireOutcome::Linked),
+            failed("b", vec![], vec![9]),
+            Some(WireOutcome::Linked),
+        ];
+        let failure = blame(&participants, &answered, &ring);
+        assert_eq!(failure.culprits, Culprits::Unknown, "a node outside the cluster is named by nobody");
+        assert_eq!(failure.to_string(), format!("wiring the {ring} failed\n  node 0 (n0): a\n  node 2 (n2): b"));
+    }
+
+    #[test]
+    fn a_failed_run_names_the_silent_and_the_failed_nodes() {
+        let failed = RunError::Failed {
+            run: 7,
+            collective: Collective::Allreduce,
+            silent: Some("node 2 (n2)".into()),
+            failures: vec!["node 0 (n0): no message".into(), "node 1 (n1): no message".into()],
+        };
+        assert_eq!(
+            failed.to_string(),
+            "run 7 of allreduce failed; no report from node 2 (n2)\n  node 0 (n0): no message\n  node 1 (n1): no message"
+        );
+        let left = |stage| RunError::Disconnected { node: "node 1 (n1)".into(), stage }.to_string();
+        assert_eq!(left(Stage::Wiring), "node 1 (n1) disconnected while wiring");
+        assert_eq!(left(Stage::ClockProbe), "node 1 (n1) disconnected while its clock was probed");
+        assert_eq!(left(Stage::Run(7)), "node 1 (n1) disconnected during run 7");
     }
 }

@@ -16,7 +16,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
-use topocomm_node::handshake::{self, Gate, HandshakeError, Refusal};
+use topocomm_node::handshake::{self, Gate, GateRefusal, HandshakeError, Refusal};
 use topocomm_node::secure::Channel;
 use topocomm_node::security::PendingHandshakes;
 use topocomm_proto::auth::{self, Hello, Key, Purpose};
@@ -104,19 +104,19 @@ struct ControlGate<'a> {
 }
 
 impl Gate for ControlGate<'_> {
-    fn key_for(&self, hello: &Hello) -> Result<Key, String> {
+    fn key_for(&self, hello: &Hello) -> Result<Key, GateRefusal> {
         match &hello.purpose {
             Purpose::Node { name, data_addr, .. } => {
-                auth::check_name(name).map_err(|e| e.to_string())?;
-                auth::check_address(data_addr).map_err(|e| e.to_string())?;
+                auth::check_name(name)?;
+                auth::check_address(data_addr)?;
             }
             Purpose::Client => {}
-            Purpose::Link { .. } => return Err("this is the coordinator's control port, not a node's data port".into()),
+            Purpose::Link { .. } => return Err(GateRefusal::NotAControlLink),
         }
         Ok(self.key.clone())
     }
 
-    fn admit(&self, _hello: &Hello) -> Result<(), String> {
+    fn admit(&self, _hello: &Hello) -> Result<(), GateRefusal> {
         Ok(())
     }
 }
@@ -155,7 +155,7 @@ async fn connection(
             let response = match request {
                 ClientRequest::Run(request) => match coordinator.execute(request).await {
                     Ok(outcome) => ClientResponse::RunDone(Box::new(outcome)),
-                    Err(error) => ClientResponse::Error(error),
+                    Err(error) => ClientResponse::Error(error.to_string()),
                 },
                 ClientRequest::Status => ClientResponse::Status(coordinator.cluster.status()),
             };
@@ -175,9 +175,9 @@ async fn node_session(
     let name = registration.name.clone();
     let session = match coordinator.cluster.register(registration, sender) {
         Ok(session) => session,
-        Err(reason) => {
-            tracing::warn!(%name, %reason, "refused a node");
-            return send(&mut control, &ToNode::Refused { reason }).await;
+        Err(refusal) => {
+            tracing::warn!(%name, %refusal, "refused a node");
+            return send(&mut control, &ToNode::Refused { reason: refusal.to_string() }).await;
         }
     };
     let queue = Arc::new(Semaphore::new(QUEUED_PER_NODE));

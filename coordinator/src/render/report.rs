@@ -8,9 +8,9 @@ use anyhow::Context;
 use bytesize::ByteSize;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
-use topocomm_proto::Topology;
 use topocomm_proto::control::{RunOutcome, SetupTimes};
-use topocomm_proto::spec::{Collective, LinkModel, Routing};
+use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Routing};
+use topocomm_proto::{NodeId, Topology};
 
 /// Minimum, median, mean and maximum of the per-iteration times, in µs, and the tail
 /// percentiles p50, p90 and p99 (OSU micro-benchmarks' `-z`, nccl-tests' `-I`), each by
@@ -126,25 +126,47 @@ impl LinkPhysics {
     }
 }
 
+/// A run that some node did not verify: which nodes, and what each said.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "run {run} of {collective} ({algorithm}) FAILED verification on {} of {nodes} nodes:{}",
+    .wrong.len(),
+    wrong_lines(.wrong)
+)]
+pub struct VerificationFailure {
+    pub run: u64,
+    pub collective: Collective,
+    pub algorithm: Algorithm,
+    /// How many nodes reported.
+    pub nodes: usize,
+    /// Each node not verified, and its mismatch or error.
+    pub wrong: Vec<(NodeId, String)>,
+}
+
+fn wrong_lines(wrong: &[(NodeId, String)]) -> String {
+    wrong.iter().map(|(node, why)| format!("\n  node {node}: {why}")).collect()
+}
+
 /// Holds every node's report to the reference verdict; a failed check names the nodes.
 /// `prediction` is the cost model's time (µs) and the links it assumed, if any.
-pub fn summarize(outcome: &RunOutcome, prediction: Option<(f64, LinkModel)>) -> Result<RunSummary, String> {
-    let wrong: Vec<String> = outcome
+pub fn summarize(
+    outcome: &RunOutcome,
+    prediction: Option<(f64, LinkModel)>,
+) -> Result<RunSummary, VerificationFailure> {
+    let wrong: Vec<(NodeId, String)> = outcome
         .reports
         .iter()
         .filter(|r| !r.verified)
-        .map(|r| format!("node {}: {}", r.node, r.mismatch.as_deref().or(r.error.as_deref()).unwrap_or("not verified")))
+        .map(|r| (r.node, r.mismatch.as_deref().or(r.error.as_deref()).unwrap_or("not verified").to_owned()))
         .collect();
     if !wrong.is_empty() {
-        return Err(format!(
-            "run {} of {} ({}) FAILED verification on {} of {} nodes:\n  {}",
-            outcome.spec.run,
-            outcome.spec.collective,
-            outcome.spec.algorithm,
-            wrong.len(),
-            outcome.reports.len(),
-            wrong.join("\n  ")
-        ));
+        return Err(VerificationFailure {
+            run: outcome.spec.run,
+            collective: outcome.spec.collective,
+            algorithm: outcome.spec.algorithm,
+            nodes: outcome.reports.len(),
+            wrong,
+        });
     }
     let iterations = outcome.spec.iterations as usize;
     let iteration_us: Vec<f64> = (0..iterations)
@@ -325,6 +347,33 @@ pub(crate) mod tests {
             model_ratio: None,
             setup_ms: SetupTimes::default(),
         }
+    }
+
+    #[test]
+    fn a_node_not_verified_fails_the_run_naming_it_and_why() {
+        use topocomm_proto::TopologyKind;
+        use topocomm_proto::control::{NodeReport, TopologySpec};
+        use topocomm_proto::spec::RunSpec;
+
+        let spec = RunSpec { run: 4, ..RunSpec::new(Collective::Broadcast, Algorithm::Hypercube) };
+        let verified = |node| NodeReport { verified: true, times_us: vec![1.0], ..NodeReport::empty(4, node) };
+        let mut reports: Vec<NodeReport> = (0..4).map(verified).collect();
+        reports[1].verified = false;
+        reports[1].mismatch = Some("element 3 differs".into());
+        reports[3] = NodeReport { error: Some("no message".into()), ..NodeReport::empty(4, 3) };
+        let topology = TopologySpec { kind: TopologyKind::Hypercube, p: 4, dims: vec![2, 2] };
+        let outcome = RunOutcome { spec, topology, reports, trace: None, setup: SetupTimes::default() };
+        let failure = summarize(&outcome, None).unwrap_err();
+        assert_eq!(failure.wrong, [(1, "element 3 differs".to_owned()), (3, "no message".to_owned())]);
+        assert_eq!(
+            failure.to_string(),
+            "run 4 of broadcast (hypercube) FAILED verification on 2 of 4 nodes:\n  node 1: element 3 differs\n  \
+             node 3: no message"
+        );
+        // The same run with every node verified passes.
+        let mut outcome = outcome;
+        outcome.reports = (0..4).map(verified).collect();
+        assert!(summarize(&outcome, None).expect("every node verified").verified);
     }
 
     #[test]

@@ -155,6 +155,20 @@ impl Row {
         }
     }
 
+    /// The case the row measured, as the progress and failure lines name it:
+    /// `broadcast (ring) on ring p=8 sf 1.0 KiB`.
+    fn case(&self) -> String {
+        format!(
+            "{} ({}) on {} p={} {} {}",
+            self.collective,
+            self.algorithm,
+            shape_name(self.topology, &self.dims),
+            self.p,
+            self.routing,
+            ByteSize::b(self.size_bytes).display().iec()
+        )
+    }
+
     fn within(&self) -> bool {
         self.ratio.is_some_and(|r| (BAND.0..=BAND.1).contains(&r))
     }
@@ -258,16 +272,7 @@ pub async fn run(args: &BenchModelArgs) -> anyhow::Result<()> {
         println!("{}", table(&rows));
         println!("{}", closing_line(&summary));
         for row in rows.iter().filter(|r| r.error.is_some()) {
-            println!(
-                "failed: {} ({}) on {} p={} {} {}: {}",
-                row.collective,
-                row.algorithm,
-                shape_name(row.topology, &row.dims),
-                row.p,
-                row.routing,
-                ByteSize::b(row.size_bytes).display().iec(),
-                row.error.as_deref().unwrap_or_default()
-            );
+            println!("failed: {}: {}", row.case(), row.error.as_deref().unwrap_or_default());
         }
     }
     if let Some(error) = interrupted {
@@ -383,23 +388,18 @@ async fn run_cases<'a>(
                         row.measured = Some(summary.time_us);
                         row.ratio = summary.model_ratio;
                     }
-                    Err(failure) => row.error = Some(failure),
+                    Err(failure) => row.error = Some(failure.to_string()),
                 },
-                Err(error) => row.error = Some(error),
+                Err(error) => row.error = Some(error.to_string()),
             }
         }
         let done = rows.len() + 1;
         let elapsed = progress.started.elapsed();
         progress.planned_done += case.estimate();
         eprintln!(
-            "[{done}/{}] {} ({}) {} p={} {} {}: {} (elapsed {}, about {} left)",
+            "[{done}/{}] {}: {} (elapsed {}, about {} left)",
             progress.total,
-            row.collective,
-            row.algorithm,
-            shape_name(row.topology, &row.dims),
-            row.p,
-            row.routing,
-            ByteSize::b(row.size_bytes).display().iec(),
+            row.case(),
             match (&row.error, row.measured_us, row.model_us, row.ratio) {
                 (Some(error), ..) => format!("FAILED: {}", error.lines().next().unwrap_or_default()),
                 (None, Some(measured), Some(model), Some(ratio)) =>
@@ -564,5 +564,25 @@ mod tests {
     fn shapes_name_their_grid() {
         assert_eq!(shape_name(TopologyKind::Torus, &[2, 4]), "torus 2x4");
         assert_eq!(shape_name(TopologyKind::Hypercube, &[2, 2, 2]), "hypercube");
+    }
+
+    #[test]
+    fn a_case_names_everything_that_tells_it_from_the_others() {
+        let row = Row {
+            collective: Collective::Allgather,
+            algorithm: Algorithm::Mesh,
+            topology: TopologyKind::Torus,
+            dims: vec![4, 4],
+            p: 16,
+            routing: Routing::Ct,
+            size_bytes: 64 << 10,
+            iterations: 10,
+            measured_us: None,
+            measured: None,
+            model_us: None,
+            ratio: None,
+            error: None,
+        };
+        assert_eq!(row.case(), "allgather (mesh) on torus 4x4 p=16 ct 64.0 KiB");
     }
 }

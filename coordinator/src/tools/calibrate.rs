@@ -341,8 +341,8 @@ async fn measure(
     for &size_bytes in sizes {
         for hops in routes {
             let request = RunRequest { topology: TopologyKind::Ring, dims: None, spec: spec_of(size_bytes, hops) };
-            let outcome = local.coordinator.execute(request).await.map_err(|e| anyhow!(e))?;
-            let summary = report::summarize(&outcome, None).map_err(|e| anyhow!(e))?;
+            let outcome = local.coordinator.execute(request).await?;
+            let summary = report::summarize(&outcome, None)?;
             let one_way_us = summary.time_us.median / 2.0;
             points.push(Point { hops, size_bytes, one_way_us });
             eprintln!(

@@ -30,13 +30,15 @@ use clap::Args;
 use serde::Serialize;
 use serde_json::json;
 use topocomm_proto::control::{ClientRequest, ClientResponse, RunOutcome, RunRequest};
-use topocomm_proto::spec::{Algorithm, Collective, Dtype, LinkModel, ReduceOp};
+use topocomm_proto::spec::{Algorithm, Collective, LinkModel};
 use topocomm_proto::{Topology, catalogue};
 
 use crate::control::client::RemoteArgs;
 use crate::control::local::{Capacity, CapacityError, LocalCluster};
-use crate::control::parse::{ParseError, parse_collective, parse_dtype, parse_op, parse_size, parse_timeout};
-use crate::control::request::{self, CollectiveArgs, LinkArgs, Planned, Repetition, ShapeArgs};
+use crate::control::parse::{ParseError, parse_collective, parse_size};
+use crate::control::request::{
+    self, CollectiveArgs, DataArgs, IterationArgs, LinkArgs, Planned, Repetition, ShapeArgs,
+};
 #[cfg(feature = "pictures")]
 use crate::render::picture;
 #[cfg(feature = "pictures")]
@@ -67,35 +69,12 @@ pub struct SweepArgs {
     // `std::vec::Vec`, not `Vec`: clap would read `Vec<_>` as many values of u64.
     #[arg(long, default_value = "8B..1MiB", value_parser = parse_sizes)]
     pub sizes: std::vec::Vec<u64>,
-    /// The root of broadcast, reduce, scatter and gather.
-    #[arg(long, default_value_t = 0)]
-    pub root: usize,
-    /// Element type: i32, i64, f32, f64.
-    #[arg(long, default_value = "f64", value_parser = parse_dtype)]
-    pub dtype: Dtype,
-    /// Reduction operator: sum, prod, min, max.
-    #[arg(long, default_value = "sum", value_parser = parse_op)]
-    pub op: ReduceOp,
-    /// Shift: how many places the data moves.
-    #[arg(long, default_value_t = 1)]
-    pub shift: usize,
-    /// Scan: exclusive prefix.
-    #[arg(long)]
-    pub exclusive: bool,
-    /// Seed of the generated inputs.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
+    #[command(flatten)]
+    pub data: DataArgs,
     #[command(flatten)]
     pub links: LinkArgs,
-    /// Timed iterations per point.
-    #[arg(long, short = 'i', default_value_t = 20)]
-    pub iterations: u32,
-    /// Untimed warm-up iterations before them.
-    #[arg(long, default_value_t = 3)]
-    pub warmup: u32,
-    /// Deadline of every wait of one iteration (and of forming the cluster): 1ms to 24h.
-    #[arg(long, default_value = "30s", value_parser = parse_timeout)]
-    pub timeout: Duration,
+    #[command(flatten)]
+    pub repeat: IterationArgs,
     /// Also write the points as CSV to FILE.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
@@ -285,7 +264,7 @@ enum Cluster {
 impl Cluster {
     async fn execute(&self, request: RunRequest, patience: Duration) -> anyhow::Result<RunOutcome> {
         match self {
-            Cluster::Local(local) => local.coordinator.execute(request).await.map_err(|e| anyhow!(e)),
+            Cluster::Local(local) => Ok(local.coordinator.execute(request).await?),
             Cluster::Remote { address, credentials } => {
                 match crate::control::client::request(address, credentials, ClientRequest::Run(request), patience)
                     .await?
@@ -312,13 +291,8 @@ fn what(args: &SweepArgs, algorithm: Algorithm, size: u64) -> CollectiveArgs {
         shape: args.shape.clone(),
         nodes: args.nodes,
         algorithm: Some(algorithm),
-        root: args.root,
         size,
-        dtype: args.dtype,
-        op: args.op,
-        shift: args.shift,
-        exclusive: args.exclusive,
-        seed: args.seed,
+        data: args.data.clone(),
         links: args.links.clone(),
     }
 }
@@ -339,8 +313,7 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.plot {
         picture::Format::of(path)?;
     }
-    let repetition =
-        Repetition { warmup: args.warmup, iterations: args.iterations, timeout: args.timeout, dump: false };
+    let repetition = args.repeat.repetition(false);
     let remote = args.remote.coordinator.is_some();
     if !remote {
         Topology::new(args.shape.topology, args.nodes, args.shape.dims.as_deref())?;
@@ -460,7 +433,8 @@ async fn measure(
 
 fn header(args: &SweepArgs, topology: &Topology, links: Option<&LinkPhysics>) -> String {
     let mut text = String::new();
-    let _ = writeln!(text, "# topocomm sweep: {} on a {topology}, {} {}", args.collective, args.dtype, args.op);
+    let _ =
+        writeln!(text, "# topocomm sweep: {} on a {topology}, {} {}", args.collective, args.data.dtype, args.data.op);
     let links = match links {
         Some(l) if l.emulated => format!("emulated links: {}", physics(l)),
         Some(l) => format!("full-speed links; model from the calibration: {}", physics(l)),
@@ -470,7 +444,7 @@ fn header(args: &SweepArgs, topology: &Topology, links: Option<&LinkPhysics>) ->
     let _ = writeln!(
         text,
         "# {} iterations after {} warm-up per point; an iteration takes as long as its slowest node",
-        args.iterations, args.warmup
+        args.repeat.iterations, args.repeat.warmup
     );
     let _ = write!(
         text,
@@ -564,11 +538,11 @@ fn json_of(args: &SweepArgs, sweep: &Sweep, topology: &Topology) -> serde_json::
         "topology": topology.kind(),
         "dims": topology.dims(),
         "nodes": topology.p(),
-        "dtype": args.dtype,
-        "op": args.op,
-        "root": args.root,
-        "warmup": args.warmup,
-        "iterations": args.iterations,
+        "dtype": args.data.dtype,
+        "op": args.data.op,
+        "root": args.data.root,
+        "warmup": args.repeat.warmup,
+        "iterations": args.repeat.iterations,
         "links": sweep.links,
         "bandwidth": {
             "size": "bytes per node",
@@ -620,6 +594,31 @@ fn write_outputs(args: &SweepArgs, sweep: &Sweep) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_point_is_planned_as_run_plans_the_same_options() {
+        use clap::Parser;
+        use topocomm_proto::spec::{Dtype, ReduceOp};
+
+        use crate::cli::{Cli, Command};
+
+        let shared = "scan -t ring -a linear --root 3 --dtype i32 --op max --shift 2 --exclusive --seed 9 \
+                      -i 5 --warmup 1 --timeout 2s --ts 10us";
+        let parse = |line: String| Cli::try_parse_from(line.split_whitespace()).expect("parses").command;
+        let Command::Run(run) = parse(format!("topocomm run {shared} --size 1KiB")) else { panic!("not a run") };
+        let Command::Sweep(sweep) = parse(format!("topocomm sweep {shared} --sizes 1KiB")) else {
+            panic!("not a sweep")
+        };
+        let ran = request::plan(&run.what, run.repeat.repetition(false)).expect("planned").request;
+        let point = what(&sweep, Algorithm::Linear, 1024);
+        let swept = request::plan(&point, sweep.repeat.repetition(false)).expect("planned").request;
+        assert_eq!(ran, swept);
+        let spec = &ran.spec;
+        assert_eq!((spec.root, spec.dtype, spec.op, spec.shift, spec.seed), (3, Dtype::I32, ReduceOp::Max, 2, 9));
+        assert!(spec.exclusive);
+        assert_eq!((spec.iterations, spec.warmup, spec.timeout_ms), (5, 1, 2000));
+        assert_eq!(spec.emulation.map(|links| links.ts_ns), Some(10_000));
+    }
 
     #[test]
     fn size_ranges_double_and_lists_are_taken_as_given() {

@@ -218,10 +218,14 @@ pub async fn recursive_doubling(comm: &Comm, root: NodeId, message: Bytes) -> Re
 /// The all-gather is the one made for the topology, so that its every message crosses
 /// one link (the ring of ids would cross up to log p on a hypercube).
 ///
-/// Steps: ⌈log p⌉ (length) + ⌈log p⌉ (scatter) + the all-gather's: p - 1 on a ring,
-/// log p on a hypercube. Cost on a ring ⌈log p⌉ (t_s + 8 t_w) + t_s log p +
-/// t_w m (p-1)/p + (p - 1)(t_s + t_w m/p) = t_s (2 log p + p - 1) + 2 t_w m (p-1)/p +
-/// 8 t_w log p; on a hypercube t_s 3 log p + 2 t_w m (p-1)/p + 8 t_w log p.
+/// Steps (the longest chain of messages): the length runs down the same binomial tree
+/// as the scatter, one message ahead of it, so the two together take ⌈log p⌉; then the
+/// all-gather's: p - 1 on a ring, log p on a hypercube, so ⌈log p⌉ + p - 1 and 2 log p.
+/// Cost on a ring ⌈log p⌉ (t_s + 8 t_w) + t_s log p + t_w m (p-1)/p +
+/// (p - 1)(t_s + t_w m/p) = t_s (2 log p + p - 1) + 2 t_w m (p-1)/p + 8 t_w log p; on a
+/// hypercube, where each link carries the length just before the scatter's piece, one
+/// message time more than the chain: (2 log p + 1)(t_s + t_h) + 2 t_w m (p-1)/p + 8 t_w
+/// (store-and-forward, the pieces of equal size; what the cost model computes).
 pub async fn scatter_allgather(comm: &Comm, root: NodeId, message: Bytes) -> Result<Bytes, CommError> {
     let length = Bytes::copy_from_slice(&(message.len() as u64).to_le_bytes());
     let length = hypercube_in(comm, root, length, BROADCAST_LENGTH).await?;
