@@ -14,6 +14,7 @@ use crate::render::topology_view::{ListArgs, TopologyArgs};
 use crate::tools::bench_model::BenchModelArgs;
 use crate::tools::calibrate::CalibrateArgs;
 use crate::tools::explain::ExplainArgs;
+use crate::tools::simulate::SimulateArgs;
 use crate::tools::sweep::SweepArgs;
 
 /// Run, measure and understand collective communication on interconnection networks.
@@ -47,6 +48,10 @@ pub enum Command {
     /// Run a collective over a range of sizes (and algorithms) on one cluster: OSU-style
     /// columns, algbw/busbw, the model's prediction, CSV, JSON and a plot.
     Sweep(SweepArgs),
+    /// Run a collective's algorithm on the simulator's virtual network instead of
+    /// daemons: any p up to millions of nodes, the same algorithm code, every result
+    /// verified (or lengths only), a scaling table with the textbook's closed forms.
+    Simulate(SimulateArgs),
     /// Ask a serving coordinator how the cluster stands.
     Status(StatusArgs),
     /// Run a node daemon (the same daemon as `topocomm-node`; local clusters use it).

@@ -37,7 +37,7 @@ use crate::render::topology_svg;
 use crate::render::topology_view::{self, TopologyArgs};
 use crate::render::trace::{self, FlowOutputs};
 use crate::tools::model::{self, Prediction};
-use crate::tools::{bench_model, calibrate, explain, sweep};
+use crate::tools::{bench_model, calibrate, explain, simulate, sweep};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -78,6 +78,7 @@ async fn command(cli: Cli) -> ExitCode {
         Command::Calibrate(args) => calibrate::run(&args).await.map(|()| ExitCode::SUCCESS),
         Command::BenchModel(args) => bench_model::run(&args).await.map(|()| ExitCode::SUCCESS),
         Command::Sweep(args) => sweep::run(&args).await.map(|()| ExitCode::SUCCESS),
+        Command::Simulate(args) => simulate::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Status(args) => status(args).await.map(|()| ExitCode::SUCCESS),
         Command::Node(_) => unreachable!("the node role runs on its own runtime"),
     };

@@ -32,6 +32,8 @@ pub enum AssemblyError {
     WrongLength { got: usize, expected: usize },
     #[error("the result is incomplete: {missing} of its {len} bytes never arrived")]
     Incomplete { missing: usize, len: usize },
+    #[error("a lengths-only result was given {len} bytes of data")]
+    DataInLengthsOnly { len: usize },
 }
 
 /// A result being assembled (see the module docs).
@@ -41,12 +43,15 @@ pub struct Assembly {
     claimed: Vec<Range<usize>>,
 }
 
-/// The memory of an assembly: `len` bytes, written part by part.
+/// The memory of an assembly: `len` bytes, written part by part — or, in a lengths-only
+/// simulation, `len` known zeros (`crate::zeros`) that no part writes.
 struct Buffer {
     ptr: NonNull<u8>,
     len: usize,
     /// Bytes written so far (the parts that are complete).
     filled: AtomicUsize,
+    /// The buffer is known zeros: nothing allocated, parts are counted, not copied.
+    zeros: bool,
 }
 
 // SAFETY: the buffer is plain memory; parts are written through disjoint claims only
@@ -56,9 +61,15 @@ unsafe impl Sync for Buffer {}
 
 impl Buffer {
     fn new(len: usize) -> Self {
+        if crate::zeros::lengths_only()
+            && let Some(zeros) = crate::zeros::zeros(len)
+        {
+            let ptr = NonNull::new(zeros.as_ptr().cast_mut()).expect("a slice's pointer is never null");
+            return Buffer { ptr, len, filled: AtomicUsize::new(0), zeros: true };
+        }
         let mut memory = std::mem::ManuallyDrop::new(Vec::<u8>::with_capacity(len));
         let ptr = NonNull::new(memory.as_mut_ptr()).expect("a vector's pointer is never null");
-        Buffer { ptr, len, filled: AtomicUsize::new(0) }
+        Buffer { ptr, len, filled: AtomicUsize::new(0), zeros: false }
     }
 
     /// The written bytes of `range`.
@@ -82,6 +93,9 @@ impl Buffer {
 
 impl Drop for Buffer {
     fn drop(&mut self) {
+        if self.zeros {
+            return;
+        }
         // SAFETY: `ptr` and `len` come from `Vec::with_capacity(len)`; length 0 drops no
         // elements (u8 has no destructor anyway).
         unsafe { drop(Vec::from_raw_parts(self.ptr.as_ptr(), 0, self.len)) }
@@ -138,8 +152,14 @@ impl Assembly {
     pub fn copy_in(&mut self, at: usize, bytes: &[u8]) -> Result<Bytes, AssemblyError> {
         let range = at..at + bytes.len();
         self.claim(range.clone())?;
-        // SAFETY: the range is claimed by this call alone and in bounds.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.buffer.ptr.as_ptr().add(at), bytes.len()) };
+        if self.buffer.zeros {
+            if !crate::zeros::is_zeros(bytes) {
+                return Err(AssemblyError::DataInLengthsOnly { len: bytes.len() });
+            }
+        } else {
+            // SAFETY: the range is claimed by this call alone and in bounds.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.buffer.ptr.as_ptr().add(at), bytes.len()) };
+        }
         self.buffer.add_filled(bytes.len());
         Ok(view(&self.buffer, range))
     }
@@ -189,6 +209,13 @@ impl Place {
         if bytes.len() != self.range.len() || self.written != 0 {
             return Err(AssemblyError::WrongLength { got: bytes.len(), expected: self.range.len() });
         }
+        if self.buffer.zeros {
+            if !crate::zeros::is_zeros(bytes) {
+                return Err(AssemblyError::DataInLengthsOnly { len: bytes.len() });
+            }
+            self.written = bytes.len();
+            return self.filled();
+        }
         bytes::BufMut::put_slice(&mut self, bytes);
         self.filled()
     }
@@ -216,6 +243,7 @@ unsafe impl bytes::BufMut for Place {
     }
 
     fn chunk_mut(&mut self) -> &mut UninitSlice {
+        assert!(!self.buffer.zeros, "a lengths-only result is never read into");
         let rest = self.remaining_mut();
         // SAFETY: the unwritten rest of the claimed range: in bounds, and written by no
         // one else.
@@ -252,6 +280,20 @@ mod tests {
         assert!(matches!(assembly.place(5..7), Err(AssemblyError::BadClaim { .. })));
         assert!(matches!(assembly.copy_in(7, b"ab"), Err(AssemblyError::BadClaim { .. })));
         assert!(matches!(assembly.finish(), Err(AssemblyError::Incomplete { missing: 8, len: 8 })));
+    }
+
+    #[test]
+    fn a_lengths_only_result_is_known_zeros_and_takes_no_data() {
+        let _lengths_only = crate::zeros::LengthsOnly::begin();
+        let mut assembly = Assembly::new(1 << 30);
+        let own = assembly.copy_in(0, &crate::zeros::zeros(1 << 29).unwrap()).unwrap();
+        let rest = assembly.place(1 << 29..1 << 30).unwrap().fill_from(&crate::zeros::zeros(1 << 29).unwrap()).unwrap();
+        assert!(crate::zeros::is_zeros(&own) && crate::zeros::is_zeros(&rest));
+        let whole = assembly.finish().unwrap();
+        assert_eq!(whole.len(), 1 << 30);
+        assert!(crate::zeros::is_zeros(&whole));
+        let mut assembly = Assembly::new(2);
+        assert!(matches!(assembly.copy_in(0, b"ab"), Err(AssemblyError::DataInLengthsOnly { len: 2 })));
     }
 
     #[test]

@@ -20,5 +20,6 @@ pub mod security;
 pub mod simulator;
 pub mod timebase;
 pub mod transport;
+pub mod zeros;
 
 pub use comm::{Comm, CommError};

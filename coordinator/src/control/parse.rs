@@ -30,6 +30,8 @@ pub enum ParseError {
     SizeRange { text: String },
     #[error("no sizes given")]
     NoSizes,
+    #[error("{text:?} is not a list of node counts like 8..65536 (doubling) or 1024,4096 (positive whole numbers)")]
+    NodeCounts { text: String },
     #[error("{text:?} is not a shape like 4x4 or 2x2x2 (positive whole numbers joined by x)")]
     Dims { text: String },
 }

@@ -27,14 +27,52 @@ pub const HEIGHT: u32 = 640;
 
 /// Writes the plot to `path` (`.svg` or `.png`).
 pub fn write(title: &str, series: &[Series], path: &Path) -> anyhow::Result<()> {
-    picture::Format::of(path)?;
-    picture::save(&svg(title, series)?, path)
+    write_with(title, series, XAxis::Size, path)
 }
 
-/// The plot as SVG text.
-pub fn svg(title: &str, series: &[Series]) -> anyhow::Result<String> {
+/// Writes the plot of `series` against `x` to `path` (.svg or .png).
+pub fn write_with(title: &str, series: &[Series], x: XAxis, path: &Path) -> anyhow::Result<()> {
+    picture::Format::of(path)?;
+    picture::save(&svg_with(title, series, x)?, path)
+}
+
+/// What the x axis of a plot counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XAxis {
+    /// Bytes per node (a sweep); the dashed lines are the cost model.
+    Size,
+    /// Nodes (a scaling table); the dashed lines are the closed forms.
+    Nodes,
+}
+
+impl XAxis {
+    fn description(self) -> &'static str {
+        match self {
+            XAxis::Size => "message size (bytes per node)",
+            XAxis::Nodes => "nodes (p)",
+        }
+    }
+
+    fn label(self, x: f64) -> String {
+        match self {
+            XAxis::Size => size_label(x),
+            XAxis::Nodes => format!("{}", x.round() as u64),
+        }
+    }
+
+    /// What the dashed lines are, for the legend.
+    fn dashed(self) -> &'static str {
+        match self {
+            XAxis::Size => "cost model (dashed)",
+            XAxis::Nodes => "closed form (dashed)",
+        }
+    }
+}
+
+/// The plot as SVG text, against `x`.
+pub fn svg_with(title: &str, series: &[Series], x: XAxis) -> anyhow::Result<String> {
     let points = || series.iter().flat_map(|s| s.measured.iter().chain(&s.model)).filter(|(x, y)| *x > 0.0 && *y > 0.0);
-    anyhow::ensure!(points().next().is_some(), "nothing to plot: no size was measured");
+    anyhow::ensure!(points().next().is_some(), "nothing to plot: no point was measured");
     let (x_lo, x_hi) = points().fold((f64::MAX, f64::MIN), |(lo, hi), (x, _)| (lo.min(*x), hi.max(*x)));
     let (y_lo, y_hi) = points().fold((f64::MAX, f64::MIN), |(lo, hi), (_, y)| (lo.min(*y), hi.max(*y)));
     let y_range = time_range(y_lo, y_hi);
@@ -56,11 +94,11 @@ pub fn svg(title: &str, series: &[Series]) -> anyhow::Result<String> {
             .map_err(plot_error)?;
         chart
             .configure_mesh()
-            .x_desc("message size (bytes per node)")
+            .x_desc(x.description())
             .y_desc("time per iteration (µs)")
             .x_labels(30)
             .y_labels(10)
-            .x_label_formatter(&|x| size_label(*x))
+            .x_label_formatter(&|at| x.label(*at))
             .y_label_formatter(&|y| time_label(*y))
             .label_style(("sans-serif", 16))
             .axis_desc_style(("sans-serif", 18))
@@ -89,7 +127,7 @@ pub fn svg(title: &str, series: &[Series]) -> anyhow::Result<String> {
             chart
                 .draw_series(std::iter::empty::<PathElement<(f64, f64)>>())
                 .map_err(plot_error)?
-                .label("cost model (dashed)")
+                .label(x.dashed())
                 .legend(move |(x, y)| DashedPathElement::new(vec![(x, y), (x + 24, y)], 5, 3, grey.stroke_width(2)));
         }
         // Times grow with size, so the lower right is where the lines are not.
@@ -166,7 +204,7 @@ mod tests {
 
     #[test]
     fn the_plot_has_a_line_per_algorithm_and_a_dashed_one_per_model() {
-        let text = svg("allreduce on a ring of 8 nodes", &series()).unwrap();
+        let text = svg_with("allreduce on a ring of 8 nodes", &series(), XAxis::Size).unwrap();
         let doc = roxmltree::Document::parse(&text).expect("valid XML");
         let polylines: Vec<_> = doc.descendants().filter(|n| n.has_tag_name("polyline")).collect();
         // Two measured lines; the dashed model lines are drawn as many short segments.
@@ -184,7 +222,7 @@ mod tests {
     #[test]
     fn a_single_size_still_plots_and_rasterises() {
         let one = vec![Series { label: "ring".into(), measured: vec![(65536.0, 812.0)], model: vec![] }];
-        let text = svg("one point", &one).unwrap();
+        let text = svg_with("one point", &one, XAxis::Size).unwrap();
         let bytes = picture::png(&text).unwrap();
         let decoder = ::png::Decoder::new(std::io::Cursor::new(bytes));
         let reader = decoder.read_info().unwrap();
@@ -193,7 +231,7 @@ mod tests {
 
     #[test]
     fn nothing_to_plot_is_an_error() {
-        assert!(svg("empty", &[]).unwrap_err().to_string().contains("nothing to plot"));
+        assert!(svg_with("empty", &[], XAxis::Size).unwrap_err().to_string().contains("nothing to plot"));
     }
 
     #[test]

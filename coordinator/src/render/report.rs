@@ -114,7 +114,7 @@ pub struct LinkPhysics {
 }
 
 impl LinkPhysics {
-    fn of(model: &LinkModel, emulated: bool) -> Self {
+    pub fn of(model: &LinkModel, emulated: bool) -> Self {
         LinkPhysics {
             ts_us: model.ts_ns as f64 / 1e3,
             th_us: model.th_ns as f64 / 1e3,

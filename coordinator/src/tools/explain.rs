@@ -55,7 +55,7 @@ pub fn print(args: &ExplainArgs) -> anyhow::Result<()> {
 
 /// Where the link physics of an explanation come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PhysicsSource {
+pub enum PhysicsSource {
     /// --ts/--th/--tw on the command line.
     Given,
     /// `--ts auto`: what `topocomm calibrate` fitted.
@@ -65,7 +65,7 @@ enum PhysicsSource {
 }
 
 impl PhysicsSource {
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             PhysicsSource::Given => "given",
             PhysicsSource::Calibrated => "calibration",
@@ -137,7 +137,7 @@ fn explain(what: &CollectiveArgs) -> anyhow::Result<Explained> {
 
 /// The physics to explain with: the user's (or the calibration's), else the defaults
 /// with the user's routing and packet size.
-fn physics(predict_with: Option<LinkModel>, links: &LinkArgs) -> anyhow::Result<(LinkModel, PhysicsSource)> {
+pub fn physics(predict_with: Option<LinkModel>, links: &LinkArgs) -> anyhow::Result<(LinkModel, PhysicsSource)> {
     if let Some(model) = predict_with {
         let source = if links.ts == Some(Emulated::Auto) { PhysicsSource::Calibrated } else { PhysicsSource::Given };
         return Ok((model, source));

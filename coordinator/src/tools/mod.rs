@@ -1,5 +1,5 @@
 //! Models and tools on top of the control plane: the cost model and `explain`, link
-//! calibration, the model benchmark and size sweeps. Uses `control` to run and `render`
+//! calibration, the model benchmark, size sweeps and the simulator's command. Uses `control` to run and `render`
 //! to present; neither of those uses this layer.
 
 pub mod bench_model;
@@ -7,4 +7,5 @@ pub mod calibrate;
 pub mod closed_form;
 pub mod explain;
 pub mod model;
+pub mod simulate;
 pub mod sweep;

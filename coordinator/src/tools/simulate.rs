@@ -15,13 +15,11 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 use topocomm_node::simulator::spec::{Inputs, SimulatedRun};
 use topocomm_node::simulator::{self, Options};
-use topocomm_proto::spec::{Algorithm, Collective, Dtype, LinkModel, ReduceOp, RunSpec};
+use topocomm_proto::spec::{Algorithm, Collective, LinkModel, RunSpec};
 use topocomm_proto::{Topology, TopologyKind, catalogue, reference};
 
-use crate::control::parse::{
-    ParseError, parse_collective, parse_dims, parse_dtype, parse_op, parse_size, parse_timeout, parse_topology,
-};
-use crate::control::request::{self, LinkArgs};
+use crate::control::parse::{ParseError, parse_collective, parse_dims, parse_size, parse_timeout, parse_topology};
+use crate::control::request::{self, DataArgs, LinkArgs, Repetition};
 use crate::render::quantity::size_text;
 use crate::render::report::{BusiestLink, LinkPhysics, TimeStats};
 use crate::render::trace::{self, FlowOutputs};
@@ -55,24 +53,8 @@ pub struct SimulateArgs {
     /// Bytes per node (B, KiB, MiB, GiB, or KB/MB), a whole number of elements.
     #[arg(long, short = 's', default_value = "8B", value_parser = parse_size)]
     pub size: u64,
-    /// The root of broadcast, reduce, scatter and gather.
-    #[arg(long, default_value_t = 0)]
-    pub root: usize,
-    /// Element type: i32, i64, f32, f64.
-    #[arg(long, default_value = "f64", value_parser = parse_dtype)]
-    pub dtype: Dtype,
-    /// Reduction operator: sum, prod, min, max.
-    #[arg(long, default_value = "sum", value_parser = parse_op)]
-    pub op: ReduceOp,
-    /// Shift: how many places the data moves.
-    #[arg(long, default_value_t = 1)]
-    pub shift: usize,
-    /// Scan: exclusive prefix.
-    #[arg(long)]
-    pub exclusive: bool,
-    /// Seed of the generated inputs.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
+    #[command(flatten)]
+    pub data: DataArgs,
     /// The links' physics (default: t_s 100 µs, t_h 10 µs, t_w 10 ns/B, as `explain`).
     #[command(flatten)]
     pub links: LinkArgs,
@@ -191,10 +173,7 @@ struct Planned {
 pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
     crate::render::check_pictures_built("--plot", args.plot.as_deref())?;
     crate::render::check_pictures_built("--diagram", args.diagram.as_deref())?;
-    let (predict_with, _emulation) = {
-        let (emulation, predict_with) = request::link_models(&args.links)?;
-        (predict_with, emulation)
-    };
+    let (_, predict_with) = request::link_models(&args.links)?;
     let (links, source) = explain::physics(predict_with, &args.links)?;
     let planned = plan(args)?;
     let drawn = args.trace.is_some() || args.diagram.is_some();
@@ -244,9 +223,17 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
         }
     }
     if drawn && let ([point], [planned]) = (points.as_slice(), planned.as_slice()) {
-        let outputs = FlowOutputs { trace: args.trace.as_deref(), diagram: args.diagram.as_deref(), by_steps: args.steps };
+        let outputs =
+            FlowOutputs { trace: args.trace.as_deref(), diagram: args.diagram.as_deref(), by_steps: args.steps };
         let source = if point.verified { "simulated (verified)" } else { "simulated (lengths only)" };
-        trace::write_flow(outputs, &last_events, &planned.spec, &planned.topology, &trace::describe_links(&links), source)?;
+        trace::write_flow(
+            outputs,
+            &last_events,
+            &planned.spec,
+            &planned.topology,
+            &trace::describe_links(&links),
+            source,
+        )?;
     }
     #[cfg(feature = "pictures")]
     if let Some(path) = &args.plot {
@@ -277,22 +264,12 @@ fn plan(args: &SimulateArgs) -> anyhow::Result<Vec<Planned>> {
         for &algorithm in &algorithms {
             catalogue::check(args.collective, algorithm)?;
             for &p in &args.nodes {
-                let topology = Topology::new(kind, p, args.dims.as_deref())
-                    .with_context(|| format!("{kind} of {p} nodes"))?;
+                let topology =
+                    Topology::new(kind, p, args.dims.as_deref()).with_context(|| format!("{kind} of {p} nodes"))?;
                 let resolved = catalogue::resolve(args.collective, algorithm, kind, p, args.size);
-                let spec = RunSpec {
-                    run: 1,
-                    root: args.root,
-                    size_bytes: args.size,
-                    dtype: args.dtype,
-                    op: args.op,
-                    seed: args.seed,
-                    shift: args.shift,
-                    exclusive: args.exclusive,
-                    warmup: 0,
-                    iterations: 1,
-                    ..RunSpec::new(args.collective, resolved)
-                };
+                let once = Repetition { warmup: 0, iterations: 1, timeout: args.timeout, dump: false };
+                let spec =
+                    RunSpec { run: 1, ..request::run_spec(args.collective, resolved, args.size, &args.data, once)? };
                 spec.validate(p).with_context(|| format!("{} on a {topology}", args.collective))?;
                 let (inputs, estimate) = fit(&spec, &topology, args.payload, available)?;
                 planned.push(Planned { topology, spec, inputs, estimate });
@@ -304,10 +281,16 @@ fn plan(args: &SimulateArgs) -> anyhow::Result<Vec<Planned>> {
 
 /// The inputs a point runs with under `mode`, and the memory it is estimated to need;
 /// refuses, with the figures, what would not fit in `available`.
-fn fit(spec: &RunSpec, topology: &Topology, mode: PayloadMode, available: Option<u64>) -> anyhow::Result<(Inputs, u64)> {
+fn fit(
+    spec: &RunSpec,
+    topology: &Topology,
+    mode: PayloadMode,
+    available: Option<u64>,
+) -> anyhow::Result<(Inputs, u64)> {
     let (with_data, lengths_only) = estimate(spec, topology.p());
     let fits = |bytes: u64| available.is_none_or(|available| bytes <= available);
-    let have = available.map_or_else(|| "an unknown amount".to_owned(), |bytes| ByteSize(bytes).display().iec().to_string());
+    let have =
+        available.map_or_else(|| "an unknown amount".to_owned(), |bytes| ByteSize(bytes).display().iec().to_string());
     let what = format!("{} on a {topology}, {} per node", spec.collective, size_text(spec.size_bytes));
     match mode {
         PayloadMode::Data | PayloadMode::Auto if fits(with_data) => Ok((Inputs::Reference, with_data)),
@@ -365,8 +348,12 @@ fn describe(point: &Planned, simulated: &SimulatedRun, links: &LinkModel, wall: 
         steps: simulated.steps,
         links: LinkPhysics::of(links, false),
         closed_form_us: closed_form_ns.map(|ns| ns as f64 / 1e3),
-        closed_form: closed_form_ns
-            .and(closed_form::formula(spec.collective, spec.algorithm, point.topology.kind(), links.routing)),
+        closed_form: closed_form_ns.and(closed_form::formula(
+            spec.collective,
+            spec.algorithm,
+            point.topology.kind(),
+            links.routing,
+        )),
         simulation: Cost {
             wall_s: wall.as_secs_f64(),
             messages_per_second: simulated.totals.messages as f64 / wall.as_secs_f64().max(1e-9),
@@ -379,9 +366,9 @@ fn describe(point: &Planned, simulated: &SimulatedRun, links: &LinkModel, wall: 
 
 fn headline(args: &SimulateArgs, links: &LinkModel, source: explain::PhysicsSource) -> String {
     let data = if args.collective.reduces() {
-        format!("{} per node, {} {}", size_text(args.size), args.dtype, args.op)
+        format!("{} per node, {} {}", size_text(args.size), args.data.dtype, args.data.op)
     } else {
-        format!("{} per node, {}", size_text(args.size), args.dtype)
+        format!("{} per node, {}", size_text(args.size), args.data.dtype)
     };
     format!("{} simulated: {data}; links {} ({})", args.collective, trace::describe_links(links), source.name())
 }
@@ -412,10 +399,9 @@ fn table(points: &[Point]) -> String {
             point.steps.to_string(),
             point.frames_sent.to_string(),
             point.frames_forwarded.to_string(),
-            point.busiest_link.map_or_else(
-                || "-".to_owned(),
-                |link| format!("{}→{} {}", link.from, link.to, size_text(link.bytes)),
-            ),
+            point
+                .busiest_link
+                .map_or_else(|| "-".to_owned(), |link| format!("{}→{} {}", link.from, link.to, size_text(link.bytes))),
             if point.verified { "yes".to_owned() } else { "no (lengths only)".to_owned() },
             format!("{:.3}", point.simulation.wall_s),
             format!("{:.0}", point.simulation.messages_per_second),

@@ -7,56 +7,58 @@ use std::ops::Range;
 
 use bytes::{Bytes, BytesMut};
 
-/// Where each of p blocks lies in a buffer: block i is `offsets[i]..offsets[i + 1]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where each of p blocks lies in a buffer: block i holds `base + 1` units if
+/// `i < extra`, else `base` units, of `unit` bytes each, one after another. Computed, not
+/// stored: a layout of a million blocks takes no more memory than one of two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockLayout {
-    offsets: Vec<usize>,
+    p: usize,
+    unit: usize,
+    base: usize,
+    extra: usize,
 }
 
 impl BlockLayout {
     /// p blocks of `block` bytes each.
     pub fn uniform(p: usize, block: usize) -> Self {
-        BlockLayout { offsets: (0..=p).map(|i| i * block).collect() }
+        BlockLayout { p, unit: block, base: 1, extra: 0 }
     }
 
     /// `total` bytes of `elem`-byte elements cut into p element-aligned pieces whose
     /// element counts differ by at most one (the first `n mod p` pieces get the extra).
     pub fn split(total: usize, p: usize, elem: usize) -> Self {
         let elements = total / elem;
-        let (base, extra) = (elements / p, elements % p);
-        let mut offsets = Vec::with_capacity(p + 1);
-        let mut at = 0;
-        offsets.push(0);
-        for i in 0..p {
-            at += (base + usize::from(i < extra)) * elem;
-            offsets.push(at);
-        }
-        BlockLayout { offsets }
+        BlockLayout { p, unit: elem, base: elements / p, extra: elements % p }
+    }
+
+    /// Where block `i` starts (`i = p`: the end of the last).
+    fn offset(&self, i: usize) -> usize {
+        (i * self.base + i.min(self.extra)) * self.unit
     }
 
     /// The number of blocks.
     pub fn p(&self) -> usize {
-        self.offsets.len() - 1
+        self.p
     }
 
     /// Bytes of block `i`.
     pub fn len(&self, i: usize) -> usize {
-        self.offsets[i + 1] - self.offsets[i]
+        self.offset(i + 1) - self.offset(i)
     }
 
     /// Bytes of all blocks.
     pub fn total(&self) -> usize {
-        self.offsets[self.p()]
+        self.offset(self.p)
     }
 
     /// The byte range of block `i`.
     pub fn range(&self, i: usize) -> Range<usize> {
-        self.offsets[i]..self.offsets[i + 1]
+        self.offset(i)..self.offset(i + 1)
     }
 
     /// The byte range of the contiguous blocks `blocks`.
     pub fn span(&self, blocks: Range<usize>) -> Range<usize> {
-        self.offsets[blocks.start]..self.offsets[blocks.end]
+        self.offset(blocks.start)..self.offset(blocks.end)
     }
 
     /// Blocks `blocks` of `buffer`, without copying.
@@ -66,16 +68,20 @@ impl BlockLayout {
 
     /// Cuts a buffer holding the contiguous `blocks` into one `Bytes` per block, without copying.
     pub fn cut(&self, buffer: &Bytes, blocks: Range<usize>) -> Vec<Bytes> {
-        let base = self.offsets[blocks.start];
-        blocks.map(|i| buffer.slice(self.offsets[i] - base..self.offsets[i + 1] - base)).collect()
+        let base = self.offset(blocks.start);
+        blocks.map(|i| buffer.slice(self.offset(i) - base..self.offset(i + 1) - base)).collect()
     }
 }
 
-/// The parts one after another in one buffer (one copy; a single part is not copied).
+/// The parts one after another in one buffer (one copy; a single part is not copied,
+/// and known zeros join without one, see `crate::zeros`).
 pub fn concat<'a>(parts: impl IntoIterator<Item = &'a Bytes>) -> Bytes {
     let parts: Vec<&Bytes> = parts.into_iter().collect();
     if let [only] = parts.as_slice() {
         return (*only).clone();
+    }
+    if let Some(zeros) = crate::zeros::join(parts.iter().copied()) {
+        return zeros;
     }
     let mut out = BytesMut::with_capacity(parts.iter().map(|p| p.len()).sum());
     for part in parts {

@@ -300,8 +300,12 @@ pub struct Reduction {
 
 impl Reduction {
     /// `sum[j] := sum[j] op x[j]` for every element j (in place when `sum` is not shared,
-    /// as a received message is: no copy, no allocation).
+    /// as a received message is: no copy, no allocation). Known zeros combined with known
+    /// zeros are known zeros, whatever the operator (see `crate::zeros`).
     pub fn combine(self, comm: &Comm, sum: Bytes, x: &[u8]) -> Result<Bytes, CommError> {
+        if sum.len() == x.len() && crate::zeros::is_zeros(&sum) && crate::zeros::is_zeros(x) {
+            return Ok(sum);
+        }
         let mut acc = sum.try_into_mut().unwrap_or_else(|shared| BytesMut::from(&shared[..]));
         combine(self.dtype, self.op, &mut acc, x).map_err(|error| comm.elements_error(error))?;
         Ok(acc.freeze())

@@ -13,13 +13,14 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::task::Waker;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use rustc_hash::FxHashMap;
 use topocomm_proto::flow::{FlowEvent, FlowKind};
 use topocomm_proto::frame::{FrameHeader, SYSTEM_TAG_BASE, Tag};
 use topocomm_proto::spec::LinkModel;
 use topocomm_proto::{NodeId, Topology};
 
+use crate::collectives::blocks::concat;
 use crate::mailbox::Delivery;
 use crate::transport::Payload;
 use crate::transport::emulated::{head_ready_ns, link_free_ns, ready_after, split_into_packets};
@@ -38,7 +39,7 @@ pub struct LinkState {
 struct NodeState {
     mailbox: Vec<(NodeId, Tag, Delivery)>,
     waiting: Option<(NodeId, Tag, Waker)>,
-    partial: Vec<(NodeId, Tag, BytesMut)>,
+    partial: Vec<(NodeId, Tag, Vec<Bytes>)>,
 }
 
 /// A frame on its way, at `at_ns`.
@@ -283,15 +284,15 @@ impl Network {
             let index = match partial.iter().position(|(from, t, _)| (*from, *t) == (src, tag)) {
                 Some(index) => index,
                 None => {
-                    partial.push((src, tag, BytesMut::new()));
+                    partial.push((src, tag, Vec::new()));
                     partial.len() - 1
                 }
             };
-            partial[index].2.extend_from_slice(&payload);
+            partial[index].2.push(payload);
             if !header.last {
                 return;
             }
-            partial.swap_remove(index).2.freeze()
+            concat(&partial.swap_remove(index).2)
         };
         self.record(FlowKind::Deliver, me, &header, payload.len(), None);
         let node = &mut self.nodes[me];

@@ -23,6 +23,9 @@ pub enum Inputs {
     /// Zeros of the right lengths: the timing is the same (it depends on lengths only),
     /// nothing is verified.
     Zeros,
+    /// Lengths only: every buffer is known zeros that take no memory (`crate::zeros`),
+    /// so p × size may exceed the machine's memory; nothing is verified.
+    Lengths,
 }
 
 /// A simulated run of one specification.
@@ -54,6 +57,8 @@ pub enum SimulatedRunError {
     Mismatch { node: NodeId, reason: String },
     #[error("node {node} holds {count} messages nobody took")]
     Unclaimed { node: NodeId, count: usize },
+    #[error("lengths only needs a region of known zeros of at least {len} bytes, which this system refused")]
+    NoZeros { len: usize },
 }
 
 /// Runs `spec` (its algorithm resolved) on `topology` over links of physics `model`.
@@ -70,6 +75,11 @@ pub fn run(
     let shared_expected: Option<Arc<Expected>> = (inputs == Inputs::Reference
         && matches!(spec.collective, Collective::Broadcast | Collective::Allgather | Collective::Allreduce))
     .then(|| Arc::new(reference::expected(&spec, p, 0)));
+    let largest_input = (0..p).map(|node| reference::input_len(&spec, p, node)).max().unwrap_or(0);
+    if inputs == Inputs::Lengths && crate::zeros::zeros(largest_input).is_none() {
+        return Err(SimulatedRunError::NoZeros { len: largest_input });
+    }
+    let _lengths_only = (inputs == Inputs::Lengths).then(crate::zeros::LengthsOnly::begin);
     let simulation = simulate(topology, model, options, |comm| {
         let (spec, shared_expected) = (spec.clone(), shared_expected.clone());
         async move {
@@ -77,10 +87,11 @@ pub fn run(
             let input = match inputs {
                 Inputs::Reference => reference::input(&spec, p, me),
                 Inputs::Zeros => Bytes::from(vec![0u8; reference::input_len(&spec, p, me)]),
+                Inputs::Lengths => crate::zeros::zeros(reference::input_len(&spec, p, me)).unwrap_or_default(),
             };
             let output = collectives::run(&comm, &spec, input).await?;
             let checked = match (inputs, &shared_expected) {
-                (Inputs::Zeros, _) => Ok(()),
+                (Inputs::Zeros | Inputs::Lengths, _) => Ok(()),
                 (Inputs::Reference, Some(expected)) => expected.check(&output),
                 (Inputs::Reference, None) => reference::check(&spec, p, me, &output),
             };

@@ -93,10 +93,12 @@ impl Payload {
         }
     }
 
-    /// The payload as one buffer (copies only when it has several parts).
+    /// The payload as one buffer (copies only when it has several parts that are not
+    /// all known zeros, see `crate::zeros`).
     pub fn into_bytes(self) -> Bytes {
         match self {
             Payload::One(bytes) => bytes,
+            Payload::Parts(parts) if let Some(zeros) = crate::zeros::join(&parts) => zeros,
             Payload::Parts(parts) => {
                 let mut whole = BytesMut::with_capacity(parts.iter().map(Bytes::len).sum());
                 for part in &parts {
