@@ -73,14 +73,21 @@ pub struct Comm {
     iteration: u32,
     deadline: Instant,
     timeout_ms: u64,
-    /// The deepest step this node has received from (shared by clones of the handle).
-    step: Arc<AtomicU16>,
+    /// Where this node's schedule stands (shared by clones of the handle).
+    progress: Arc<Progress>,
+}
+
+/// How far one node's schedule has come.
+#[derive(Default)]
+struct Progress {
+    /// The deepest step this node has received from.
+    step: AtomicU16,
     /// Under emulation: the latest instant, on the emulated timeline, that this node's
     /// sends follow from — the iteration's start, then the arrival of each message it
     /// took (0: none yet). A send is ready to go at this instant, not when the software
     /// got to it: what a node does between taking a message and sending is part of t_s,
     /// as on the machines the model describes.
-    causal_ns: Arc<AtomicU64>,
+    causal_ns: AtomicU64,
 }
 
 impl Comm {
@@ -88,15 +95,7 @@ impl Comm {
     pub fn new(router: Arc<Router>, run: u64, iteration: u32, deadline: Instant) -> Self {
         let timeout_ms =
             u64::try_from(deadline.saturating_duration_since(Instant::now()).as_millis()).unwrap_or(u64::MAX);
-        Comm {
-            network: Network::Routed(router),
-            run,
-            iteration,
-            deadline,
-            timeout_ms,
-            step: Arc::new(AtomicU16::new(0)),
-            causal_ns: Arc::new(AtomicU64::new(0)),
-        }
+        Comm { network: Network::Routed(router), run, iteration, deadline, timeout_ms, progress: Arc::default() }
     }
 
     /// The handle of a node of the simulator's virtual network (see `crate::simulator`):
@@ -108,8 +107,7 @@ impl Comm {
             iteration,
             deadline: Instant::now(),
             timeout_ms: 0,
-            step: Arc::new(AtomicU16::new(0)),
-            causal_ns: Arc::new(AtomicU64::new(0)),
+            progress: Arc::default(),
         }
     }
 
@@ -119,7 +117,7 @@ impl Comm {
         if let Network::Routed(router) = &self.network
             && router.emulation().is_on()
         {
-            self.causal_ns.fetch_max(router.timeline().ns(start), Ordering::Relaxed);
+            self.progress.causal_ns.fetch_max(router.timeline().ns(start), Ordering::Relaxed);
         }
         self
     }
@@ -176,12 +174,12 @@ impl Comm {
             dst: dst as u32,
             tag,
             hops: 0,
-            step: self.step.load(Ordering::Relaxed).saturating_add(1),
+            step: self.progress.step.load(Ordering::Relaxed).saturating_add(1),
             packet: 0,
             last: true,
             due_ns: 0,
         };
-        let causal_ns = self.causal_ns.load(Ordering::Relaxed);
+        let causal_ns = self.progress.causal_ns.load(Ordering::Relaxed);
         match &self.network {
             Network::Routed(router) => {
                 let ready_at = (causal_ns > 0).then(|| router.timeline().instant(causal_ns));
@@ -298,14 +296,14 @@ impl Comm {
     /// A message that reached this node: as it came, or copied into the place it did not
     /// land in.
     fn arrived(&self, delivery: Delivery, place: Option<Place>) -> Result<Bytes, CommError> {
-        self.step.fetch_max(delivery.step, Ordering::Relaxed);
+        self.progress.step.fetch_max(delivery.step, Ordering::Relaxed);
         if let Network::Routed(router) = &self.network
             && delivery.due_ns > 0
         {
             // The field is computed only when the trace line is enabled.
             tracing::trace!(late_us = crate::pacing::late_us(router.timeline().instant(delivery.due_ns)), "taken");
         }
-        self.causal_ns.fetch_max(delivery.due_ns, Ordering::Relaxed);
+        self.progress.causal_ns.fetch_max(delivery.due_ns, Ordering::Relaxed);
         match place {
             None => Ok(delivery.payload),
             Some(place) => place.fill_from(&delivery.payload).map_err(|error| self.assembly_error(error)),
@@ -319,7 +317,7 @@ impl Comm {
 
     /// The number of steps on the longest chain of messages that reached this node.
     pub fn steps(&self) -> u16 {
-        self.step.load(Ordering::Relaxed)
+        self.progress.step.load(Ordering::Relaxed)
     }
 
     /// Sends to `dst` and then receives from `src`: one exchange step. Like

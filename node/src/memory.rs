@@ -49,6 +49,15 @@ pub fn available_bytes() -> Option<u64> {
     }
 }
 
+/// The most memory this process has held resident so far (`VmHWM`), in bytes; `None`
+/// where it cannot be read.
+pub fn peak_resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    let kib: u64 = line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// `MemAvailable` of a `/proc/meminfo` text, in bytes.
 fn meminfo_available(meminfo: &str) -> Option<u64> {
     let line = meminfo.lines().find(|line| line.starts_with("MemAvailable:"))?;

@@ -17,7 +17,6 @@ pub mod spec;
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
@@ -89,21 +88,36 @@ impl Port {
 
 /// The nodes the engine is to poll, in the order they were woken.
 struct ReadyQueue {
-    queue: Mutex<VecDeque<NodeId>>,
+    state: Mutex<Ready>,
+}
+
+struct Ready {
+    queue: VecDeque<NodeId>,
     /// Whether each node is in the queue already (a node is polled once per wake-up).
-    queued: Vec<AtomicBool>,
+    queued: Vec<bool>,
 }
 
 impl ReadyQueue {
+    /// Every one of `p` nodes, ready to be polled in id order.
+    fn all(p: usize) -> Self {
+        ReadyQueue { state: Mutex::new(Ready { queue: (0..p).collect(), queued: vec![true; p] }) }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Ready> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     fn push(&self, node: NodeId) {
-        if !self.queued[node].swap(true, Ordering::AcqRel) {
-            self.queue.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push_back(node);
+        let mut ready = self.lock();
+        if !std::mem::replace(&mut ready.queued[node], true) {
+            ready.queue.push_back(node);
         }
     }
 
     fn pop(&self) -> Option<NodeId> {
-        let node = self.queue.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop_front()?;
-        self.queued[node].store(false, Ordering::Release);
+        let mut ready = self.lock();
+        let node = ready.queue.pop_front()?;
+        ready.queued[node] = false;
         Some(node)
     }
 }
@@ -150,7 +164,7 @@ pub struct Simulation<T> {
     /// Virtual nanoseconds until the last node finished.
     pub time_ns: u64,
     pub totals: Totals,
-    /// Bytes each link direction carried, as ((from, to), bytes), sorted.
+    /// Bytes each link direction carried, as ((from, to), bytes), in no order.
     pub link_bytes: Vec<((NodeId, NodeId), u64)>,
     /// Messages delivered and never taken, as (node, count).
     pub unclaimed: Vec<(NodeId, usize)>,
@@ -193,10 +207,7 @@ where
     let shared = Arc::new(Shared {
         topology: topology.clone(),
         network: Mutex::new(Network::new(topology.clone(), model, options.record)),
-        ready: ReadyQueue {
-            queue: Mutex::new((0..p).collect()),
-            queued: (0..p).map(|_| AtomicBool::new(true)).collect(),
-        },
+        ready: ReadyQueue::all(p),
     });
     let mut futures: Vec<Option<NodeFuture<T>>> = (0..p)
         .map(|id| {

@@ -42,14 +42,22 @@ struct NodeState {
     partial: Vec<(NodeId, Tag, Vec<Bytes>)>,
 }
 
-/// A frame on its way, at `at_ns`.
+/// A frame on its way: what happens to it at its event.
+struct Event {
+    header: FrameHeader,
+    payload: Bytes,
+    step: Step,
+}
+
+/// When an event happens, and where it waits in the slab: the queue orders these small
+/// keys (earliest first; at the same instant, in the order they were made), not the
+/// events themselves, which stay where they were put.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Scheduled {
     at_ns: u64,
     /// Order of scheduling: events at the same instant happen in the order they were made.
     order: u64,
-    header: FrameHeader,
-    payload: Bytes,
-    step: Step,
+    slot: u32,
 }
 
 /// What happens to a frame at an event.
@@ -61,12 +69,6 @@ enum Step {
     Deliver { node: NodeId },
 }
 
-impl PartialEq for Scheduled {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at_ns, self.order) == (other.at_ns, other.order)
-    }
-}
-impl Eq for Scheduled {}
 impl PartialOrd for Scheduled {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
@@ -97,6 +99,9 @@ pub struct Network {
     now_ns: u64,
     order: u64,
     events: BinaryHeap<Scheduled>,
+    /// The events the queue's keys point to (`None`: a free slot, listed in `free`).
+    slab: Vec<Option<Event>>,
+    free: Vec<u32>,
     nodes: Vec<NodeState>,
     links: FxHashMap<(u32, u32), LinkState>,
     totals: Totals,
@@ -121,6 +126,8 @@ impl Network {
             now_ns: 0,
             order: 0,
             events: BinaryHeap::new(),
+            slab: Vec::new(),
+            free: Vec::new(),
             nodes,
             links: FxHashMap::default(),
             totals: Totals::default(),
@@ -147,7 +154,9 @@ impl Network {
     pub fn advance_to(&mut self, at_ns: u64) {
         self.now_ns = at_ns;
         while self.events.peek().is_some_and(|event| event.at_ns == at_ns) {
-            let event = self.events.pop().expect("peeked");
+            let slot = self.events.pop().expect("peeked").slot;
+            let event = self.slab[slot as usize].take().expect("a scheduled event is in its slot");
+            self.free.push(slot);
             match event.step {
                 Step::Enter { from, to, ready_ns } => self.carry(from, to, event.header, event.payload, ready_ns),
                 Step::Deliver { node } => self.deliver(node, event.header, event.payload),
@@ -305,7 +314,18 @@ impl Network {
 
     fn schedule(&mut self, at_ns: u64, header: FrameHeader, payload: Bytes, step: Step) {
         self.order += 1;
-        self.events.push(Scheduled { at_ns, order: self.order, header, payload, step });
+        let event = Some(Event { header, payload, step });
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slab[slot as usize] = event;
+                slot
+            }
+            None => {
+                self.slab.push(event);
+                u32::try_from(self.slab.len() - 1).expect("fewer than 4 billion events in flight")
+            }
+        };
+        self.events.push(Scheduled { at_ns, order: self.order, slot });
     }
 
     fn record(&mut self, kind: FlowKind, node: NodeId, header: &FrameHeader, bytes: usize, next: Option<NodeId>) {
