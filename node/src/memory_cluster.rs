@@ -1,16 +1,19 @@
 //! A whole cluster in one process: the real router and link tasks of every node, each
 //! topology edge an in-memory link instead of TCP — a byte pipe (`tokio::io::duplex`,
-//! the stream link's codec included) or a frame channel ([`MemoryLink`]). The cost
-//! model runs on it with the virtual clock; the tests run every algorithm on it.
+//! the stream link's codec included) or a frame channel ([`MemoryLink`]). The tests run
+//! every algorithm on it; on tokio's paused clock it was the cost model's engine before
+//! the simulator ([`time_on_routers`]), and stays as the proof and baseline of the
+//! simulator.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
 use tokio::time::Instant;
+use topocomm_proto::flow::FlowEvent;
 use topocomm_proto::frame::DEFAULT_MAX_FRAME;
 use topocomm_proto::reference;
-use topocomm_proto::spec::{Collective, RunSpec};
+use topocomm_proto::spec::{Collective, LinkModel, RunSpec};
 use topocomm_proto::{NodeId, Topology};
 
 use crate::collectives;
@@ -147,4 +150,70 @@ impl Drop for MemoryCluster {
             router.shutdown();
         }
     }
+}
+
+/// What the routers on a paused clock give a run (see [`time_on_routers`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouterTiming {
+    /// Emulated nanoseconds until the last node was done.
+    pub time_ns: u64,
+    pub steps: u16,
+    pub messages: u64,
+    pub forwarded: u64,
+    /// Every send, forward and delivery, in time order.
+    pub events: Vec<FlowEvent>,
+}
+
+/// Long enough for any emulated run (the virtual clock counts one emulated ns per ms).
+const FOREVER: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// The cost model's earlier engine: `spec` on the real routers of every node, wired by
+/// byte pipes, under link physics `model` on tokio's paused clock (one emulated
+/// nanosecond per millisecond of it), from zero inputs of the right lengths. Its links
+/// carry frames in the order routers hand them over; the simulator's, in the order they
+/// become ready (see `crate::simulator::network`), so the two agree wherever no relayed
+/// frame is handed to a link before another that was ready first.
+pub fn time_on_routers(spec: &RunSpec, topology: &Topology, model: LinkModel) -> Result<RouterTiming, String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .map_err(|error| format!("cannot start a runtime: {error}"))?;
+    runtime.block_on(async {
+        let cluster = MemoryCluster::with_clock(topology, Clock::Virtual);
+        let p = topology.p();
+        for id in 0..p {
+            cluster.router(id).set_emulation(Some(model), 0);
+            cluster.router(id).start_recording();
+        }
+        let spec = Arc::new(spec.clone());
+        let start = Instant::now();
+        let shared = spec.clone();
+        let finished = cluster
+            .run_all(spec.run, FOREVER, move |comm| {
+                let spec = shared.clone();
+                async move {
+                    let input = bytes::Bytes::from(vec![0u8; reference::input_len(&spec, comm.p(), comm.id())]);
+                    collectives::run(&comm, &spec, input).await?;
+                    Ok((Instant::now(), comm.steps()))
+                }
+            })
+            .await;
+        let (mut time_ns, mut steps) = (0, 0);
+        for (node, result) in finished.into_iter().enumerate() {
+            let (done, node_steps) = result.map_err(|error| format!("node {node} failed: {error}"))?;
+            time_ns = time_ns.max(Clock::Virtual.nanos(done - start));
+            steps = steps.max(node_steps);
+        }
+        let (mut messages, mut forwarded, mut events) = (0, 0, Vec::new());
+        for id in 0..p {
+            let router = cluster.router(id);
+            let traffic = router.traffic();
+            messages += traffic.frames_sent;
+            forwarded += traffic.frames_forwarded;
+            events.extend(router.take_recording());
+        }
+        events.sort_by_key(|e| (e.at_ns, e.node));
+        Ok(RouterTiming { time_ns, steps, messages, forwarded, events })
+    })
 }

@@ -452,63 +452,17 @@ mod tests {
 #[cfg(test)]
 mod earlier_engine {
     use super::*;
-    use bytes::Bytes;
-    use std::sync::Arc;
-    use std::time::Duration;
     use strum::IntoEnumIterator;
-    use tokio::time::Instant;
-    use topocomm_node::collectives;
-    use topocomm_node::memory_cluster::MemoryCluster;
-    use topocomm_node::pacing::Clock;
+    use topocomm_node::memory_cluster::{RouterTiming, time_on_routers};
     use topocomm_proto::TopologyKind;
     use topocomm_proto::catalogue;
-    use topocomm_proto::reference;
     use topocomm_proto::spec::{Collective, Routing};
-
-    /// Long enough for any emulated run (the virtual clock counts one emulated ns per ms).
-    const FOREVER: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
     /// Predicts `spec` the earlier way.
     pub fn predict_on_routers(spec: &RunSpec, topology: &Topology, model: LinkModel) -> Prediction {
-        let runtime =
-            tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().expect("a runtime");
-        runtime.block_on(async {
-            let cluster = MemoryCluster::with_clock(topology, Clock::Virtual);
-            let p = topology.p();
-            for id in 0..p {
-                cluster.router(id).set_emulation(Some(model), 0);
-                cluster.router(id).start_recording();
-            }
-            let spec = Arc::new(spec.clone());
-            let start = Instant::now();
-            let shared = spec.clone();
-            let finished = cluster
-                .run_all(spec.run, FOREVER, move |comm| {
-                    let spec = shared.clone();
-                    async move {
-                        let input = Bytes::from(vec![0u8; reference::input_len(&spec, comm.p(), comm.id())]);
-                        collectives::run(&comm, &spec, input).await?;
-                        Ok((Instant::now(), comm.steps()))
-                    }
-                })
-                .await;
-            let (mut time_ns, mut steps) = (0, 0);
-            for result in finished {
-                let (done, node_steps) = result.expect("the earlier engine runs every case");
-                time_ns = time_ns.max(Clock::Virtual.nanos(done - start));
-                steps = steps.max(node_steps);
-            }
-            let (mut messages, mut forwarded, mut events) = (0, 0, Vec::new());
-            for id in 0..p {
-                let router = cluster.router(id);
-                let traffic = router.traffic();
-                messages += traffic.frames_sent;
-                forwarded += traffic.frames_forwarded;
-                events.extend(router.take_recording());
-            }
-            events.sort_by_key(|e| (e.at_ns, e.node));
-            Prediction { time_ns, steps, messages, forwarded, events }
-        })
+        let timing = time_on_routers(spec, topology, model).expect("the earlier engine runs every case");
+        let RouterTiming { time_ns, steps, messages, forwarded, events } = timing;
+        Prediction { time_ns, steps, messages, forwarded, events }
     }
 
     fn shapes() -> Vec<Topology> {

@@ -31,19 +31,22 @@ use patterns::Reduction;
 pub async fn run(comm: &Comm, spec: &RunSpec, input: Bytes) -> Result<Bytes, CommError> {
     let (algorithm, root, block) = (spec.algorithm, spec.root, spec.size_bytes as usize);
     let reduction = Reduction { dtype: spec.dtype, op: spec.op };
+    // Each family's schedule in a box of its own size: a node's future is then as large
+    // as its own collective's state, not the largest of all (the simulator holds one
+    // per node, a million at a time).
     match spec.collective {
-        Collective::Broadcast => broadcast::run(comm, algorithm, root, input).await,
-        Collective::Reduce => reduce::run(comm, algorithm, root, input, spec.dtype, spec.op).await,
-        Collective::Allgather => allgather::run(comm, algorithm, input).await,
-        Collective::ReduceScatter => reduce_scatter::run(comm, algorithm, input, block, reduction).await,
-        Collective::Allreduce => allreduce::run(comm, algorithm, input, reduction).await,
-        Collective::Scan => scan::run(comm, algorithm, input, reduction, spec.exclusive).await,
-        Collective::Scatter => scatter_gather::scatter(comm, algorithm, root, input, block).await,
-        Collective::Gather => scatter_gather::gather(comm, algorithm, root, input).await,
-        Collective::Alltoall => alltoall::run(comm, algorithm, input, block).await,
-        Collective::Shift => shift::run(comm, algorithm, input, spec.shift).await,
-        Collective::PingPong => pingpong::run(comm, algorithm, root, input, spec.shift).await,
-        Collective::Barrier => barrier::run(comm, algorithm).await.map(|()| Bytes::new()),
+        Collective::Broadcast => Box::pin(broadcast::run(comm, algorithm, root, input)).await,
+        Collective::Reduce => Box::pin(reduce::run(comm, algorithm, root, input, spec.dtype, spec.op)).await,
+        Collective::Allgather => Box::pin(allgather::run(comm, algorithm, input)).await,
+        Collective::ReduceScatter => Box::pin(reduce_scatter::run(comm, algorithm, input, block, reduction)).await,
+        Collective::Allreduce => Box::pin(allreduce::run(comm, algorithm, input, reduction)).await,
+        Collective::Scan => Box::pin(scan::run(comm, algorithm, input, reduction, spec.exclusive)).await,
+        Collective::Scatter => Box::pin(scatter_gather::scatter(comm, algorithm, root, input, block)).await,
+        Collective::Gather => Box::pin(scatter_gather::gather(comm, algorithm, root, input)).await,
+        Collective::Alltoall => Box::pin(alltoall::run(comm, algorithm, input, block)).await,
+        Collective::Shift => Box::pin(shift::run(comm, algorithm, input, spec.shift)).await,
+        Collective::PingPong => Box::pin(pingpong::run(comm, algorithm, root, input, spec.shift)).await,
+        Collective::Barrier => Box::pin(barrier::run(comm, algorithm)).await.map(|()| Bytes::new()),
     }
 }
 
