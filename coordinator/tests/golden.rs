@@ -81,6 +81,7 @@ fn help_of_every_command() {
         ("help_topology", "topology --help"),
         ("help_calibrate", "calibrate --help"),
         ("help_bench_model", "bench-model --help"),
+        ("help_simulate", "simulate --help"),
         ("help_serve", "serve --help"),
         ("help_status", "status --help"),
         ("help_subcommand", "help run"),
@@ -263,6 +264,39 @@ fn schedules_explained_as_text_and_json() {
     }
 }
 
+/// `simulate`'s scaling tables: standard output is the same for the same command, byte
+/// for byte; standard error's wall times, rates and memory are the machine's (masked).
+#[test]
+fn simulated_scaling_tables() {
+    let mut settings = insta::Settings::clone_current();
+    settings.add_filter(r"in \d+\.\d+ s of wall time \(\d+ messages/s\), peak memory so far \S+ \S+", "in [WALL TIME]");
+    settings.bind(|| {
+        let cases = [
+            // The textbook's asymptotics: three topologies, p doubling, closed forms beside.
+            (
+                "simulate_allreduce_scaling",
+                "simulate allreduce -t hypercube,torus,ring -n 4..64 --ts 10us --th 1us --tw 1ns",
+            ),
+            // Every broadcast algorithm on a ring, cut-through.
+            ("simulate_broadcast_algorithms_ct", "simulate broadcast -t ring -n 16 -a all --routing ct -s 1KiB"),
+            // Lengths only, said plainly.
+            (
+                "simulate_allgather_lengths_only",
+                "simulate allgather -t torus --dims 8x8 -n 64 -s 64KiB --payload lengths",
+            ),
+            ("simulate_scatter_json", "simulate scatter -t hypercube -n 8 -s 1KiB --json"),
+        ];
+        for (name, words) in cases {
+            let scratch = Scratch::new(name);
+            let first = topocomm_in(&scratch, words);
+            assert!(first.status.success(), "topocomm {words} failed:\n{}", seen(&first));
+            let again = topocomm_in(&scratch, words);
+            assert_eq!(first.stdout, again.stdout, "topocomm {words}: the same command prints the same numbers");
+            assert_golden(name, words, &seen(&first));
+        }
+    });
+}
+
 /// Bad input the README promises a clear refusal for: each command must fail without a
 /// panic, print nothing on stdout, start nothing (its `--logs` folder is never made),
 /// and say why on stderr as the snapshot has it. Clap's own parse errors exit with 2,
@@ -309,6 +343,10 @@ fn bad_input_is_refused_with_a_clear_error() {
         ("refused_auto_with_given_times", "run broadcast --ts auto --th 1us --logs logs"),
         // Options that need another.
         ("refused_steps_without_diagram", "run broadcast --steps"),
+        // Simulations.
+        ("simulate_refused_node_counts", "simulate broadcast -n 64..8"),
+        ("simulate_refused_dims_with_two_topologies", "simulate broadcast -t torus,mesh --dims 2x2 -n 4"),
+        ("simulate_refused_drawing_many_points", "simulate broadcast -n 8,16 --trace t.json"),
         ("refused_unknown_picture_format", "sweep allreduce --plot plot.gif --logs logs"),
         // A serving coordinator needs its address and the token (nothing is dialled).
         ("status_refused_without_coordinator", "status"),
@@ -331,6 +369,10 @@ fn runs_too_large_for_this_machine_are_refused() {
     settings.bind(|| {
         assert_refused("refused_size_no_node_can_hold", "run allreduce --size 100GiB --logs logs");
         assert_refused("refused_more_nodes_than_the_machine", "run allreduce -t ring --nodes 100000 -s 8B --logs logs");
+        assert_refused(
+            "simulate_refused_data_beyond_memory",
+            "simulate allgather -t torus -n 65536 -s 1MiB --payload data",
+        );
     });
 }
 

@@ -1,5 +1,5 @@
 //! Every JSON document the `topocomm` CLI prints carries `schema_version` at its top
-//! level: `topology`, `explain`, `run` (and its `--dump` run.json), `sweep`,
+//! level: `topology`, `explain`, `simulate`, `run` (and its `--dump` run.json), `sweep`,
 //! `calibrate` and `bench-model` on local clusters, `status` and a remote `run` against
 //! a serving coordinator. Each is run as a user runs it, with sizes and counts small
 //! enough for a debug build on two shared cores.
@@ -47,6 +47,19 @@ fn documents_made_without_a_cluster_carry_the_version() {
         &topocomm(&scratch, "explain", "explain allgather --topology hypercube --nodes 8 --size 1KiB --json"),
     );
     assert_eq!(explain["collective"], "allgather");
+    let simulated = versioned(
+        "simulate --json",
+        &topocomm(&scratch, "simulate", "simulate allreduce --topology hypercube --nodes 16 --size 1KiB --json"),
+    );
+    assert_eq!(
+        (&simulated["collective"], &simulated["nodes"], &simulated["verified"]),
+        (&"allreduce".into(), &16.into(), &true.into())
+    );
+    let scaling = versioned(
+        "simulate --json of several points",
+        &topocomm(&scratch, "simulate-points", "simulate broadcast -t ring,torus -n 4,16 --json"),
+    );
+    assert_eq!(scaling["points"].as_array().map(Vec::len), Some(4));
 }
 
 #[test]
