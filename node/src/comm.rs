@@ -19,7 +19,7 @@ use crate::mailbox::{Arrival, Delivery, MessageKey, Take};
 use crate::pacing::Clock;
 use crate::router::{RouteError, Router};
 use crate::simulator::Port;
-use crate::transport::{Payload, Written};
+use crate::transport::{LinkFault, Payload, Written};
 
 /// How long a receive polls for its message before it sleeps.
 const BUSY_POLL: std::time::Duration = std::time::Duration::from_millis(1);
@@ -31,6 +31,8 @@ pub enum CommError {
     Timeout { me: NodeId, src: NodeId, tag: Tag, timeout_ms: u64 },
     #[error("node {me}: {reason}")]
     Link { me: NodeId, reason: String },
+    #[error("node {me}: {fault}")]
+    Fault { me: NodeId, fault: LinkFault },
     #[error("node {me}: peer {peer} is not a node of this {p}-node cluster")]
     NoSuchPeer { me: NodeId, peer: NodeId, p: usize },
     #[error("node {me}: {reason}")]
@@ -48,7 +50,7 @@ enum Pending {
     Ready(Delivery, Option<Place>),
     Waiting {
         key: MessageKey,
-        waiting: tokio::sync::oneshot::Receiver<Result<Arrival, String>>,
+        waiting: tokio::sync::oneshot::Receiver<Result<Arrival, LinkFault>>,
     },
     /// A receive on the simulator's virtual network.
     Simulated {
@@ -229,7 +231,7 @@ impl Comm {
         match router.mailbox().take_into(key, place) {
             Ok(Take::Ready(delivery, place)) => Ok(Posted(Pending::Ready(delivery, place))),
             Ok(Take::Wait(waiting)) => Ok(Posted(Pending::Waiting { key, waiting })),
-            Err(reason) => Err(CommError::Link { me: self.id(), reason }),
+            Err(fault) => Err(CommError::Fault { me: self.id(), fault }),
         }
     }
 
@@ -285,11 +287,11 @@ impl Comm {
 
     /// What a waiting receive got: its message, a link's fault, or (`None`) the end of
     /// the wiring.
-    fn took(&self, arrival: Option<Result<Arrival, String>>) -> Result<Bytes, CommError> {
+    fn took(&self, arrival: Option<Result<Arrival, LinkFault>>) -> Result<Bytes, CommError> {
         match arrival {
             Some(Ok(Arrival { delivery, place })) => self.arrived(delivery, place),
-            Some(Err(reason)) => Err(CommError::Link { me: self.id(), reason }),
-            None => Err(CommError::Link { me: self.id(), reason: "the wiring was closed".into() }),
+            Some(Err(fault)) => Err(CommError::Fault { me: self.id(), fault }),
+            None => Err(CommError::Fault { me: self.id(), fault: LinkFault::WiringClosed }),
         }
     }
 

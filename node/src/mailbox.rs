@@ -16,6 +16,7 @@ use topocomm_proto::NodeId;
 use topocomm_proto::frame::Tag;
 
 use crate::assembly::Place;
+use crate::transport::LinkFault;
 
 /// Identifies one expected message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -44,7 +45,7 @@ pub struct Arrival {
     pub place: Option<Place>,
 }
 
-type Waiter = oneshot::Sender<Result<Arrival, String>>;
+type Waiter = oneshot::Sender<Result<Arrival, LinkFault>>;
 
 enum Slot {
     /// Messages that arrived before anyone asked, oldest first.
@@ -57,7 +58,7 @@ enum Slot {
 struct State {
     slots: HashMap<MessageKey, Slot>,
     /// Set once a link of this wiring failed; every wait fails with it from then on.
-    fault: Option<String>,
+    fault: Option<LinkFault>,
     /// Messages of runs older than this are dropped.
     oldest_run: u64,
 }
@@ -74,7 +75,7 @@ pub struct Mailbox {
 /// to wait on.
 pub enum Take {
     Ready(Delivery, Option<Place>),
-    Wait(oneshot::Receiver<Result<Arrival, String>>),
+    Wait(oneshot::Receiver<Result<Arrival, LinkFault>>),
 }
 
 impl Mailbox {
@@ -103,13 +104,13 @@ impl Mailbox {
     }
 
     /// Takes the oldest message for `key`, or registers to wait for it.
-    pub fn take(&self, key: MessageKey) -> Result<Take, String> {
+    pub fn take(&self, key: MessageKey) -> Result<Take, LinkFault> {
         self.take_into(key, None)
     }
 
     /// [`Mailbox::take`], offering `place` for the message to be read into when it has
     /// not arrived yet (see [`Mailbox::landing`]).
-    pub fn take_into(&self, key: MessageKey, place: Option<Place>) -> Result<Take, String> {
+    pub fn take_into(&self, key: MessageKey, place: Option<Place>) -> Result<Take, LinkFault> {
         let mut state = self.state.lock().expect("mailbox lock");
         if let Some(Slot::Queued(queue)) = state.slots.get_mut(&key) {
             let payload = queue.pop_front().expect("queues are never left empty");
@@ -158,11 +159,11 @@ impl Mailbox {
         }
     }
 
-    /// Marks the wiring broken: every present and future wait fails with `reason`.
-    pub fn fail(&self, reason: String) {
+    /// Marks the wiring broken: every present and future wait fails with `fault`.
+    pub fn fail(&self, fault: LinkFault) {
         let mut state = self.state.lock().expect("mailbox lock");
         if state.fault.is_none() {
-            state.fault = Some(reason.clone());
+            state.fault = Some(fault.clone());
         }
         let waiters: Vec<Slot> =
             state.slots.extract_if(|_, slot| matches!(slot, Slot::Waiting(..))).map(|(_, slot)| slot).collect();
@@ -170,13 +171,13 @@ impl Mailbox {
         self.posted.notify_waiters();
         for slot in waiters {
             if let Slot::Waiting(waiter, _) = slot {
-                let _ = waiter.send(Err(reason.clone()));
+                let _ = waiter.send(Err(fault.clone()));
             }
         }
     }
 
     /// The fault of this wiring, if any.
-    pub fn fault(&self) -> Option<String> {
+    pub fn fault(&self) -> Option<LinkFault> {
         self.state.lock().expect("mailbox lock").fault.clone()
     }
 

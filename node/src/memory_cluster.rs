@@ -20,6 +20,7 @@ use crate::collectives;
 use crate::comm::{Comm, CommError};
 use crate::pacing::{Clock, Timeline};
 use crate::router::Router;
+use crate::simulator::spec::RunFailure;
 use crate::transport::Link;
 use crate::transport::memory::MemoryLink;
 use crate::transport::stream::StreamLink;
@@ -108,7 +109,7 @@ impl MemoryCluster {
     /// Runs `spec` on every node from the reference's inputs, holds every node's output
     /// against the reference and checks that no message was left unclaimed; returns the
     /// deepest step any node received from, or what went wrong (naming the node).
-    pub async fn verify(&self, spec: &RunSpec, timeout: Duration) -> Result<u16, String> {
+    pub async fn verify(&self, spec: &RunSpec, timeout: Duration) -> Result<u16, RunFailure> {
         let p = self.routers.len();
         let shared = Arc::new(spec.clone());
         let outputs = self
@@ -126,18 +127,18 @@ impl MemoryCluster {
             .then(|| reference::expected(spec, p, 0));
         let mut steps = 0;
         for (node, output) in outputs.into_iter().enumerate() {
-            let (output, node_steps) = output.map_err(|error| format!("node {node} failed: {error}"))?;
+            let (output, node_steps) = output.map_err(|error| RunFailure::Node { node, reason: error.to_string() })?;
             let checked = match &same {
                 Some(expected) => expected.check(&output),
                 None => reference::check(spec, p, node, &output),
             };
-            checked.map_err(|mismatch| format!("node {node}: {mismatch}"))?;
+            checked.map_err(|mismatch| RunFailure::Mismatch { node, reason: mismatch.to_string() })?;
             steps = steps.max(node_steps);
         }
         for (node, router) in self.routers.iter().enumerate() {
             let queued = router.mailbox().queued();
             if queued > 0 {
-                return Err(format!("node {node} holds {queued} messages nobody took"));
+                return Err(RunFailure::Unclaimed { node, count: queued });
             }
         }
         Ok(steps)
@@ -173,12 +174,12 @@ const FOREVER: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 /// carry frames in the order routers hand them over; the simulator's, in the order they
 /// become ready (see `crate::simulator::network`), so the two agree wherever no relayed
 /// frame is handed to a link before another that was ready first.
-pub fn time_on_routers(spec: &RunSpec, topology: &Topology, model: LinkModel) -> Result<RouterTiming, String> {
+pub fn time_on_routers(spec: &RunSpec, topology: &Topology, model: LinkModel) -> Result<RouterTiming, RunFailure> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
         .build()
-        .map_err(|error| format!("cannot start a runtime: {error}"))?;
+        .map_err(|error| RunFailure::Runtime { reason: error.to_string() })?;
     runtime.block_on(async {
         let cluster = MemoryCluster::with_clock(topology, Clock::Virtual);
         let p = topology.p();
@@ -201,7 +202,7 @@ pub fn time_on_routers(spec: &RunSpec, topology: &Topology, model: LinkModel) ->
             .await;
         let (mut time_ns, mut steps) = (0, 0);
         for (node, result) in finished.into_iter().enumerate() {
-            let (done, node_steps) = result.map_err(|error| format!("node {node} failed: {error}"))?;
+            let (done, node_steps) = result.map_err(|error| RunFailure::Node { node, reason: error.to_string() })?;
             time_ns = time_ns.max(Clock::Virtual.nanos(done - start));
             steps = steps.max(node_steps);
         }

@@ -23,7 +23,7 @@ use crate::assembly::Place;
 use crate::mailbox::{Delivery, Mailbox, MessageKey};
 use crate::pacing::{Clock, Timeline};
 use crate::transport::emulated::Emulation;
-use crate::transport::{Endpoint, Link, Outgoing, Payload, Written};
+use crate::transport::{Endpoint, Link, LinkFault, Outgoing, Payload, Written};
 
 /// The sending side of one neighbour link, with what it carried.
 struct LinkQueue {
@@ -323,9 +323,9 @@ impl Router {
         self.mailbox.landing(key, len)
     }
 
-    /// A link failed: the wiring is broken and every wait fails with `reason`.
-    pub fn link_failed(&self, reason: String) {
-        self.mailbox.fail(reason);
+    /// A link failed: the wiring is broken and every wait fails with `fault`.
+    pub fn link_failed(&self, fault: LinkFault) {
+        self.mailbox.fail(fault);
     }
 
     /// Zeroes the traffic counters (at the start of the timed iterations).
@@ -393,8 +393,9 @@ impl Endpoint for Router {
         &self.emulation
     }
 
-    fn on_frame(&self, from: NodeId, frame: Frame) -> Result<(), String> {
-        Router::on_frame(self, from, frame).map_err(|error| format!("link to node {from}: {error}"))
+    fn on_frame(&self, from: NodeId, frame: Frame) -> Result<(), LinkFault> {
+        Router::on_frame(self, from, frame)
+            .map_err(|error| LinkFault::Rejected { peer: from, reason: error.to_string() })
     }
 
     fn admit(&self, header: &FrameHeader, from: NodeId) -> impl Future<Output = ()> + Send {
@@ -405,7 +406,7 @@ impl Endpoint for Router {
         Router::landing(self, header, len)
     }
 
-    fn link_failed(&self, reason: String) {
-        Router::link_failed(self, reason);
+    fn link_failed(&self, fault: LinkFault) {
+        Router::link_failed(self, fault);
     }
 }

@@ -3,7 +3,7 @@
 //! every run, and a deadlock found and named instead of waited for.
 
 use bytes::Bytes;
-use topocomm_node::simulator::spec::{self, Inputs, SimulatedRun, SimulatedRunError};
+use topocomm_node::simulator::spec::{self, Inputs, RunFailure, SimulatedRun};
 use topocomm_node::simulator::{Options, SimulationError, simulate};
 use topocomm_proto::catalogue;
 use topocomm_proto::spec::{Collective, Dtype, LinkModel, ReduceOp, Routing, RunSpec};
@@ -28,12 +28,7 @@ fn shapes() -> Vec<Topology> {
     ]
 }
 
-fn run(
-    spec: &RunSpec,
-    topology: &Topology,
-    model: LinkModel,
-    inputs: Inputs,
-) -> Result<SimulatedRun, SimulatedRunError> {
+fn run(spec: &RunSpec, topology: &Topology, model: LinkModel, inputs: Inputs) -> Result<SimulatedRun, RunFailure> {
     spec::run(spec, topology, model, inputs, Options::default())
 }
 

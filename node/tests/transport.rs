@@ -19,7 +19,7 @@ use topocomm_node::pacing::{Clock, Timeline};
 use topocomm_node::transport::emulated::Emulation;
 use topocomm_node::transport::memory::MemoryLink;
 use topocomm_node::transport::stream::StreamLink;
-use topocomm_node::transport::{Endpoint, Link, Outgoing, Payload, Written};
+use topocomm_node::transport::{Endpoint, Link, LinkFault, Outgoing, Payload, Written};
 use topocomm_proto::catalogue::default_algorithm;
 use topocomm_proto::frame::{DEFAULT_MAX_FRAME, Frame, FrameHeader};
 use topocomm_proto::spec::{Collective, LinkModel, Routing, RunSpec};
@@ -89,7 +89,7 @@ impl Endpoint for Recorder {
         &self.emulation
     }
 
-    fn on_frame(&self, from: NodeId, frame: Frame) -> Result<(), String> {
+    fn on_frame(&self, from: NodeId, frame: Frame) -> Result<(), LinkFault> {
         self.arrived.lock().unwrap().push((from, frame, Instant::now()));
         self.changed.notify_waiters();
         Ok(())
@@ -101,8 +101,8 @@ impl Endpoint for Recorder {
         None
     }
 
-    fn link_failed(&self, reason: String) {
-        self.failures.lock().unwrap().push(reason);
+    fn link_failed(&self, fault: LinkFault) {
+        self.failures.lock().unwrap().push(fault.to_string());
         self.changed.notify_waiters();
     }
 }

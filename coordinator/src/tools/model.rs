@@ -9,7 +9,7 @@
 //! against the real router on in-memory links under a paused clock, the model's earlier
 //! engine, to the nanosecond.
 
-use topocomm_node::simulator::spec::{Inputs, SimulatedRunError};
+use topocomm_node::simulator::spec::{Inputs, RunFailure};
 use topocomm_node::simulator::{self, Options};
 use topocomm_proto::Topology;
 use topocomm_proto::flow::FlowEvent;
@@ -39,7 +39,7 @@ impl Prediction {
 /// Why the model could not predict a run.
 #[derive(Debug, thiserror::Error)]
 #[error("the model could not run: {0}")]
-pub struct ModelError(#[from] SimulatedRunError);
+pub struct ModelError(#[from] RunFailure);
 
 /// Predicts `spec` (its algorithm already resolved) on `topology` under `model`.
 pub fn predict(spec: &RunSpec, topology: &Topology, model: LinkModel) -> Result<Prediction, ModelError> {

@@ -46,9 +46,9 @@ pub struct SimulatedRun {
     pub polls: u64,
 }
 
-/// Why a simulated run failed.
+/// Why a run in one process (simulated, or on a `MemoryCluster`) failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum SimulatedRunError {
+pub enum RunFailure {
     #[error(transparent)]
     Simulation(#[from] SimulationError),
     #[error("node {node} failed: {reason}")]
@@ -59,6 +59,8 @@ pub enum SimulatedRunError {
     Unclaimed { node: NodeId, count: usize },
     #[error("lengths only needs a region of known zeros of at least {len} bytes, which this system refused")]
     NoZeros { len: usize },
+    #[error("cannot start a runtime: {reason}")]
+    Runtime { reason: String },
 }
 
 /// Runs `spec` (its algorithm resolved) on `topology` over links of physics `model`.
@@ -68,7 +70,7 @@ pub fn run(
     model: LinkModel,
     inputs: Inputs,
     options: Options,
-) -> Result<SimulatedRun, SimulatedRunError> {
+) -> Result<SimulatedRun, RunFailure> {
     let p = topology.p();
     let spec = Arc::new(spec.clone());
     // Where every node must end with the same result, the reference is built once.
@@ -77,7 +79,7 @@ pub fn run(
     .then(|| Arc::new(reference::expected(&spec, p, 0)));
     let largest_input = (0..p).map(|node| reference::input_len(&spec, p, node)).max().unwrap_or(0);
     if inputs == Inputs::Lengths && crate::zeros::zeros(largest_input).is_none() {
-        return Err(SimulatedRunError::NoZeros { len: largest_input });
+        return Err(RunFailure::NoZeros { len: largest_input });
     }
     let _lengths_only = (inputs == Inputs::Lengths).then(crate::zeros::LengthsOnly::begin);
     let simulation = simulate(topology, model, options, |comm| {
@@ -100,13 +102,12 @@ pub fn run(
     })?;
     let mut steps = 0;
     for (node, result) in simulation.results.into_iter().enumerate() {
-        let (node_steps, checked) =
-            result.map_err(|error| SimulatedRunError::Node { node, reason: error.to_string() })?;
-        checked.map_err(|reason| SimulatedRunError::Mismatch { node, reason })?;
+        let (node_steps, checked) = result.map_err(|error| RunFailure::Node { node, reason: error.to_string() })?;
+        checked.map_err(|reason| RunFailure::Mismatch { node, reason })?;
         steps = steps.max(node_steps);
     }
     if let Some(&(node, count)) = simulation.unclaimed.first() {
-        return Err(SimulatedRunError::Unclaimed { node, count });
+        return Err(RunFailure::Unclaimed { node, count });
     }
     let busiest_link =
         simulation.link_bytes.iter().copied().max_by_key(|&((from, to), bytes)| (bytes, std::cmp::Reverse((from, to))));

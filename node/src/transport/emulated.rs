@@ -20,7 +20,7 @@ use topocomm_proto::NodeId;
 use topocomm_proto::frame::{FrameHeader, SYSTEM_TAG_BASE};
 use topocomm_proto::spec::LinkModel;
 
-use super::{Outgoing, Payload};
+use super::{LinkFault, Outgoing, Payload};
 use crate::pacing::{Clock, Timeline};
 
 /// The physics of one node's links for the run in progress.
@@ -133,7 +133,7 @@ impl Emulation {
     /// at once: its next link is scheduled from its due time, so no hop adds its real
     /// latency to the emulated one. A frame due beyond the run's deadline is no frame of
     /// this run (or a forged one): refused, not held in memory until then.
-    pub async fn hold(&self, me: NodeId, from: NodeId, header: &FrameHeader) -> Result<(), String> {
+    pub async fn hold(&self, me: NodeId, from: NodeId, header: &FrameHeader) -> Result<(), LinkFault> {
         if header.due_ns == 0 || header.tag >= SYSTEM_TAG_BASE || header.dst() != me {
             return Ok(());
         }
@@ -143,10 +143,11 @@ impl Emulation {
         if let Some(horizon) = horizon
             && Instant::now().checked_add(horizon).is_none_or(|latest| due > latest)
         {
-            return Err(format!(
-                "link to node {from}: a frame due {:.1} s from now, beyond the run's deadline of {horizon:?}",
-                due.saturating_duration_since(Instant::now()).as_secs_f64()
-            ));
+            return Err(LinkFault::DueBeyondDeadline {
+                peer: from,
+                due_ms: due.saturating_duration_since(Instant::now()).as_millis() as u64,
+                horizon_ms: horizon.as_millis() as u64,
+            });
         }
         timeline.clock().wait_until(due).await;
         tracing::trace!(late_us = crate::pacing::late_us(due), "released");

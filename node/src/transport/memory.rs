@@ -12,7 +12,7 @@ use topocomm_proto::NodeId;
 use topocomm_proto::frame::Frame;
 
 use super::emulated::Occupancy;
-use super::{Endpoint, Link, Outbox};
+use super::{Endpoint, Link, LinkFault, Outbox};
 
 /// One end of an in-memory link: what it sends arrives at the other end's endpoint.
 pub struct MemoryLink {
@@ -49,7 +49,8 @@ impl Link for MemoryLink {
                 write_endpoint.depart(&mut occupancy, &mut outgoing);
                 let frame = Frame { header: outgoing.header, payload: outgoing.payload.into_bytes() };
                 if to_peer.send(frame).is_err() {
-                    write_endpoint.link_failed(format!("link to node {peer}: write failed: the peer is gone"));
+                    let reason = "the peer is gone".to_owned();
+                    write_endpoint.link_failed(LinkFault::WriteFailed { peer, reason });
                     break;
                 }
                 // `outgoing.written` drops here: the frame is out of the sender's hands.
@@ -62,14 +63,14 @@ impl Link for MemoryLink {
                     _ = cancel.cancelled() => return,
                 };
                 let Some(frame) = frame else {
-                    let reason = format!("link to node {peer} was closed by the peer");
-                    tracing::warn!(peer, %reason, "link closed");
-                    endpoint.link_failed(reason);
+                    let fault = LinkFault::ClosedByPeer { peer };
+                    tracing::warn!(peer, %fault, "link closed");
+                    endpoint.link_failed(fault);
                     break;
                 };
-                if let Err(reason) = endpoint.arrive(peer, frame).await {
-                    tracing::warn!(peer, %reason, "link closed");
-                    endpoint.link_failed(reason);
+                if let Err(fault) = endpoint.arrive(peer, frame).await {
+                    tracing::warn!(peer, %fault, "link closed");
+                    endpoint.link_failed(fault);
                     break;
                 }
             }

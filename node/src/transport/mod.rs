@@ -110,6 +110,26 @@ impl Payload {
     }
 }
 
+/// Why a link stopped: the wiring is broken, and every wait of it fails with this.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LinkFault {
+    #[error("link to node {peer} was closed by the peer")]
+    ClosedByPeer { peer: NodeId },
+    #[error("link to node {peer}: write failed: {reason}")]
+    WriteFailed { peer: NodeId, reason: String },
+    #[error("link to node {peer}: bad frame: {reason}")]
+    BadFrame { peer: NodeId, reason: String },
+    #[error("link to node {peer}: malformed frame: {reason}")]
+    Malformed { peer: NodeId, reason: String },
+    /// The frame was not one of this cluster's (the endpoint says why).
+    #[error("link to node {peer}: {reason}")]
+    Rejected { peer: NodeId, reason: String },
+    #[error("link to node {peer}: a frame due {due_ms} ms from now, beyond the run's deadline of {horizon_ms} ms")]
+    DueBeyondDeadline { peer: NodeId, due_ms: u64, horizon_ms: u64 },
+    #[error("the wiring was closed")]
+    WiringClosed,
+}
+
 /// The queue a link takes its outgoing frames from, in order.
 pub type Outbox = mpsc::UnboundedReceiver<Outgoing>;
 
@@ -123,7 +143,7 @@ pub trait Endpoint: Send + Sync + 'static {
 
     /// Takes a frame that came in from `from`, after the physics released it: delivers
     /// or forwards it. An error breaks the link (the frame was not one of this cluster's).
-    fn on_frame(&self, from: NodeId, frame: Frame) -> Result<(), String>;
+    fn on_frame(&self, from: NodeId, frame: Frame) -> Result<(), LinkFault>;
 
     /// Resolves when the long payload of `header` (from `from`) may be read: a link that
     /// can leave bytes in flight waits for its receive to be posted (a rendezvous).
@@ -133,8 +153,8 @@ pub trait Endpoint: Send + Sync + 'static {
     /// a whole message for this node (a link may read it straight there).
     fn landing(&self, header: &FrameHeader, len: usize) -> Option<Place>;
 
-    /// A link failed: every wait of this wiring fails with `reason`.
-    fn link_failed(&self, reason: String);
+    /// A link failed: every wait of this wiring fails with `fault`.
+    fn link_failed(&self, fault: LinkFault);
 
     /// A frame leaves on a link whose emulated occupancy is `occupancy`: the physics
     /// stamps when its tail will reach the peer. Links call this as they dequeue a frame.
@@ -144,7 +164,7 @@ pub trait Endpoint: Send + Sync + 'static {
 
     /// A frame came in from `from`: the physics holds one for this node until its tail
     /// is due, then the endpoint routes it. Links call this for every frame, in order.
-    fn arrive(&self, from: NodeId, frame: Frame) -> impl Future<Output = Result<(), String>> + Send {
+    fn arrive(&self, from: NodeId, frame: Frame) -> impl Future<Output = Result<(), LinkFault>> + Send {
         async move {
             self.emulation().hold(self.id(), from, &frame.header).await?;
             self.on_frame(from, frame)

@@ -18,7 +18,7 @@ use topocomm_proto::NodeId;
 use topocomm_proto::frame::{Frame, FrameHeader};
 
 use super::emulated::Occupancy;
-use super::{Endpoint, Link, Outbox, Outgoing};
+use super::{Endpoint, Link, LinkFault, Outbox, Outgoing};
 
 /// A link over the byte stream `S`, refusing frames longer than `max_frame` bytes.
 pub struct StreamLink<S> {
@@ -44,9 +44,8 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Link for StreamLink<S> {
             tokio::select! {
                 result = write_frames(writer, outbox, &*write_endpoint) => {
                     if let Err(error) = result {
-                        let reason = format!("link to node {peer}: write failed: {error}");
                         tracing::warn!(peer, %error, "link write failed");
-                        write_endpoint.link_failed(reason);
+                        write_endpoint.link_failed(LinkFault::WriteFailed { peer, reason: error.to_string() });
                     }
                 }
                 _ = write_cancel.cancelled() => {}
@@ -55,9 +54,9 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Link for StreamLink<S> {
         let max_frame = self.max_frame;
         tokio::spawn(async move {
             tokio::select! {
-                reason = read_frames(reader, peer, &*endpoint, max_frame) => {
-                    tracing::warn!(peer, %reason, "link closed");
-                    endpoint.link_failed(reason);
+                fault = read_frames(reader, peer, &*endpoint, max_frame) => {
+                    tracing::warn!(peer, %fault, "link closed");
+                    endpoint.link_failed(fault);
                 }
                 _ = cancel.cancelled() => {}
             }
@@ -68,18 +67,18 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Link for StreamLink<S> {
 }
 
 /// Reads frames until the stream fails; returns why it stopped.
-async fn read_frames<R: AsyncRead, E: Endpoint>(reader: R, peer: NodeId, endpoint: &E, max_frame: usize) -> String {
+async fn read_frames<R: AsyncRead, E: Endpoint>(reader: R, peer: NodeId, endpoint: &E, max_frame: usize) -> LinkFault {
     let mut reader = std::pin::pin!(reader);
     let mut buffer = BytesMut::with_capacity(READ_AHEAD);
     loop {
         let frame = match next_frame(&mut reader, &mut buffer, max_frame, endpoint, peer).await {
             Ok(Some(frame)) => frame,
-            Ok(None) => return format!("link to node {peer} was closed by the peer"),
-            Err(FrameError::Io(error)) => return format!("link to node {peer}: bad frame: {error}"),
-            Err(FrameError::Malformed(reason)) => return format!("link to node {peer}: malformed frame: {reason}"),
+            Ok(None) => return LinkFault::ClosedByPeer { peer },
+            Err(FrameError::Io(error)) => return LinkFault::BadFrame { peer, reason: error.to_string() },
+            Err(FrameError::Malformed(reason)) => return LinkFault::Malformed { peer, reason: reason.to_string() },
         };
-        if let Err(reason) = endpoint.arrive(peer, frame).await {
-            return reason;
+        if let Err(fault) = endpoint.arrive(peer, frame).await {
+            return fault;
         }
     }
 }
