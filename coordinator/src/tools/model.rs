@@ -529,6 +529,16 @@ mod earlier_engine {
         check_bench_model_cases(&[8, 16], &[1024, 64 * 1024, 1024 * 1024]);
     }
 
+    /// The same at 32 nodes (bench-model's larger clusters): the routers' engine takes
+    /// half a minute and 17 GiB there in a release build (its byte pipes copy every
+    /// megabyte), so it runs on demand:
+    /// `cargo test --release -p topocomm-coordinator --bin topocomm -- --ignored equal_the_routers`.
+    #[test]
+    #[ignore = "17 GiB and half a minute in a release build; run on demand"]
+    fn bench_model_cases_at_32_nodes_equal_the_routers() {
+        check_bench_model_cases(&[32], &[1024, 64 * 1024, 1024 * 1024]);
+    }
+
     /// Every algorithm on every shape, under store-and-forward, cut-through and
     /// cut-through packets: where no node passes a message on, the simulator must give
     /// what the routers gave, exactly. Where messages are relayed, the two may differ: a
