@@ -235,7 +235,7 @@ impl Router {
     }
 
     /// Takes a frame that arrived on the link from `from`: delivers or forwards it.
-    pub fn on_frame(&self, from: NodeId, frame: Frame) -> Result<(), RouteError> {
+    fn route(&self, from: NodeId, frame: Frame) -> Result<(), RouteError> {
         let header = frame.header;
         let p = self.topology.p();
         for node in [header.src, header.dst] {
@@ -282,50 +282,6 @@ impl Router {
         // Under emulation the frame is ready to go on when its tail arrived here.
         let ready_at = self.emulation.hop_ready(&header);
         self.push(forwarded, Payload::One(frame.payload), ready_at, None)
-    }
-
-    /// Before the link from `peer` reads the long payload of `header`, a message for this
-    /// node: waits until this node asks for it. This is the rendezvous MPI libraries use
-    /// above their eager limit (`stream::RENDEZVOUS_ABOVE`): until the receive is posted
-    /// the payload stays in the socket and TCP holds its sender back, so a node never
-    /// buffers large messages of later steps that it is not ready for (an 8 MiB all-reduce
-    /// by recursive doubling held a fourth vector that way). It reads at once when the
-    /// node waits for any message that comes in over this link (it may be queued behind
-    /// this one), on emulated links (their timing stays as it was), and after
-    /// `HOLD_LIMIT` in any case: the hold saves memory, it never decides an outcome.
-    pub async fn admit(&self, header: &FrameHeader, peer: NodeId) {
-        if header.dst() != self.id || self.emulation.is_on() {
-            return;
-        }
-        let limit = Instant::now() + HOLD_LIMIT;
-        loop {
-            let posted = self.mailbox.posted();
-            let mut posted = std::pin::pin!(posted);
-            posted.as_mut().enable();
-            if self.mailbox.is_waiting(|waiting| self.arrives_via.get(waiting.src) == Some(&peer)) {
-                return;
-            }
-            if tokio::time::timeout_at(limit, posted).await.is_err() {
-                tracing::debug!(src = header.src, tag = header.tag, "no receive for a held message: reading it anyway");
-                return;
-            }
-        }
-    }
-
-    /// The place a waiting receive offers for the payload (`len` bytes) of the frame
-    /// `header` heads, if the frame is a whole message for this node: the link reader
-    /// then reads the payload straight into it.
-    pub fn landing(&self, header: &FrameHeader, len: usize) -> Option<Place> {
-        if header.dst() != self.id || header.packet != 0 || !header.last {
-            return None;
-        }
-        let key = MessageKey { run: header.run, iteration: header.iteration, src: header.src(), tag: header.tag };
-        self.mailbox.landing(key, len)
-    }
-
-    /// A link failed: the wiring is broken and every wait fails with `fault`.
-    pub fn link_failed(&self, fault: LinkFault) {
-        self.mailbox.fail(fault);
     }
 
     /// Zeroes the traffic counters (at the start of the timed iterations).
@@ -394,19 +350,50 @@ impl Endpoint for Router {
     }
 
     fn on_frame(&self, from: NodeId, frame: Frame) -> Result<(), LinkFault> {
-        Router::on_frame(self, from, frame)
-            .map_err(|error| LinkFault::Rejected { peer: from, reason: error.to_string() })
+        self.route(from, frame).map_err(|error| LinkFault::Rejected { peer: from, reason: error.to_string() })
     }
 
-    fn admit(&self, header: &FrameHeader, from: NodeId) -> impl Future<Output = ()> + Send {
-        Router::admit(self, header, from)
+    /// Before the link from `peer` reads the long payload of `header`, a message for this
+    /// node: waits until this node asks for it. This is the rendezvous MPI libraries use
+    /// above their eager limit (`stream::RENDEZVOUS_ABOVE`): until the receive is posted
+    /// the payload stays in the socket and TCP holds its sender back, so a node never
+    /// buffers large messages of later steps that it is not ready for (an 8 MiB all-reduce
+    /// by recursive doubling held a fourth vector that way). It reads at once when the
+    /// node waits for any message that comes in over this link (it may be queued behind
+    /// this one), on emulated links (their timing stays as it was), and after
+    /// `HOLD_LIMIT` in any case: the hold saves memory, it never decides an outcome.
+    async fn admit(&self, header: &FrameHeader, peer: NodeId) {
+        if header.dst() != self.id || self.emulation.is_on() {
+            return;
+        }
+        let limit = Instant::now() + HOLD_LIMIT;
+        loop {
+            let posted = self.mailbox.posted();
+            let mut posted = std::pin::pin!(posted);
+            posted.as_mut().enable();
+            if self.mailbox.is_waiting(|waiting| self.arrives_via.get(waiting.src) == Some(&peer)) {
+                return;
+            }
+            if tokio::time::timeout_at(limit, posted).await.is_err() {
+                tracing::debug!(src = header.src, tag = header.tag, "no receive for a held message: reading it anyway");
+                return;
+            }
+        }
     }
 
+    /// The place a waiting receive offers for the payload (`len` bytes) of the frame
+    /// `header` heads, if the frame is a whole message for this node: the link reader
+    /// then reads the payload straight into it.
     fn landing(&self, header: &FrameHeader, len: usize) -> Option<Place> {
-        Router::landing(self, header, len)
+        if header.dst() != self.id || header.packet != 0 || !header.last {
+            return None;
+        }
+        let key = MessageKey { run: header.run, iteration: header.iteration, src: header.src(), tag: header.tag };
+        self.mailbox.landing(key, len)
     }
 
+    /// A link failed: the wiring is broken and every wait fails with `fault`.
     fn link_failed(&self, fault: LinkFault) {
-        Router::link_failed(self, fault);
+        self.mailbox.fail(fault);
     }
 }
