@@ -112,7 +112,7 @@ pub async fn mesh(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes, Com
         let received = alltoall_along(comm, &line, parcels, p / k * block, phases::grid_dimension(phase)).await?;
         let mine = grid.coords(my_id)[dim];
         for (i, x) in received.into_iter().enumerate() {
-            let from = line.members[i];
+            let from = line.members.at(i);
             hand.unpack(comm, from, &mesh_keys(&grid, p, from, dim, mine), x)?;
         }
     }

@@ -289,7 +289,7 @@ pub async fn mesh_gather(comm: &Comm, root: NodeId, layout: &BlockLayout, mine: 
         match gather_along(comm, &line, root_coordinate, my_parcel, parcel_len, phase).await? {
             Some(parcels) => {
                 for (j, x) in parcels.into_iter().enumerate() {
-                    hand.unpack(comm, line.members[j], &parcel(j), x)?;
+                    hand.unpack(comm, line.members.at(j), &parcel(j), x)?;
                 }
             }
             None => return Ok(Bytes::new()),
