@@ -99,11 +99,27 @@ impl Grid {
         coords
     }
 
+    /// The ids after each other along dimension `dim`: the product of the extents after it.
+    fn stride(&self, dim: usize) -> usize {
+        self.dims[dim + 1..].iter().product()
+    }
+
+    /// The nodes at coordinate `j` in dimension `dim` that share the coordinates of `id`
+    /// after `dim` (those before it run free), in id order: the nodes one member of a
+    /// line along `dim` stands for in a mesh scatter, gather or all-to-all phase.
+    /// Computed directly, one id per node returned.
+    pub fn nodes_at(&self, id: NodeId, dim: usize, j: usize) -> Vec<NodeId> {
+        let stride = self.stride(dim);
+        let outer: usize = self.dims[..dim].iter().product();
+        let (period, offset) = (self.dims[dim] * stride, j * stride + id % stride);
+        (0..outer).map(|a| a * period + offset).collect()
+    }
+
     /// The line through `id` along dimension `dim`: every node that differs from `id`
     /// only in coordinate `dim`, in order of that coordinate (so member `k` has
     /// coordinate `k`). Along the last dimension that is `id`'s row.
     pub fn line(&self, id: NodeId, dim: usize) -> LineGroup {
-        let stride: usize = self.dims[dim + 1..].iter().product();
+        let stride = self.stride(dim);
         let first = id - self.coords(id)[dim] * stride;
         LineGroup { members: Members::new(first, stride, self.dims[dim]), wraps: self.wraps }
     }
@@ -535,6 +551,31 @@ mod tests {
         }
         let ring = Topology::new(TopologyKind::Ring, 6, None).unwrap();
         assert_eq!(Grid::of(&ring), Grid { dims: vec![2, 3], wraps: false });
+    }
+
+    #[test]
+    fn nodes_at_a_coordinate_are_those_the_coordinates_name() {
+        for (kind, p, dims) in [
+            (TopologyKind::Mesh, 12, &[3, 4][..]),
+            (TopologyKind::Torus3d, 24, &[2, 3, 4][..]),
+            (TopologyKind::Mesh3d, 30, &[5, 3, 2][..]),
+        ] {
+            let grid = Grid::of(&Topology::new(kind, p, Some(dims)).unwrap());
+            for id in 0..p {
+                for dim in 0..dims.len() {
+                    for j in 0..dims[dim] {
+                        let mine = grid.coords(id);
+                        let named: Vec<NodeId> = (0..p)
+                            .filter(|&n| {
+                                let c = grid.coords(n);
+                                c[dim] == j && c[dim + 1..] == mine[dim + 1..]
+                            })
+                            .collect();
+                        assert_eq!(grid.nodes_at(id, dim, j), named, "{kind:?} {id} {dim} {j}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

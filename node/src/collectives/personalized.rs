@@ -13,6 +13,7 @@
 //! timers, and nothing knows which collective called it.
 
 use bytes::Bytes;
+use rustc_hash::FxHashMap;
 use topocomm_proto::NodeId;
 
 use super::blocks::{BlockLayout, concat};
@@ -47,22 +48,24 @@ pub fn expect_input(comm: &Comm, input: &Bytes, expected: usize) -> Result<(), C
 /// The blocks a node holds in the middle of a personalized schedule, each under its key:
 /// the index of the block in `layout` (a node id for scatter and gather; `s·p + d` for
 /// the block node s sends to node d in an all-to-all). The layout gives every block's
-/// length, so a message of several blocks needs no header.
+/// length, so a message of several blocks needs no header. Only the blocks in hand take
+/// room: a leaf of a hypercube scatter holds one entry, not one per node of the layout
+/// (p² for an all-to-all).
 pub struct Hand<'a> {
     layout: &'a BlockLayout,
-    blocks: Vec<Option<Bytes>>,
+    blocks: FxHashMap<usize, Bytes>,
 }
 
 impl<'a> Hand<'a> {
     /// Holding nothing.
     pub fn empty(layout: &'a BlockLayout) -> Self {
-        Hand { layout, blocks: vec![None; layout.p()] }
+        Hand { layout, blocks: FxHashMap::default() }
     }
 
     /// Holding every block of `buffer` (which must be `layout.total()` bytes), uncopied.
     pub fn whole(comm: &Comm, layout: &'a BlockLayout, buffer: Bytes) -> Result<Self, CommError> {
         expect_input(comm, &buffer, layout.total())?;
-        Ok(Hand { layout, blocks: layout.cut(&buffer, 0..layout.p()).into_iter().map(Some).collect() })
+        Ok(Hand { layout, blocks: layout.cut(&buffer, 0..layout.p()).into_iter().enumerate().collect() })
     }
 
     /// Bytes the blocks `keys` take, by the layout.
@@ -72,12 +75,12 @@ impl<'a> Hand<'a> {
 
     /// Puts block `key` in hand.
     pub fn put(&mut self, key: usize, block: Bytes) {
-        self.blocks[key] = Some(block);
+        self.blocks.insert(key, block);
     }
 
     /// Takes block `key` out of hand.
     pub fn take(&mut self, comm: &Comm, key: usize) -> Result<Bytes, CommError> {
-        self.blocks[key].take().ok_or_else(|| CommError::Unsupported {
+        self.blocks.remove(&key).ok_or_else(|| CommError::Unsupported {
             me: comm.id(),
             algorithm: "personalized".into(),
             reason: format!("the schedule lost block {key}"),

@@ -200,20 +200,6 @@ pub async fn ring_gather(comm: &Comm, root: NodeId, layout: &BlockLayout, mine: 
     Ok(parcels.map(|blocks| concat(&blocks)).unwrap_or_default())
 }
 
-/// The nodes whose coordinates from `dim` on are (`j`, the coordinates of `me` after
-/// `dim`), in id order: what the member at coordinate j of `me`'s line along `dim`
-/// receives in a mesh scatter phase (and sends in a mesh gather phase).
-fn parcel_nodes(grid: &Grid, me: NodeId, dim: usize, j: usize) -> Vec<NodeId> {
-    let mine = grid.coords(me);
-    let p: usize = grid.dims().iter().product();
-    (0..p)
-        .filter(|&n| {
-            let c = grid.coords(n);
-            c[dim] == j && c[dim + 1..] == mine[dim + 1..]
-        })
-        .collect()
-}
-
 /// Mesh scatter ([GGKK 4.4], store-and-forward on a 2-D torus, personalized): along the
 /// root's row the root sends each column's blocks to that column's member, then every
 /// node of that row scatters its column's blocks down its column; on a 3-D grid a third
@@ -244,7 +230,7 @@ pub async fn mesh_scatter(comm: &Comm, root: NodeId, layout: &BlockLayout, block
     for (phase, dim) in (0..grid.dims().len()).rev().enumerate() {
         if my_coords[..dim] == root_coords[..dim] {
             let line = grid.line(my_id, dim);
-            let parcel = |j: usize| parcel_nodes(&grid, my_id, dim, j);
+            let parcel = |j: usize| grid.nodes_at(my_id, dim, j);
             let parcels = if my_coords[dim] == root_coords[dim] {
                 (0..line.members.len()).map(|j| hand.pack(comm, &parcel(j))).collect::<Result<Vec<_>, _>>()?
             } else {
@@ -282,7 +268,7 @@ pub async fn mesh_gather(comm: &Comm, root: NodeId, layout: &BlockLayout, mine: 
     let nodes_len = |nodes: &[NodeId]| nodes.iter().map(|&n| layout.len(n)).sum::<usize>();
     for (dim, &root_coordinate) in grid.coords(root).iter().enumerate() {
         let line = grid.line(my_id, dim);
-        let parcel = |j: usize| parcel_nodes(&grid, my_id, dim, j);
+        let parcel = |j: usize| grid.nodes_at(my_id, dim, j);
         let my_parcel = hand.pack(comm, &parcel(grid.coords(my_id)[dim]))?;
         let parcel_len = |j: usize| nodes_len(&parcel(j));
         let phase = phases::grid_dimension(dim);
