@@ -49,10 +49,11 @@ pub async fn allgather_layout(
     expect_one_block_per_node(comm, layout, "allgather")?;
     expect_layout_len(comm, &mine, layout.len(comm.id()))?;
     match algorithm {
-        Algorithm::Ring => ring(comm, mine).await,
-        Algorithm::Mesh => mesh(comm, mine).await,
-        Algorithm::Hypercube | Algorithm::RecursiveDoubling => recursive_doubling(comm, layout, mine).await,
-        Algorithm::Bruck => bruck(comm, layout, mine).await,
+        // Each algorithm's future in a box of its own size (see `super::run`).
+        Algorithm::Ring => Box::pin(ring(comm, mine)).await,
+        Algorithm::Mesh => Box::pin(mesh(comm, mine)).await,
+        Algorithm::Hypercube | Algorithm::RecursiveDoubling => Box::pin(recursive_doubling(comm, layout, mine)).await,
+        Algorithm::Bruck => Box::pin(bruck(comm, layout, mine)).await,
         other => Err(super::unsupported(comm, Collective::Allgather, other)),
     }
 }

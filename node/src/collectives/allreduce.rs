@@ -35,11 +35,12 @@ use crate::comm::{Comm, CommError};
 /// node's `vector`.
 pub async fn run(comm: &Comm, algorithm: Algorithm, vector: Bytes, reduction: Reduction) -> Result<Bytes, CommError> {
     match algorithm {
-        Algorithm::ReduceBroadcast => reduce_broadcast(comm, vector, reduction).await,
-        Algorithm::RecursiveDoubling => recursive_doubling(comm, vector, reduction).await,
-        Algorithm::HalvingDoubling => halving_doubling(comm, vector, reduction).await,
-        Algorithm::Ring => ring(comm, vector, reduction).await,
-        Algorithm::Mesh => mesh(comm, vector, reduction).await,
+        // Each algorithm's future in a box of its own size (see `super::run`).
+        Algorithm::ReduceBroadcast => Box::pin(reduce_broadcast(comm, vector, reduction)).await,
+        Algorithm::RecursiveDoubling => Box::pin(recursive_doubling(comm, vector, reduction)).await,
+        Algorithm::HalvingDoubling => Box::pin(halving_doubling(comm, vector, reduction)).await,
+        Algorithm::Ring => Box::pin(ring(comm, vector, reduction)).await,
+        Algorithm::Mesh => Box::pin(mesh(comm, vector, reduction)).await,
         other => Err(super::unsupported(comm, Collective::Allreduce, other)),
     }
 }

@@ -31,12 +31,13 @@ use crate::comm::{Comm, CommError, Posted};
 pub async fn run(comm: &Comm, algorithm: Algorithm, blocks: Bytes, block: usize) -> Result<Bytes, CommError> {
     expect_input(comm, &blocks, comm.p() * block)?;
     match algorithm {
-        Algorithm::Ring => ring(comm, blocks, block).await,
-        Algorithm::Mesh => mesh(comm, blocks, block).await,
-        Algorithm::Hypercube => hypercube(comm, blocks, block).await,
-        Algorithm::PairwiseXor => pairwise_xor(comm, blocks, block).await,
-        Algorithm::Pairwise => pairwise(comm, blocks, block).await,
-        Algorithm::Bruck => bruck(comm, blocks, block).await,
+        // Each algorithm's future in a box of its own size (see `super::run`).
+        Algorithm::Ring => Box::pin(ring(comm, blocks, block)).await,
+        Algorithm::Mesh => Box::pin(mesh(comm, blocks, block)).await,
+        Algorithm::Hypercube => Box::pin(hypercube(comm, blocks, block)).await,
+        Algorithm::PairwiseXor => Box::pin(pairwise_xor(comm, blocks, block)).await,
+        Algorithm::Pairwise => Box::pin(pairwise(comm, blocks, block)).await,
+        Algorithm::Bruck => Box::pin(bruck(comm, blocks, block)).await,
         other => Err(super::unsupported(comm, Collective::Alltoall, other)),
     }
 }

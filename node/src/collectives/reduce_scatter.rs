@@ -58,9 +58,12 @@ pub async fn reduce_scatter_layout(
     expect_one_block_per_node(comm, layout, "reduce-scatter")?;
     expect_layout_len(comm, &vector, layout.total())?;
     match algorithm {
-        Algorithm::Ring => ring(comm, layout, vector, reduction).await,
-        Algorithm::Hypercube | Algorithm::RecursiveHalving => recursive_halving(comm, layout, vector, reduction).await,
-        Algorithm::Pairwise => pairwise(comm, layout, vector, reduction).await,
+        // Each algorithm's future in a box of its own size (see `super::run`).
+        Algorithm::Ring => Box::pin(ring(comm, layout, vector, reduction)).await,
+        Algorithm::Hypercube | Algorithm::RecursiveHalving => {
+            Box::pin(recursive_halving(comm, layout, vector, reduction)).await
+        }
+        Algorithm::Pairwise => Box::pin(pairwise(comm, layout, vector, reduction)).await,
         other => Err(super::unsupported(comm, Collective::ReduceScatter, other)),
     }
 }

@@ -62,10 +62,11 @@ pub async fn scatter_layout(
         expect_input(comm, &blocks, layout.total())?;
     }
     match algorithm {
-        Algorithm::Linear => linear_scatter(comm, root, layout, blocks).await,
-        Algorithm::Ring => ring_scatter(comm, root, layout, blocks).await,
-        Algorithm::Mesh => mesh_scatter(comm, root, layout, blocks).await,
-        Algorithm::Hypercube => hypercube_scatter(comm, root, layout, blocks).await,
+        // Each algorithm's future in a box of its own size (see `super::run`).
+        Algorithm::Linear => Box::pin(linear_scatter(comm, root, layout, blocks)).await,
+        Algorithm::Ring => Box::pin(ring_scatter(comm, root, layout, blocks)).await,
+        Algorithm::Mesh => Box::pin(mesh_scatter(comm, root, layout, blocks)).await,
+        Algorithm::Hypercube => Box::pin(hypercube_scatter(comm, root, layout, blocks)).await,
         other => Err(super::unsupported(comm, Collective::Scatter, other)),
     }
 }
@@ -84,10 +85,11 @@ pub async fn gather_layout(
     expect_one_block_per_node(comm, layout, "personalized")?;
     expect_input(comm, &mine, layout.len(comm.id()))?;
     match algorithm {
-        Algorithm::Linear => linear_gather(comm, root, layout, mine).await,
-        Algorithm::Ring => ring_gather(comm, root, layout, mine).await,
-        Algorithm::Mesh => mesh_gather(comm, root, layout, mine).await,
-        Algorithm::Hypercube => hypercube_gather(comm, root, layout, mine).await,
+        // Each algorithm's future in a box of its own size (see `super::run`).
+        Algorithm::Linear => Box::pin(linear_gather(comm, root, layout, mine)).await,
+        Algorithm::Ring => Box::pin(ring_gather(comm, root, layout, mine)).await,
+        Algorithm::Mesh => Box::pin(mesh_gather(comm, root, layout, mine)).await,
+        Algorithm::Hypercube => Box::pin(hypercube_gather(comm, root, layout, mine)).await,
         other => Err(super::unsupported(comm, Collective::Gather, other)),
     }
 }

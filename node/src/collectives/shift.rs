@@ -18,9 +18,10 @@ use crate::comm::{Comm, CommError};
 pub async fn run(comm: &Comm, algorithm: Algorithm, vector: Bytes, q: usize) -> Result<Bytes, CommError> {
     let q = q % comm.p();
     match algorithm {
-        Algorithm::Ring => ring(comm, vector, q).await,
-        Algorithm::Mesh => mesh(comm, vector, q).await,
-        Algorithm::Hypercube => hypercube(comm, vector, q).await,
+        // Each algorithm's future in a box of its own size (see `super::run`).
+        Algorithm::Ring => Box::pin(ring(comm, vector, q)).await,
+        Algorithm::Mesh => Box::pin(mesh(comm, vector, q)).await,
+        Algorithm::Hypercube => Box::pin(hypercube(comm, vector, q)).await,
         other => Err(super::unsupported(comm, Collective::Shift, other)),
     }
 }
