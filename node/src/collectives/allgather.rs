@@ -223,7 +223,7 @@ pub async fn bruck(comm: &Comm, layout: &BlockLayout, mine: Bytes) -> Result<Byt
 }
 
 /// Algorithm 4.4 (ALL_TO_ALL_BC_RING), line by line, on the ring `ring` (every member
-/// calls it; neighbours in the list, and the last and the first, are left and right):
+/// calls it; neighbours in the ring order, and the last and the first, are left and right):
 ///
 /// ```text
 /// left := ring[k - 1]; right := ring[k + 1]   /* k: my position, mod n */

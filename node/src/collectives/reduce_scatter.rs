@@ -197,7 +197,7 @@ pub async fn pairwise(comm: &Comm, layout: &BlockLayout, msg: Bytes, reduction: 
 }
 
 /// Algorithm 4.5 (ALL_TO_ALL_RED_RING), line by line, on the ring `ring` (every member
-/// calls it; neighbours in the list, and the last and the first, are left and right).
+/// calls it; neighbours in the ring order, and the last and the first, are left and right).
 /// Block j of `layout` belongs to the member at position j; every member returns the
 /// reduction of every member's block of its own position.
 ///
