@@ -20,12 +20,11 @@
 //! iteration (a scatter before it) never shares a tag with it.
 
 use bytes::Bytes;
-use topocomm_proto::NodeId;
 use topocomm_proto::spec::{Algorithm, Collective};
 
 use super::blocks::{BlockLayout, concat};
 use super::folding::{CoreBlocks, Fold, Part, expect_layout_len, expect_one_block_per_node};
-use super::patterns::{Grid, LineGroup, my_position};
+use super::patterns::{Grid, LineGroup, RingOrder};
 use super::phases::{self, ALLGATHER_BRUCK, ALLGATHER_DOUBLING, ALLGATHER_FOLD, ALLGATHER_RING, Phase};
 use crate::assembly::Assembly;
 use crate::comm::{Comm, CommError};
@@ -50,10 +49,11 @@ pub async fn allgather_layout(
     expect_one_block_per_node(comm, layout, "allgather")?;
     expect_layout_len(comm, &mine, layout.len(comm.id()))?;
     match algorithm {
-        Algorithm::Ring => ring(comm, mine).await,
-        Algorithm::Mesh => mesh(comm, mine).await,
-        Algorithm::Hypercube | Algorithm::RecursiveDoubling => recursive_doubling(comm, layout, mine).await,
-        Algorithm::Bruck => bruck(comm, layout, mine).await,
+        // Each algorithm's future in a box of its own size (see `super::run`).
+        Algorithm::Ring => Box::pin(ring(comm, mine)).await,
+        Algorithm::Mesh => Box::pin(mesh(comm, mine)).await,
+        Algorithm::Hypercube | Algorithm::RecursiveDoubling => Box::pin(recursive_doubling(comm, layout, mine)).await,
+        Algorithm::Bruck => Box::pin(bruck(comm, layout, mine)).await,
         other => Err(super::unsupported(comm, Collective::Allgather, other)),
     }
 }
@@ -66,7 +66,7 @@ pub async fn allgather_layout(
 ///
 /// Steps: p - 1. Cost (t_s + t_w m)(p - 1).
 pub async fn ring(comm: &Comm, mine: Bytes) -> Result<Bytes, CommError> {
-    let parts = allgather_ring_along(comm, &LineGroup::ring(comm.p()).members, mine, ALLGATHER_RING).await?;
+    let parts = allgather_ring_along(comm, &LineGroup::ring(comm.p()).ring_order(), mine, ALLGATHER_RING).await?;
     Ok(concat(&parts))
 }
 
@@ -223,7 +223,7 @@ pub async fn bruck(comm: &Comm, layout: &BlockLayout, mine: Bytes) -> Result<Byt
 }
 
 /// Algorithm 4.4 (ALL_TO_ALL_BC_RING), line by line, on the ring `ring` (every member
-/// calls it; neighbours in the list, and the last and the first, are left and right):
+/// calls it; neighbours in the ring order, and the last and the first, are left and right):
 ///
 /// ```text
 /// left := ring[k - 1]; right := ring[k + 1]   /* k: my position, mod n */
@@ -239,13 +239,13 @@ pub async fn bruck(comm: &Comm, layout: &BlockLayout, mine: Bytes) -> Result<Byt
 /// Steps: n - 1. Cost (t_s + t_w m)(n - 1).
 pub async fn allgather_ring_along(
     comm: &Comm,
-    ring: &[NodeId],
+    ring: &RingOrder,
     my_msg: Bytes,
     phase: Phase,
 ) -> Result<Vec<Bytes>, CommError> {
-    let (n, k) = (ring.len(), my_position(comm, ring)?);
-    let left = ring[(k + n - 1) % n];
-    let right = ring[(k + 1) % n];
+    let (n, k) = (ring.len(), ring.my_position(comm)?);
+    let left = ring.at((k + n - 1) % n);
+    let right = ring.at((k + 1) % n);
     let mut result = vec![Bytes::new(); n];
     result[k] = my_msg.clone();
     let mut msg = my_msg;
@@ -279,26 +279,26 @@ pub async fn allgather_along(
     phase: Phase,
 ) -> Result<Vec<Bytes>, CommError> {
     if line.wraps {
-        return allgather_ring_along(comm, &line.members, my_msg, phase).await;
+        return allgather_ring_along(comm, &line.ring_order(), my_msg, phase).await;
     }
-    let members = &line.members;
-    let (n, k) = (members.len(), my_position(comm, members)?);
+    let members = line.members;
+    let (n, k) = (members.len(), members.my_position(comm)?);
     let mut result = vec![Bytes::new(); n];
     result[k] = my_msg;
     for s in 1..n {
         if k + 1 < n && k + 1 >= s {
             let block = result[k + 1 - s].clone();
-            comm.send(members[k + 1], phase.tag(2 * s), block).await?;
+            comm.send(members.at(k + 1), phase.tag(2 * s), block).await?;
         }
         if k >= 1 && k + s - 1 < n {
             let block = result[k + s - 1].clone();
-            comm.send(members[k - 1], phase.tag(2 * s + 1), block).await?;
+            comm.send(members.at(k - 1), phase.tag(2 * s + 1), block).await?;
         }
         if k >= s {
-            result[k - s] = comm.recv(members[k - 1], phase.tag(2 * s)).await?;
+            result[k - s] = comm.recv(members.at(k - 1), phase.tag(2 * s)).await?;
         }
         if k + s < n {
-            result[k + s] = comm.recv(members[k + 1], phase.tag(2 * s + 1)).await?;
+            result[k + s] = comm.recv(members.at(k + 1), phase.tag(2 * s + 1)).await?;
         }
     }
     Ok(result)

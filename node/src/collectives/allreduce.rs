@@ -19,13 +19,12 @@
 //! calls).
 
 use bytes::Bytes;
-use topocomm_proto::NodeId;
 use topocomm_proto::elements::element_count;
 use topocomm_proto::spec::{Algorithm, Collective};
 
 use super::blocks::{BlockLayout, concat};
 use super::folding::{CoreBlocks, Fold, Part, expect_layout_len};
-use super::patterns::{Grid, LineGroup, Reduction};
+use super::patterns::{Grid, LineGroup, Reduction, RingOrder};
 use super::phases::{
     self, ALLREDUCE_DOUBLING, ALLREDUCE_FOLD, ALLREDUCE_GATHER, ALLREDUCE_HALVING, ALLREDUCE_RING, Phase,
 };
@@ -36,11 +35,12 @@ use crate::comm::{Comm, CommError};
 /// node's `vector`.
 pub async fn run(comm: &Comm, algorithm: Algorithm, vector: Bytes, reduction: Reduction) -> Result<Bytes, CommError> {
     match algorithm {
-        Algorithm::ReduceBroadcast => reduce_broadcast(comm, vector, reduction).await,
-        Algorithm::RecursiveDoubling => recursive_doubling(comm, vector, reduction).await,
-        Algorithm::HalvingDoubling => halving_doubling(comm, vector, reduction).await,
-        Algorithm::Ring => ring(comm, vector, reduction).await,
-        Algorithm::Mesh => mesh(comm, vector, reduction).await,
+        // Each algorithm's future in a box of its own size (see `super::run`).
+        Algorithm::ReduceBroadcast => Box::pin(reduce_broadcast(comm, vector, reduction)).await,
+        Algorithm::RecursiveDoubling => Box::pin(recursive_doubling(comm, vector, reduction)).await,
+        Algorithm::HalvingDoubling => Box::pin(halving_doubling(comm, vector, reduction)).await,
+        Algorithm::Ring => Box::pin(ring(comm, vector, reduction)).await,
+        Algorithm::Mesh => Box::pin(mesh(comm, vector, reduction)).await,
         other => Err(super::unsupported(comm, Collective::Allreduce, other)),
     }
 }
@@ -144,15 +144,15 @@ pub async fn halving_doubling(comm: &Comm, vector: Bytes, reduction: Reduction) 
 ///
 /// Steps: 2(p - 1). Cost 2(p - 1)(t_s + t_w m/p), plus p - 1 combines of m/p bytes.
 pub async fn ring(comm: &Comm, vector: Bytes, reduction: Reduction) -> Result<Bytes, CommError> {
-    let members = LineGroup::ring(comm.p()).members;
-    allreduce_ring_along(comm, &members, vector, reduction, ALLREDUCE_RING).await
+    allreduce_ring_along(comm, &LineGroup::ring(comm.p()).ring_order(), vector, reduction, ALLREDUCE_RING).await
 }
 
 /// Mesh all-reduce: a ring all-reduce along each row, then along each column of the row
 /// sums (then, in 3-D, along each layer line), on the grid the topology has (see
 /// [`Grid::of`]). A line that wraps (torus, torus3d) is its own ring; a line that does
 /// not is walked as the ring 0, 2, 4, ..., 5, 3, 1 of its positions, whose every hop
-/// spans at most two links and whose n hops use each link direction once.
+/// spans at most two links and whose n hops use each link direction once
+/// ([`LineGroup::ring_order`]).
 ///
 /// ```text
 /// sum := my_msg
@@ -168,7 +168,7 @@ pub async fn mesh(comm: &Comm, vector: Bytes, reduction: Reduction) -> Result<By
     for (phase, dim) in (0..grid.dims().len()).rev().enumerate() {
         let line = grid.line(comm.id(), dim);
         let line_phases = phases::allreduce_grid_dimension(phase);
-        sum = allreduce_ring_along(comm, &ring_order(&line), sum, reduction, line_phases).await?;
+        sum = allreduce_ring_along(comm, &line.ring_order(), sum, reduction, line_phases).await?;
     }
     Ok(sum)
 }
@@ -188,7 +188,7 @@ pub async fn mesh(comm: &Comm, vector: Bytes, reduction: Reduction) -> Result<By
 /// Cost 2(n - 1)(t_s + t_w m/n), plus n - 1 combines of m/n bytes.
 pub async fn allreduce_ring_along(
     comm: &Comm,
-    ring: &[NodeId],
+    ring: &RingOrder,
     vector: Bytes,
     reduction: Reduction,
     phases: [Phase; 2],
@@ -202,40 +202,7 @@ pub async fn allreduce_ring_along(
     Ok(result)
 }
 
-/// The ring a line group is walked as: the group itself when it wraps, otherwise the
-/// positions 0, 2, 4, ... up the line and ..., 5, 3, 1 back down, so that no hop spans
-/// more than two links and each link direction carries one hop.
-pub fn ring_order(line: &LineGroup) -> Vec<NodeId> {
-    if line.wraps {
-        return line.members.clone();
-    }
-    let evens = line.members.iter().step_by(2);
-    let odds = line.members.iter().skip(1).step_by(2).rev();
-    evens.chain(odds).copied().collect()
-}
-
 /// Refuses a vector that is not a whole number of elements (it cannot be cut into pieces).
 fn whole_elements(comm: &Comm, vector: &Bytes, reduction: Reduction) -> Result<(), CommError> {
     element_count(reduction.dtype, vector.len()).map(|_| ()).map_err(|error| comm.elements_error(error))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_line_is_walked_up_the_evens_and_down_the_odds() {
-        let line = |n: usize, wraps| LineGroup { members: (10..10 + n).collect(), wraps };
-        assert_eq!(ring_order(&line(6, false)), [10, 12, 14, 15, 13, 11]);
-        assert_eq!(ring_order(&line(5, false)), [10, 12, 14, 13, 11]);
-        assert_eq!(ring_order(&line(2, false)), [10, 11]);
-        assert_eq!(ring_order(&line(1, false)), [10]);
-        assert_eq!(ring_order(&line(5, true)), [10, 11, 12, 13, 14]);
-        for n in 1..12 {
-            let order = ring_order(&line(n, false));
-            for (a, b) in order.iter().zip(order.iter().cycle().skip(1)) {
-                assert!(a.abs_diff(*b) <= 2, "{n}: {order:?}");
-            }
-        }
-    }
 }

@@ -31,12 +31,13 @@ use crate::comm::{Comm, CommError, Posted};
 pub async fn run(comm: &Comm, algorithm: Algorithm, blocks: Bytes, block: usize) -> Result<Bytes, CommError> {
     expect_input(comm, &blocks, comm.p() * block)?;
     match algorithm {
-        Algorithm::Ring => ring(comm, blocks, block).await,
-        Algorithm::Mesh => mesh(comm, blocks, block).await,
-        Algorithm::Hypercube => hypercube(comm, blocks, block).await,
-        Algorithm::PairwiseXor => pairwise_xor(comm, blocks, block).await,
-        Algorithm::Pairwise => pairwise(comm, blocks, block).await,
-        Algorithm::Bruck => bruck(comm, blocks, block).await,
+        // Each algorithm's future in a box of its own size (see `super::run`).
+        Algorithm::Ring => Box::pin(ring(comm, blocks, block)).await,
+        Algorithm::Mesh => Box::pin(mesh(comm, blocks, block)).await,
+        Algorithm::Hypercube => Box::pin(hypercube(comm, blocks, block)).await,
+        Algorithm::PairwiseXor => Box::pin(pairwise_xor(comm, blocks, block)).await,
+        Algorithm::Pairwise => Box::pin(pairwise(comm, blocks, block)).await,
+        Algorithm::Bruck => Box::pin(bruck(comm, blocks, block)).await,
         other => Err(super::unsupported(comm, Collective::Alltoall, other)),
     }
 }
@@ -64,17 +65,13 @@ pub async fn ring(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes, Com
 
 /// The blocks (s, d), as keys s·p + d, that `holder` sends to the member at coordinate
 /// `j` of its line along `dim` in a mesh all-to-all phase: every s whose coordinates up
-/// to dim equal the holder's, every d with coordinate j in dim and the holder's
-/// coordinates after dim. s-major, ascending.
+/// to dim equal the holder's (ids are row-major, so those are a run of consecutive
+/// ids, as many as the nodes after dim), every d with coordinate j in dim and the
+/// holder's coordinates after dim ([`Grid::nodes_at`]). s-major, ascending.
 fn mesh_keys(grid: &Grid, p: usize, holder: NodeId, dim: usize, j: usize) -> Vec<usize> {
-    let h = grid.coords(holder);
-    let sources = (0..p).filter(|&s| grid.coords(s)[..=dim] == h[..=dim]);
-    let dests: Vec<NodeId> = (0..p)
-        .filter(|&d| {
-            let c = grid.coords(d);
-            c[dim] == j && c[dim + 1..] == h[dim + 1..]
-        })
-        .collect();
+    let after: usize = grid.dims()[dim + 1..].iter().product();
+    let sources = holder / after * after..(holder / after + 1) * after;
+    let dests = grid.nodes_at(holder, dim, j);
     sources.flat_map(|s| dests.iter().map(move |&d| s * p + d)).collect()
 }
 
@@ -112,7 +109,7 @@ pub async fn mesh(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes, Com
         let received = alltoall_along(comm, &line, parcels, p / k * block, phases::grid_dimension(phase)).await?;
         let mine = grid.coords(my_id)[dim];
         for (i, x) in received.into_iter().enumerate() {
-            let from = line.members[i];
+            let from = line.members.at(i);
             hand.unpack(comm, from, &mesh_keys(&grid, p, from, dim, mine), x)?;
         }
     }
@@ -374,4 +371,32 @@ pub async fn bruck(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes, Co
     }
     let result: Vec<Bytes> = (0..p).map(|s| b[(my_id + p - s) % p].clone()).collect();
     Ok(concat(&result))
+}
+
+#[cfg(test)]
+mod tests {
+    use topocomm_proto::{Topology, TopologyKind};
+
+    use super::*;
+
+    #[test]
+    fn mesh_keys_are_the_blocks_the_coordinates_name() {
+        for (kind, p, dims) in [(TopologyKind::Torus, 12, &[3, 4][..]), (TopologyKind::Mesh3d, 24, &[2, 3, 4][..])] {
+            let grid = Grid::of(&Topology::new(kind, p, Some(dims)).unwrap());
+            for holder in 0..p {
+                let h = grid.coords(holder);
+                for dim in 0..dims.len() {
+                    for j in 0..dims[dim] {
+                        let named: Vec<usize> = (0..p * p)
+                            .filter(|&key| {
+                                let (s, d) = (grid.coords(key / p), grid.coords(key % p));
+                                s[..=dim] == h[..=dim] && d[dim] == j && d[dim + 1..] == h[dim + 1..]
+                            })
+                            .collect();
+                        assert_eq!(mesh_keys(&grid, p, holder, dim, j), named, "{kind:?} {holder} {dim} {j}");
+                    }
+                }
+            }
+        }
+    }
 }

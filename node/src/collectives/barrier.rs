@@ -18,8 +18,9 @@ const BARRIER_TAG: Tag = SINGLE.tag(0);
 /// Runs the barrier `algorithm` names.
 pub async fn run(comm: &Comm, algorithm: Algorithm) -> Result<(), CommError> {
     match algorithm {
-        Algorithm::Dissemination => dissemination(comm, BARRIER_TAG).await,
-        Algorithm::Hypercube => hypercube(comm).await,
+        // Each algorithm's future in a box of its own size (see `super::run`).
+        Algorithm::Dissemination => Box::pin(dissemination(comm, BARRIER_TAG)).await,
+        Algorithm::Hypercube => Box::pin(hypercube(comm)).await,
         other => Err(super::unsupported(comm, Collective::Barrier, other)),
     }
 }

@@ -30,12 +30,13 @@ pub async fn run(comm: &Comm, algorithm: Algorithm, root: NodeId, message: Bytes
         return Err(CommError::NoSuchPeer { me: comm.id(), peer: root, p: comm.p() });
     }
     match algorithm {
-        Algorithm::Linear => linear(comm, root, message).await,
-        Algorithm::Ring => ring(comm, root, message).await,
-        Algorithm::Mesh => mesh(comm, root, message).await,
-        Algorithm::Hypercube => hypercube(comm, root, message).await,
-        Algorithm::RecursiveDoubling => recursive_doubling(comm, root, message).await,
-        Algorithm::ScatterAllgather => scatter_allgather(comm, root, message).await,
+        // Each algorithm's future in a box of its own size (see `super::run`).
+        Algorithm::Linear => Box::pin(linear(comm, root, message)).await,
+        Algorithm::Ring => Box::pin(ring(comm, root, message)).await,
+        Algorithm::Mesh => Box::pin(mesh(comm, root, message)).await,
+        Algorithm::Hypercube => Box::pin(hypercube(comm, root, message)).await,
+        Algorithm::RecursiveDoubling => Box::pin(recursive_doubling(comm, root, message)).await,
+        Algorithm::ScatterAllgather => Box::pin(scatter_allgather(comm, root, message)).await,
         other => Err(super::unsupported(comm, Collective::Broadcast, other)),
     }
 }

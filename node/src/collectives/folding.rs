@@ -114,7 +114,7 @@ impl Fold {
     /// The blocks of `layout` (one per physical node) as the core sees them: core node v
     /// holds blocks `physical(v)..physical(v + 1)`.
     pub fn core_blocks<'a>(&self, layout: &'a BlockLayout) -> CoreBlocks<'a> {
-        CoreBlocks { layout, bounds: (0..=self.q).map(|v| self.physical(v)).collect() }
+        CoreBlocks { layout, fold: Some(*self) }
     }
 
     /// The fold-in step: an extra node sends `data` to its partner (tag `tag`); a core node
@@ -153,28 +153,35 @@ impl Fold {
 }
 
 /// The blocks of a layout grouped by core node: core node v holds the layout's blocks
-/// `bounds[v]..bounds[v + 1]`. Folded, a core node holds its own block and its extra's;
-/// unfolded (a layout of exactly q blocks), one block each.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `bound(v)..bound(v + 1)`. Folded, a core node holds its own block and its extra's
+/// (the bounds are [`Fold::physical`]); unfolded (a layout of exactly q blocks), one
+/// block each. Computed, not stored, as the layout is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CoreBlocks<'a> {
     layout: &'a BlockLayout,
-    bounds: Vec<usize>,
+    /// The folding whose core nodes hold the blocks; `None`: core node v holds block v.
+    fold: Option<Fold>,
 }
 
 impl<'a> CoreBlocks<'a> {
     /// Core node v holds block v of `layout` (a layout of q blocks).
     pub fn identity(layout: &'a BlockLayout) -> Self {
-        CoreBlocks { layout, bounds: (0..=layout.p()).collect() }
+        CoreBlocks { layout, fold: None }
     }
 
     /// The core nodes: q.
     pub fn q(&self) -> usize {
-        self.bounds.len() - 1
+        self.fold.map_or(self.layout.p(), |fold| fold.q())
+    }
+
+    /// The first block of core node `v` (for v = q, the end of the last).
+    fn bound(&self, v: usize) -> usize {
+        self.fold.map_or(v, |fold| fold.physical(v))
     }
 
     /// The byte range of the blocks of core nodes `nodes` (contiguous).
     pub fn span(&self, nodes: Range<usize>) -> Range<usize> {
-        self.layout.span(self.bounds[nodes.start]..self.bounds[nodes.end])
+        self.layout.span(self.bound(nodes.start)..self.bound(nodes.end))
     }
 
     /// Bytes the blocks of core nodes `nodes` take.

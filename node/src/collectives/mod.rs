@@ -33,7 +33,8 @@ pub async fn run(comm: &Comm, spec: &RunSpec, input: Bytes) -> Result<Bytes, Com
     let reduction = Reduction { dtype: spec.dtype, op: spec.op };
     // Each family's schedule in a box of its own size: a node's future is then as large
     // as its own collective's state, not the largest of all (the simulator holds one
-    // per node, a million at a time).
+    // per node, a million at a time). Each family's `run` boxes its algorithms the same
+    // way, so what a node holds is its own algorithm's state, not its family's largest.
     match spec.collective {
         Collective::Broadcast => Box::pin(broadcast::run(comm, algorithm, root, input)).await,
         Collective::Reduce => Box::pin(reduce::run(comm, algorithm, root, input, spec.dtype, spec.op)).await,

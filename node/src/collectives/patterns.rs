@@ -1,8 +1,13 @@
 //! Building blocks the one-to-all broadcast and its dual, the all-to-one reduction,
 //! share: the virtual-id relabelling of the hypercube algorithms, the grid a mesh
-//! algorithm walks, the line group (a ring, a row or a column) with its store-and-forward
-//! broadcast and reduction, a node's position in a group, and the element-wise
-//! reduction step (the tags of the steps are [`super::phases`]).
+//! algorithm walks, the line group (a ring, a row or a column: its [`Members`], the
+//! [`RingOrder`] a ring algorithm walks it in, and the halves of a pass along it) with
+//! its store-and-forward broadcast and reduction, and the element-wise reduction step
+//! (the tags of the steps are [`super::phases`]).
+//!
+//! A group's members are computed, not stored: every line is an arithmetic progression
+//! of ids, so a node's view of a ring of a million nodes takes a few words, and finding
+//! its own position takes a division.
 //!
 //! Everything here speaks `Comm` (send, recv) and plain ids; nothing touches links or
 //! timers, and nothing knows which collective called it.
@@ -94,19 +99,163 @@ impl Grid {
         coords
     }
 
+    /// The ids after each other along dimension `dim`: the product of the extents after it.
+    fn stride(&self, dim: usize) -> usize {
+        self.dims[dim + 1..].iter().product()
+    }
+
+    /// The nodes at coordinate `j` in dimension `dim` that share the coordinates of `id`
+    /// after `dim` (those before it run free), in id order: the nodes one member of a
+    /// line along `dim` stands for in a mesh scatter, gather or all-to-all phase.
+    /// Computed directly, one id per node returned.
+    pub fn nodes_at(&self, id: NodeId, dim: usize, j: usize) -> Vec<NodeId> {
+        let stride = self.stride(dim);
+        let outer: usize = self.dims[..dim].iter().product();
+        let (period, offset) = (self.dims[dim] * stride, j * stride + id % stride);
+        (0..outer).map(|a| a * period + offset).collect()
+    }
+
     /// The line through `id` along dimension `dim`: every node that differs from `id`
     /// only in coordinate `dim`, in order of that coordinate (so member `k` has
     /// coordinate `k`). Along the last dimension that is `id`'s row.
     pub fn line(&self, id: NodeId, dim: usize) -> LineGroup {
-        let stride: usize = self.dims[dim + 1..].iter().product();
+        let stride = self.stride(dim);
         let first = id - self.coords(id)[dim] * stride;
-        LineGroup { members: (0..self.dims[dim]).map(|k| first + k * stride).collect(), wraps: self.wraps }
+        LineGroup { members: Members::new(first, stride, self.dims[dim]), wraps: self.wraps }
+    }
+}
+
+/// The members of a line group, in order: `first`, `first + stride`, ...,
+/// `first + (n - 1)·stride` (the whole ring 0, 1, ..., p-1 is first 0, stride 1; a row or
+/// column of a grid has the stride of its dimension). Computed, not stored: three words
+/// whatever n, and a member's position is found by a division.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Members {
+    first: NodeId,
+    stride: usize,
+    n: usize,
+}
+
+impl Members {
+    /// The `n` ids `first + k·stride`, k = 0, 1, ..., n-1.
+    pub fn new(first: NodeId, stride: usize, n: usize) -> Self {
+        Members { first, stride, n }
+    }
+
+    /// The number of members.
+    pub fn len(self) -> usize {
+        self.n
+    }
+
+    /// Whether there is no member.
+    pub fn is_empty(self) -> bool {
+        self.n == 0
+    }
+
+    /// The member at position `k` (k < n).
+    pub fn at(self, k: usize) -> NodeId {
+        debug_assert!(k < self.n, "position {k} of a group of {}", self.n);
+        self.first + k * self.stride
+    }
+
+    /// The position of `id` among the members, if it is one.
+    pub fn position_of(self, id: NodeId) -> Option<usize> {
+        let offset = id.checked_sub(self.first)?;
+        let k = match self.stride {
+            0 => (offset == 0).then_some(0)?,
+            stride if offset % stride == 0 => offset / stride,
+            _ => return None,
+        };
+        (k < self.n).then_some(k)
+    }
+
+    /// The members in order.
+    pub fn iter(self) -> impl Iterator<Item = NodeId> {
+        (0..self.n).map(move |k| self.at(k))
+    }
+
+    /// This node's position among the members; a node that is not one fails the run.
+    pub fn my_position(self, comm: &Comm) -> Result<usize, CommError> {
+        self.position_of(comm.id()).ok_or_else(|| CommError::Unsupported {
+            me: comm.id(),
+            algorithm: "line group".into(),
+            reason: format!(
+                "node {} is not a member of the line of {} nodes from node {} in steps of {}",
+                comm.id(),
+                self.n,
+                self.first,
+                self.stride
+            ),
+        })
+    }
+}
+
+/// The order a ring algorithm (Algorithms 4.4 and 4.5) walks a line group in: a group
+/// that wraps is its own ring; a line that does not is walked as the ring of its
+/// positions 0, 2, 4, ... up the line and ..., 5, 3, 1 back down, whose every hop spans
+/// at most two links and whose n hops use each link direction once. Computed, as
+/// [`Members`] are: ring position k is [`RingOrder::at`]`(k)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingOrder {
+    members: Members,
+    /// Whether the line is walked up its even positions and back down its odd ones.
+    up_and_back: bool,
+}
+
+impl RingOrder {
+    /// The number of members on the ring.
+    pub fn len(self) -> usize {
+        self.members.len()
+    }
+
+    /// Whether the ring has no member.
+    pub fn is_empty(self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// The line position that stands at ring position `k`.
+    fn line_position(self, k: usize) -> usize {
+        let (n, evens) = (self.len(), self.len().div_ceil(2));
+        match self.up_and_back {
+            false => k,
+            true if k < evens => 2 * k,
+            true => 2 * (n - 1 - k) + 1,
+        }
+    }
+
+    /// The ring position of line position `j`: the inverse of [`RingOrder::line_position`].
+    fn ring_position(self, j: usize) -> usize {
+        match self.up_and_back {
+            false => j,
+            true if j.is_multiple_of(2) => j / 2,
+            true => self.len() - 1 - j / 2,
+        }
+    }
+
+    /// The member at ring position `k` (k < n).
+    pub fn at(self, k: usize) -> NodeId {
+        self.members.at(self.line_position(k))
+    }
+
+    /// The ring position of `id`, if it is a member.
+    pub fn position_of(self, id: NodeId) -> Option<usize> {
+        self.members.position_of(id).map(|j| self.ring_position(j))
+    }
+
+    /// The members in ring order.
+    pub fn iter(self) -> impl Iterator<Item = NodeId> {
+        (0..self.len()).map(move |k| self.at(k))
+    }
+
+    /// This node's ring position; a node that is not a member fails the run.
+    pub fn my_position(self, comm: &Comm) -> Result<usize, CommError> {
+        self.members.my_position(comm).map(|j| self.ring_position(j))
     }
 }
 
 /// A direction along a line group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Direction {
+pub enum Direction {
     /// Towards higher positions (clockwise on a ring).
     Up,
     /// Towards lower positions (counter-clockwise on a ring).
@@ -114,7 +263,11 @@ enum Direction {
 }
 
 impl Direction {
-    fn reverse(self) -> Self {
+    /// Both directions, in the order a pass serves its halves: Up, then Down.
+    pub const BOTH: [Direction; 2] = [Direction::Up, Direction::Down];
+
+    /// The other direction.
+    pub fn reverse(self) -> Self {
         match self {
             Direction::Up => Direction::Down,
             Direction::Down => Direction::Up,
@@ -124,7 +277,7 @@ impl Direction {
 
 /// Where a member stands in a store-and-forward pass that starts at the root position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Place {
+pub enum Place {
     Root,
     /// `distance` hops from the root, in the half that goes `direction`.
     Half {
@@ -134,31 +287,36 @@ enum Place {
 }
 
 /// An ordered group of nodes that pass a message along from member to member: the whole
-/// ring, or one row or column of a grid. Members next to each other in the list are
+/// ring, or one row or column of a grid. Members next to each other in the order are
 /// neighbours; with `wraps`, so are the last and the first.
 ///
 /// A pass from the root position goes both ways, one hop per step (store-and-forward,
 /// [KGGK94 3.2]): on a wrapping group of n members the `Up` (clockwise) half reaches
 /// distances 1..=⌊n/2⌋ and the `Down` half 1..=⌊(n-1)/2⌋; on a line each half runs to
 /// its end.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LineGroup {
-    pub members: Vec<NodeId>,
+    pub members: Members,
     pub wraps: bool,
 }
 
 impl LineGroup {
     /// All `p` nodes as one ring, 0, 1, ..., p-1 and back to 0.
     pub fn ring(p: usize) -> Self {
-        LineGroup { members: (0..p).collect(), wraps: true }
+        LineGroup { members: Members::new(0, 1, p), wraps: true }
     }
 
     fn len(&self) -> usize {
         self.members.len()
     }
 
+    /// The order a ring algorithm walks this group in (see [`RingOrder`]).
+    pub fn ring_order(&self) -> RingOrder {
+        RingOrder { members: self.members, up_and_back: !self.wraps }
+    }
+
     /// How far the half going `direction` reaches from position `root`.
-    fn reach(&self, root: usize, direction: Direction) -> usize {
+    pub fn reach(&self, root: usize, direction: Direction) -> usize {
         let n = self.len();
         match (self.wraps, direction) {
             (true, Direction::Up) => n / 2,
@@ -169,7 +327,7 @@ impl LineGroup {
     }
 
     /// Where position `at` stands in a pass from position `root`.
-    fn place(&self, at: usize, root: usize) -> Place {
+    pub fn place(&self, at: usize, root: usize) -> Place {
         let n = self.len();
         let up = (at + n - root) % n;
         if up == 0 {
@@ -181,25 +339,21 @@ impl LineGroup {
         }
     }
 
-    /// The member one hop from position `at` going `direction`.
-    fn next(&self, at: usize, direction: Direction) -> NodeId {
+    /// The position `distance` hops from position `from` going `direction` (round the
+    /// group, distance ≤ n): in a pass from `root`, the member at that distance in the
+    /// half going `direction` is `away(root, direction, distance)`.
+    pub fn away(&self, from: usize, direction: Direction, distance: usize) -> usize {
         let n = self.len();
-        let position = match direction {
-            Direction::Up => (at + 1) % n,
-            Direction::Down => (at + n - 1) % n,
-        };
-        self.members[position]
+        match direction {
+            Direction::Up => (from + distance) % n,
+            Direction::Down => (from + n - distance) % n,
+        }
     }
-}
 
-/// This node's position in `members` (a ring order, or the members of a line group);
-/// a node that is not among them fails the run.
-pub fn my_position(comm: &Comm, members: &[NodeId]) -> Result<usize, CommError> {
-    members.iter().position(|&m| m == comm.id()).ok_or_else(|| CommError::Unsupported {
-        me: comm.id(),
-        algorithm: "line group".into(),
-        reason: format!("node {} is not a member of {members:?}", comm.id()),
-    })
+    /// The member one hop from position `at` going `direction`.
+    pub fn next(&self, at: usize, direction: Direction) -> NodeId {
+        self.members.at(self.away(at, direction, 1))
+    }
 }
 
 /// Store-and-forward broadcast along `group` from the member at `root_position`
@@ -224,10 +378,10 @@ pub async fn broadcast_along(
     message: Bytes,
     phase: Phase,
 ) -> Result<Bytes, CommError> {
-    let me = my_position(comm, &group.members)?;
+    let me = group.members.my_position(comm)?;
     match group.place(me, root_position) {
         Place::Root => {
-            for direction in [Direction::Up, Direction::Down] {
+            for direction in Direction::BOTH {
                 if group.reach(root_position, direction) >= 1 {
                     comm.send(group.next(me, direction), phase.tag(1), message.clone()).await?;
                 }
@@ -268,11 +422,11 @@ pub async fn reduce_along(
     reduction: Reduction,
     phase: Phase,
 ) -> Result<Option<Bytes>, CommError> {
-    let me = my_position(comm, &group.members)?;
+    let me = group.members.my_position(comm)?;
     let mut sum = vector;
     match group.place(me, root_position) {
         Place::Root => {
-            for direction in [Direction::Up, Direction::Down] {
+            for direction in Direction::BOTH {
                 if group.reach(root_position, direction) >= 1 {
                     let y = comm.recv(group.next(me, direction), phase.tag(1)).await?;
                     sum = reduction.combine(comm, sum, &y)?;
@@ -363,11 +517,15 @@ mod tests {
     #[test]
     fn line_halves_run_to_the_ends() {
         use Direction::{Down, Up};
-        let line = LineGroup { members: vec![10, 11, 12, 13], wraps: false };
+        let line = LineGroup { members: Members::new(10, 1, 4), wraps: false };
         assert_eq!(places(&line, 1), [half(Down, 1), Place::Root, half(Up, 1), half(Up, 2)]);
         assert_eq!((line.reach(1, Up), line.reach(1, Down)), (2, 1));
         assert_eq!(line.next(3, Down), 12);
         assert_eq!(places(&line, 3), [half(Down, 3), half(Down, 2), half(Down, 1), Place::Root]);
+    }
+
+    fn ids(members: impl Iterator<Item = NodeId>) -> Vec<NodeId> {
+        members.collect()
     }
 
     #[test]
@@ -375,17 +533,122 @@ mod tests {
         let torus = Topology::new(TopologyKind::Torus, 12, Some(&[3, 4])).unwrap();
         let grid = Grid::of(&torus);
         assert_eq!(grid.coords(7), [1, 3]);
-        assert_eq!(grid.line(7, 1), LineGroup { members: vec![4, 5, 6, 7], wraps: true });
-        assert_eq!(grid.line(7, 0), LineGroup { members: vec![3, 7, 11], wraps: true });
+        assert_eq!(grid.line(7, 1), LineGroup { members: Members::new(4, 1, 4), wraps: true });
+        assert_eq!(grid.line(7, 0), LineGroup { members: Members::new(3, 4, 3), wraps: true });
+        assert_eq!(ids(grid.line(7, 0).members.iter()), [3, 7, 11]);
         let mesh3d = Topology::new(TopologyKind::Mesh3d, 24, Some(&[2, 3, 4])).unwrap();
         let grid = Grid::of(&mesh3d);
         assert_eq!(grid.coords(13), [1, 0, 1]);
-        assert_eq!(grid.line(13, 2).members, [12, 13, 14, 15]);
-        assert_eq!(grid.line(13, 1).members, [13, 17, 21]);
-        assert_eq!(grid.line(13, 0).members, [1, 13]);
+        assert_eq!(ids(grid.line(13, 2).members.iter()), [12, 13, 14, 15]);
+        assert_eq!(ids(grid.line(13, 1).members.iter()), [13, 17, 21]);
+        assert_eq!(ids(grid.line(13, 0).members.iter()), [1, 13]);
         assert!(!grid.line(13, 0).wraps);
+        // Every node lies on each of its lines, at its own coordinate.
+        for id in 0..24 {
+            for dim in 0..3 {
+                assert_eq!(grid.line(id, dim).members.position_of(id), Some(grid.coords(id)[dim]), "{id} {dim}");
+            }
+        }
         let ring = Topology::new(TopologyKind::Ring, 6, None).unwrap();
         assert_eq!(Grid::of(&ring), Grid { dims: vec![2, 3], wraps: false });
+    }
+
+    #[test]
+    fn nodes_at_a_coordinate_are_those_the_coordinates_name() {
+        for (kind, p, dims) in [
+            (TopologyKind::Mesh, 12, &[3, 4][..]),
+            (TopologyKind::Torus3d, 24, &[2, 3, 4][..]),
+            (TopologyKind::Mesh3d, 30, &[5, 3, 2][..]),
+        ] {
+            let grid = Grid::of(&Topology::new(kind, p, Some(dims)).unwrap());
+            for id in 0..p {
+                for dim in 0..dims.len() {
+                    for j in 0..dims[dim] {
+                        let mine = grid.coords(id);
+                        let named: Vec<NodeId> = (0..p)
+                            .filter(|&n| {
+                                let c = grid.coords(n);
+                                c[dim] == j && c[dim + 1..] == mine[dim + 1..]
+                            })
+                            .collect();
+                        assert_eq!(grid.nodes_at(id, dim, j), named, "{kind:?} {id} {dim} {j}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn members_are_found_where_they_stand() {
+        let members = Members::new(5, 3, 4);
+        assert_eq!(ids(members.iter()), [5, 8, 11, 14]);
+        assert_eq!((members.len(), members.at(2)), (4, 11));
+        let positions: Vec<Option<usize>> = (0..18).map(|id| members.position_of(id)).collect();
+        let mut expected = vec![None; 18];
+        for (k, id) in [5, 8, 11, 14].into_iter().enumerate() {
+            expected[id] = Some(k);
+        }
+        assert_eq!(positions, expected);
+        assert_eq!(Members::new(7, 0, 1).position_of(7), Some(0));
+        assert_eq!(Members::new(7, 0, 1).position_of(8), None);
+        assert_eq!(Members::new(0, 1, 0).position_of(0), None);
+        let ring = LineGroup::ring(1 << 20).members;
+        assert_eq!(ring.position_of((1 << 20) - 1), Some((1 << 20) - 1));
+        assert_eq!(ring.position_of(1 << 20), None);
+    }
+
+    #[test]
+    fn a_line_is_walked_up_the_evens_and_down_the_odds() {
+        let order = |n: usize, wraps| LineGroup { members: Members::new(10, 1, n), wraps }.ring_order();
+        assert_eq!(ids(order(6, false).iter()), [10, 12, 14, 15, 13, 11]);
+        assert_eq!(ids(order(5, false).iter()), [10, 12, 14, 13, 11]);
+        assert_eq!(ids(order(2, false).iter()), [10, 11]);
+        assert_eq!(ids(order(1, false).iter()), [10]);
+        assert_eq!(ids(order(5, true).iter()), [10, 11, 12, 13, 14]);
+        for n in 1..12 {
+            for wraps in [false, true] {
+                let ring = order(n, wraps);
+                let walk = ids(ring.iter());
+                // Off the wrap link, no hop of the walk spans more than two links.
+                let longest = if wraps { 1 } else { 2 };
+                for (a, b) in walk.iter().zip(walk.iter().cycle().skip(1)) {
+                    assert!(a.abs_diff(*b) <= longest || (wraps && a.abs_diff(*b) == n - 1), "{n}: {walk:?}");
+                }
+                for (k, &id) in walk.iter().enumerate() {
+                    assert_eq!(ring.position_of(id), Some(k), "{n} {wraps}: {walk:?}");
+                }
+                assert_eq!(ring.position_of(10 + n), None);
+                let mut sorted = walk.clone();
+                sorted.sort_unstable();
+                assert_eq!(sorted, (10..10 + n).collect::<Vec<_>>());
+            }
+        }
+        let column = LineGroup { members: Members::new(3, 4, 3), wraps: false }.ring_order();
+        assert_eq!(ids(column.iter()), [3, 11, 7]);
+    }
+
+    #[test]
+    fn the_halves_of_a_pass_cover_every_member_once() {
+        for n in 1..12 {
+            for wraps in [false, true] {
+                let group = LineGroup { members: Members::new(100, 1, n), wraps };
+                for root in 0..n {
+                    let mut seen = vec![root];
+                    for direction in Direction::BOTH {
+                        for distance in 1..=group.reach(root, direction) {
+                            let at = group.away(root, direction, distance);
+                            assert_eq!(group.place(at, root), half(direction, distance), "{n} {wraps} {root}");
+                            seen.push(at);
+                        }
+                    }
+                    seen.sort_unstable();
+                    assert_eq!(seen, (0..n).collect::<Vec<_>>(), "{n} {wraps} {root}");
+                }
+            }
+        }
+        let ring = LineGroup::ring(8);
+        assert_eq!(ring.away(2, Direction::Down, 3), 7);
+        assert_eq!(ring.next(7, Direction::Up), 0);
     }
 
     #[test]

@@ -13,10 +13,11 @@
 //! timers, and nothing knows which collective called it.
 
 use bytes::Bytes;
+use rustc_hash::FxHashMap;
 use topocomm_proto::NodeId;
 
 use super::blocks::{BlockLayout, concat};
-use super::patterns::{LineGroup, my_position};
+use super::patterns::{Direction, LineGroup, Place};
 use super::phases::Phase;
 use crate::comm::{Comm, CommError};
 
@@ -47,22 +48,24 @@ pub fn expect_input(comm: &Comm, input: &Bytes, expected: usize) -> Result<(), C
 /// The blocks a node holds in the middle of a personalized schedule, each under its key:
 /// the index of the block in `layout` (a node id for scatter and gather; `s·p + d` for
 /// the block node s sends to node d in an all-to-all). The layout gives every block's
-/// length, so a message of several blocks needs no header.
+/// length, so a message of several blocks needs no header. Only the blocks in hand take
+/// room: a leaf of a hypercube scatter holds one entry, not one per node of the layout
+/// (p² for an all-to-all).
 pub struct Hand<'a> {
     layout: &'a BlockLayout,
-    blocks: Vec<Option<Bytes>>,
+    blocks: FxHashMap<usize, Bytes>,
 }
 
 impl<'a> Hand<'a> {
     /// Holding nothing.
     pub fn empty(layout: &'a BlockLayout) -> Self {
-        Hand { layout, blocks: vec![None; layout.p()] }
+        Hand { layout, blocks: FxHashMap::default() }
     }
 
     /// Holding every block of `buffer` (which must be `layout.total()` bytes), uncopied.
     pub fn whole(comm: &Comm, layout: &'a BlockLayout, buffer: Bytes) -> Result<Self, CommError> {
         expect_input(comm, &buffer, layout.total())?;
-        Ok(Hand { layout, blocks: layout.cut(&buffer, 0..layout.p()).into_iter().map(Some).collect() })
+        Ok(Hand { layout, blocks: layout.cut(&buffer, 0..layout.p()).into_iter().enumerate().collect() })
     }
 
     /// Bytes the blocks `keys` take, by the layout.
@@ -72,12 +75,12 @@ impl<'a> Hand<'a> {
 
     /// Puts block `key` in hand.
     pub fn put(&mut self, key: usize, block: Bytes) {
-        self.blocks[key] = Some(block);
+        self.blocks.insert(key, block);
     }
 
     /// Takes block `key` out of hand.
     pub fn take(&mut self, comm: &Comm, key: usize) -> Result<Bytes, CommError> {
-        self.blocks[key].take().ok_or_else(|| CommError::Unsupported {
+        self.blocks.remove(&key).ok_or_else(|| CommError::Unsupported {
             me: comm.id(),
             algorithm: "personalized".into(),
             reason: format!("the schedule lost block {key}"),
@@ -108,22 +111,16 @@ impl<'a> Hand<'a> {
     }
 }
 
-/// The members (as positions) a store-and-forward pass from position `root` reaches,
-/// each half nearest first: the Up half (towards higher positions, clockwise), then the
-/// Down half. On a wrapping group of n the Up half reaches ⌊n/2⌋ members and the Down
-/// half ⌊(n-1)/2⌋ (as for `patterns::broadcast_along`); on a line each half runs to its end.
-pub fn halves(group: &LineGroup, root: usize) -> [Vec<usize>; 2] {
-    let n = group.members.len();
-    let (up, down) = if group.wraps { (n / 2, (n - 1) / 2) } else { (n - 1 - root, root) };
-    [(1..=up).map(|delta| (root + delta) % n).collect(), (1..=down).map(|delta| (root + n - delta) % n).collect()]
-}
-
-/// Where position `at` stands in a pass whose halves are `halves`: the half it is in
-/// and its distance δ ≥ 1 from the root (so it is `half[δ - 1]`); `None` for the root.
-fn place_in_halves(halves: &[Vec<usize>; 2], at: usize) -> Option<(&[usize], usize)> {
-    halves
-        .iter()
-        .find_map(|half| half.iter().position(|&member| member == at).map(|index| (half.as_slice(), index + 1)))
+/// Bytes the parcels of the members at `distances` from position `root` take, in the
+/// half of a pass along `group` that goes `direction`.
+fn parcels_len(
+    group: &LineGroup,
+    root: usize,
+    direction: Direction,
+    distances: std::ops::RangeInclusive<usize>,
+    parcel_len: impl Fn(usize) -> usize,
+) -> usize {
+    distances.map(|distance| parcel_len(group.away(root, direction, distance))).sum()
 }
 
 /// Store-and-forward scatter along `group` from the member at position `root`
@@ -156,10 +153,9 @@ pub async fn scatter_along(
     parcel_len: impl Fn(usize) -> usize,
     phase: Phase,
 ) -> Result<Bytes, CommError> {
-    let me = my_position(comm, &group.members)?;
-    let halves = halves(group, root);
-    match place_in_halves(&halves, me) {
-        None => {
+    let me = group.members.my_position(comm)?;
+    match group.place(me, root) {
+        Place::Root => {
             if parcels.len() != group.members.len() {
                 return Err(CommError::Unsupported {
                     me: comm.id(),
@@ -167,24 +163,24 @@ pub async fn scatter_along(
                     reason: format!("the root holds {} parcels for {} members", parcels.len(), group.members.len()),
                 });
             }
-            for half in &halves {
-                if let Some(&first) = half.first() {
-                    let message = half.iter().map(|&j| parcels[j].clone());
-                    comm.send_parts(group.members[first], phase.tag(1), message).await?;
+            for direction in Direction::BOTH {
+                let reach = group.reach(root, direction);
+                if reach >= 1 {
+                    let message = (1..=reach).map(|delta| parcels[group.away(root, direction, delta)].clone());
+                    comm.send_parts(group.next(root, direction), phase.tag(1), message).await?;
                 }
             }
             Ok(std::mem::take(&mut parcels[root]))
         }
-        Some((half, delta)) => {
-            let previous = if delta == 1 { root } else { half[delta - 2] };
-            let from = group.members[previous];
+        Place::Half { direction, distance: delta } => {
+            let reach = group.reach(root, direction);
+            let from = group.next(me, direction.reverse());
             let x = comm.recv(from, phase.tag(delta)).await?;
-            let expected = half[delta - 1..].iter().map(|&j| parcel_len(j)).sum();
-            expect_message_len(comm, from, &x, expected)?;
+            expect_message_len(comm, from, &x, parcels_len(group, root, direction, delta..=reach, &parcel_len))?;
             let mine = x.slice(..parcel_len(me));
-            if let Some(&next) = half.get(delta) {
+            if delta < reach {
                 let rest = x.slice(parcel_len(me)..);
-                comm.send(group.members[next], phase.tag(delta + 1), rest).await?;
+                comm.send(group.next(me, direction), phase.tag(delta + 1), rest).await?;
             }
             Ok(mine)
         }
@@ -218,20 +214,20 @@ pub async fn gather_along(
     parcel_len: impl Fn(usize) -> usize,
     phase: Phase,
 ) -> Result<Option<Vec<Bytes>>, CommError> {
-    let me = my_position(comm, &group.members)?;
-    let halves = halves(group, root);
-    match place_in_halves(&halves, me) {
-        None => {
+    let me = group.members.my_position(comm)?;
+    match group.place(me, root) {
+        Place::Root => {
             let mut parcels = vec![Bytes::new(); group.members.len()];
             parcels[root] = mine;
-            for half in &halves {
-                if let Some(&first) = half.first() {
-                    let from = group.members[first];
+            for direction in Direction::BOTH {
+                let reach = group.reach(root, direction);
+                if reach >= 1 {
+                    let from = group.next(root, direction);
                     let x = comm.recv(from, phase.tag(1)).await?;
-                    let expected = half.iter().map(|&j| parcel_len(j)).sum();
-                    expect_message_len(comm, from, &x, expected)?;
+                    expect_message_len(comm, from, &x, parcels_len(group, root, direction, 1..=reach, &parcel_len))?;
                     let mut at = 0;
-                    for &j in half {
+                    for delta in 1..=reach {
+                        let j = group.away(root, direction, delta);
                         parcels[j] = x.slice(at..at + parcel_len(j));
                         at += parcel_len(j);
                     }
@@ -239,17 +235,17 @@ pub async fn gather_along(
             }
             Ok(Some(parcels))
         }
-        Some((half, delta)) => {
+        Place::Half { direction, distance: delta } => {
+            let reach = group.reach(root, direction);
             let mut x = vec![mine];
-            if let Some(&next) = half.get(delta) {
-                let from = group.members[next];
+            if delta < reach {
+                let from = group.next(me, direction);
                 let further = comm.recv(from, phase.tag(delta + 1)).await?;
-                let expected = half[delta..].iter().map(|&j| parcel_len(j)).sum();
+                let expected = parcels_len(group, root, direction, delta + 1..=reach, &parcel_len);
                 expect_message_len(comm, from, &further, expected)?;
                 x.push(further);
             }
-            let previous = if delta == 1 { root } else { half[delta - 2] };
-            comm.send_parts(group.members[previous], phase.tag(delta), x).await?;
+            comm.send_parts(group.next(me, direction.reverse()), phase.tag(delta), x).await?;
             Ok(None)
         }
     }
@@ -287,9 +283,9 @@ pub async fn alltoall_along(
     parcel: usize,
     phase: Phase,
 ) -> Result<Vec<Bytes>, CommError> {
-    let me = my_position(comm, &group.members)?;
+    let me = group.members.my_position(comm)?;
     let n = group.members.len();
-    let member = |position: usize| group.members[position % n];
+    let member = |position: usize| group.members.at(position % n);
     let mut received = vec![Bytes::new(); n];
     received[me] = parcels[me].clone();
     if group.wraps {
@@ -329,32 +325,4 @@ pub async fn alltoall_along(
         }
     }
     Ok(received)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn halves_cover_every_member_once() {
-        for n in 1..12 {
-            for wraps in [false, true] {
-                let group = LineGroup { members: (100..100 + n).collect(), wraps };
-                for root in 0..n {
-                    let [up, down] = halves(&group, root);
-                    let mut all: Vec<usize> = up.iter().chain(&down).copied().collect();
-                    all.push(root);
-                    all.sort_unstable();
-                    assert_eq!(all, (0..n).collect::<Vec<_>>(), "{n} {wraps} {root}");
-                }
-            }
-        }
-        let ring = LineGroup::ring(8);
-        assert_eq!(halves(&ring, 2), [vec![3, 4, 5, 6], vec![1, 0, 7]]);
-        let line = LineGroup { members: vec![5, 6, 7, 8], wraps: false };
-        assert_eq!(halves(&line, 1), [vec![2, 3], vec![0]]);
-        let h = halves(&line, 1);
-        assert_eq!(place_in_halves(&h, 3), Some((&[2usize, 3][..], 2)));
-        assert_eq!(place_in_halves(&h, 1), None);
-    }
 }

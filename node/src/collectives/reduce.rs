@@ -39,12 +39,13 @@ pub async fn run(
     }
     let reduction = Reduction { dtype, op };
     match algorithm {
-        Algorithm::Linear => linear(comm, root, vector, reduction).await,
-        Algorithm::Ring => ring(comm, root, vector, reduction).await,
-        Algorithm::Mesh => mesh(comm, root, vector, reduction).await,
-        Algorithm::Hypercube => hypercube(comm, root, vector, reduction).await,
-        Algorithm::RecursiveHalving => recursive_halving(comm, root, vector, reduction).await,
-        Algorithm::ReduceScatterGather => reduce_scatter_gather(comm, root, vector, reduction).await,
+        // Each algorithm's future in a box of its own size (see `super::run`).
+        Algorithm::Linear => Box::pin(linear(comm, root, vector, reduction)).await,
+        Algorithm::Ring => Box::pin(ring(comm, root, vector, reduction)).await,
+        Algorithm::Mesh => Box::pin(mesh(comm, root, vector, reduction)).await,
+        Algorithm::Hypercube => Box::pin(hypercube(comm, root, vector, reduction)).await,
+        Algorithm::RecursiveHalving => Box::pin(recursive_halving(comm, root, vector, reduction)).await,
+        Algorithm::ReduceScatterGather => Box::pin(reduce_scatter_gather(comm, root, vector, reduction)).await,
         other => Err(super::unsupported(comm, Collective::Reduce, other)),
     }
 }

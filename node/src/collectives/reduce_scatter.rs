@@ -23,12 +23,11 @@
 //! family's.
 
 use bytes::Bytes;
-use topocomm_proto::NodeId;
 use topocomm_proto::spec::{Algorithm, Collective};
 
 use super::blocks::BlockLayout;
 use super::folding::{CoreBlocks, Fold, Part, expect_layout_len, expect_one_block_per_node};
-use super::patterns::{LineGroup, Reduction, my_position};
+use super::patterns::{LineGroup, Reduction, RingOrder};
 use super::phases::{Phase, REDUCE_SCATTER_FOLD, REDUCE_SCATTER_HALVING, REDUCE_SCATTER_PAIRWISE, REDUCE_SCATTER_RING};
 use crate::comm::{Comm, CommError};
 
@@ -59,9 +58,12 @@ pub async fn reduce_scatter_layout(
     expect_one_block_per_node(comm, layout, "reduce-scatter")?;
     expect_layout_len(comm, &vector, layout.total())?;
     match algorithm {
-        Algorithm::Ring => ring(comm, layout, vector, reduction).await,
-        Algorithm::Hypercube | Algorithm::RecursiveHalving => recursive_halving(comm, layout, vector, reduction).await,
-        Algorithm::Pairwise => pairwise(comm, layout, vector, reduction).await,
+        // Each algorithm's future in a box of its own size (see `super::run`).
+        Algorithm::Ring => Box::pin(ring(comm, layout, vector, reduction)).await,
+        Algorithm::Hypercube | Algorithm::RecursiveHalving => {
+            Box::pin(recursive_halving(comm, layout, vector, reduction)).await
+        }
+        Algorithm::Pairwise => Box::pin(pairwise(comm, layout, vector, reduction)).await,
         other => Err(super::unsupported(comm, Collective::ReduceScatter, other)),
     }
 }
@@ -74,8 +76,8 @@ pub async fn reduce_scatter_layout(
 ///
 /// Steps: p - 1. Cost (t_s + t_w m)(p - 1), plus p - 1 combines of m bytes.
 pub async fn ring(comm: &Comm, layout: &BlockLayout, vector: Bytes, reduction: Reduction) -> Result<Bytes, CommError> {
-    let members = LineGroup::ring(comm.p()).members;
-    reduce_scatter_ring_along(comm, &members, layout, vector, reduction, REDUCE_SCATTER_RING).await
+    let ring = LineGroup::ring(comm.p()).ring_order();
+    reduce_scatter_ring_along(comm, &ring, layout, vector, reduction, REDUCE_SCATTER_RING).await
 }
 
 /// Hypercube reduce-scatter, which is also recursive halving: Algorithm 4.8
@@ -195,7 +197,7 @@ pub async fn pairwise(comm: &Comm, layout: &BlockLayout, msg: Bytes, reduction: 
 }
 
 /// Algorithm 4.5 (ALL_TO_ALL_RED_RING), line by line, on the ring `ring` (every member
-/// calls it; neighbours in the list, and the last and the first, are left and right).
+/// calls it; neighbours in the ring order, and the last and the first, are left and right).
 /// Block j of `layout` belongs to the member at position j; every member returns the
 /// reduction of every member's block of its own position.
 ///
@@ -214,15 +216,15 @@ pub async fn pairwise(comm: &Comm, layout: &BlockLayout, msg: Bytes, reduction: 
 /// n - 1 combines of m bytes.
 pub async fn reduce_scatter_ring_along(
     comm: &Comm,
-    ring: &[NodeId],
+    ring: &RingOrder,
     layout: &BlockLayout,
     msg: Bytes,
     reduction: Reduction,
     phase: Phase,
 ) -> Result<Bytes, CommError> {
-    let (n, k) = (ring.len(), my_position(comm, ring)?);
-    let left = ring[(k + n - 1) % n];
-    let right = ring[(k + 1) % n];
+    let (n, k) = (ring.len(), ring.my_position(comm)?);
+    let left = ring.at((k + n - 1) % n);
+    let right = ring.at((k + 1) % n);
     // msg[j] + recv, where recv = 0 before the first receive.
     let plus = |j: usize, recv: Option<Bytes>| {
         let block = layout.slice(&msg, j..j + 1);

@@ -29,10 +29,11 @@ pub async fn run(
     exclusive: bool,
 ) -> Result<Bytes, CommError> {
     match algorithm {
-        Algorithm::Hypercube => hypercube(comm, vector, reduction, exclusive).await,
-        Algorithm::Linear => linear(comm, vector, reduction, exclusive).await,
-        Algorithm::Pipeline => pipeline(comm, vector, reduction, exclusive).await,
-        Algorithm::Tree => tree(comm, vector, reduction, exclusive).await,
+        // Each algorithm's future in a box of its own size (see `super::run`).
+        Algorithm::Hypercube => Box::pin(hypercube(comm, vector, reduction, exclusive)).await,
+        Algorithm::Linear => Box::pin(linear(comm, vector, reduction, exclusive)).await,
+        Algorithm::Pipeline => Box::pin(pipeline(comm, vector, reduction, exclusive)).await,
+        Algorithm::Tree => Box::pin(tree(comm, vector, reduction, exclusive)).await,
         other => Err(super::unsupported(comm, Collective::Scan, other)),
     }
 }

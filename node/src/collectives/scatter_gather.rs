@@ -62,10 +62,11 @@ pub async fn scatter_layout(
         expect_input(comm, &blocks, layout.total())?;
     }
     match algorithm {
-        Algorithm::Linear => linear_scatter(comm, root, layout, blocks).await,
-        Algorithm::Ring => ring_scatter(comm, root, layout, blocks).await,
-        Algorithm::Mesh => mesh_scatter(comm, root, layout, blocks).await,
-        Algorithm::Hypercube => hypercube_scatter(comm, root, layout, blocks).await,
+        // Each algorithm's future in a box of its own size (see `super::run`).
+        Algorithm::Linear => Box::pin(linear_scatter(comm, root, layout, blocks)).await,
+        Algorithm::Ring => Box::pin(ring_scatter(comm, root, layout, blocks)).await,
+        Algorithm::Mesh => Box::pin(mesh_scatter(comm, root, layout, blocks)).await,
+        Algorithm::Hypercube => Box::pin(hypercube_scatter(comm, root, layout, blocks)).await,
         other => Err(super::unsupported(comm, Collective::Scatter, other)),
     }
 }
@@ -84,10 +85,11 @@ pub async fn gather_layout(
     expect_one_block_per_node(comm, layout, "personalized")?;
     expect_input(comm, &mine, layout.len(comm.id()))?;
     match algorithm {
-        Algorithm::Linear => linear_gather(comm, root, layout, mine).await,
-        Algorithm::Ring => ring_gather(comm, root, layout, mine).await,
-        Algorithm::Mesh => mesh_gather(comm, root, layout, mine).await,
-        Algorithm::Hypercube => hypercube_gather(comm, root, layout, mine).await,
+        // Each algorithm's future in a box of its own size (see `super::run`).
+        Algorithm::Linear => Box::pin(linear_gather(comm, root, layout, mine)).await,
+        Algorithm::Ring => Box::pin(ring_gather(comm, root, layout, mine)).await,
+        Algorithm::Mesh => Box::pin(mesh_gather(comm, root, layout, mine)).await,
+        Algorithm::Hypercube => Box::pin(hypercube_gather(comm, root, layout, mine)).await,
         other => Err(super::unsupported(comm, Collective::Gather, other)),
     }
 }
@@ -200,20 +202,6 @@ pub async fn ring_gather(comm: &Comm, root: NodeId, layout: &BlockLayout, mine: 
     Ok(parcels.map(|blocks| concat(&blocks)).unwrap_or_default())
 }
 
-/// The nodes whose coordinates from `dim` on are (`j`, the coordinates of `me` after
-/// `dim`), in id order: what the member at coordinate j of `me`'s line along `dim`
-/// receives in a mesh scatter phase (and sends in a mesh gather phase).
-fn parcel_nodes(grid: &Grid, me: NodeId, dim: usize, j: usize) -> Vec<NodeId> {
-    let mine = grid.coords(me);
-    let p: usize = grid.dims().iter().product();
-    (0..p)
-        .filter(|&n| {
-            let c = grid.coords(n);
-            c[dim] == j && c[dim + 1..] == mine[dim + 1..]
-        })
-        .collect()
-}
-
 /// Mesh scatter ([GGKK 4.4], store-and-forward on a 2-D torus, personalized): along the
 /// root's row the root sends each column's blocks to that column's member, then every
 /// node of that row scatters its column's blocks down its column; on a 3-D grid a third
@@ -244,7 +232,7 @@ pub async fn mesh_scatter(comm: &Comm, root: NodeId, layout: &BlockLayout, block
     for (phase, dim) in (0..grid.dims().len()).rev().enumerate() {
         if my_coords[..dim] == root_coords[..dim] {
             let line = grid.line(my_id, dim);
-            let parcel = |j: usize| parcel_nodes(&grid, my_id, dim, j);
+            let parcel = |j: usize| grid.nodes_at(my_id, dim, j);
             let parcels = if my_coords[dim] == root_coords[dim] {
                 (0..line.members.len()).map(|j| hand.pack(comm, &parcel(j))).collect::<Result<Vec<_>, _>>()?
             } else {
@@ -282,14 +270,14 @@ pub async fn mesh_gather(comm: &Comm, root: NodeId, layout: &BlockLayout, mine: 
     let nodes_len = |nodes: &[NodeId]| nodes.iter().map(|&n| layout.len(n)).sum::<usize>();
     for (dim, &root_coordinate) in grid.coords(root).iter().enumerate() {
         let line = grid.line(my_id, dim);
-        let parcel = |j: usize| parcel_nodes(&grid, my_id, dim, j);
+        let parcel = |j: usize| grid.nodes_at(my_id, dim, j);
         let my_parcel = hand.pack(comm, &parcel(grid.coords(my_id)[dim]))?;
         let parcel_len = |j: usize| nodes_len(&parcel(j));
         let phase = phases::grid_dimension(dim);
         match gather_along(comm, &line, root_coordinate, my_parcel, parcel_len, phase).await? {
             Some(parcels) => {
                 for (j, x) in parcels.into_iter().enumerate() {
-                    hand.unpack(comm, line.members[j], &parcel(j), x)?;
+                    hand.unpack(comm, line.members.at(j), &parcel(j), x)?;
                 }
             }
             None => return Ok(Bytes::new()),

@@ -10,7 +10,7 @@
 use bytes::Bytes;
 use topocomm_proto::spec::{Algorithm, Collective};
 
-use super::patterns::{Grid, LineGroup, hypercube_dimension, my_position};
+use super::patterns::{Grid, LineGroup, hypercube_dimension};
 use super::phases::{self, Phase, SINGLE};
 use crate::comm::{Comm, CommError};
 
@@ -18,9 +18,10 @@ use crate::comm::{Comm, CommError};
 pub async fn run(comm: &Comm, algorithm: Algorithm, vector: Bytes, q: usize) -> Result<Bytes, CommError> {
     let q = q % comm.p();
     match algorithm {
-        Algorithm::Ring => ring(comm, vector, q).await,
-        Algorithm::Mesh => mesh(comm, vector, q).await,
-        Algorithm::Hypercube => hypercube(comm, vector, q).await,
+        // Each algorithm's future in a box of its own size (see `super::run`).
+        Algorithm::Ring => Box::pin(ring(comm, vector, q)).await,
+        Algorithm::Mesh => Box::pin(mesh(comm, vector, q)).await,
+        Algorithm::Hypercube => Box::pin(hypercube(comm, vector, q)).await,
         other => Err(super::unsupported(comm, Collective::Shift, other)),
     }
 }
@@ -35,9 +36,9 @@ pub async fn run(comm: &Comm, algorithm: Algorithm, vector: Bytes, q: usize) -> 
 /// Steps: min(delta, n - delta). Cost (t_s + t_w m) min(delta, n - delta).
 async fn shift_along(comm: &Comm, group: &LineGroup, delta: usize, x: Bytes, phase: Phase) -> Result<Bytes, CommError> {
     let n = group.members.len();
-    let me = my_position(comm, &group.members)?;
+    let me = group.members.my_position(comm)?;
     let delta = delta % n;
-    let (up, down) = (group.members[(me + 1) % n], group.members[(me + n - 1) % n]);
+    let (up, down) = (group.members.at((me + 1) % n), group.members.at((me + n - 1) % n));
     let (passes, to, from) = if delta <= n - delta { (delta, up, down) } else { (n - delta, down, up) };
     let mut x = x;
     for pass in 1..=passes {
