@@ -34,11 +34,19 @@ pub struct Emulation {
     timeline: RwLock<Timeline>,
 }
 
-/// When an emulated link (one direction of it) is next free, on the emulated timeline:
-/// each link's writer keeps one and hands it to [`Emulation::depart`] with every frame.
-#[derive(Debug, Clone, Copy, Default)]
+/// When an emulated link (one direction of it) is next free: each link's writer keeps
+/// one and hands it to [`Emulation::depart`] with every frame. An instant, not a reading
+/// of the timeline: it outlives the run, and the next run may read the timeline
+/// differently (another clock offset, another dilation).
+#[derive(Debug, Clone, Copy)]
 pub struct Occupancy {
-    free_ns: u64,
+    free_at: Instant,
+}
+
+impl Default for Occupancy {
+    fn default() -> Self {
+        Occupancy { free_at: Instant::now() }
+    }
 }
 
 impl Emulation {
@@ -123,9 +131,10 @@ impl Emulation {
         let timeline = self.timeline();
         let header = &outgoing.header;
         let ready_ns = timeline.ns(outgoing.ready_at);
-        occupancy.free_ns = link_free_ns(&model, header, outgoing.payload.len(), ready_ns, occupancy.free_ns);
+        let free_ns = link_free_ns(&model, header, outgoing.payload.len(), ready_ns, timeline.ns(occupancy.free_at));
+        occupancy.free_at = timeline.instant(free_ns);
         // Never due before it is written (a writer that ran late delays it).
-        outgoing.header.due_ns = occupancy.free_ns.max(timeline.ns(Instant::now()));
+        outgoing.header.due_ns = free_ns.max(timeline.ns(Instant::now()));
     }
 
     /// An emulated frame for node `me` travelled ahead of its time: it is released when
