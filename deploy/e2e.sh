@@ -30,8 +30,8 @@ TOPOLOGIES=(ring torus hypercube)
 ITERATIONS=${E2E_ITERATIONS:-20} # the CLI's defaults: 20 timed iterations after 3 warm-up ones
 RUN_TIMEOUT=5s # the deadline of every wait inside a run: a fault must fail the run in ~2x this
 FAULT_DEADLINE=30 # seconds from a fault to the failed run, at most
-# A long run to hurt: t_s = 1 ms emulated per message, so >= log2(p) ms an iteration.
-LONG_RUN=(broadcast -t hypercube --ts 1ms -i 20000 --warmup 0)
+# A long run to hurt: t_s = 1 ms emulated per message, undilated, so >= log2(p) ms an iteration.
+LONG_RUN=(broadcast -t hypercube --ts 1ms --dilation 1 -i 20000 --warmup 0)
 
 # The caller's environment must not steer the cluster.
 unset TOPOCOMM_COORDINATOR TOPOCOMM_TOKEN TOPOCOMM_TOKEN_FILE TOPOCOMM_ENCRYPT TOPOCOMM_LISTEN TOPOCOMM_ADVERTISE TOPOCOMM_NODE_NAME TOPOCOMM_LOG RUST_LOG NODES
@@ -493,6 +493,15 @@ for NODES in 8 16; do
     # The last run left the cluster wired as this topology: read the links from outside.
     SHOW_LINKS=$([ "$topology" = torus ] && echo 1) check_links "p=$NODES $topology" "label=com.docker.compose.project=$PROJECT" "$COORD"
   done
+
+  # Emulated links in containers are dilated as on a local cluster: --dilation auto
+  # (the default) probes this cluster and says so in the run's JSON.
+  if run_verified "p=$NODES dilation" broadcast -t ring --ts 200us --th 20us --tw 10ns &&
+    jq -e --argjson p "$NODES" '.dilation.factor >= 1 and .dilation.auto.probe.nodes == $p and .dilation.wall_s > 0' >/dev/null <<<"$LAST_RUN"; then
+    pass "p=$NODES: $(jq -r '"emulated links dilated x\(.dilation.factor) by --dilation auto (a step of \(.dilation.auto.probe.nodes) nodes sending at once released \(.dilation.auto.probe.small.release_us | floor) us late), measured / model \(.model_ratio * 1000 | round / 1000)"' <<<"$LAST_RUN")"
+  else
+    fail "p=$NODES: an emulated run in the containers was not dilated by --dilation auto: $(head -c 300 <<<"$LAST_RUN") ${RUNS_FAILED[*]}"
+  fi
 
   if ((NODES == 8)); then
     section "logs: TOPOCOMM_LOG=json, RUST_LOG=debug, from compose"

@@ -114,7 +114,7 @@ victim_name=$(docker inspect -f '{{.Config.Hostname}}' "$victim")
 victim_id=$(tc status --json | jq -r --arg n "$victim_name" '.nodes[] | select(.name == $n) | .id')
 say "   victim: node $victim_id ($victim_name)"
 # A long run to hit: emulated t_s makes each iteration last a few milliseconds.
-tc run broadcast -t hypercube --ts 1ms -i 100000 --warmup 0 --timeout 5s --json >/dev/null 2>/tmp/scale-long-$$ &
+tc run broadcast -t hypercube --ts 1ms --dilation 1 -i 100000 --warmup 0 --timeout 5s --json >/dev/null 2>/tmp/scale-long-$$ &
 long=$!
 sleep 5
 docker kill "$victim" >/dev/null

@@ -17,27 +17,29 @@ mod tools;
 
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use clap::Parser;
 use tokio::net::TcpListener;
 use topocomm_proto::Topology;
-use topocomm_proto::control::{ClientRequest, ClientResponse, RunOutcome, RunRequest};
+use topocomm_proto::control::{ClientRequest, ClientResponse, RunRequest};
 use topocomm_proto::spec::{LinkModel, RunSpec};
 
 use crate::cli::{Cli, Command, RunArgs, ServeArgs, StatusArgs};
 use crate::control::local::{self, Capacity, LocalCluster};
 use crate::control::request::{self, Planned};
 use crate::control::run::Coordinator;
+use crate::control::target::Target;
 use crate::control::{client, server};
+use crate::render::dilation::Dilated;
 use crate::render::report;
 #[cfg(feature = "pictures")]
 use crate::render::topology_svg;
 use crate::render::topology_view::{self, TopologyArgs};
 use crate::render::trace::{self, FlowOutputs};
 use crate::tools::model::{self, Prediction};
-use crate::tools::{bench_model, calibrate, explain, simulate, sweep};
+use crate::tools::{bench_model, calibrate, dilation, explain, simulate, sweep};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -100,21 +102,86 @@ fn topology(args: &TopologyArgs) -> anyhow::Result<()> {
 async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     render::check_pictures_built("--diagram", args.diagram.as_deref())?;
     let repetition = args.repeat.repetition(args.dump.is_some());
-    let Planned { mut request, predict_with } = request::plan(&args.what, repetition)?;
+    let mut planned = request::plan(&args.what, repetition)?;
     // Traces and diagrams draw the run's own message flow, gathered from every node.
-    request.spec.trace = args.trace.is_some() || args.diagram.is_some();
-    let outcome = match &args.remote.coordinator {
-        Some(address) => run_remote(address, &args, request).await?,
-        None => run_local(&args, request).await?,
+    planned.request.spec.trace = args.trace.is_some() || args.diagram.is_some();
+    let target = open_target(&args, &planned.request).await?;
+    let interrupted = match target {
+        Target::Local(_) => "interrupted; every node process was stopped",
+        Target::Remote { .. } => "interrupted",
     };
+    let result = tokio::select! {
+        result = run_on(&target, &args, planned) => result,
+        _ = tokio::signal::ctrl_c() => Err(anyhow!(interrupted)),
+    };
+    target.shutdown().await;
+    result
+}
+
+/// The cluster `args` asks for: the serving coordinator `--coordinator` names, or a local
+/// one started for this run (after refusing a bad shape or size, or more than this
+/// machine holds, before any process starts).
+async fn open_target(args: &RunArgs, request: &RunRequest) -> anyhow::Result<Target> {
+    if let Some(address) = &args.remote.coordinator {
+        return Ok(Target::Remote { address: address.clone(), credentials: args.remote.credentials()? });
+    }
+    Topology::new(request.topology, args.what.nodes, request.dims.as_deref())?;
+    request.spec.validate(args.what.nodes)?;
+    Capacity::of_this_machine().check_run(&request.spec, args.what.nodes)?;
+    let logs = args.logs.clone().unwrap_or_else(|| std::env::temp_dir().join("topocomm-logs"));
+    let local = LocalCluster::start(args.what.nodes, &logs, args.remote.security.encrypt).await?;
+    eprintln!(
+        "local cluster: {} node processes, coordinator on {}, node logs in {}/node-*.log",
+        args.what.nodes,
+        local.address,
+        local.logs.display()
+    );
+    Ok(Target::Local(local))
+}
+
+/// Runs the planned request on `target` (dilated as `--dilation` says, after the probe
+/// when it says `auto`), then reports, dumps and draws as asked.
+async fn run_on(target: &Target, args: &RunArgs, planned: Planned) -> anyhow::Result<ExitCode> {
+    let Planned { mut request, predict_with, auto_dilation } = planned;
+    let mut predicted: Option<(RunSpec, Topology, Prediction)> = None;
+    let mut auto = None;
+    if let (true, Some(links)) = (auto_dilation, request.spec.emulation) {
+        let mut probe = dilation::Probe::measure(target, &request, links).await?;
+        let topology = probe.topology().clone();
+        let spec = dilation::resolved(&request.spec, &topology);
+        let prediction = model::predict(&spec, &topology, links)?;
+        let longest = dilation::Messages::of(&prediction).map(|m| m.longest);
+        probe.measure_long(target, &request, links, longest).await?;
+        let (factor, choice) = probe.choose_for(&spec, &links, &prediction);
+        request.spec.dilation = factor;
+        let chosen = Dilated { factor: factor.factor(), auto: Some(choice), wall_s: None };
+        eprintln!("{}", chosen.announcement().unwrap_or_default());
+        auto = chosen.auto;
+        predicted = Some((spec, topology, prediction));
+    }
+    let began = Instant::now();
+    let outcome = target.execute(request).await?;
+    let wall_s = began.elapsed().as_secs_f64();
     let prediction = match predict_with {
         Some(links) if outcome.reports.iter().all(|r| r.error.is_none()) => {
             let topology = Topology::new(outcome.topology.kind, outcome.topology.p, Some(&outcome.topology.dims))?;
-            Some(model::predict(&outcome.spec, &topology, links)?)
+            // The probe's prediction, when it was of what ran.
+            match predicted {
+                Some((spec, on, prediction)) if spec.algorithm == outcome.spec.algorithm && on == topology => {
+                    Some(prediction)
+                }
+                _ => Some(model::predict(&outcome.spec, &topology, links)?),
+            }
         }
         _ => None,
     };
-    let summary = report::summarize(&outcome, prediction.as_ref().map(Prediction::time_us).zip(predict_with));
+    let mut summary = report::summarize(&outcome, prediction.as_ref().map(Prediction::time_us).zip(predict_with));
+    if let Ok(summary) = &mut summary
+        && let Some(dilated) = &mut summary.dilation
+    {
+        dilated.auto = auto;
+        dilated.wall_s = Some(wall_s);
+    }
     let json = match &summary {
         Ok(summary) => render::schema::versioned_json(summary)?,
         Err(failure) => {
@@ -143,37 +210,6 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-async fn run_remote(address: &str, args: &RunArgs, request: RunRequest) -> anyhow::Result<RunOutcome> {
-    let credentials = args.remote.credentials()?;
-    let patience = request::client_patience(&request.spec);
-    match client::request(address, &credentials, ClientRequest::Run(request), patience).await? {
-        ClientResponse::RunDone(outcome) => Ok(*outcome),
-        ClientResponse::Error(error) => Err(anyhow!(error)),
-        other => bail!("unexpected answer from the coordinator: {other:?}"),
-    }
-}
-
-async fn run_local(args: &RunArgs, request: RunRequest) -> anyhow::Result<RunOutcome> {
-    // Refuse a bad shape or size, or more than this machine holds, before starting any process.
-    Topology::new(request.topology, args.what.nodes, request.dims.as_deref())?;
-    request.spec.validate(args.what.nodes)?;
-    Capacity::of_this_machine().check_run(&request.spec, args.what.nodes)?;
-    let logs = args.logs.clone().unwrap_or_else(|| std::env::temp_dir().join("topocomm-logs"));
-    let local = LocalCluster::start(args.what.nodes, &logs, args.remote.security.encrypt).await?;
-    eprintln!(
-        "local cluster: {} node processes, coordinator on {}, node logs in {}/node-*.log",
-        args.what.nodes,
-        local.address,
-        local.logs.display()
-    );
-    let result = tokio::select! {
-        result = local.coordinator.execute(request) => result.map_err(anyhow::Error::from),
-        _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted; every node process was stopped")),
-    };
-    local.shutdown().await;
-    result
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {

@@ -341,6 +341,12 @@ fn bad_input_is_refused_with_a_clear_error() {
         ("refused_time_without_unit", "run broadcast --ts 10"),
         ("refused_zero_packet", "run broadcast --ts 1us --routing ct --packet 0B --logs logs"),
         ("refused_auto_with_given_times", "run broadcast --ts auto --th 1us --logs logs"),
+        // Dilation: only of emulated links, by 1 to 1000.
+        ("refused_dilation_of_raw_links", "run broadcast --dilation 4 --logs logs"),
+        ("sweep_refused_dilation_of_raw_links", "sweep allreduce --dilation auto --logs logs"),
+        ("calibrate_refused_dilation", "calibrate --dilation 2 --logs logs"),
+        ("refused_dilation_out_of_range", "run broadcast --ts 1us --dilation 0.5"),
+        ("refused_dilation_not_a_number", "bench-model --dilation fast"),
         // Options that need another.
         ("refused_steps_without_diagram", "run broadcast --steps"),
         // Simulations.

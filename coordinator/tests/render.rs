@@ -126,9 +126,10 @@ fn a_sweep_prints_osu_columns_and_writes_csv_json_and_a_plot() {
     assert!(table.contains("Avg(us)") && table.contains("busbw(GB/s)") && table.contains("Model(us)"), "{table}");
     let rows: Vec<&str> = table.lines().filter(|l| !l.starts_with('#')).collect();
     assert_eq!(rows.len(), 6, "{table}");
-    // Size, Avg, Min, Max, P50, P90, P99, Iterations, Model, algbw, busbw.
-    assert!(table.contains("P50(us)") && table.contains("P99(us)"), "{table}");
-    assert!(rows.iter().all(|r| r.split_whitespace().count() == 11), "{table}");
+    // Size, Avg, Min, Max, P50, P90, P99, Iterations, Model, algbw, busbw, Dilation.
+    assert!(table.contains("P50(us)") && table.contains("P99(us)") && table.contains("Dilation"), "{table}");
+    assert!(rows.iter().all(|r| r.split_whitespace().count() == 12), "{table}");
+    assert!(rows.iter().all(|r| r.split_whitespace().last().is_some_and(|k| k.starts_with('x'))), "{table}");
 
     let csv_text = read_text(&csv);
     assert_eq!(csv_text.lines().count(), 7, "{csv_text}");
@@ -152,6 +153,8 @@ fn a_sweep_prints_osu_columns_and_writes_csv_json_and_a_plot() {
         assert!(avg > 0.0 && model > 0.0, "{point}");
         let (algbw, busbw) = (point["algbw_gbps"].as_f64().unwrap(), point["busbw_gbps"].as_f64().unwrap());
         assert!((busbw / algbw - 1.5).abs() < 1e-9, "allreduce on 4 nodes: busbw = algbw x 2(p-1)/p");
+        assert!(point["dilation"].as_f64().is_some_and(|k| k >= 1.0), "emulated points are dilated: {point}");
     }
+    assert!(json["dilation"].as_str().is_some_and(|how| how.starts_with("auto")), "{json:#}");
     assert_eq!(json["bandwidth"]["busbw_factor"], 1.5);
 }

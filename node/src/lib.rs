@@ -13,6 +13,7 @@ pub mod mailbox;
 pub mod memory;
 pub mod memory_cluster;
 pub mod pacing;
+pub mod probe;
 pub mod router;
 pub mod run;
 pub mod secure;

@@ -7,15 +7,24 @@
 //! 1 ns timer slack and wakes the waiting task a little early; the task waits out the final
 //! microseconds itself (yielding the processor, then keeping it for the last few), so no
 //! thread wake-up lands after the deadline. `late_us` says how late a wait came out.
+//!
+//! Time dilation ([`Dilation`]): an emulated nanosecond may last K of the clock's own.
+//! The real clock takes K from the run in progress in this process ([`dilate_wall_clock`],
+//! set by `run::execute` from the spec: a daemon takes part in one run at a time, as it
+//! has one pacer thread); a virtual clock carries its K ([`Clock::DilatedVirtual`]).
+//! Every conversion between emulated nanoseconds and instants goes through `Clock` and
+//! `Timeline` here, so the link physics and the router know nothing of dilation.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 
 use tokio::sync::oneshot;
 use tokio::time::Instant;
+use topocomm_proto::spec::Dilation;
 
 /// Waits longer than this start on tokio's timer, which may wake up to a tick late.
 const COARSE_MARGIN: Duration = Duration::from_millis(2);
@@ -33,37 +42,85 @@ const EARLY_WAKE: Duration = Duration::from_micros(150);
 /// yield that lets other processes run could cost tens of microseconds.
 const LAST_SPIN: Duration = Duration::from_micros(20);
 
+/// The dilation of this process's wall clock, in thousandths (see [`dilate_wall_clock`]).
+static WALL_DILATION_MILLI: AtomicU32 = AtomicU32::new(1000);
+
+/// Stretches this process's real clock by `dilation` from now on: every emulated
+/// nanosecond on [`Clock::Real`] and [`Timeline::Real`] lasts K wall nanoseconds.
+/// `run::execute` sets it from each run's spec before any emulated frame of the run.
+pub fn dilate_wall_clock(dilation: Dilation) {
+    WALL_DILATION_MILLI.store(dilation.milli(), Ordering::Release);
+}
+
+/// The dilation of this process's real clock.
+pub fn wall_clock_dilation() -> Dilation {
+    Dilation::from_milli(WALL_DILATION_MILLI.load(Ordering::Acquire)).unwrap_or(Dilation::NONE)
+}
+
 /// Which clock emulated delays are measured on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Clock {
-    /// The wall clock, at microsecond accuracy (the daemon).
+    /// The wall clock, at microsecond accuracy (the daemon), dilated as the run in
+    /// progress in this process says ([`dilate_wall_clock`]).
     #[default]
     Real,
-    /// tokio's clock, which a paused runtime advances instantly (tests, the cost model).
+    /// tokio's clock, which a paused runtime advances instantly (tests, the cost model):
+    /// one emulated nanosecond per tokio millisecond.
     Virtual,
+    /// tokio's clock dilated by K: one emulated nanosecond per K tokio milliseconds, so
+    /// a run on a paused runtime still takes exactly its emulated time (K times over,
+    /// exactly for a whole K). The tests run dilated and undilated runs side by side.
+    DilatedVirtual(Dilation),
 }
 
 impl Clock {
+    /// The virtual clock dilated by `dilation` ([`Clock::Virtual`] when it is none).
+    pub fn virtual_dilated(dilation: Dilation) -> Self {
+        if dilation.dilates() { Clock::DilatedVirtual(dilation) } else { Clock::Virtual }
+    }
+
+    /// Whether this is the wall clock.
+    pub fn is_real(self) -> bool {
+        self == Clock::Real
+    }
+
+    /// How many times longer than one of the clock's own units (a wall ns, a tokio ms)
+    /// an emulated nanosecond lasts.
+    pub fn dilation(self) -> Dilation {
+        match self {
+            Clock::Real => wall_clock_dilation(),
+            Clock::Virtual => Dilation::NONE,
+            Clock::DilatedVirtual(dilation) => dilation,
+        }
+    }
+
     /// How long `ns` emulated nanoseconds last on this clock.
     pub fn duration(self, ns: u64) -> Duration {
+        let dilation = self.dilation();
         match self {
-            Clock::Real => Duration::from_nanos(ns),
-            Clock::Virtual => Duration::from_millis(ns),
+            Clock::Real => Duration::from_nanos(dilation.wall_ns(ns)),
+            // K ms per emulated ns = K·1000 µs, and K·1000 is the dilation in thousandths.
+            Clock::Virtual | Clock::DilatedVirtual(_) => {
+                Duration::from_micros(ns.saturating_mul(u64::from(dilation.milli())))
+            }
         }
     }
 
     /// The emulated nanoseconds in `span` of this clock.
     pub fn nanos(self, span: Duration) -> u64 {
+        let dilation = self.dilation();
         match self {
-            Clock::Real => span.as_nanos() as u64,
-            Clock::Virtual => span.as_millis() as u64,
+            Clock::Real => dilation.emulated_ns(u64::try_from(span.as_nanos()).unwrap_or(u64::MAX)),
+            Clock::Virtual | Clock::DilatedVirtual(_) => {
+                u64::try_from(span.as_micros() / u128::from(dilation.milli())).unwrap_or(u64::MAX)
+            }
         }
     }
 
     /// Returns at `deadline` (at once if it has passed).
     pub async fn wait_until(self, deadline: Instant) {
         match self {
-            Clock::Virtual => tokio::time::sleep_until(deadline).await,
+            Clock::Virtual | Clock::DilatedVirtual(_) => tokio::time::sleep_until(deadline).await,
             Clock::Real => {
                 let now = Instant::now();
                 if deadline <= now {
@@ -104,13 +161,17 @@ pub fn late_us(due: Instant) -> f64 {
 /// Instants as nanoseconds on the cluster's common timeline, the way frames carry them
 /// (`FrameHeader::due_ns`): the coordinator's clock for real daemons (each node adds the
 /// offset the coordinator estimated for it), or one shared base for the nodes of an
-/// in-memory cluster on tokio's clock.
+/// in-memory cluster on tokio's clock. Under dilation the timeline is emulated time: a
+/// reading is the coordinator's wall clock divided by K (every node of a run divides by
+/// the same K, so readings compare across nodes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Timeline {
-    /// The wall clock of `timebase`, less this node's offset from the coordinator.
+    /// The wall clock of `timebase`, less this node's offset from the coordinator,
+    /// dilated as this process's real clock is ([`dilate_wall_clock`]).
     Real { offset_ns: i64 },
-    /// tokio's clock, counted from `base` (every node of the cluster shares it).
-    Virtual { base: Instant },
+    /// tokio's clock, counted from `base` (every node of the cluster shares it), on
+    /// the virtual `clock` (undilated or dilated).
+    Virtual { base: Instant, clock: Clock },
 }
 
 /// Where a virtual timeline's base sits, so that instants a little before it still
@@ -123,7 +184,7 @@ impl Timeline {
     pub fn of(clock: Clock, base: Instant) -> Self {
         match clock {
             Clock::Real => Timeline::Real { offset_ns: 0 },
-            Clock::Virtual => Timeline::Virtual { base },
+            Clock::Virtual | Clock::DilatedVirtual(_) => Timeline::Virtual { base, clock },
         }
     }
 
@@ -131,7 +192,7 @@ impl Timeline {
     pub fn clock(self) -> Clock {
         match self {
             Timeline::Real { .. } => Clock::Real,
-            Timeline::Virtual { .. } => Clock::Virtual,
+            Timeline::Virtual { clock, .. } => clock,
         }
     }
 
@@ -146,10 +207,10 @@ impl Timeline {
     /// The reading of `at` on this timeline.
     pub fn ns(self, at: Instant) -> u64 {
         match self {
-            Timeline::Real { offset_ns } => crate::timebase::ns_at(at.into_std()).saturating_add_signed(-offset_ns),
-            Timeline::Virtual { base } => match at.checked_duration_since(base) {
-                Some(after) => VIRTUAL_BASE_NS + Clock::Virtual.nanos(after),
-                None => VIRTUAL_BASE_NS.saturating_sub(Clock::Virtual.nanos(base - at)),
+            Timeline::Real { offset_ns } => real_reading(at, offset_ns, wall_clock_dilation()),
+            Timeline::Virtual { base, clock } => match at.checked_duration_since(base) {
+                Some(after) => VIRTUAL_BASE_NS + clock.nanos(after),
+                None => VIRTUAL_BASE_NS.saturating_sub(clock.nanos(base - at)),
             },
         }
     }
@@ -157,15 +218,24 @@ impl Timeline {
     /// The instant whose reading on this timeline is `ns`.
     pub fn instant(self, ns: u64) -> Instant {
         match self {
-            Timeline::Real { offset_ns } => {
-                Instant::from_std(crate::timebase::instant_at(ns.saturating_add_signed(offset_ns)))
-            }
-            Timeline::Virtual { base } => match ns.checked_sub(VIRTUAL_BASE_NS) {
-                Some(after) => base + Clock::Virtual.duration(after),
-                None => base.checked_sub(Clock::Virtual.duration(VIRTUAL_BASE_NS - ns)).unwrap_or(base),
+            Timeline::Real { offset_ns } => real_instant(ns, offset_ns, wall_clock_dilation()),
+            Timeline::Virtual { base, clock } => match ns.checked_sub(VIRTUAL_BASE_NS) {
+                Some(after) => base + clock.duration(after),
+                None => base.checked_sub(clock.duration(VIRTUAL_BASE_NS - ns)).unwrap_or(base),
             },
         }
     }
+}
+
+/// The reading of `at` on the real timeline of a node `offset_ns` ahead of the
+/// coordinator, dilated by `dilation`: the coordinator's wall clock then, divided by K.
+fn real_reading(at: Instant, offset_ns: i64, dilation: Dilation) -> u64 {
+    dilation.emulated_ns(crate::timebase::ns_at(at.into_std()).saturating_add_signed(-offset_ns))
+}
+
+/// The instant whose [`real_reading`] is `ns` (to within K wall nanoseconds).
+fn real_instant(ns: u64, offset_ns: i64, dilation: Dilation) -> Instant {
+    Instant::from_std(crate::timebase::instant_at(dilation.wall_ns(ns).saturating_add_signed(offset_ns)))
 }
 
 type Request = (std::time::Instant, oneshot::Sender<()>);
@@ -271,9 +341,12 @@ mod tests {
     async fn timelines_read_instants_back() {
         let base = Instant::now();
         let later = base + Clock::Virtual.duration(700);
-        for timeline in
-            [Timeline::Virtual { base }, Timeline::Real { offset_ns: -5_000 }, Timeline::Real { offset_ns: 0 }]
-        {
+        for timeline in [
+            Timeline::of(Clock::Virtual, base),
+            Timeline::of(Clock::virtual_dilated(Dilation::from_milli(7000).unwrap()), base),
+            Timeline::Real { offset_ns: -5_000 },
+            Timeline::Real { offset_ns: 0 },
+        ] {
             let (a, b) = (timeline.ns(base), timeline.ns(later));
             assert_eq!(timeline.clock().nanos(later - base), b - a);
             assert_eq!(timeline.instant(a), base);
@@ -282,6 +355,38 @@ mod tests {
         // A node ahead of the coordinator reads the same instant later on its own clock.
         let ahead = Timeline::Real { offset_ns: 1_000 };
         assert_eq!(ahead.ns(base) + 1_000, Timeline::Real { offset_ns: 0 }.ns(base));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dilated_virtual_clock_stretches_every_emulated_nanosecond() {
+        let k = Dilation::from_milli(3000).unwrap();
+        let dilated = Clock::virtual_dilated(k);
+        assert_eq!(dilated, Clock::DilatedVirtual(k));
+        assert_eq!(Clock::virtual_dilated(Dilation::NONE), Clock::Virtual);
+        assert_eq!(dilated.duration(12_345), Clock::Virtual.duration(12_345) * 3);
+        let start = Instant::now();
+        dilated.wait_until(start + dilated.duration(12_345)).await;
+        assert_eq!(Instant::now() - start, Duration::from_millis(3 * 12_345));
+        assert_eq!(dilated.nanos(Instant::now() - start), 12_345);
+        assert_eq!(Clock::Virtual.nanos(Instant::now() - start), 3 * 12_345);
+    }
+
+    #[test]
+    fn a_dilated_real_timeline_reads_the_coordinators_clock_divided_by_k() {
+        let k = Dilation::from_milli(4000).unwrap();
+        let at = std::time::Instant::now();
+        let wall = crate::timebase::ns_at(at);
+        let at = Instant::from_std(at);
+        assert_eq!(real_reading(at, 0, Dilation::NONE), wall);
+        assert_eq!(real_reading(at, 0, k), wall / 4);
+        // A node 1 µs ahead of the coordinator reads the same emulated instant.
+        let later = at + Duration::from_micros(1);
+        assert_eq!(real_reading(later, 1_000, k), real_reading(at, 0, k));
+        // 1 ms of wall time is 250 µs of emulated time, and back.
+        let ms_later = at + Duration::from_millis(1);
+        assert_eq!(real_reading(ms_later, 0, k) - real_reading(at, 0, k), 250_000);
+        let back = real_instant(real_reading(ms_later, 0, k), 0, k);
+        assert!(back <= ms_later && ms_later - back < Duration::from_nanos(4), "{:?}", ms_later - back);
     }
 
     #[tokio::test]

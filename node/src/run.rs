@@ -1,6 +1,8 @@
 //! Executes one run on one node: the input from the reference, warm-up and timed
-//! iterations each after a barrier, this node's time for each, the check of the last
-//! result against the reference, and the report for the coordinator.
+//! iterations each after a barrier, this node's time for each (in emulated time when
+//! the run is dilated), the check of the last result against the reference, and the
+//! report for the coordinator. A probe run (`spec.probe`) runs the dilation probe's
+//! steps instead of a collective.
 
 use std::sync::Arc;
 
@@ -16,7 +18,8 @@ use crate::collectives::{self, barrier};
 use crate::comm::{Comm, CommError};
 use crate::limits;
 use crate::memory;
-use crate::pacing::Clock;
+use crate::pacing::{self, Clock};
+use crate::probe;
 use crate::router::Router;
 use crate::timebase;
 
@@ -25,6 +28,9 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
     let (id, p) = (router.id(), router.topology().p());
     router.mailbox().begin_run(spec.run);
     let clock_offset_ns = spec.clock_offsets_ns.get(id).copied().unwrap_or(0);
+    // Before the emulation: every emulated instant of the run reads on the dilated clock.
+    // (A spec with a dilation out of range is refused below and runs nothing.)
+    pacing::dilate_wall_clock(spec.dilation.check().map(|()| spec.dilation).unwrap_or_default());
     router.set_emulation(spec.emulation, clock_offset_ns);
     router.emulation().set_due_horizon(spec.timeout());
     let mut report = NodeReport::empty(spec.run, id);
@@ -61,14 +67,18 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
             report.link_bytes = traffic.link_bytes;
             report.digest = reference::digest(&output);
             let checked = {
-                let (spec, output) = (spec.clone(), output.clone());
-                tokio::task::spawn_blocking(move || reference::check(&spec, p, id, &output)).await
+                let (spec, output, topology) = (spec.clone(), output.clone(), router.topology().clone());
+                tokio::task::spawn_blocking(move || match spec.probe {
+                    true => probe::check(&spec, &topology, id, &output),
+                    false => reference::check(&spec, p, id, &output).map_err(|mismatch| mismatch.to_string()),
+                })
+                .await
             };
             match checked {
                 Ok(Ok(())) => report.verified = true,
                 Ok(Err(mismatch)) => {
                     tracing::error!(run = spec.run, %mismatch, "result differs from the reference");
-                    report.mismatch = Some(mismatch.to_string());
+                    report.mismatch = Some(mismatch);
                 }
                 Err(failed) => report.error = Some(format!("the reference check did not finish: {failed}")),
             }
@@ -205,8 +215,12 @@ async fn iterate(
         let comm = Comm::new(router.clone(), spec.run, iteration, deadline).started_at(started);
         // The last iteration's output goes before this one runs: a daemon never holds two.
         drop(std::mem::take(&mut output));
-        output = collectives::run(&comm, spec, input.clone()).await?;
-        let elapsed = started.elapsed();
+        output = match spec.probe {
+            true => probe::relay(&comm, input.clone()).await?,
+            false => collectives::run(&comm, spec, input.clone()).await?,
+        };
+        // Emulated time: the wall time over the run's dilation.
+        let elapsed = spec.dilation.emulated(started.elapsed());
         report.steps = report.steps.max(comm.steps());
         if iteration >= spec.warmup {
             report.times_us.push(elapsed.as_secs_f64() * 1e6);

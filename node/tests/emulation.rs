@@ -1,6 +1,8 @@
 //! Emulated links on tokio's paused clock, where a run takes exactly its emulated time:
 //! store-and-forward pays t_s + l (t_h + t_w m), cut-through t_s + l t_h + t_w m plus
 //! the pipeline fill of one packet per extra hop, and two messages sharing a link queue.
+//! Every case runs twice, undilated and dilated (each emulated nanosecond lasting K of
+//! the clock's own), and must come out the same, to the nanosecond, in emulated time.
 
 use std::time::Duration;
 
@@ -8,7 +10,7 @@ use bytes::Bytes;
 use tokio::time::Instant;
 use topocomm_node::memory_cluster::MemoryCluster;
 use topocomm_node::pacing::Clock;
-use topocomm_proto::spec::{LinkModel, Routing};
+use topocomm_proto::spec::{Dilation, LinkModel, Routing};
 use topocomm_proto::{NodeId, Topology, TopologyKind};
 
 const TS: u64 = 200_000;
@@ -19,10 +21,15 @@ fn model(routing: Routing, packet_bytes: u32) -> LinkModel {
     LinkModel { ts_ns: TS, th_ns: TH, tw_ps: TW_PS, routing, packet_bytes }
 }
 
-/// A ring of `p` on the virtual clock, every link emulated by `model` (`None`: full speed).
-fn emulated_ring(p: usize, model: Option<LinkModel>) -> MemoryCluster {
+/// The clocks every case runs on: the virtual clock as it is, and dilated by 3.
+fn clocks() -> [Clock; 2] {
+    [Clock::Virtual, Clock::virtual_dilated(Dilation::from_milli(3000).unwrap())]
+}
+
+/// A ring of `p` on the virtual `clock`, every link emulated by `model` (`None`: full speed).
+fn emulated_ring(clock: Clock, p: usize, model: Option<LinkModel>) -> MemoryCluster {
     let topology = Topology::new(TopologyKind::Ring, p, None).unwrap();
-    let cluster = MemoryCluster::with_clock(&topology, Clock::Virtual);
+    let cluster = MemoryCluster::with_clock(&topology, clock);
     for id in 0..p {
         cluster.router(id).set_emulation(model, 0);
     }
@@ -30,9 +37,18 @@ fn emulated_ring(p: usize, model: Option<LinkModel>) -> MemoryCluster {
 }
 
 /// Runs `sends` (source, destination, bytes) at once on a ring of `p` under `model`
-/// and returns the virtual nanoseconds until every message has arrived.
+/// and returns the emulated nanoseconds until every message has arrived, the same on
+/// every clock of [`clocks`] (or the test fails, naming the clock).
 async fn elapsed_ns(p: usize, model: Option<LinkModel>, sends: &[(NodeId, NodeId, usize)]) -> u64 {
-    let cluster = emulated_ring(p, model);
+    let [plain, dilated] = clocks();
+    let undilated = elapsed_on(plain, p, model, sends).await;
+    assert_eq!(elapsed_on(dilated, p, model, sends).await, undilated, "{dilated:?} against {plain:?}: {sends:?}");
+    undilated
+}
+
+/// [`elapsed_ns`] on one clock.
+async fn elapsed_on(clock: Clock, p: usize, model: Option<LinkModel>, sends: &[(NodeId, NodeId, usize)]) -> u64 {
+    let cluster = emulated_ring(clock, p, model);
     let sends = sends.to_vec();
     let start = Instant::now();
     let results = cluster
@@ -54,7 +70,7 @@ async fn elapsed_ns(p: usize, model: Option<LinkModel>, sends: &[(NodeId, NodeId
         })
         .await;
     let finished = results.into_iter().map(Result::unwrap).max().unwrap();
-    Clock::Virtual.nanos(finished - start)
+    clock.nanos(finished - start)
 }
 
 #[tokio::test(start_paused = true)]
@@ -133,9 +149,19 @@ async fn a_node_sends_on_two_links_at_once() {
 }
 
 /// Node 1 takes a message from node 0, works for `work_ns` (emulated), and sends one on
-/// to node 2; returns the emulated nanoseconds until node 2 has it.
+/// to node 2; returns the emulated nanoseconds until node 2 has it (the same on every
+/// clock of [`clocks`]).
 async fn relay_ns(work_ns: u64) -> u64 {
-    let cluster = emulated_ring(4, Some(model(Routing::Sf, 0)));
+    let [plain, dilated] = clocks();
+    let undilated = relay_on(plain, work_ns).await;
+    assert_eq!(relay_on(dilated, work_ns).await, undilated, "{dilated:?} against {plain:?}: {work_ns} ns of work");
+    undilated
+}
+
+/// [`relay_ns`] on one clock; the work lasts `work_ns` emulated there (K times as long
+/// on a dilated clock's own time, as software does on a dilated machine).
+async fn relay_on(clock: Clock, work_ns: u64) -> u64 {
+    let cluster = emulated_ring(clock, 4, Some(model(Routing::Sf, 0)));
     let start = Instant::now();
     let results = cluster
         .run_all(1, Duration::from_secs(1 << 40), move |comm| async move {
@@ -143,7 +169,7 @@ async fn relay_ns(work_ns: u64) -> u64 {
                 0 => comm.send(1, 0, Bytes::from(vec![1u8; 1000])).await?,
                 1 => {
                     let message = comm.recv(0, 0).await?;
-                    tokio::time::sleep(Clock::Virtual.duration(work_ns)).await;
+                    tokio::time::sleep(clock.duration(work_ns)).await;
                     comm.send(2, 1, message).await?;
                 }
                 2 => drop(comm.recv(1, 1).await?),
@@ -152,7 +178,7 @@ async fn relay_ns(work_ns: u64) -> u64 {
             Ok(Instant::now())
         })
         .await;
-    Clock::Virtual.nanos(results[2].as_ref().map(|done| *done - start).unwrap())
+    clock.nanos(results[2].as_ref().map(|done| *done - start).unwrap())
 }
 
 #[tokio::test(start_paused = true)]
@@ -164,4 +190,29 @@ async fn software_time_up_to_t_s_hides_inside_the_start_up_time() {
     // ... and longer work delays it, and everything after it, by the difference: the
     // hop and the wire time are never hidden.
     assert_eq!(relay_ns(TS + 30_000).await, 2 * hop + 30_000);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dilated_run_lasts_k_times_its_emulated_time_on_its_own_clock() {
+    // The same message, 0 -> 2 store-and-forward: 3 times as long on the dilated clock's
+    // own time (tokio's), the same in emulated time.
+    let sends = [(0, 2, 10_000)];
+    let sf = Some(model(Routing::Sf, 1024));
+    let emulated = elapsed_ns(8, sf, &sends).await;
+    let [plain, dilated] = clocks();
+    let cluster = emulated_ring(dilated, 8, sf);
+    let start = Instant::now();
+    let results = cluster
+        .run_all(1, Duration::from_secs(1 << 40), move |comm| async move {
+            match comm.id() {
+                0 => comm.send(2, 0, Bytes::from(vec![7u8; 10_000])).await?,
+                2 => drop(comm.recv(0, 0).await?),
+                _ => {}
+            }
+            Ok(Instant::now())
+        })
+        .await;
+    let own = results.into_iter().map(Result::unwrap).max().unwrap() - start;
+    assert_eq!(own, plain.duration(emulated) * 3);
+    assert_eq!(dilated.nanos(own), emulated);
 }

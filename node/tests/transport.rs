@@ -44,9 +44,10 @@ impl Recorder {
             id,
             emulation: Emulation::new(timeline),
             arrived: Mutex::default(),
-            patience: match timeline.clock() {
-                Clock::Real => Duration::from_secs(5),
-                Clock::Virtual => Duration::from_secs(30 * 24 * 3600),
+            patience: if timeline.clock().is_real() {
+                Duration::from_secs(5)
+            } else {
+                Duration::from_secs(30 * 24 * 3600)
             },
             failures: Mutex::default(),
             changed: Notify::new(),

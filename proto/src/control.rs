@@ -93,7 +93,8 @@ pub enum ToNode {
 pub struct NodeReport {
     pub run: u64,
     pub node: NodeId,
-    /// Wall time of this node's part of every timed iteration, in microseconds.
+    /// Time of this node's part of every timed iteration, in microseconds: wall time,
+    /// or emulated time (wall time / K) when the run is dilated.
     pub times_us: Vec<f64>,
     /// Result of the last iteration held against `reference`.
     pub verified: bool,
@@ -139,7 +140,8 @@ impl NodeReport {
     }
 }
 
-/// The events a node recorded, timed from `origin_ns` on its own clock.
+/// The events a node recorded: `origin_ns` is when it began, on its own wall clock;
+/// each event's `at_ns` counts emulated nanoseconds from there (wall ones undilated).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeTrace {
     pub origin_ns: u64,
@@ -149,10 +151,11 @@ pub struct NodeTrace {
 /// Every node's events of the last iteration on the coordinator's timeline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunTrace {
-    /// Events sorted by time; `at_ns` counts from the earliest event of the run.
+    /// Events sorted by time; `at_ns` counts from the earliest event of the run, in
+    /// emulated time when the run is dilated.
     pub events: Vec<FlowEvent>,
     /// Each node's clock offset estimate's error bound (half the best probe's round
-    /// trip), in µs, by node id.
+    /// trip), in µs, by node id (emulated µs when the run is dilated).
     pub clock_error_us: Vec<f64>,
 }
 

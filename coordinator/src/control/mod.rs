@@ -10,3 +10,4 @@ pub mod parse;
 pub mod request;
 pub mod run;
 pub mod server;
+pub mod target;

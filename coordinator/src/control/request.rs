@@ -1,12 +1,15 @@
 //! Turns what the user typed into a run request: the algorithm (named, or the one made
-//! for the topology), the spec, the emulated link physics and the physics to predict with.
+//! for the topology), the spec, the emulated link physics, their time dilation and the
+//! physics to predict with.
 
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 use clap::Args;
 use topocomm_proto::control::RunRequest;
-use topocomm_proto::spec::{Algorithm, Collective, Dtype, LinkModel, ReduceOp, Routing, RunSpec};
+use topocomm_proto::spec::{
+    Algorithm, Collective, Dilation, DilationError, Dtype, LinkModel, ReduceOp, Routing, RunSpec,
+};
 use topocomm_proto::{TopologyKind, catalogue};
 
 use crate::control::calibration;
@@ -121,7 +124,32 @@ pub struct LinkArgs {
     /// (a hop passes a message on t_h after its tail arrived), free of per-packet overhead.
     #[arg(long, value_parser = parse_size)]
     pub packet: Option<u64>,
+    /// Time dilation of emulated links: the emulated world runs K times slower than the
+    /// wall clock (every t_s, t_h, t_w lasts K times longer), so the software's own costs
+    /// shrink by K against it; every reported time is emulated time. `auto` (the default
+    /// with emulated links) measures what a step costs the software on this cluster and
+    /// takes the smallest K that keeps it under 3 % of the run's shortest message. Raw
+    /// links are never dilated.
+    #[arg(long, value_name = "K|auto", value_parser = parse_dilation)]
+    pub dilation: Option<Dilating>,
 }
+
+/// `--dilation`: a factor, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dilating {
+    /// Exactly this factor.
+    By(Dilation),
+    /// The smallest factor this cluster needs for this run (`tools::dilation`).
+    Auto,
+}
+
+/// Parses `--dilation`: `auto`, or a factor from 1 to 1000 (`4`, `2.5`).
+pub fn parse_dilation(text: &str) -> Result<Dilating, DilationError> {
+    if text.trim().eq_ignore_ascii_case("auto") { Ok(Dilating::Auto) } else { text.parse().map(Dilating::By) }
+}
+
+/// Why `--dilation` was refused where links run raw.
+pub const RAW_LINKS_UNDILATED: &str = "--dilation applies to emulated links (--ts, --th, --tw): raw links run at the machine's own speed and are never dilated";
 
 /// `--ts`: a time in picoseconds, or `auto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,6 +168,9 @@ fn parse_time_or_auto(text: &str) -> Result<Emulated, ParseError> {
 pub struct Planned {
     pub request: RunRequest,
     pub predict_with: Option<LinkModel>,
+    /// The run's dilation is still to be chosen (`--dilation auto`, the default with
+    /// emulated links); the request's spec holds none until then.
+    pub auto_dilation: bool,
 }
 
 /// How many times to run and how long each iteration may wait.
@@ -157,9 +188,16 @@ pub fn plan(what: &CollectiveArgs, repetition: Repetition) -> anyhow::Result<Pla
         what.algorithm.unwrap_or_else(|| catalogue::default_algorithm(what.collective, what.shape.topology));
     catalogue::check(what.collective, algorithm)?;
     let (emulation, predict_with) = link_models(&what.links)?;
-    let spec = RunSpec { emulation, ..run_spec(what.collective, algorithm, what.size, &what.data, repetition)? };
+    let (dilation, auto_dilation) = match (what.links.dilation, emulation) {
+        (Some(_), None) => anyhow::bail!(RAW_LINKS_UNDILATED),
+        (None, None) => (Dilation::NONE, false),
+        (Some(Dilating::By(factor)), Some(_)) => (factor, false),
+        (Some(Dilating::Auto) | None, Some(_)) => (Dilation::NONE, true),
+    };
+    let spec =
+        RunSpec { emulation, dilation, ..run_spec(what.collective, algorithm, what.size, &what.data, repetition)? };
     let request = RunRequest { topology: what.shape.topology, dims: what.shape.dims.clone(), spec };
-    Ok(Planned { request, predict_with })
+    Ok(Planned { request, predict_with, auto_dilation })
 }
 
 /// The spec of `collective` by `algorithm` on `size_bytes` per node with `data`,
@@ -189,6 +227,8 @@ pub fn run_spec(
         shift: data.shift,
         exclusive: data.exclusive,
         emulation: None,
+        dilation: Dilation::NONE,
+        probe: false,
         trace: false,
         clock_offsets_ns: Vec::new(),
     })

@@ -14,7 +14,7 @@ use topocomm_proto::catalogue::{self, NoSuchAlgorithm};
 use topocomm_proto::control::{
     Neighbour, NodeReport, RunOutcome, RunRequest, RunTrace, SetupTimes, ToCoordinator, ToNode, TopologySpec, Wiring,
 };
-use topocomm_proto::spec::{Collective, RunSpec, SpecError};
+use topocomm_proto::spec::{Collective, Dilation, RunSpec, SpecError};
 use topocomm_proto::{Topology, TopologyError};
 
 use crate::control::cluster::{Cluster, Event, Incomplete, Participant, SessionId};
@@ -201,7 +201,7 @@ impl Coordinator {
         let spec = RunSpec { clock_offsets_ns, ..spec };
         match driver.start(&participants, &spec).await {
             Ok(mut reports) => {
-                let trace = clocks.map(|clocks| align(&mut reports, &clocks));
+                let trace = clocks.map(|clocks| align(&mut reports, &clocks, spec.dilation));
                 Ok(RunOutcome { spec, topology: topology_spec, reports, trace, setup })
             }
             Err(error) => {
@@ -414,24 +414,27 @@ impl ClockOffset {
 }
 
 /// Moves every node's trace events onto the coordinator's timeline, counted from the
-/// run's earliest event.
-fn align(reports: &mut [NodeReport], clocks: &[ClockOffset]) -> RunTrace {
+/// run's earliest event, in emulated time: a node times its events in emulated time
+/// from an origin on its wall clock, so under `dilation` each event is placed on the
+/// wall clock first and the result (and the clocks' error bounds) divided by K.
+fn align(reports: &mut [NodeReport], clocks: &[ClockOffset], dilation: Dilation) -> RunTrace {
     let mut events = Vec::new();
     for report in reports.iter_mut() {
         let Some(trace) = report.trace.take() else { continue };
         let clock = clocks[report.node];
         for mut event in trace.events {
-            let node_ns = trace.origin_ns + event.at_ns;
+            let node_ns = trace.origin_ns.saturating_add(dilation.wall_ns(event.at_ns));
             event.at_ns = (node_ns as i64 - clock.significant_ns()).max(0) as u64;
             events.push(event);
         }
     }
     let earliest = events.iter().map(|e| e.at_ns).min().unwrap_or(0);
     for event in &mut events {
-        event.at_ns -= earliest;
+        event.at_ns = dilation.emulated_ns(event.at_ns - earliest);
     }
     events.sort_by_key(|e| (e.at_ns, e.node));
-    RunTrace { events, clock_error_us: clocks.iter().map(|c| c.error_ns as f64 / 1e3).collect() }
+    let clock_error_us = clocks.iter().map(|c| dilation.emulated_ns(c.error_ns) as f64 / 1e3).collect();
+    RunTrace { events, clock_error_us }
 }
 
 /// Refuses, before any node allocates, a run that needs more memory per node than the
@@ -517,6 +520,7 @@ mod tests {
 
     use tokio::sync::Semaphore;
     use topocomm_proto::TopologyKind;
+    use topocomm_proto::control::NodeTrace;
     use topocomm_proto::spec::{Algorithm, Collective, RunSpec};
 
     use super::*;
@@ -579,6 +583,46 @@ mod tests {
             });
         }
         coordinator
+    }
+
+    #[test]
+    fn a_dilated_trace_is_placed_on_the_wall_clock_and_read_in_emulated_time() {
+        use topocomm_proto::flow::{FlowEvent, FlowKind};
+        use topocomm_proto::frame::FrameHeader;
+        let header = FrameHeader {
+            run: 1,
+            iteration: 0,
+            src: 0,
+            dst: 1,
+            tag: 0,
+            hops: 0,
+            step: 1,
+            packet: 0,
+            last: true,
+            due_ns: 0,
+        };
+        let event = |node, kind, at_ns| FlowEvent::of(at_ns, node, kind, &header, 8, None);
+        // Node 1's clock runs 1 ms ahead of the coordinator's (well beyond its 1 µs
+        // error bound); it began recording 40 µs of wall time after node 0. Each event
+        // is timed in emulated ns from its node's origin, under ×4.
+        let traced = |node, origin_ns, events| NodeReport {
+            trace: Some(NodeTrace { origin_ns, events }),
+            ..NodeReport::empty(1, node)
+        };
+        let mut reports = vec![
+            traced(0, 5_000_000, vec![event(0, FlowKind::Send, 10_000)]),
+            traced(1, 6_040_000, vec![event(1, FlowKind::Deliver, 5_000)]),
+        ];
+        let clocks =
+            [ClockOffset { offset_ns: 0, error_ns: 1_000 }, ClockOffset { offset_ns: 1_000_000, error_ns: 4_000 }];
+        let k = Dilation::from_milli(4000).unwrap();
+        let trace = align(&mut reports, &clocks, k);
+        // On the coordinator's wall clock the send comes 40 µs after node 0's origin and
+        // the delivery 20 µs after the send: 5 µs of emulated time, counted from the
+        // earliest event (the send).
+        let at: Vec<(usize, u64)> = trace.events.iter().map(|e| (e.node, e.at_ns)).collect();
+        assert_eq!(at, vec![(0, 0), (1, 5_000)]);
+        assert_eq!(trace.clock_error_us, vec![0.25, 1.0]);
     }
 
     fn traced_request() -> RunRequest {

@@ -1,11 +1,13 @@
-//! Rendering: run reports and tables, Chrome traces, topology text, the sweep's progress
-//! bar and, with the `pictures` feature, the pictures (space-time diagrams, topology
-//! drawings and sweep plots, as SVG or PNG). Uses `control`'s types only, never `tools`.
+//! Rendering: run reports and tables, how runs were dilated, Chrome traces, topology
+//! text, the sweep's progress bar and, with the `pictures` feature, the pictures
+//! (space-time diagrams, topology drawings and sweep plots, as SVG or PNG). Uses
+//! `control`'s types only, never `tools`.
 
 use std::path::Path;
 
 #[cfg(feature = "pictures")]
 pub mod diagram;
+pub mod dilation;
 #[cfg(feature = "pictures")]
 pub mod picture;
 #[cfg(feature = "pictures")]

@@ -12,6 +12,8 @@ use topocomm_proto::control::{RunOutcome, SetupTimes};
 use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Routing};
 use topocomm_proto::{NodeId, Topology};
 
+use crate::render::dilation::Dilated;
+
 /// Minimum, median, mean and maximum of the per-iteration times, in µs, and the tail
 /// percentiles p50, p90 and p99 (OSU micro-benchmarks' `-z`, nccl-tests' `-I`), each by
 /// [`nearest_rank`]. The median averages the two middle samples of an even count; p50
@@ -99,6 +101,9 @@ pub struct RunSummary {
     pub model_ratio: Option<f64>,
     /// What the run waited for before its first iteration: the cluster, the wiring.
     pub setup_ms: SetupTimes,
+    /// How the emulated links were dilated (every time above is emulated time); `None`
+    /// for raw links, which never are.
+    pub dilation: Option<Dilated>,
 }
 
 /// Link physics in the units people read.
@@ -209,6 +214,7 @@ pub fn summarize(
         model_us,
         model_ratio: model_us.filter(|&m| m > 0.0).map(|m| time_us.median / m),
         setup_ms: outcome.setup,
+        dilation: spec.emulation.map(|_| Dilated::given(spec.dilation)),
     })
 }
 
@@ -269,8 +275,9 @@ pub fn table(summary: &RunSummary) -> String {
         .busiest_link
         .map(|l| format!("busiest link {}→{}: {}", l.from, l.to, ByteSize::b(l.bytes).display().iec()))
         .unwrap_or_else(|| "no link traffic".into());
+    let dilation = summary.dilation.as_ref().map(|d| format!("\n{}", d.line())).unwrap_or_default();
     format!(
-        "{table}\nframes sent {}, forwarded {}; {busiest} (per run of {} timed iterations){model}",
+        "{table}\nframes sent {}, forwarded {}; {busiest} (per run of {} timed iterations){model}{dilation}",
         summary.frames_sent, summary.frames_forwarded, summary.iterations
     )
 }
@@ -346,6 +353,7 @@ pub(crate) mod tests {
             model_us: None,
             model_ratio: None,
             setup_ms: SetupTimes::default(),
+            dilation: None,
         }
     }
 

@@ -353,7 +353,12 @@ fn run_flow<'a>(
         let worst = trace.clock_error_us.iter().copied().fold(0.0, f64::max);
         return Ok(Flow {
             events: std::borrow::Cow::Borrowed(&trace.events),
-            source: format!("measured, last iteration (clocks aligned to ±{worst:.0} µs)"),
+            source: match outcome.spec.dilation {
+                dilation if dilation.dilates() => format!(
+                    "measured, last iteration, in emulated time (dilated ×{dilation}; clocks aligned to ±{worst:.1} µs)"
+                ),
+                _ => format!("measured, last iteration (clocks aligned to ±{worst:.0} µs)"),
+            },
             routing,
         });
     }

@@ -7,6 +7,11 @@
 //! (the coordinator re-wires it per topology). Every prediction is made before anything
 //! runs, so the benchmark can say how long it will take before it starts.
 //!
+//! Emulated links are dilated (`--dilation`, by default `auto`): each cluster is probed
+//! once, on its first topology, and every run gets the K its messages need there
+//! (`tools::dilation`); the table gives each run's K, and the closing lines each
+//! cluster's range of K and wall time.
+//!
 //! This file plans, runs and tabulates; it does not touch the model or the cluster code.
 
 use std::path::PathBuf;
@@ -19,18 +24,23 @@ use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 use strum::IntoEnumIterator;
 use topocomm_proto::control::RunRequest;
-use topocomm_proto::spec::{Algorithm, Collective, LinkModel, MAX_TIMEOUT, MAX_TIMEOUT_MS, Routing, RunSpec};
+use topocomm_proto::spec::{Algorithm, Collective, Dilation, LinkModel, MAX_TIMEOUT, MAX_TIMEOUT_MS, Routing, RunSpec};
 use topocomm_proto::{Topology, TopologyKind, catalogue};
 
 use crate::control::local::LocalCluster;
 use crate::control::parse::{parse_collective, parse_routing, parse_size, parse_time, parse_topology};
+use crate::control::request::{Dilating, parse_dilation};
+use crate::control::target::Target;
+use crate::render::dilation::{ProbeFigures, factor_text, seconds_text};
+use crate::render::quantity::size_text;
 use crate::render::report::{self, TimeStats};
+use crate::tools::dilation::{Messages, Probe};
 use crate::tools::model::{self, ModelError, Prediction};
 
 #[derive(Debug, Clone, Args)]
 pub struct BenchModelArgs {
     /// Node counts, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "8,16")]
+    #[arg(long, value_delimiter = ',', default_value = "8,16,32")]
     pub nodes: Vec<usize>,
     /// Topologies, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "ring,torus,hypercube", value_parser = parse_topology)]
@@ -56,6 +66,10 @@ pub struct BenchModelArgs {
     /// Cut-through packet size (default: whole frames, the limit of small packets; see `run --packet`).
     #[arg(long, value_parser = parse_size)]
     pub packet: Option<u64>,
+    /// Time dilation (see `run --dilation`): a factor for every run, or `auto`, which
+    /// probes each cluster once and gives every run the K its messages need there.
+    #[arg(long, value_name = "K|auto", default_value = "auto", value_parser = parse_dilation)]
+    pub dilation: Dilating,
     /// Timed iterations per run.
     #[arg(long, short = 'i', default_value_t = 10)]
     pub iterations: u32,
@@ -100,6 +114,8 @@ struct Case {
     prediction: Result<Prediction, ModelError>,
     /// The model's time of the barrier every iteration starts with, in µs.
     barrier_us: f64,
+    /// The shortest and longest message of the model's schedule.
+    messages: Option<Messages>,
 }
 
 impl Case {
@@ -107,11 +123,26 @@ impl Case {
         self.topology.p()
     }
 
-    /// What the run should take, warm-up and overheads included.
+    /// The model's time of the run, in µs (0 without one).
+    fn model_us(&self) -> f64 {
+        self.prediction.as_ref().map(Prediction::time_us).unwrap_or(0.0)
+    }
+
+    /// What the run should take, warm-up, dilation and overheads included.
     fn estimate(&self) -> Duration {
-        let model_us = self.prediction.as_ref().map(Prediction::time_us).unwrap_or(0.0);
-        let iteration = Duration::from_secs_f64(SLOWDOWN * (model_us + self.barrier_us) / 1e6) + SOFTWARE_PER_ITERATION;
+        let dilated = self.spec.dilation.factor() * self.model_us();
+        let iteration = Duration::from_secs_f64(SLOWDOWN * (dilated + self.barrier_us) / 1e6) + SOFTWARE_PER_ITERATION;
         iteration * (self.spec.warmup + self.spec.iterations) + PER_RUN
+    }
+
+    /// Dilates the run by `dilation`, its deadline with it: ten times the dilated model
+    /// (room for a slow machine), never under half a minute.
+    fn dilate(&mut self, dilation: Dilation) {
+        self.spec.dilation = dilation;
+        let timeout = Duration::try_from_secs_f64(10.0 * (dilation.factor() * self.model_us() + self.barrier_us) / 1e6)
+            .unwrap_or(MAX_TIMEOUT)
+            .clamp(MIN_TIMEOUT, MAX_TIMEOUT);
+        self.spec.timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(MAX_TIMEOUT_MS);
     }
 }
 
@@ -132,6 +163,11 @@ struct Row {
     model_us: Option<f64>,
     /// Measured median over model.
     ratio: Option<f64>,
+    /// K: the run's emulated links ran K times slower than the wall clock (the times
+    /// above are emulated).
+    dilation: f64,
+    /// Wall time the run took, in seconds.
+    wall_s: f64,
     /// Why the run (or its prediction) failed.
     error: Option<String>,
 }
@@ -151,6 +187,8 @@ impl Row {
             measured: None,
             model_us: case.prediction.as_ref().ok().map(Prediction::time_us),
             ratio: None,
+            dilation: case.spec.dilation.factor(),
+            wall_s: 0.0,
             error: case.prediction.as_ref().err().map(ModelError::to_string),
         }
     }
@@ -185,8 +223,23 @@ struct Summary {
     ratio_max: Option<f64>,
     within: usize,
     band: (f64, f64),
+    /// Each cluster's dilation and wall time.
+    clusters: Vec<ClusterTime>,
     estimated_s: f64,
     elapsed_s: f64,
+}
+
+/// How one cluster's runs were dilated and what they cost.
+#[derive(Debug, Clone, Serialize)]
+struct ClusterTime {
+    p: usize,
+    /// The smallest and largest K of its runs.
+    dilation_min: f64,
+    dilation_max: f64,
+    /// `auto`: what the probe measured there.
+    probe: Option<ProbeFigures>,
+    /// Wall time of its runs (the probe's included), in seconds.
+    wall_s: f64,
 }
 
 /// Runs the benchmark `args` describes.
@@ -220,24 +273,33 @@ pub async fn run(args: &BenchModelArgs) -> anyhow::Result<()> {
         if packet_bytes == 0 { "in whole frames".to_owned() } else { format!("in {packet_bytes} B packets") }
     );
 
-    let (cases, skipped) = plan(args, &collectives, links)?;
+    let (mut cases, skipped) = plan(args, &collectives, links)?;
     anyhow::ensure!(!cases.is_empty(), "nothing to run: every shape or size was skipped");
+    if let Dilating::By(factor) = args.dilation {
+        cases.iter_mut().for_each(|case| case.dilate(factor));
+    }
     let clusters = dedup_count(cases.iter().map(Case::p));
     let wirings = dedup_count(cases.iter().map(|c| (c.p(), c.topology.kind())));
     let estimate: Duration =
         cases.iter().map(Case::estimate).sum::<Duration>() + PER_WIRING * (clusters + wirings) as u32;
+    let dilation = match args.dilation {
+        Dilating::By(factor) => format!("dilated ×{factor}"),
+        Dilating::Auto => "dilated as each cluster's probe says (--dilation auto)".to_owned(),
+    };
     eprintln!(
-        "{} runs ({} iterations after {warmup} warm-up each) on {clusters} local cluster{} with emulated links ({link_text}); \
-         expected to take about {}",
+        "{} runs ({} iterations after {warmup} warm-up each) on {clusters} local cluster{} with emulated links ({link_text}), \
+         {dilation}; expected to take about {}{}",
         cases.len(),
         args.iterations,
         if clusters == 1 { "" } else { "s" },
         human(estimate),
+        if args.dilation == Dilating::Auto { " undilated" } else { "" },
         warmup = args.warmup,
     );
 
     let started = Instant::now();
     let mut rows: Vec<Row> = Vec::with_capacity(cases.len());
+    let mut times: Vec<ClusterTime> = Vec::new();
     let mut interrupted = None;
     let mut progress = Progress { total: cases.len(), estimate, started, planned_done: Duration::ZERO };
     let mut node_counts: Vec<usize> = cases.iter().map(Case::p).collect();
@@ -249,19 +311,25 @@ pub async fn run(args: &BenchModelArgs) -> anyhow::Result<()> {
         };
         let local = LocalCluster::start(p, &logs, false).await?;
         eprintln!("local cluster of {p} nodes up, node logs in {}/node-*.log", local.logs.display());
-        let ours = cases.iter().filter(|c| c.p() == p);
+        let target = Target::Local(local);
+        let ours: Vec<&mut Case> = cases.iter_mut().filter(|c| c.p() == p).collect();
+        let cluster = Cluster { target: &target, p, auto: args.dilation == Dilating::Auto, json: args.json };
         let result = tokio::select! {
-            () = run_cases(&local, ours, &mut rows, &mut progress, args.json) => Ok(()),
+            result = cluster.run(ours, &mut rows, &mut progress) => result,
             _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted after {} of {} runs; every node process was stopped", rows.len(), cases.len())),
         };
-        local.shutdown().await;
-        if let Err(error) = result {
-            interrupted = Some(error);
-            break;
+        target.shutdown().await;
+        match result {
+            Ok(time) => times.push(time),
+            Err(error) => {
+                interrupted = Some(error);
+                break;
+            }
         }
     }
 
-    let summary = summarize(&rows, skipped, estimate, started.elapsed());
+    // The estimate as dilation left it.
+    let summary = summarize(&rows, skipped, times, progress.estimate, started.elapsed());
     if args.json {
         println!("{}", crate::render::schema::versioned(serde_json::json!({ "summary": summary })));
     } else {
@@ -333,7 +401,7 @@ fn plan(
     let mut cases = Vec::with_capacity(total);
     let mut barriers: Vec<((usize, TopologyKind, Routing), f64)> = Vec::new();
     let began = Instant::now();
-    for (index, (topology, routing, mut spec)) in specs.into_iter().enumerate() {
+    for (index, (topology, routing, spec)) in specs.into_iter().enumerate() {
         if index % 20 == 0 {
             eprintln!("predicting {}/{total} ({:.1} s)", index + 1, began.elapsed().as_secs_f64());
         }
@@ -348,13 +416,13 @@ fn plan(
                 us
             }
         };
-        let prediction = model::predict(&spec, &topology, links).map(|p| Prediction { events: Vec::new(), ..p });
-        // Room for a slow machine: ten times the model, never under half a minute.
-        let model_us = prediction.as_ref().map(Prediction::time_us).unwrap_or(0.0);
-        let timeout = Duration::try_from_secs_f64(10.0 * (model_us + barrier_us) / 1e6).unwrap_or(MAX_TIMEOUT);
-        let timeout = timeout.clamp(MIN_TIMEOUT, MAX_TIMEOUT);
-        spec.timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(MAX_TIMEOUT_MS);
-        cases.push(Case { topology, routing, spec, links, prediction, barrier_us });
+        let prediction = model::predict(&spec, &topology, links);
+        let messages = prediction.as_ref().ok().and_then(Messages::of);
+        let prediction = prediction.map(|p| Prediction { events: Vec::new(), ..p });
+        let mut case = Case { topology, routing, spec, links, prediction, barrier_us, messages };
+        // Undilated until a dilation is chosen; this sets the deadline.
+        case.dilate(Dilation::NONE);
+        cases.push(case);
     }
     eprintln!("predicted {total} runs in {:.1} s", began.elapsed().as_secs_f64());
     Ok((cases, skipped))
@@ -369,54 +437,126 @@ struct Progress {
     planned_done: Duration,
 }
 
-/// Runs `cases` on `local` one by one, appending a row for each.
-async fn run_cases<'a>(
-    local: &LocalCluster,
-    cases: impl Iterator<Item = &'a Case>,
-    rows: &mut Vec<Row>,
-    progress: &mut Progress,
+/// One cluster of the benchmark and how its runs are dilated.
+struct Cluster<'a> {
+    target: &'a Target,
+    p: usize,
+    /// `--dilation auto`: probe the cluster first and dilate each run as it needs.
+    auto: bool,
     json: bool,
-) {
-    for case in cases {
-        let mut row = Row::of(case);
-        if let Ok(prediction) = &case.prediction {
-            let request = RunRequest { topology: case.topology.kind(), dims: None, spec: case.spec.clone() };
-            match local.coordinator.execute(request).await {
-                Ok(outcome) => match report::summarize(&outcome, Some((prediction.time_us(), case.links))) {
-                    Ok(summary) => {
-                        row.measured_us = Some(summary.time_us.median);
-                        row.measured = Some(summary.time_us);
-                        row.ratio = summary.model_ratio;
-                    }
-                    Err(failure) => row.error = Some(failure.to_string()),
-                },
-                Err(error) => row.error = Some(error.to_string()),
-            }
+}
+
+impl Cluster<'_> {
+    /// Dilates `cases` (under `auto`, after the probe), runs them one by one, appending
+    /// a row for each, and says what the cluster's runs cost.
+    async fn run(
+        &self,
+        mut cases: Vec<&mut Case>,
+        rows: &mut Vec<Row>,
+        progress: &mut Progress,
+    ) -> anyhow::Result<ClusterTime> {
+        let began = Instant::now();
+        let probe = match (self.auto, cases.first().map(|case| case.links)) {
+            (true, Some(links)) => Some(self.dilate(&mut cases, links, progress).await?),
+            _ => None,
+        };
+        for case in &cases {
+            run_case(self.target, case, rows, progress, self.json).await;
         }
-        let done = rows.len() + 1;
-        let elapsed = progress.started.elapsed();
-        progress.planned_done += case.estimate();
-        eprintln!(
-            "[{done}/{}] {}: {} (elapsed {}, about {} left)",
-            progress.total,
-            row.case(),
-            match (&row.error, row.measured_us, row.model_us, row.ratio) {
-                (Some(error), ..) => format!("FAILED: {}", error.lines().next().unwrap_or_default()),
-                (None, Some(measured), Some(model), Some(ratio)) =>
-                    format!("measured {measured:.0} µs, model {model:.0} µs, ratio {ratio:.3}"),
-                _ => "no timing".into(),
-            },
-            human(elapsed),
-            human(remaining(progress, elapsed)),
-        );
-        if json {
-            match crate::render::schema::versioned_json(&row) {
-                Ok(line) => println!("{line}"),
-                Err(error) => eprintln!("cannot print the row as JSON: {error}"),
-            }
-        }
-        rows.push(row);
+        let factors = cases.iter().map(|case| case.spec.dilation.factor());
+        Ok(ClusterTime {
+            p: self.p,
+            dilation_min: factors.clone().fold(f64::INFINITY, f64::min),
+            dilation_max: factors.fold(1.0, f64::max),
+            probe,
+            wall_s: began.elapsed().as_secs_f64(),
+        })
     }
+
+    /// Probes the cluster on the first case's topology and gives every case the K its
+    /// messages need; returns what the probe measured.
+    async fn dilate(
+        &self,
+        cases: &mut [&mut Case],
+        links: LinkModel,
+        progress: &mut Progress,
+    ) -> anyhow::Result<ProbeFigures> {
+        let first = &cases[0];
+        let request = RunRequest { topology: first.topology.kind(), dims: None, spec: first.spec.clone() };
+        let mut probe = Probe::measure(self.target, &request, links).await?;
+        let longest = cases.iter().filter_map(|case| case.messages).map(|m| m.longest).max();
+        probe.measure_long(self.target, &request, links, longest).await?;
+        let mut reason = String::new();
+        for case in cases.iter_mut() {
+            let before = case.estimate();
+            // The deadline follows the dilation here (`Case::dilate`), so it caps nothing.
+            let (factor, auto) = probe.choose(&case.links, case.messages, case.model_us(), MAX_TIMEOUT);
+            case.dilate(factor);
+            progress.estimate = (progress.estimate + case.estimate()).saturating_sub(before);
+            if reason.is_empty() {
+                reason = auto.reason;
+            }
+        }
+        let factors: Vec<f64> = cases.iter().map(|case| case.spec.dilation.factor()).collect();
+        eprintln!(
+            "p={}: dilation from ×{} to ×{} by run (--dilation auto; the first run: {reason}); about {} left in all",
+            self.p,
+            factor_text(factors.iter().copied().fold(f64::INFINITY, f64::min)),
+            factor_text(factors.iter().copied().fold(1.0, f64::max)),
+            human(remaining(progress, progress.started.elapsed())),
+        );
+        Ok(probe.figures().clone())
+    }
+}
+
+/// Runs `case` on `target`, appending its row.
+async fn run_case(target: &Target, case: &Case, rows: &mut Vec<Row>, progress: &mut Progress, json: bool) {
+    let mut row = Row::of(case);
+    if let Ok(prediction) = &case.prediction {
+        let request = RunRequest { topology: case.topology.kind(), dims: None, spec: case.spec.clone() };
+        let began = Instant::now();
+        match target.execute(request).await {
+            Ok(outcome) => match report::summarize(&outcome, Some((prediction.time_us(), case.links))) {
+                Ok(summary) => {
+                    row.measured_us = Some(summary.time_us.median);
+                    row.measured = Some(summary.time_us);
+                    row.ratio = summary.model_ratio;
+                }
+                Err(failure) => row.error = Some(failure.to_string()),
+            },
+            Err(error) => row.error = Some(format!("{error:#}")),
+        }
+        row.wall_s = began.elapsed().as_secs_f64();
+    }
+    let done = rows.len() + 1;
+    let elapsed = progress.started.elapsed();
+    progress.planned_done += case.estimate();
+    eprintln!(
+        "[{done}/{}] {} ({}) {} p={} {} {} ×{}: {} (elapsed {}, about {} left)",
+        progress.total,
+        row.collective,
+        row.algorithm,
+        shape_name(row.topology, &row.dims),
+        row.p,
+        row.routing,
+        ByteSize::b(row.size_bytes).display().iec(),
+        factor_text(row.dilation),
+        match (&row.error, row.measured_us, row.model_us, row.ratio) {
+            (Some(error), ..) => format!("FAILED: {}", error.lines().next().unwrap_or_default()),
+            (None, Some(measured), Some(model), Some(ratio)) =>
+                format!("measured {measured:.0} µs, model {model:.0} µs, ratio {ratio:.3}"),
+            _ => "no timing".into(),
+        },
+        human(elapsed),
+        human(remaining(progress, elapsed)),
+    );
+    if json {
+        match crate::render::schema::versioned_json(&row) {
+            Ok(line) => println!("{line}"),
+            Err(error) => eprintln!("cannot print the row as JSON: {error}"),
+        }
+    }
+    rows.push(row);
 }
 
 /// The estimate of what is left, scaled by how the estimate has fared so far.
@@ -428,7 +568,13 @@ fn remaining(progress: &Progress, elapsed: Duration) -> Duration {
     planned_left.mul_f64((elapsed.as_secs_f64() / progress.planned_done.as_secs_f64()).clamp(0.25, 4.0))
 }
 
-fn summarize(rows: &[Row], skipped: Vec<String>, estimate: Duration, elapsed: Duration) -> Summary {
+fn summarize(
+    rows: &[Row],
+    skipped: Vec<String>,
+    clusters: Vec<ClusterTime>,
+    estimate: Duration,
+    elapsed: Duration,
+) -> Summary {
     let mut ratios: Vec<f64> = rows.iter().filter_map(|r| r.ratio).collect();
     ratios.sort_by(f64::total_cmp);
     let stats = (!ratios.is_empty()).then(|| TimeStats::of(&ratios));
@@ -441,6 +587,7 @@ fn summarize(rows: &[Row], skipped: Vec<String>, estimate: Duration, elapsed: Du
         ratio_max: stats.map(|s| s.max),
         within: rows.iter().filter(|r| r.within()).count(),
         band: BAND,
+        clusters,
         estimated_s: estimate.as_secs_f64(),
         elapsed_s: elapsed.as_secs_f64(),
     }
@@ -458,6 +605,7 @@ fn table(rows: &[Row]) -> String {
         "measured µs",
         "model µs",
         "ratio",
+        "K",
     ]);
     for row in rows {
         let number = |value: Option<f64>, digits: usize| match value {
@@ -475,9 +623,10 @@ fn table(rows: &[Row]) -> String {
             number(row.measured_us, 1),
             row.model_us.map(|m| format!("{m:.1}")).unwrap_or_else(|| "-".into()),
             number(row.ratio, 3),
+            factor_text(row.dilation),
         ]);
     }
-    for column in [3, 6, 7, 8] {
+    for column in [3, 6, 7, 8, 9] {
         if let Some(column) = table.column_mut(column) {
             column.set_cell_alignment(CellAlignment::Right);
         }
@@ -501,6 +650,25 @@ fn closing_line(summary: &Summary) -> String {
     }
     if !summary.skipped.is_empty() {
         line += &format!("; {} skipped ({})", summary.skipped.len(), summary.skipped.join("; "));
+    }
+    for cluster in &summary.clusters {
+        let probe = cluster
+            .probe
+            .as_ref()
+            .map(|probe| {
+                let steps: Vec<String> = std::iter::once(&probe.small)
+                    .chain(&probe.long)
+                    .map(|steps| format!("{} released {:.0} µs late", size_text(steps.size_bytes), steps.release_us))
+                    .collect();
+                format!(" (auto: a step of {} nodes sending at once: {})", cluster.p, steps.join(", "))
+            })
+            .unwrap_or_default();
+        let k = if cluster.dilation_min == cluster.dilation_max {
+            format!("×{}", factor_text(cluster.dilation_min))
+        } else {
+            format!("×{} to ×{}", factor_text(cluster.dilation_min), factor_text(cluster.dilation_max))
+        };
+        line += &format!("\np = {}: dilation {k}{probe}; wall time {}", cluster.p, seconds_text(cluster.wall_s));
     }
     line + &format!(
         "\ntook {} (estimated {})",
@@ -582,6 +750,8 @@ mod tests {
             model_us: None,
             ratio: None,
             error: None,
+            dilation: 1.0,
+            wall_s: 0.0,
         };
         assert_eq!(row.case(), "allgather (mesh) on torus 4x4 p=16 ct 64.0 KiB");
     }

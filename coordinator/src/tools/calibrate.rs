@@ -25,6 +25,7 @@ use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Routing, RunSpec};
 use crate::control::calibration;
 use crate::control::local::LocalCluster;
 use crate::control::parse::parse_size;
+use crate::control::request::{Dilating, parse_dilation};
 use crate::render::report;
 
 #[derive(Debug, Clone, Args)]
@@ -51,6 +52,9 @@ pub struct CalibrateArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Refused, with the reason: calibration measures the raw links, never dilated.
+    #[arg(long, hide = true, value_parser = parse_dilation)]
+    pub dilation: Option<Dilating>,
 }
 
 /// Deadline of every wait of one round trip.
@@ -242,6 +246,11 @@ struct Calibration {
 
 /// Runs the calibration `args` describes.
 pub async fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.dilation.is_none(),
+        "calibrate measures the raw links, at the machine's own speed, and they are never dilated; \
+         --dilation applies to emulated runs (run, sweep and bench-model with --ts, --th, --tw)"
+    );
     let p = args.nodes;
     anyhow::ensure!(
         p >= 4,

@@ -23,14 +23,12 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use anyhow::{Context, anyhow, bail};
+use anyhow::{Context, anyhow};
 use clap::Args;
 use serde::Serialize;
 use serde_json::json;
-use topocomm_proto::control::{ClientRequest, ClientResponse, RunOutcome, RunRequest};
-use topocomm_proto::spec::{Algorithm, Collective, LinkModel};
+use topocomm_proto::spec::{Algorithm, Collective, LinkModel, RunSpec};
 use topocomm_proto::{Topology, catalogue};
 
 use crate::control::client::RemoteArgs;
@@ -39,6 +37,8 @@ use crate::control::parse::{ParseError, parse_collective, parse_size};
 use crate::control::request::{
     self, CollectiveArgs, DataArgs, IterationArgs, LinkArgs, Planned, Repetition, ShapeArgs,
 };
+use crate::control::target::Target;
+use crate::render::dilation::{factor_text, seconds_text};
 #[cfg(feature = "pictures")]
 use crate::render::picture;
 #[cfg(feature = "pictures")]
@@ -47,6 +47,7 @@ use crate::render::progress::Progress;
 use crate::render::quantity::size_text;
 use crate::render::report::{self, LinkPhysics};
 use crate::render::{self, trace};
+use crate::tools::dilation::{self, Messages, Probe};
 use crate::tools::model::{self, Prediction};
 
 /// `topocomm sweep`: the collective options of `run`, with sizes and algorithms as lists.
@@ -230,6 +231,10 @@ pub struct Point {
     pub model_us: Option<f64>,
     pub algbw_gbps: Option<f64>,
     pub busbw_gbps: Option<f64>,
+    /// K of emulated links (every time above is emulated time); `None` for raw links.
+    pub dilation: Option<f64>,
+    /// Wall time the point's run took, in seconds.
+    pub wall_s: f64,
 }
 
 impl Point {
@@ -251,35 +256,8 @@ impl Point {
             model_us: summary.model_us,
             algbw_gbps: algbw.filter(|_| factor.is_some()),
             busbw_gbps: algbw.zip(factor).map(|(a, f)| a * f),
-        }
-    }
-}
-
-/// Where the sweep runs.
-enum Cluster {
-    Local(LocalCluster),
-    Remote { address: String, credentials: crate::control::client::Credentials },
-}
-
-impl Cluster {
-    async fn execute(&self, request: RunRequest, patience: Duration) -> anyhow::Result<RunOutcome> {
-        match self {
-            Cluster::Local(local) => Ok(local.coordinator.execute(request).await?),
-            Cluster::Remote { address, credentials } => {
-                match crate::control::client::request(address, credentials, ClientRequest::Run(request), patience)
-                    .await?
-                {
-                    ClientResponse::RunDone(outcome) => Ok(*outcome),
-                    ClientResponse::Error(error) => Err(anyhow!(error)),
-                    other => bail!("unexpected answer from the coordinator: {other:?}"),
-                }
-            }
-        }
-    }
-
-    async fn shutdown(self) {
-        if let Cluster::Local(local) = self {
-            local.shutdown().await;
+            dilation: summary.dilation.as_ref().map(|d| d.factor),
+            wall_s: summary.dilation.as_ref().and_then(|d| d.wall_s).unwrap_or(0.0),
         }
     }
 }
@@ -344,7 +322,7 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
     let predict_with = request::link_models(&args.links)?.1;
 
     let cluster = match &args.remote.coordinator {
-        Some(address) => Cluster::Remote { address: address.clone(), credentials: args.remote.credentials()? },
+        Some(address) => Target::Remote { address: address.clone(), credentials: args.remote.credentials()? },
         None => {
             let logs = args.logs.clone().unwrap_or_else(|| std::env::temp_dir().join("topocomm-logs"));
             let local = LocalCluster::start(args.nodes, &logs, args.remote.security.encrypt).await?;
@@ -354,13 +332,13 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
                 local.address,
                 local.logs.display()
             );
-            Cluster::Local(local)
+            Target::Local(local)
         }
     };
 
     let bar = Progress::new(algorithms.len() * sizes.len());
     let table = args.json.as_deref() != Some(Path::new("-"));
-    let mut sweep = Sweep { points: Vec::new(), topology: None, links: None };
+    let mut sweep = Sweep { points: Vec::new(), topology: None, links: None, dilation: None };
     let result = tokio::select! {
         result = measure(args, &cluster, &algorithms, &sizes, predict_with, repetition, &bar, table, &mut sweep) => result,
         _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted; every node process was stopped")),
@@ -379,12 +357,82 @@ struct Sweep {
     /// The topology the runs reported, e.g. "hypercube of 8 nodes (d=3)".
     topology: Option<Topology>,
     links: Option<LinkPhysics>,
+    /// How `--dilation auto` chose each point's K, in words (`None`: not automatic).
+    dilation: Option<String>,
+}
+
+/// What a point runs with: its request, and (under `--dilation auto`) its prediction
+/// made before the run, on the topology the probe found.
+struct PointPlan {
+    algorithm: Algorithm,
+    size: u64,
+    request: topocomm_proto::control::RunRequest,
+    predicted: Option<(RunSpec, Topology, Prediction)>,
+}
+
+/// Every point's plan; under `--dilation auto` (with emulated links) the probe runs
+/// first and every point gets its own K from it and the point's predicted messages.
+async fn plan_points(
+    args: &SweepArgs,
+    cluster: &Target,
+    algorithms: &[Algorithm],
+    sizes: &[u64],
+    repetition: Repetition,
+    sweep: &mut Sweep,
+) -> anyhow::Result<Vec<PointPlan>> {
+    let mut plans = Vec::with_capacity(algorithms.len() * sizes.len());
+    let mut auto = None;
+    for &algorithm in algorithms {
+        for &size in sizes {
+            let Planned { request, auto_dilation, .. } = request::plan(&what(args, algorithm, size), repetition)?;
+            if auto_dilation && let Some(links) = request.spec.emulation {
+                auto = Some(links);
+            }
+            plans.push(PointPlan { algorithm, size, request, predicted: None });
+        }
+    }
+    let (Some(links), Some(first)) = (auto, plans.first().map(|plan| plan.request.clone())) else { return Ok(plans) };
+    let mut probe = Probe::measure(cluster, &first, links).await?;
+    let topology = probe.topology().clone();
+    for plan in &mut plans {
+        let spec = dilation::resolved(&plan.request.spec, &topology);
+        let prediction = model::predict(&spec, &topology, links)?;
+        plan.predicted = Some((spec, topology.clone(), prediction));
+    }
+    let longest = plans
+        .iter()
+        .filter_map(|plan| plan.predicted.as_ref().and_then(|(_, _, prediction)| Messages::of(prediction)))
+        .map(|messages| messages.longest)
+        .max();
+    probe.measure_long(cluster, &first, links, longest).await?;
+    let mut chosen = Vec::new();
+    for plan in &mut plans {
+        let Some((spec, _, prediction)) = &plan.predicted else { continue };
+        let (factor, _) = probe.choose_for(spec, &links, prediction);
+        plan.request.spec.dilation = factor;
+        chosen.push(factor);
+    }
+    let (least, most) = (chosen.iter().min(), chosen.iter().max());
+    if let (Some(least), Some(most), Some(plan)) = (least, most, plans.first())
+        && let Some((spec, _, prediction)) = &plan.predicted
+    {
+        let (_, first) = probe.choose_for(spec, &links, prediction);
+        let text = format!(
+            "auto, from ×{} to ×{} by point (first point: {})",
+            factor_text(least.factor()),
+            factor_text(most.factor()),
+            first.reason
+        );
+        eprintln!("dilation {text}");
+        sweep.dilation = Some(text);
+    }
+    Ok(plans)
 }
 
 #[allow(clippy::too_many_arguments)]
 async fn measure(
     args: &SweepArgs,
-    cluster: &Cluster,
+    cluster: &Target,
     algorithms: &[Algorithm],
     sizes: &[u64],
     predict_with: Option<LinkModel>,
@@ -398,40 +446,50 @@ async fn measure(
             bar.suspend(|| println!("{text}"));
         }
     };
-    for (a, &algorithm) in algorithms.iter().enumerate() {
-        for (s, &size) in sizes.iter().enumerate() {
-            bar.set_message(format!("{algorithm}, {}", size_text(size)));
-            let Planned { request, .. } = request::plan(&what(args, algorithm, size), repetition)?;
-            let patience = request::client_patience(&request.spec);
-            let outcome = cluster
-                .execute(request, patience)
-                .await
-                .with_context(|| format!("{algorithm} at {}", size_text(size)))?;
-            let topology = Topology::new(outcome.topology.kind, outcome.topology.p, Some(&outcome.topology.dims))?;
-            let prediction = match predict_with {
-                Some(links) => Some(model::predict(&outcome.spec, &topology, links)?),
-                None => None,
-            };
-            let summary = report::summarize(&outcome, prediction.as_ref().map(Prediction::time_us).zip(predict_with))
-                .map_err(|failure| anyhow!("the sweep stopped: {failure}"))?;
-            if a == 0 && s == 0 {
-                show(&header(args, &topology, summary.links.as_ref()));
+    let plans = plan_points(args, cluster, algorithms, sizes, repetition, sweep).await?;
+    for (index, plan) in plans.into_iter().enumerate() {
+        let PointPlan { algorithm, size, request, predicted } = plan;
+        bar.set_message(format!("{algorithm}, {}", size_text(size)));
+        let began = std::time::Instant::now();
+        let outcome = cluster.execute(request).await.with_context(|| format!("{algorithm} at {}", size_text(size)))?;
+        let wall_s = began.elapsed().as_secs_f64();
+        let topology = Topology::new(outcome.topology.kind, outcome.topology.p, Some(&outcome.topology.dims))?;
+        let prediction = match (predict_with, predicted) {
+            (Some(_), Some((spec, on, prediction))) if spec.algorithm == outcome.spec.algorithm && on == topology => {
+                Some(prediction)
             }
-            if s == 0 {
-                show(&format!("#\n# Algorithm: {}\n{}", summary.algorithm, columns(predict_with.is_some())));
-            }
-            let point = Point::of(&summary, args.collective);
-            show(&row(&point, predict_with.is_some()));
-            sweep.topology = Some(topology);
-            sweep.links = summary.links;
-            sweep.points.push(point);
-            bar.inc();
+            (Some(links), _) => Some(model::predict(&outcome.spec, &topology, links)?),
+            (None, _) => None,
+        };
+        let mut summary = report::summarize(&outcome, prediction.as_ref().map(Prediction::time_us).zip(predict_with))
+            .map_err(|failure| anyhow!("the sweep stopped: {failure}"))?;
+        if let Some(dilated) = &mut summary.dilation {
+            dilated.wall_s = Some(wall_s);
         }
+        if index == 0 {
+            show(&header(args, &topology, summary.links.as_ref(), sweep.dilation.as_deref()));
+        }
+        if index % sizes.len() == 0 {
+            show(&format!(
+                "#\n# Algorithm: {}\n{}",
+                summary.algorithm,
+                columns(predict_with.is_some(), summary.dilation.is_some())
+            ));
+        }
+        let point = Point::of(&summary, args.collective);
+        show(&row(&point, predict_with.is_some()));
+        sweep.topology = Some(topology);
+        sweep.links = summary.links;
+        sweep.points.push(point);
+        bar.inc();
+    }
+    if let Some(wall) = (!sweep.points.is_empty()).then(|| sweep.points.iter().map(|p| p.wall_s).sum::<f64>()) {
+        show(&format!("# wall time of the runs: {}", seconds_text(wall)));
     }
     Ok(())
 }
 
-fn header(args: &SweepArgs, topology: &Topology, links: Option<&LinkPhysics>) -> String {
+fn header(args: &SweepArgs, topology: &Topology, links: Option<&LinkPhysics>, dilation: Option<&str>) -> String {
     let mut text = String::new();
     let _ =
         writeln!(text, "# topocomm sweep: {} on a {topology}, {} {}", args.collective, args.data.dtype, args.data.op);
@@ -441,6 +499,10 @@ fn header(args: &SweepArgs, topology: &Topology, links: Option<&LinkPhysics>) ->
         None => "full-speed links (no model: give --ts/--th/--tw or --ts auto)".to_owned(),
     };
     let _ = writeln!(text, "# {links}");
+    if links.starts_with("emulated") {
+        let how = dilation.map(str::to_owned).unwrap_or_else(|| "as --dilation gives it".to_owned());
+        let _ = writeln!(text, "# dilation (the Dilation column; every time is emulated time): {how}");
+    }
     let _ = writeln!(
         text,
         "# {} iterations after {} warm-up per point; an iteration takes as long as its slowest node",
@@ -459,10 +521,11 @@ fn physics(l: &LinkPhysics) -> String {
     format!("{routing}, t_s {} us, t_h {} us, t_w {} ns/B", l.ts_us, l.th_us, l.tw_ns_per_byte)
 }
 
-fn columns(model: bool) -> String {
+fn columns(model: bool, dilated: bool) -> String {
     let model = if model { format!(" {:>12}", "Model(us)") } else { String::new() };
+    let dilation = if dilated { format!(" {:>9}", "Dilation") } else { String::new() };
     format!(
-        "# {:<10} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10}{model} {:>12} {:>12}",
+        "# {:<10} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10}{model} {:>12} {:>12}{dilation}",
         "Size",
         "Avg(us)",
         "Min(us)",
@@ -483,8 +546,9 @@ fn row(point: &Point, model: bool) -> String {
     } else {
         String::new()
     };
+    let dilation = point.dilation.map(|k| format!(" {:>9}", format!("x{}", factor_text(k)))).unwrap_or_default();
     format!(
-        "{:<12} {:>12.2} {:>12.2} {:>12.2} {:>12.2} {:>12.2} {:>12.2} {:>10}{model} {:>12} {:>12}",
+        "{:<12} {:>12.2} {:>12.2} {:>12.2} {:>12.2} {:>12.2} {:>12.2} {:>10}{model} {:>12} {:>12}{dilation}",
         point.size_bytes,
         point.avg_us,
         point.min_us,
@@ -502,13 +566,13 @@ fn row(point: &Point, model: bool) -> String {
 pub fn csv(args: &SweepArgs, topology: &Topology, points: &[Point]) -> String {
     let mut text = String::from(
         "collective,algorithm,topology,dims,nodes,size_bytes,avg_us,min_us,max_us,median_us,iterations,model_us,\
-         algbw_gbps,busbw_gbps,p50_us,p90_us,p99_us\n",
+         algbw_gbps,busbw_gbps,p50_us,p90_us,p99_us,dilation,wall_s\n",
     );
     let opt = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
     for p in points {
         let _ = writeln!(
             text,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             args.collective,
             p.algorithm,
             topology.kind(),
@@ -525,7 +589,9 @@ pub fn csv(args: &SweepArgs, topology: &Topology, points: &[Point]) -> String {
             opt(p.busbw_gbps),
             p.p50_us,
             p.p90_us,
-            p.p99_us
+            p.p99_us,
+            opt(p.dilation),
+            p.wall_s
         );
     }
     text
@@ -544,6 +610,7 @@ fn json_of(args: &SweepArgs, sweep: &Sweep, topology: &Topology) -> serde_json::
         "warmup": args.repeat.warmup,
         "iterations": args.repeat.iterations,
         "links": sweep.links,
+        "dilation": sweep.dilation,
         "bandwidth": {
             "size": "bytes per node",
             "algbw": "size / avg time, GB/s (1e9 B/s)",
@@ -725,8 +792,10 @@ mod tests {
             model_us: Some(790.0),
             algbw_gbps: Some(0.0807),
             busbw_gbps: Some(0.1412),
+            dilation: None,
+            wall_s: 0.5,
         };
-        let (head, line) = (columns(true), row(&point, true));
+        let (head, line) = (columns(true, false), row(&point, true));
         assert!(head.starts_with("# Size"));
         assert_eq!(head.len(), line.len(), "\n{head}\n{line}");
         let fields: Vec<&str> = line.split_whitespace().collect();
@@ -734,5 +803,9 @@ mod tests {
             fields,
             ["65536", "812.50", "800.00", "830.25", "805.00", "825.50", "830.25", "20", "790.00", "0.0807", "0.1412"]
         );
+        let dilated = Point { dilation: Some(29.5), ..point };
+        let (head, line) = (columns(true, true), row(&dilated, true));
+        assert_eq!(head.len(), line.len(), "\n{head}\n{line}");
+        assert!(head.ends_with("Dilation") && line.ends_with("x29.5"), "\n{head}\n{line}");
     }
 }
