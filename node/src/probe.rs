@@ -1,7 +1,8 @@
 //! The dilation probe: two steps in which every node sends a message to a neighbour and
 //! receives one, all at the same instant — every node releasing at once, as the worst
 //! step of a collective does — the second handing on what the first brought (each node
-//! sends its partner's vector back), as a relay does. A run whose spec says `probe`
+//! copies its partner's vector, as a collective places what it takes, and sends it
+//! back), as a relay does. A run whose spec says `probe`
 //! runs these steps instead of its collective; their time, less the emulated time of
 //! the two messages, is what the software adds to such steps at this p on this
 //! machine, which `--dilation auto` weighs against the run's emulated message times.
@@ -46,11 +47,13 @@ pub fn partner(topology: &Topology, me: NodeId) -> Option<NodeId> {
 }
 
 /// This node's part of the steps: sends `vector` to its partner, sends back what the
-/// partner sent, and returns what came back (nothing when it sits the steps out).
+/// partner sent, and returns what came back (nothing when it sits the steps out). Each
+/// message taken is copied into a buffer of its own first, as a collective places (or
+/// combines) every message it takes into its result.
 pub async fn relay(comm: &Comm, vector: Bytes) -> Result<Bytes, CommError> {
     let Some(mate) = partner(comm.topology(), comm.id()) else { return Ok(Bytes::new()) };
-    let theirs = comm.exchange(mate, mate, SINGLE.tag(1), vector).await?;
-    comm.exchange(mate, mate, SINGLE.tag(2), theirs).await
+    let theirs = Bytes::copy_from_slice(&comm.exchange(mate, mate, SINGLE.tag(1), vector).await?);
+    Ok(Bytes::copy_from_slice(&comm.exchange(mate, mate, SINGLE.tag(2), theirs).await?))
 }
 
 /// Checks what node `me` ended the steps with: its own input, byte for byte (nothing

@@ -127,9 +127,9 @@ pub struct LinkArgs {
     /// Time dilation of emulated links: the emulated world runs K times slower than the
     /// wall clock (every t_s, t_h, t_w lasts K times longer), so the software's own costs
     /// shrink by K against it; every reported time is emulated time. `auto` (the default
-    /// with emulated links) measures what a step costs the software on this cluster and
-    /// takes the smallest K that keeps it under 3 % of the run's shortest message. Raw
-    /// links are never dilated.
+    /// with emulated links) measures how late this cluster's software makes a step of
+    /// every node sending at once and takes the smallest K that keeps that under 3 % of
+    /// the run's messages. Raw links are never dilated.
     #[arg(long, value_name = "K|auto", value_parser = parse_dilation)]
     pub dilation: Option<Dilating>,
 }

@@ -70,13 +70,15 @@ pub struct AutoDilation {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProbeFigures {
     pub nodes: usize,
-    /// Timed steps of each kind (after warm-up ones); the figures are their median.
+    /// Timed pairs of steps of each kind (after warm-up ones); the figures are their
+    /// 80th percentile by nearest rank.
     pub iterations: u32,
     /// The steps of one 8-byte message per node.
     pub small: Steps,
     /// The steps of longer messages, when the run has any.
     pub long: Option<Steps>,
-    /// Wall time the probe took, in seconds.
+    /// Wall time the probe took, in seconds (less waiting for the cluster and wiring
+    /// it, which the run would have spent anyway).
     pub wall_s: f64,
 }
 

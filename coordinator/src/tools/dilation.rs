@@ -11,7 +11,7 @@
 //! The probe measures them on the cluster, wired as the run asks: two steps in which
 //! every node exchanges one message with a neighbour at the same instant, the second
 //! handing back what the first brought, as a relay does (`node::probe`), undilated,
-//! timed to the last node's receipt. Per message length (8 bytes, and the run's longest
+//! timed to the last node's receipt ([`PROBE_PERCENTILE`] of a few iterations). Per message length (8 bytes, and the run's longest
 //! message up to 1 MiB when it has messages of 16 KiB or more):
 //!
 //! * cold, on links emulated with zero times (sent, read and delivered at once), a step
@@ -73,9 +73,14 @@ const LONG_STEP_FROM: u64 = 16 * 1024;
 /// same and the probe would only take longer).
 const LONG_STEP_AT_MOST: u64 = 1 << 20;
 
-/// Untimed and timed probe steps per kind.
+/// Untimed and timed probe iterations per kind.
 const PROBE_WARMUP: u32 = 2;
-const PROBE_ITERATIONS: u32 = 7;
+const PROBE_ITERATIONS: u32 = 5;
+
+/// The percentile of the timed iterations the probe takes (by nearest rank: the 4th of
+/// 5): above the median, so that a machine whose load comes and goes is judged by its
+/// busier moments, yet not the maximum, which one stray delay sets.
+const PROBE_PERCENTILE: u32 = 80;
 
 /// The shortest hold of a held step: as long as a dilated message lasts, so that the
 /// messages wait as they do in a dilated run (a receive stops polling and sleeps after
@@ -96,15 +101,8 @@ impl Probe {
     /// Measures the steps of one 8-byte message per node on `target`, wired as `request`
     /// asks, its links emulated like `links` but with other times.
     pub async fn measure(target: &Target, request: &RunRequest, links: LinkModel) -> anyhow::Result<Self> {
-        let began = Instant::now();
-        let (small, topology) = steps(target, request, links, SMALL_STEP_BYTES).await?;
-        let figures = ProbeFigures {
-            nodes: topology.p(),
-            iterations: PROBE_ITERATIONS,
-            small,
-            long: None,
-            wall_s: began.elapsed().as_secs_f64(),
-        };
+        let (small, topology, wall_s) = steps(target, request, links, SMALL_STEP_BYTES).await?;
+        let figures = ProbeFigures { nodes: topology.p(), iterations: PROBE_ITERATIONS, small, long: None, wall_s };
         Ok(Probe { figures, topology })
     }
 
@@ -120,10 +118,9 @@ impl Probe {
         let Some(longest) = longest.filter(|&bytes| bytes >= LONG_STEP_FROM) else { return Ok(()) };
         // A whole number of f64 elements.
         let size_bytes = longest.min(LONG_STEP_AT_MOST) / 8 * 8;
-        let began = Instant::now();
-        let (long, _) = steps(target, request, links, size_bytes).await?;
+        let (long, _, wall_s) = steps(target, request, links, size_bytes).await?;
         self.figures.long = Some(long);
-        self.figures.wall_s += began.elapsed().as_secs_f64();
+        self.figures.wall_s += wall_s;
         Ok(())
     }
 
@@ -163,34 +160,36 @@ pub fn resolved(spec: &RunSpec, topology: &Topology) -> RunSpec {
 }
 
 /// Runs the probe's cold and held steps of `size_bytes` per node; returns them (per
-/// step) and the topology they ran on.
+/// step), the topology they ran on and the wall time they took, in seconds.
 async fn steps(
     target: &Target,
     request: &RunRequest,
     links: LinkModel,
     size_bytes: u64,
-) -> anyhow::Result<(Steps, Topology)> {
+) -> anyhow::Result<(Steps, Topology, f64)> {
     let zero_time = LinkModel { ts_ns: 0, th_ns: 0, tw_ps: 0, ..links };
-    let (cold_us, topology) = relay(target, request, zero_time, size_bytes).await?;
+    let (cold_us, topology, cold_s) = relay(target, request, zero_time, size_bytes).await?;
     let hold = Duration::from_secs_f64(cold_us / 1e6).max(MIN_HOLD);
     // Every message lasts the hold, as t_w m (to the picosecond per byte, rounded up).
     let hold_ps = u64::try_from(hold.as_nanos()).unwrap_or(u64::MAX / 1000).saturating_mul(1000);
     let held = LinkModel { tw_ps: hold_ps.div_ceil(size_bytes.max(1)), ..zero_time };
     let hold_us = held.transfer_ns(size_bytes as usize) as f64 / 1e3;
-    let (held_us, _) = relay(target, request, held, size_bytes).await?;
+    let (held_us, _, held_s) = relay(target, request, held, size_bytes).await?;
     let steps = Steps { size_bytes, cold_us: cold_us / 2.0, hold_us, release_us: (held_us / 2.0 - hold_us).max(0.0) };
-    Ok((steps, topology))
+    Ok((steps, topology, cold_s + held_s))
 }
 
 /// Runs the probe's two steps with `size_bytes` per node on links emulated by `links`
-/// and returns their median time in µs (wall time: the probe itself is never dilated)
-/// and the topology they ran on.
+/// and returns their time in µs ([`PROBE_PERCENTILE`] of the iterations; wall time:
+/// the probe itself is never dilated),
+/// the topology they ran on and the wall time the run took in seconds (less waiting
+/// for the cluster and wiring it, which the run to come would have spent).
 async fn relay(
     target: &Target,
     request: &RunRequest,
     links: LinkModel,
     size_bytes: u64,
-) -> anyhow::Result<(f64, Topology)> {
+) -> anyhow::Result<(f64, Topology, f64)> {
     let spec = RunSpec {
         size_bytes,
         warmup: PROBE_WARMUP,
@@ -203,12 +202,17 @@ async fn relay(
         ..RunSpec::new(Collective::Shift, Algorithm::Ring)
     };
     let probe = RunRequest { topology: request.topology, dims: request.dims.clone(), spec };
+    let began = Instant::now();
     let outcome =
         target.execute(probe).await.with_context(|| format!("the dilation probe ({})", size_text(size_bytes)))?;
+    let setup_s = (outcome.setup.ready_ms + outcome.setup.wiring_ms.unwrap_or(0.0)) / 1e3;
+    let wall_s = (began.elapsed().as_secs_f64() - setup_s).max(0.0);
     let summary =
         report::summarize(&outcome, None).map_err(|failure| anyhow::anyhow!("the dilation probe: {failure}"))?;
     let topology = Topology::new(outcome.topology.kind, outcome.topology.p, Some(&outcome.topology.dims))?;
-    Ok((summary.time_us.median, topology))
+    let mut times = summary.iteration_us.clone();
+    times.sort_by(f64::total_cmp);
+    Ok((report::nearest_rank(&times, PROBE_PERCENTILE), topology, wall_s))
 }
 
 /// The shortest and the longest message of a predicted run, in bytes.
@@ -296,7 +300,7 @@ fn reason(auto: &AutoDilation, factor: Dilation, wanted: f64, iteration_us: f64,
         )
     };
     let mut text = format!(
-        "a step of {} nodes sending at once on this cluster (probe, median of {} steps, {} of wall time): {}",
+        "a step of {} nodes sending at once on this cluster (probe: p{PROBE_PERCENTILE} of {} pairs of steps, {} of wall time): {}",
         figures.nodes,
         figures.iterations,
         seconds_text(figures.wall_s),
