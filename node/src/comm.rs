@@ -84,7 +84,7 @@ pub struct Comm {
 struct Progress {
     /// The deepest step this node has received from.
     step: AtomicU16,
-    /// Under emulation: the latest instant, on the emulated timeline, that this node's
+    /// Under emulation: the latest instant, as frames stamp it (`Timeline::stamp`), that this node's
     /// sends follow from — the iteration's start, then the arrival of each message it
     /// took (0: none yet). A send is ready to go at this instant, not when the software
     /// got to it: what a node does between taking a message and sending is part of t_s,
@@ -119,7 +119,7 @@ impl Comm {
         if let Network::Routed(router) = &self.network
             && router.emulation().is_on()
         {
-            self.progress.causal_ns.fetch_max(router.timeline().ns(start), Ordering::Relaxed);
+            self.progress.causal_ns.fetch_max(router.timeline().stamp(start), Ordering::Relaxed);
         }
         self
     }
@@ -184,7 +184,7 @@ impl Comm {
         let causal_ns = self.progress.causal_ns.load(Ordering::Relaxed);
         match &self.network {
             Network::Routed(router) => {
-                let ready_at = (causal_ns > 0).then(|| router.timeline().instant(causal_ns));
+                let ready_at = (causal_ns > 0).then(|| router.timeline().stamped(causal_ns));
                 router.originate(header, data, ready_at, written).map_err(|error| self.route_error(error))
             }
             // The virtual network takes the frame at once: it is written as it is sent.
@@ -303,7 +303,7 @@ impl Comm {
             && delivery.due_ns > 0
         {
             // The field is computed only when the trace line is enabled.
-            tracing::trace!(late_us = crate::pacing::late_us(router.timeline().instant(delivery.due_ns)), "taken");
+            tracing::trace!(late_us = crate::pacing::late_us(router.timeline().stamped(delivery.due_ns)), "taken");
         }
         self.progress.causal_ns.fetch_max(delivery.due_ns, Ordering::Relaxed);
         match place {

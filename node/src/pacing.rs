@@ -158,8 +158,8 @@ pub fn late_us(due: Instant) -> f64 {
     Instant::now().saturating_duration_since(due).as_secs_f64() * 1e6
 }
 
-/// Instants as nanoseconds on the cluster's common timeline, the way frames carry them
-/// (`FrameHeader::due_ns`): the coordinator's clock for real daemons (each node adds the
+/// Instants as nanoseconds on the cluster's common timeline (frames carry them as
+/// [`Timeline::stamp`]s): the coordinator's clock for real daemons (each node adds the
 /// offset the coordinator estimated for it), or one shared base for the nodes of an
 /// in-memory cluster on tokio's clock. Under dilation the timeline is emulated time: a
 /// reading is the coordinator's wall clock divided by K (every node of a run divides by
@@ -223,6 +223,26 @@ impl Timeline {
                 Some(after) => base + clock.duration(after),
                 None => base.checked_sub(clock.duration(VIRTUAL_BASE_NS - ns)).unwrap_or(base),
             },
+        }
+    }
+
+    /// How a frame carries `at` (`FrameHeader::due_ns`): on a real timeline, the
+    /// coordinator's wall clock then, undilated. Nodes switch to a run's dilation each as
+    /// its start reaches it, so for a moment a node still on the last run's K may pass on
+    /// a frame of the next run; a wall instant means the same on both sides. Within one
+    /// virtual cluster every node shares one clock, so there it is the reading itself.
+    pub fn stamp(self, at: Instant) -> u64 {
+        match self {
+            Timeline::Real { offset_ns } => real_reading(at, offset_ns, Dilation::NONE),
+            Timeline::Virtual { .. } => self.ns(at),
+        }
+    }
+
+    /// The instant a frame's stamp ([`Timeline::stamp`]) stands for.
+    pub fn stamped(self, stamp: u64) -> Instant {
+        match self {
+            Timeline::Real { offset_ns } => real_instant(stamp, offset_ns, Dilation::NONE),
+            Timeline::Virtual { .. } => self.instant(stamp),
         }
     }
 }
@@ -387,6 +407,22 @@ mod tests {
         assert_eq!(real_reading(ms_later, 0, k) - real_reading(at, 0, k), 250_000);
         let back = real_instant(real_reading(ms_later, 0, k), 0, k);
         assert!(back <= ms_later && ms_later - back < Duration::from_nanos(4), "{:?}", ms_later - back);
+    }
+
+    #[test]
+    fn a_frames_stamp_names_one_instant_whatever_k_either_side_runs() {
+        let at = Instant::now() + Duration::from_millis(5);
+        let timeline = Timeline::Real { offset_ns: 1_000 };
+        // The stamp is the wall clock, undilated, whatever this process's K.
+        let stamp = timeline.stamp(at);
+        assert_eq!(stamp, real_reading(at, 1_000, Dilation::NONE));
+        let back = timeline.stamped(stamp);
+        assert!(back <= at && at - back < Duration::from_nanos(2), "{:?}", at - back);
+        // What it replaces: an emulated reading taken at one K and read back at another
+        // names an instant years away (a node still on the last run's K passing a frame on).
+        let k = Dilation::from_milli(323_000).unwrap();
+        let misread = real_instant(real_reading(at, 1_000, Dilation::NONE), 1_000, k);
+        assert!(misread.saturating_duration_since(at) > Duration::from_secs(365 * 86_400));
     }
 
     #[tokio::test]

@@ -47,7 +47,7 @@ pub struct FrameHeader {
     /// Whether this is the message's last packet (always, under store-and-forward).
     pub last: bool,
     /// Under emulation: when the frame's tail reached the node it was sent to, in
-    /// nanoseconds on the cluster's common timeline (0: not emulated). A hop schedules
+    /// nanoseconds on the cluster's common timeline, undilated (0: not emulated). A hop schedules
     /// what the frame causes from this instant, not from when its software got to it, so
     /// software delays hide inside the emulated times instead of adding to them.
     pub due_ns: u64,

@@ -104,7 +104,7 @@ impl Emulation {
     /// allows; now when it carries no due time.
     pub fn hop_ready(&self, header: &FrameHeader) -> Instant {
         match self.model().filter(|_| header.due_ns > 0) {
-            Some(model) => self.ready_from(self.timeline().instant(header.due_ns), model.th_ns),
+            Some(model) => self.ready_from(self.timeline().stamped(header.due_ns), model.th_ns),
             None => Instant::now(),
         }
     }
@@ -112,7 +112,7 @@ impl Emulation {
     /// The due time of a message this node sends to itself: when it was ready (0 when
     /// links are not emulated).
     pub fn self_due_ns(&self, ready_at: Instant) -> u64 {
-        if self.is_on() { self.timeline().ns(ready_at) } else { 0 }
+        if self.is_on() { self.timeline().stamp(ready_at) } else { 0 }
     }
 
     /// Under cut-through with packets, the packets an algorithm message leaves in (each
@@ -134,7 +134,7 @@ impl Emulation {
         let free_ns = link_free_ns(&model, header, outgoing.payload.len(), ready_ns, timeline.ns(occupancy.free_at));
         occupancy.free_at = timeline.instant(free_ns);
         // Never due before it is written (a writer that ran late delays it).
-        outgoing.header.due_ns = free_ns.max(timeline.ns(Instant::now()));
+        outgoing.header.due_ns = timeline.stamp(timeline.instant(free_ns).max(Instant::now()));
     }
 
     /// An emulated frame for node `me` travelled ahead of its time: it is released when
@@ -147,7 +147,7 @@ impl Emulation {
             return Ok(());
         }
         let timeline = self.timeline();
-        let due = timeline.instant(header.due_ns);
+        let due = timeline.stamped(header.due_ns);
         let horizon = *self.due_horizon.read().expect("horizon lock");
         if let Some(horizon) = horizon
             && Instant::now().checked_add(horizon).is_none_or(|latest| due > latest)
