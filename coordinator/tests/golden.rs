@@ -353,6 +353,7 @@ fn bad_input_is_refused_with_a_clear_error() {
         ("simulate_refused_node_counts", "simulate broadcast -n 64..8"),
         ("simulate_refused_dims_with_two_topologies", "simulate broadcast -t torus,mesh --dims 2x2 -n 4"),
         ("simulate_refused_drawing_many_points", "simulate broadcast -n 8,16 --trace t.json"),
+        ("simulate_refused_dilation", "simulate broadcast -n 8 --dilation 4"),
         ("refused_unknown_picture_format", "sweep allreduce --plot plot.gif --logs logs"),
         // A serving coordinator needs its address and the token (nothing is dialled).
         ("status_refused_without_coordinator", "status"),

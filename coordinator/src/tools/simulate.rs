@@ -167,10 +167,14 @@ struct Planned {
     estimate: u64,
 }
 
+/// Why `simulate` refuses `--dilation`.
+const SIMULATED_TIME_UNDILATED: &str = "--dilation stretches emulated links on the wall clock; simulate runs on no clock (its times are emulated time already), so there is nothing to dilate";
+
 /// Runs `topocomm simulate`.
 pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
     crate::render::check_pictures_built("--plot", args.plot.as_deref())?;
     crate::render::check_pictures_built("--diagram", args.diagram.as_deref())?;
+    anyhow::ensure!(args.links.dilation.is_none(), SIMULATED_TIME_UNDILATED);
     let (_, predict_with) = request::link_models(&args.links)?;
     let (links, source) = explain::physics(predict_with, &args.links)?;
     let planned = plan(args)?;
