@@ -7,7 +7,11 @@ default algorithms, and `--algorithm auto`) and reads the median iteration time;
 `mpirun` and `mpicc` are installed it runs bench/mpi/collectives.c under Open MPI with
 the TCP transport on loopback, timed the same way (barrier, every rank times the call,
 an iteration takes its slowest rank's time, median over the iterations), and prints the
-columns and their ratios. It also holds a 2-node topocomm broadcast of the largest size
+columns and their ratios, each ratio with the topology's floor beside it: the bytes
+the algorithm moves across links, once per link crossed (from `topocomm explain`), over
+the fewest any algorithm needs on a fully connected network, where every message is a
+direct send as Open MPI's ranks make them (on a hypercube of 8: 12 block-hops per node
+against 7 for all-to-all and scatter, so 1.71). It also holds a 2-node topocomm broadcast of the largest size
 against one loopback TCP stream with large writes (bench/tcp_stream.c, iperf3-style), and
 reports the memory of the daemons in an all-reduce of the largest size.
 
@@ -130,6 +134,53 @@ def topocomm_point(args, collective, size, nodes=None, algorithm=None):
     if not summary.get("verified"):
         raise RuntimeError(f"{' '.join(command)}: not verified: {summary}")
     return summary["time_us"]["median"], summary["time_us"]["min"], summary["algorithm"]
+
+
+def block_hops(args, topology, collective, size, algorithm):
+    """The bytes an algorithm moves across links, each counted once per link it crosses
+    (`topocomm explain --json`: every message's bytes times its route's hops)."""
+    command = [str(args.topocomm), "explain", collective, "--nodes", str(args.nodes), "--topology", topology]
+    command += ["--size", f"{size}B", "--json"]
+    if algorithm != "default":
+        command += ["--algorithm", algorithm]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr.strip()}")
+    schedule = json.loads(done.stdout)["schedule"]
+    return sum(message["bytes"] * (len(message["route"]) - 1) for message in schedule)
+
+
+def algorithms_of(args, collective):
+    """Every algorithm topocomm has for `collective` (`topocomm list --markdown`)."""
+    command = [str(args.topocomm), "list", collective, "--markdown"]
+    table = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, check=True).stdout
+    rows = [line.split("|") for line in table.splitlines()[2:] if line.startswith("|")]
+    return [row[2].strip() for row in rows]
+
+
+def fully_connected_block_hops(args, collective, size):
+    """The fewest block-hops any algorithm needs on a fully connected network: every
+    message a direct send, so its bytes (pairwise all-to-all, the root's sends for
+    scatter and gather, the chain for scan: the sends Open MPI's ranks make)."""
+    sends = []
+    for algorithm in algorithms_of(args, collective):
+        try:
+            sends.append(block_hops(args, "full", collective, size, algorithm))
+        except RuntimeError:
+            continue  # an algorithm this p cannot run
+    return min(sends, default=0)
+
+
+def topology_floor(args, collective, size, algorithm, cache={}):
+    """The topology's floor for a ratio against Open MPI: the block-hops of `algorithm`
+    on this topology over the fewest a fully connected network needs (what Open MPI's
+    directly connected ranks send); a ratio under it cannot be had without links the
+    topology lacks."""
+    key = (collective, size)
+    if key not in cache:
+        cache[key] = fully_connected_block_hops(args, collective, size)
+    full = cache[key]
+    return block_hops(args, args.topology, collective, size, algorithm) / full if full else 1.0
 
 
 def mpi_points(args, points):
@@ -358,6 +409,7 @@ def main():
             header += f" {'ratio':>6}"
             if args.repeat > 1:
                 header += f" {'(spread)':>12}"
+            header += f" {'floor':>5}"
     print(header)
     print("-" * len(header))
     table = []
@@ -380,7 +432,10 @@ def main():
                 line += f" {mine / mpi:>6.2f}"
                 if args.repeat > 1:
                     line += f" {min(ratios):>5.2f}..{max(ratios):<5.2f}"
+                floor = topology_floor(args, collective, size, algorithm)
+                line += f" {floor:>5.2f}"
                 row[mode]["ratio"] = mine / mpi
+                row[mode]["floor"] = floor
         print(line)
         table.append(row)
 
