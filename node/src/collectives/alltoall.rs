@@ -59,8 +59,7 @@ pub async fn run(comm: &Comm, algorithm: Algorithm, blocks: Bytes, block: usize)
 pub async fn ring(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes, CommError> {
     let p = comm.p();
     let parcels = BlockLayout::uniform(p, block).cut(&blocks, 0..p);
-    let received = alltoall_along(comm, &LineGroup::ring(p), parcels, block, SINGLE).await?;
-    Ok(concat(&received))
+    alltoall_along(comm, &LineGroup::ring(p), parcels, block, SINGLE).await
 }
 
 /// The blocks (s, d), as keys s·p + d, that `holder` sends to the member at coordinate
@@ -106,9 +105,10 @@ pub async fn mesh(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes, Com
         let k = line.members.len();
         let parcels =
             (0..k).map(|j| hand.pack(comm, &mesh_keys(&grid, p, my_id, dim, j))).collect::<Result<Vec<_>, _>>()?;
-        let received = alltoall_along(comm, &line, parcels, p / k * block, phases::grid_dimension(phase)).await?;
+        let parcel = p / k * block;
+        let received = alltoall_along(comm, &line, parcels, parcel, phases::grid_dimension(phase)).await?;
         let mine = grid.coords(my_id)[dim];
-        for (i, x) in received.into_iter().enumerate() {
+        for (i, x) in BlockLayout::uniform(k, parcel).cut(&received, 0..k).into_iter().enumerate() {
             let from = line.members.at(i);
             hand.unpack(comm, from, &mesh_keys(&grid, p, from, dim, mine), x)?;
         }

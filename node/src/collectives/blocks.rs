@@ -73,6 +73,19 @@ impl BlockLayout {
     }
 }
 
+/// The part `range` of `message`, to be kept while the rest of the message is passed
+/// on: in an allocation of its own unless it is the whole message, because a slice
+/// would hold the whole message's buffer for as long as the part is kept (a ring
+/// all-to-all would then hold every message it received, 28 parcels instead of 7 on a
+/// row of 8). Known zeros stay a free slice.
+pub fn kept_part(message: &Bytes, range: Range<usize>) -> Bytes {
+    let part = message.slice(range);
+    match part.len() == message.len() || crate::zeros::is_zeros(&part) {
+        true => part,
+        false => Bytes::copy_from_slice(&part),
+    }
+}
+
 /// The parts one after another in one buffer (one copy; a single part is not copied,
 /// and known zeros join without one, see `crate::zeros`).
 pub fn concat<'a>(parts: impl IntoIterator<Item = &'a Bytes>) -> Bytes {
