@@ -58,7 +58,7 @@ pub async fn run(comm: &Comm, algorithm: Algorithm, blocks: Bytes, block: usize)
 /// Cost (t_s + ½ t_w m p)(p - 1).
 pub async fn ring(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes, CommError> {
     let p = comm.p();
-    let parcels = BlockLayout::uniform(p, block).cut(&blocks, 0..p);
+    let parcels = BlockLayout::uniform(p, block).cut(&blocks, 0..p).into_iter().map(|block| vec![block]).collect();
     alltoall_along(comm, &LineGroup::ring(p), parcels, block, SINGLE).await
 }
 
@@ -103,8 +103,9 @@ pub async fn mesh(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes, Com
     for (phase, dim) in (0..grid.dims().len()).rev().enumerate() {
         let line = grid.line(my_id, dim);
         let k = line.members.len();
-        let parcels =
-            (0..k).map(|j| hand.pack(comm, &mesh_keys(&grid, p, my_id, dim, j))).collect::<Result<Vec<_>, _>>()?;
+        let parcels = (0..k)
+            .map(|j| hand.pack_parts(comm, &mesh_keys(&grid, p, my_id, dim, j)))
+            .collect::<Result<Vec<_>, _>>()?;
         let parcel = p / k * block;
         let received = alltoall_along(comm, &line, parcels, parcel, phases::grid_dimension(phase)).await?;
         let mine = grid.coords(my_id)[dim];

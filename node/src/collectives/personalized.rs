@@ -272,7 +272,8 @@ pub async fn gather_along(
 /// each one hop per step (at step k member i forwards member i-k+1's parcels Up and
 /// member i+k-1's Down, when those exist), so every message still crosses one link.
 ///
-/// `parcels[j]` is this member's parcel for position j, every parcel `parcel` bytes;
+/// `parcels[j]` is this member's parcel for position j, as the blocks it is made of
+/// (uncopied: each message is built from them in one copy), every parcel `parcel` bytes;
 /// returns the parcels from every position (its own included), in position order, in
 /// one buffer. Each kept parcel is copied into that buffer as it arrives, so a member
 /// holds what it keeps and the messages in flight, not every message it received (a
@@ -284,21 +285,23 @@ pub async fn gather_along(
 pub async fn alltoall_along(
     comm: &Comm,
     group: &LineGroup,
-    parcels: Vec<Bytes>,
+    parcels: Vec<Vec<Bytes>>,
     parcel: usize,
     phase: Phase,
 ) -> Result<Bytes, CommError> {
     let me = group.members.my_position(comm)?;
     let n = group.members.len();
     let member = |position: usize| group.members.at(position % n);
+    let own = concat(&parcels[me]);
+    expect_input(comm, &own, parcel)?;
     let mut received = Assembly::new(n * parcel);
     let mut keep = |position: usize, part: &[u8]| {
         received.copy_in(position * parcel, part).map(drop).map_err(|error| comm.assembly_error(error))
     };
-    expect_message_len(comm, comm.id(), &parcels[me], parcel)?;
-    keep(me, &parcels[me])?;
+    keep(me, &own)?;
+    drop(own);
     if group.wraps {
-        let mut x = concat((1..n).map(|k| &parcels[(me + k) % n]));
+        let mut x = concat((1..n).flat_map(|k| &parcels[(me + k) % n]));
         drop(parcels);
         for k in 1..n {
             comm.send(member(me + 1), phase.tag(k), x).await?;
@@ -309,8 +312,8 @@ pub async fn alltoall_along(
             x = y.slice(parcel..);
         }
     } else {
-        let mut up = concat(&parcels[me + 1..]);
-        let mut down = concat(parcels[..me].iter().rev());
+        let mut up = concat(parcels[me + 1..].iter().flatten());
+        let mut down = concat(parcels[..me].iter().rev().flatten());
         drop(parcels);
         for k in 1..n {
             if me + 1 < n && k <= me + 1 {
