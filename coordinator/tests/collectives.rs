@@ -54,11 +54,10 @@ fn every_collective_runs_verified_on_ring_torus_and_hypercube() {
 #[test]
 fn auto_names_what_it_ran_and_emulated_runs_carry_the_model() {
     let cluster = Cluster::start("auto-model", 8);
-    let json =
-        cluster.run_ok("broadcast --topology hypercube --algorithm auto --size 128KiB --iterations 2 --warmup 1");
-    assert_eq!(json["algorithm"], "scatter-allgather", "{json:#}");
-    let json = cluster.run_ok("broadcast --topology hypercube --algorithm auto --size 1KiB --iterations 2 --warmup 1");
-    assert_eq!(json["algorithm"], "hypercube", "{json:#}");
+    let json = cluster.run_ok("allreduce --topology hypercube --algorithm auto --size 1MiB --iterations 2 --warmup 1");
+    assert_eq!(json["algorithm"], "halving-doubling", "{json:#}");
+    let json = cluster.run_ok("allreduce --topology hypercube --algorithm auto --size 64KiB --iterations 2 --warmup 1");
+    assert_eq!(json["algorithm"], "recursive-doubling", "{json:#}");
 
     let json = cluster
         .run_ok("allgather --topology ring --size 4KiB --iterations 3 --warmup 1 --ts 100us --th 10us --tw 10ns");

@@ -249,7 +249,7 @@ fn schedules_explained_as_text_and_json() {
             "explain allgather -a hypercube -t ring -n 8 -s 1KiB --ts 1us --tw 1ns",
         ),
         // `auto` is resolved and named.
-        ("explain_broadcast_auto_hypercube_8", "explain broadcast -a auto -t hypercube -n 8 -s 64KiB"),
+        ("explain_allreduce_auto_hypercube_8", "explain allreduce -a auto -t hypercube -n 8 -s 1MiB"),
         // Cut-through in packets, a mesh's rows then columns.
         (
             "explain_scatter_mesh_ct_packets",

@@ -158,32 +158,61 @@ pub fn default_algorithm(collective: Collective, topology: TopologyKind) -> Algo
     }
 }
 
-/// Message size (bytes per node) from which `auto` prefers the large-message algorithms.
-pub const LARGE_MESSAGE: u64 = 64 * 1024;
+/// What `auto` picks, in one line (`topocomm list` prints it).
+pub const AUTO_RULE: &str = "--algorithm auto picks halving-doubling all-reduce where the cost model, with a start-up \
+     worth 128 KiB, says it beats the topology's own (from about 200-500 KiB per node on 4 or more nodes; never on a \
+     ring), the segmented pipeline scan from 256 KiB on a hypercube or a fully connected network, and the linear \
+     scatter from 64 KiB on a fully connected network; the topology's default everywhere else";
 
-/// Message size from which `auto` reduces by reduce-scatter-gather: below it the
-/// binomial tree's m log p bytes at the root cost less than the extra log p messages
-/// (where the two cross over: docs/PERFORMANCE-NOTES.md).
-pub const LARGE_REDUCE: u64 = 2 * 1024 * 1024;
+/// What one message's start-up costs, in the bytes a node could move in that time:
+/// the t_s / t_w that puts the all-reduce crossings where they were measured on a
+/// local cluster (recursive doubling ahead at 256 KiB on 8 nodes, halving-doubling
+/// ahead at 256 KiB on 16 and 32; docs/PERFORMANCE-NOTES.md).
+pub const STARTUP_BYTES: u64 = 128 * 1024;
 
-/// What `auto` runs: the large-message algorithm where the textbook and MPI libraries
-/// prefer one (scatter-allgather broadcast, reduce-scatter-gather reduction,
-/// halving-doubling or ring all-reduce, the segmented pipeline scan, the linear scatter
-/// on a fully connected network), the topology's default otherwise.
+/// Message size from which `auto` scans by the segmented pipeline where the default is
+/// Algorithm 4.9: measured ahead from 256 KiB on 4 to 32 nodes, behind at 64 KiB on 16
+/// and 32.
+pub const LARGE_SCAN: u64 = 256 * 1024;
+
+/// Block size from which `auto` scatters by the root's direct sends on a fully
+/// connected network.
+pub const LARGE_SCATTER: u64 = 64 * 1024;
+
+/// Whether halving-doubling all-reduce beats recursive doubling for `size_bytes` per
+/// node on p nodes, by the cost model with t_s = [`STARTUP_BYTES`] t_w ([Thakur 2005]):
+/// recursive doubling takes log p (t_s + t_w m), halving-doubling 2 log p t_s +
+/// 2 (p - 1)/p t_w m, on the power-of-two core the extra nodes fold into.
+pub fn halving_doubling_pays(p: usize, size_bytes: u64) -> bool {
+    if p < 2 {
+        return false;
+    }
+    let core = 1u64 << p.ilog2();
+    let steps = f64::from(p.ilog2());
+    let bytes_saved = steps - 2.0 * (core - 1) as f64 / core as f64;
+    bytes_saved > 0.0 && size_bytes as f64 * bytes_saved >= STARTUP_BYTES as f64 * steps
+}
+
+/// What `auto` runs: the large-message algorithm where it was measured ahead of the
+/// topology's default on a local cluster, the default everywhere else ([`AUTO_RULE`]).
+///
+/// Broadcast by scatter-allgather and reduction by reduce-scatter-gather are not
+/// picked: with the nodes sharing the machine's cores, the bytes copied through TCP
+/// decide, and those move 1.2-2 times the binomial tree's; they were behind it on 8, 16
+/// and 32 nodes at 1 and 8 MiB (docs/PERFORMANCE-NOTES.md). Nor is the pipeline scan on
+/// a ring or grid, whose default is already a chain.
 pub fn auto(collective: Collective, topology: TopologyKind, p: usize, size_bytes: u64) -> Algorithm {
-    let large = size_bytes >= LARGE_MESSAGE && p >= 4;
+    use TopologyKind as T;
+    let textbook = default_algorithm(collective, topology);
     match collective {
-        C::Broadcast if large => A::ScatterAllgather,
-        C::Reduce if large && size_bytes >= LARGE_REDUCE => A::ReduceScatterGather,
-        C::Allreduce if large && topology == TopologyKind::Ring => A::Ring,
-        C::Allreduce if large => A::HalvingDoubling,
-        C::Scan if large => A::Pipeline,
+        C::Allreduce if topology != T::Ring && halving_doubling_pays(p, size_bytes) => A::HalvingDoubling,
+        C::Scan if textbook == A::Hypercube && p >= 4 && size_bytes >= LARGE_SCAN => A::Pipeline,
         // The root's direct sends, as Open MPI scatters large blocks: the binomial tree
         // saves only p - 1 - log p start-ups on a fully connected network, and its relays
         // pass on blocks again (12 block transfers against 7 for p = 8; the measurement:
         // docs/PERFORMANCE-NOTES.md).
-        C::Scatter if large && topology == TopologyKind::Full => A::Linear,
-        _ => default_algorithm(collective, topology),
+        C::Scatter if topology == T::Full && p >= 4 && size_bytes >= LARGE_SCATTER => A::Linear,
+        _ => textbook,
     }
 }
 
@@ -213,7 +242,7 @@ mod tests {
             for topology in TopologyKind::iter() {
                 let default = default_algorithm(collective, topology);
                 assert!(find(collective, default).is_some(), "{collective} on {topology}: {default}");
-                for size in [8, LARGE_MESSAGE] {
+                for size in [8, 1 << 20] {
                     let auto = auto(collective, topology, 16, size);
                     assert!(find(collective, auto).is_some(), "{collective} auto on {topology}: {auto}");
                 }
@@ -240,15 +269,44 @@ mod tests {
 
     #[test]
     fn auto_picks_large_message_algorithms() {
-        assert_eq!(auto(Collective::Broadcast, TopologyKind::Hypercube, 8, 1 << 20), Algorithm::ScatterAllgather);
-        assert_eq!(auto(Collective::Broadcast, TopologyKind::Hypercube, 8, 8), Algorithm::Hypercube);
-        assert_eq!(auto(Collective::Allreduce, TopologyKind::Ring, 8, 1 << 20), Algorithm::Ring);
-        assert_eq!(auto(Collective::Reduce, TopologyKind::Hypercube, 8, 1 << 20), Algorithm::Hypercube);
-        assert_eq!(auto(Collective::Reduce, TopologyKind::Hypercube, 8, 8 << 20), Algorithm::ReduceScatterGather);
-        assert_eq!(auto(Collective::Scan, TopologyKind::Hypercube, 8, 1 << 20), Algorithm::Pipeline);
-        assert_eq!(auto(Collective::Scan, TopologyKind::Hypercube, 8, 8), Algorithm::Hypercube);
-        assert_eq!(auto(Collective::Scatter, TopologyKind::Full, 8, 1 << 20), Algorithm::Linear);
-        assert_eq!(auto(Collective::Scatter, TopologyKind::Full, 8, 8), Algorithm::Hypercube);
-        assert_eq!(auto(Collective::Scatter, TopologyKind::Hypercube, 8, 1 << 20), Algorithm::Hypercube);
+        use Algorithm as A;
+        use TopologyKind as T;
+        let auto = |collective, topology, p, size| auto(collective, topology, p, size);
+        // The measured crossings: recursive doubling ahead at 256 KiB on 8 nodes,
+        // halving-doubling from 256 KiB on 16 and 32, at 64 KiB on none.
+        assert_eq!(auto(C::Allreduce, T::Hypercube, 8, 256 << 10), A::RecursiveDoubling);
+        assert_eq!(auto(C::Allreduce, T::Hypercube, 8, 1 << 20), A::HalvingDoubling);
+        assert_eq!(auto(C::Allreduce, T::Hypercube, 16, 256 << 10), A::HalvingDoubling);
+        assert_eq!(auto(C::Allreduce, T::Hypercube, 32, 256 << 10), A::HalvingDoubling);
+        assert_eq!(auto(C::Allreduce, T::Hypercube, 32, 64 << 10), A::RecursiveDoubling);
+        assert_eq!(auto(C::Allreduce, T::Torus, 16, 1 << 20), A::HalvingDoubling);
+        assert_eq!(auto(C::Allreduce, T::Torus, 16, 64 << 10), A::Mesh);
+        assert_eq!(auto(C::Allreduce, T::Ring, 16, 8 << 20), A::Ring);
+        // Two and three nodes: halving saves nothing.
+        assert_eq!(auto(C::Allreduce, T::Full, 2, 1 << 30), A::RecursiveDoubling);
+        assert_eq!(auto(C::Allreduce, T::Full, 3, 1 << 30), A::RecursiveDoubling);
+        // The tree stays for broadcast and reduce at every size.
+        assert_eq!(auto(C::Broadcast, T::Hypercube, 8, 8 << 20), A::Hypercube);
+        assert_eq!(auto(C::Broadcast, T::Torus, 16, 8 << 20), A::Mesh);
+        assert_eq!(auto(C::Reduce, T::Hypercube, 16, 8 << 20), A::Hypercube);
+        assert_eq!(auto(C::Scan, T::Hypercube, 8, 1 << 20), A::Pipeline);
+        assert_eq!(auto(C::Scan, T::Hypercube, 16, 64 << 10), A::Hypercube);
+        assert_eq!(auto(C::Scan, T::Full, 8, 256 << 10), A::Pipeline);
+        assert_eq!(auto(C::Scan, T::Torus, 16, 1 << 20), A::Linear);
+        assert_eq!(auto(C::Scatter, T::Full, 8, 1 << 20), A::Linear);
+        assert_eq!(auto(C::Scatter, T::Full, 8, 8), A::Hypercube);
+        assert_eq!(auto(C::Scatter, T::Hypercube, 8, 1 << 20), A::Hypercube);
+    }
+
+    #[test]
+    fn halving_doubling_pays_from_a_size_that_falls_with_p() {
+        let crossing = |p| (1u64..).map(|kib| kib << 10).find(|&m| halving_doubling_pays(p, m)).unwrap();
+        let crossings: Vec<u64> = [4, 8, 16, 32, 64].into_iter().map(crossing).collect();
+        assert!(crossings.windows(2).all(|w| w[0] > w[1]), "{crossings:?}");
+        // log p t_s / (log p - 2 (p-1)/p) t_w: 4 t_s/t_w on 4 nodes, 2.4 on 8.
+        assert_eq!(crossings[0], 512 << 10);
+        assert_eq!(crossings[1], (2.4f64 * 128.0).ceil() as u64 * 1024);
+        // A folded p runs on its power-of-two core.
+        assert_eq!(crossing(12), crossings[1]);
     }
 }

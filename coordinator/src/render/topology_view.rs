@@ -95,10 +95,7 @@ pub fn list(args: &ListArgs) -> anyhow::Result<()> {
     for row in rows {
         table.add_row(row.to_vec());
     }
-    let defaults = "default: the algorithm made for the topology; --algorithm auto picks the large-message \
-                    algorithms (scatter-allgather, halving-doubling/ring all-reduce, pipeline scan) from 64 KiB \
-                    per node on 4 or more nodes, and reduce-scatter-gather from 2 MiB";
-    emit(format!("{table}\n{defaults}\n"))
+    emit(format!("{table}\ndefault: the algorithm made for the topology; {}\n", catalogue::AUTO_RULE))
 }
 
 /// Writes to stdout; a reader that went away (`| head`) is not an error.
