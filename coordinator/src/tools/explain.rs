@@ -479,9 +479,9 @@ mod tests {
 
     #[test]
     fn auto_is_resolved_and_named() {
-        let x = explained(&["broadcast", "-a", "auto", "-t", "hypercube", "-n", "8", "-s", "64KiB"]);
-        assert_eq!(x.spec.algorithm, Algorithm::ScatterAllgather);
-        assert!(to_text(&x).starts_with("broadcast by scatter-allgather (picked by auto)"));
+        let x = explained(&["allreduce", "-a", "auto", "-t", "hypercube", "-n", "8", "-s", "1MiB"]);
+        assert_eq!(x.spec.algorithm, Algorithm::HalvingDoubling);
+        assert!(to_text(&x).starts_with("allreduce by halving-doubling (picked by auto)"));
     }
 
     #[test]
