@@ -184,11 +184,9 @@ pub const LARGE_SCATTER: u64 = 64 * 1024;
 /// recursive doubling takes log p (t_s + t_w m), halving-doubling 2 log p t_s +
 /// 2 (p - 1)/p t_w m, on the power-of-two core the extra nodes fold into.
 pub fn halving_doubling_pays(p: usize, size_bytes: u64) -> bool {
-    if p < 2 {
-        return false;
-    }
-    let core = 1u64 << p.ilog2();
-    let steps = f64::from(p.ilog2());
+    let Some(dimension) = p.checked_ilog2() else { return false };
+    let core = 1u64 << dimension;
+    let steps = f64::from(dimension);
     let bytes_saved = steps - 2.0 * (core - 1) as f64 / core as f64;
     bytes_saved > 0.0 && size_bytes as f64 * bytes_saved >= STARTUP_BYTES as f64 * steps
 }
@@ -271,7 +269,6 @@ mod tests {
     fn auto_picks_large_message_algorithms() {
         use Algorithm as A;
         use TopologyKind as T;
-        let auto = |collective, topology, p, size| auto(collective, topology, p, size);
         // The measured crossings: recursive doubling ahead at 256 KiB on 8 nodes,
         // halving-doubling from 256 KiB on 16 and 32, at 64 KiB on none.
         assert_eq!(auto(C::Allreduce, T::Hypercube, 8, 256 << 10), A::RecursiveDoubling);
