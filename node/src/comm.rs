@@ -2,8 +2,9 @@
 //! `send(dst, tag, bytes)` and `recv(src, tag)`, scoped to one iteration of one run with
 //! a deadline. Two more for large messages: `send_parts` sends blocks as one message
 //! without copying them together, and `post_into` + `wait` receive a message into its
-//! place of a result assembled in place (see `assembly`). Nothing below it (links,
-//! sockets, codecs) is visible to an algorithm.
+//! place of a result assembled in place (see `assembly`), and `exchange_combining`
+//! exchanges a long vector in segments, combining each as it comes. Nothing below it
+//! (links, sockets, codecs) is visible to an algorithm.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
@@ -18,8 +19,15 @@ use crate::assembly::{AssemblyError, Place};
 use crate::mailbox::{Arrival, Delivery, MessageKey, Take};
 use crate::pacing::Clock;
 use crate::router::{RouteError, Router};
+use crate::segments::{Loan, Segment, Segments};
 use crate::simulator::Port;
 use crate::transport::{LinkFault, Payload, Written};
+
+/// The piece a vector is cut into by [`Comm::segments`] on raw links.
+pub const SEGMENT_LEN: usize = 512 * 1024;
+
+/// Resolves when a link is done with a message ([`Written`]).
+type Done = tokio::sync::oneshot::Receiver<()>;
 
 /// How long a receive polls for its message before it sleeps.
 const BUSY_POLL: std::time::Duration = std::time::Duration::from_millis(1);
@@ -152,7 +160,7 @@ impl Comm {
 
     /// Sends `data` to node `dst` (any node: the router carries it hop by hop).
     pub async fn send(&self, dst: NodeId, tag: Tag, data: Bytes) -> Result<(), CommError> {
-        self.send_payload(dst, tag, Payload::One(data), None)
+        self.send_payload(dst, tag, self.next_step(), Payload::One(data), None)
     }
 
     /// Sends the concatenation of `parts` to node `dst` as one message, without copying
@@ -163,11 +171,23 @@ impl Comm {
         tag: Tag,
         parts: impl IntoIterator<Item = Bytes>,
     ) -> Result<(), CommError> {
-        self.send_payload(dst, tag, Payload::of(parts), None)
+        self.send_payload(dst, tag, self.next_step(), Payload::of(parts), None)
     }
 
-    /// Hands a message to the router; `written` goes with it to its link.
-    fn send_payload(&self, dst: NodeId, tag: Tag, data: Payload, written: Option<Written>) -> Result<(), CommError> {
+    /// The step of a message sent now: one past the deepest this node has received from.
+    fn next_step(&self) -> u16 {
+        self.progress.step.load(Ordering::Relaxed).saturating_add(1)
+    }
+
+    /// Hands a message of `step` to the router; `written` goes with it to its link.
+    fn send_payload(
+        &self,
+        dst: NodeId,
+        tag: Tag,
+        step: u16,
+        data: Payload,
+        written: Option<Written>,
+    ) -> Result<(), CommError> {
         self.check_peer(dst)?;
         let header = FrameHeader {
             run: self.run,
@@ -176,7 +196,7 @@ impl Comm {
             dst: dst as u32,
             tag,
             hops: 0,
-            step: self.progress.step.load(Ordering::Relaxed).saturating_add(1),
+            step,
             packet: 0,
             last: true,
             due_ns: 0,
@@ -324,22 +344,89 @@ impl Comm {
 
     /// Sends to `dst` and then receives from `src`: one exchange step. Like
     /// `MPI_Sendrecv` it returns only once the link has written what it sent, so the
-    /// sent buffer is free by the next step: an exchange loop (recursive doubling) holds
-    /// its input, the vector it sends and the one it receives, never a fourth.
+    /// sent buffer is free by the next step: an exchange loop holds its input, the
+    /// vector it sends and the one it receives, never a fourth.
     pub async fn exchange(&self, dst: NodeId, src: NodeId, tag: Tag, data: Bytes) -> Result<Bytes, CommError> {
-        if let Network::Simulated(_) = &self.network {
-            self.send_payload(dst, tag, Payload::One(data), None)?;
-            return self.recv(src, tag).await;
-        }
-        let (written, done) = Written::new();
-        self.send_payload(dst, tag, Payload::One(data), Some(written))?;
+        let done = self.send_tracked(dst, tag, self.next_step(), data)?;
         let received = self.recv(src, tag).await?;
-        // Resolves (closed) when the link has dropped the frame, written or not.
+        self.written(done, dst, tag).await?;
+        Ok(received)
+    }
+
+    /// `vector` cut as [`Comm::exchange_combining`] takes it: into pieces of
+    /// [`SEGMENT_LEN`] on raw links when it is at least two of them long, else whole.
+    /// Emulated links and the simulator take it whole, so that the model's one start-up
+    /// per message holds there exactly as before.
+    pub fn segments(&self, vector: Bytes) -> Segments {
+        let raw = match &self.network {
+            Network::Routed(router) => router.emulation().model().is_none(),
+            Network::Simulated(_) => false,
+        };
+        let segment_len = if raw && vector.len() >= 2 * SEGMENT_LEN { SEGMENT_LEN } else { 0 };
+        Segments::new(vector, segment_len)
+    }
+
+    /// One exchange step with `partner` of a vector in segments (see
+    /// [`Comm::segments`]), each combined with the partner's as it comes:
+    /// `combine(own, theirs)` runs for a segment once the partner's has arrived and this
+    /// node's own is back from its link (so that, on a socket, it can take the result in
+    /// place), while the next segment is already on its way: a pipeline of depth two, as
+    /// MPI libraries segment large reductions. A node then holds its vector and about two
+    /// of its partner's segments, not both whole vectors. Every segment is a message of
+    /// the same step.
+    pub async fn exchange_combining<F>(
+        &self,
+        partner: NodeId,
+        tag: Tag,
+        vector: Segments,
+        mut combine: F,
+    ) -> Result<Segments, CommError>
+    where
+        F: FnMut(Segment, Bytes) -> Result<Segment, CommError>,
+    {
+        let step = self.next_step();
+        let mut combined = Vec::with_capacity(vector.count());
+        let mut own = vector.into_parts().into_iter();
+        let mut in_flight = own.next().map(|first| self.lend(partner, tag, step, first)).transpose()?;
+        while let Some((loan, done)) = in_flight.take() {
+            let theirs = self.recv(partner, tag).await?;
+            self.written(done, partner, tag).await?;
+            in_flight = own.next().map(|next| self.lend(partner, tag, step, next)).transpose()?;
+            combined.push(combine(loan.settle(), theirs)?);
+        }
+        Ok(Segments::from_parts(combined))
+    }
+
+    /// Sends `segment` as a message of `step`, lent: see [`Segment::lend`].
+    fn lend(&self, dst: NodeId, tag: Tag, step: u16, segment: Segment) -> Result<(Loan, Option<Done>), CommError> {
+        let (bytes, loan) = segment.lend();
+        let done = self.send_tracked(dst, tag, step, bytes)?;
+        Ok((loan, done))
+    }
+
+    /// Sends `data` as a message of `step`; returns what resolves once its link is done
+    /// with it (nothing to wait for on the simulator's network, which takes a frame at
+    /// once).
+    fn send_tracked(&self, dst: NodeId, tag: Tag, step: u16, data: Bytes) -> Result<Option<Done>, CommError> {
+        let (written, done) = match &self.network {
+            Network::Routed(_) => {
+                let (written, done) = Written::new();
+                (Some(written), Some(done))
+            }
+            Network::Simulated(_) => (None, None),
+        };
+        self.send_payload(dst, tag, step, Payload::One(data), written)?;
+        Ok(done)
+    }
+
+    /// Waits until the link has dropped the message to `dst` with `tag`, written or not.
+    async fn written(&self, done: Option<Done>, dst: NodeId, tag: Tag) -> Result<(), CommError> {
+        let Some(done) = done else { return Ok(()) };
         if tokio::time::timeout_at(self.deadline, done).await.is_err() {
             let reason = format!("the message to node {dst} (tag {tag}) was not written before the deadline");
             return Err(CommError::Link { me: self.id(), reason });
         }
-        Ok(received)
+        Ok(())
     }
 
     /// Wraps an element-wise operation failure.

@@ -18,6 +18,7 @@ pub mod router;
 pub mod run;
 pub mod secure;
 pub mod security;
+pub mod segments;
 pub mod simulator;
 pub mod timebase;
 pub mod transport;

@@ -78,19 +78,24 @@ pub async fn reduce_broadcast(comm: &Comm, vector: Bytes, reduction: Reduction) 
 /// ```
 ///
 /// Steps: log p on 2^d nodes; ⌊log p⌋ + 2 otherwise. Cost (t_s + t_w m) log p plus
-/// log p combines on a hypercube; folding adds 2(t_s + t_w m) and one combine.
+/// log p combines on a hypercube; folding adds 2(t_s + t_w m) and one combine. On raw
+/// links a long vector goes in segments, each combined as it comes
+/// ([`Comm::exchange_combining`]): a node holds its input, its sum and about two
+/// segments of its partner's, not a whole second vector.
 pub async fn recursive_doubling(comm: &Comm, vector: Bytes, reduction: Reduction) -> Result<Bytes, CommError> {
     let fold = Fold::new(comm.p());
     let combine = |own: Bytes, extra: Bytes| reduction.combine(comm, own, &extra);
     match fold.fold_in(comm, ALLREDUCE_FOLD.tag(0), vector, combine).await? {
         Part::Folded { partner } => comm.recv(partner, ALLREDUCE_FOLD.tag(1)).await,
         Part::Core { virtual_id, extra, data } => {
-            let mut sum = data;
+            // On raw links a long sum goes in segments, each combined as it comes.
+            let mut sum = comm.segments(data);
+            let combine = |own, x| reduction.combine_segment(comm, own, x);
             for i in 0..fold.dimension() {
                 let partner = fold.physical(virtual_id ^ (1 << i));
-                let x = comm.exchange(partner, partner, ALLREDUCE_DOUBLING.tag(i), sum.clone()).await?;
-                sum = reduction.combine(comm, x, &sum)?;
+                sum = comm.exchange_combining(partner, ALLREDUCE_DOUBLING.tag(i), sum, combine).await?;
             }
+            let sum = sum.into_bytes();
             fold.unfold(comm, extra, ALLREDUCE_FOLD.tag(1), sum.clone()).await?;
             Ok(sum)
         }

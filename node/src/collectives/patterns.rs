@@ -20,6 +20,7 @@ use topocomm_proto::{NodeId, Topology, TopologyKind};
 
 use super::phases::Phase;
 use crate::comm::{Comm, CommError};
+use crate::segments::Segment;
 
 /// The number of hypercube dimensions a `p`-node schedule needs: d = ⌈log2 p⌉
 /// (0 for one node).
@@ -463,6 +464,20 @@ impl Reduction {
         let mut acc = sum.try_into_mut().unwrap_or_else(|shared| BytesMut::from(&shared[..]));
         combine(self.dtype, self.op, &mut acc, x).map_err(|error| comm.elements_error(error))?;
         Ok(acc.freeze())
+    }
+
+    /// A segment of `sum` combined with the partner's `x` (every operator commutes):
+    /// in place when the segment is this node's to write, else in whichever buffer no
+    /// one else holds (the received one, as a whole-vector exchange does).
+    pub fn combine_segment(self, comm: &Comm, sum: Segment, x: Bytes) -> Result<Segment, CommError> {
+        match sum {
+            Segment::Own(mut own) => {
+                combine(self.dtype, self.op, &mut own, &x).map_err(|error| comm.elements_error(error))?;
+                Ok(Segment::Own(own))
+            }
+            Segment::Shared(own) if own.is_unique() => Ok(Segment::Shared(self.combine(comm, own, &x)?)),
+            Segment::Shared(own) => Ok(Segment::Shared(self.combine(comm, x, &own)?)),
+        }
     }
 }
 
