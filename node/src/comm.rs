@@ -21,6 +21,7 @@ use crate::pacing::Clock;
 use crate::router::{RouteError, Router};
 use crate::segments::{Loan, Segment, Segments};
 use crate::simulator::Port;
+use crate::transport::stream::RENDEZVOUS_ABOVE;
 use crate::transport::{LinkFault, Payload, Written};
 
 /// The piece a vector is cut into by [`Comm::segments`] on raw links.
@@ -358,12 +359,25 @@ impl Comm {
     /// Emulated links and the simulator take it whole, so that the model's one start-up
     /// per message holds there exactly as before.
     pub fn segments(&self, vector: Bytes) -> Segments {
-        let raw = match &self.network {
+        let segment_len = if self.raw_links() && vector.len() >= 2 * SEGMENT_LEN { SEGMENT_LEN } else { 0 };
+        Segments::new(vector, segment_len)
+    }
+
+    /// Whether messages travel raw links: not emulated, not simulated. Only there may an
+    /// algorithm send more messages than its textbook schedule to save copies (the
+    /// model's one start-up per message must hold elsewhere).
+    pub fn raw_links(&self) -> bool {
+        match &self.network {
             Network::Routed(router) => router.emulation().model().is_none(),
             Network::Simulated(_) => false,
-        };
-        let segment_len = if raw && vector.len() >= 2 * SEGMENT_LEN { SEGMENT_LEN } else { 0 };
-        Segments::new(vector, segment_len)
+        }
+    }
+
+    /// Whether a message of `len` bytes on raw links is read from its socket straight
+    /// into the place posted for it (longer than the eager limit,
+    /// `transport::stream::RENDEZVOUS_ABOVE`) rather than copied there.
+    pub fn reads_in_place(&self, len: usize) -> bool {
+        self.raw_links() && len > RENDEZVOUS_ABOVE
     }
 
     /// One exchange step with `partner` of a vector in segments (see

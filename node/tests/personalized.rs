@@ -184,6 +184,29 @@ async fn large_messages() {
     }
 }
 
+/// The hypercube all-to-all with blocks long enough to be read in place (over 64 KiB):
+/// on raw links and 2^d nodes each step's message goes as two, the part for the
+/// partner itself apart (`alltoall::step_messages`), except the last step's, which is all
+/// for the partner; folded, one message per step as in the textbook.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hypercube_all_to_all_of_long_blocks() {
+    let elements = (64 * 1024 + 40) / Dtype::F64.size();
+    let cases = [
+        (TopologyKind::Hypercube, 8, 2 + 2 + 1),
+        (TopologyKind::Hypercube, 16, 2 + 2 + 2 + 1),
+        (TopologyKind::Full, 6, 3),
+    ];
+    for (run, (kind, p, frames)) in cases.into_iter().enumerate() {
+        let topology = shape(kind, p);
+        let s = spec(run as u64 + 1, (Collective::Alltoall, Algorithm::Hypercube), 0, elements, Dtype::F64, 0);
+        let (_, cluster) = verify_fresh(&topology, &s).await;
+        // Node 0 is a core node in all three; on 6 nodes node 1 folds into it: two core
+        // steps and the unfold.
+        let sent = cluster.router(0).traffic().frames_sent;
+        assert_eq!(sent, frames, "{topology}: frames node 0 sent");
+    }
+}
+
 /// Uneven blocks: node i's block of `layout` is `layout.len(i)` bytes of the value i + 1.
 fn uneven_blocks(layout: &BlockLayout) -> Vec<Bytes> {
     (0..layout.p()).map(|i| Bytes::from(vec![i as u8 + 1; layout.len(i)])).collect()

@@ -23,7 +23,7 @@ use super::blocks::{BlockLayout, concat};
 use super::folding::{Fold, Part, Role};
 use super::patterns::{Grid, LineGroup, hypercube_dimension};
 use super::personalized::{Hand, alltoall_along, expect_input, expect_message_len};
-use super::phases::{self, ALLTOALL_EXCHANGE, ALLTOALL_FOLD_IN, ALLTOALL_UNFOLD, Phase, SINGLE};
+use super::phases::{self, ALLTOALL_EXCHANGE, ALLTOALL_FOLD_IN, ALLTOALL_PASS_ON, ALLTOALL_UNFOLD, SINGLE};
 use crate::assembly::Assembly;
 use crate::comm::{Comm, CommError, Posted};
 
@@ -173,10 +173,11 @@ fn to_node(p: usize, d: NodeId) -> Vec<usize> {
 /// core node finally hands its extra node that node's result.
 ///
 /// Steps: log p (⌊log p⌋ + 2 when folded). Cost (t_s + ½ t_w m p) log p; folding adds
-/// 2(t_s + t_w m p).
+/// 2(t_s + t_w m p). On raw links with long blocks and p a power of two, each step's
+/// message goes as two, the part for the partner itself apart ([`step_messages`]).
 pub async fn hypercube(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
-    let (fold_in, steps, unfold) = (ALLTOALL_FOLD_IN, ALLTOALL_EXCHANGE, ALLTOALL_UNFOLD);
+    let (fold_in, unfold) = (ALLTOALL_FOLD_IN, ALLTOALL_UNFOLD);
     let fold = Fold::new(p);
     let merge = |own: Bytes, extra: Bytes| {
         let partner = my_id + 1;
@@ -196,78 +197,105 @@ pub async fn hypercube(comm: &Comm, blocks: Bytes, block: usize) -> Result<Bytes
     let mut held = from_node(p, my_id);
     held.extend(extra.map(|e| from_node(p, e)).unwrap_or_default());
     hand.unpack(comm, my_id, &held, data)?;
-    // The last step brings the blocks for me from the partner's half of the cube: when
-    // they are a run of consecutive sources (always, unless nodes fold), the result is
-    // assembled in place and that message is read straight into its part of it.
-    let last_step = InPlaceLastStep::prepare(comm, &fold, v, extra, block, steps)?;
+    // A message that holds only blocks for me, from a run of consecutive sources, is
+    // posted before the first send and read straight into its part of the result:
+    // always the last step's (unless nodes fold); on raw links with blocks long enough
+    // to be read in place, every step's part for me too (see `step_messages`).
+    let split = p.is_power_of_two() && comm.reads_in_place(block);
+    let mut result = InPlaceResult::new(p, block);
+    let mut to_unpack = Vec::with_capacity(fold.dimension());
     for i in 0..fold.dimension() {
         let partner_v = v ^ (1 << i);
         let partner = fold.physical(partner_v);
-        let x = hand.pack_parts(comm, &hypercube_keys(&fold, v, i))?;
-        comm.send_parts(partner, steps.tag(i), x).await?;
-        if last_step.is_some() && i + 1 == fold.dimension() {
-            break; // its message is already posted into the result
+        let mut rest = Vec::new();
+        for (tag, keys) in step_messages(&fold, partner_v, my_id, i, split) {
+            if extra.is_some() || !result.post(comm, partner, tag, &keys)? {
+                rest.push((tag, keys));
+            }
         }
-        let y = comm.recv(partner, steps.tag(i)).await?;
-        hand.unpack(comm, partner, &hypercube_keys(&fold, partner_v, i), y)?;
+        to_unpack.push(rest);
+    }
+    for (i, incoming) in to_unpack.into_iter().enumerate() {
+        let partner = fold.physical(v ^ (1 << i));
+        for (tag, keys) in step_messages(&fold, v, partner, i, split) {
+            comm.send_parts(partner, tag, hand.pack_parts(comm, &keys)?).await?;
+        }
+        for (tag, keys) in incoming {
+            let y = comm.recv(partner, tag).await?;
+            hand.unpack(comm, partner, &keys, y)?;
+        }
     }
     if let Some(e) = extra {
         let part = hand.pack(comm, &to_node(p, e))?;
         fold.unfold(comm, extra, unfold.tag(0), part).await?;
     }
-    match last_step {
-        Some(last) => last.finish(comm, &mut hand).await,
-        None => hand.pack(comm, &to_node(p, my_id)),
+    result.finish(comm, &mut hand).await
+}
+
+/// The messages core node `v` sends to `receiver` in step `i` of the hypercube
+/// all-to-all, `(tag, keys)` each: the step's blocks ([`hypercube_keys`]) in one message
+/// as the textbook has it; or, when `split`, in two — first the blocks the receiver
+/// passes on, then those for the receiver itself (2^i of them, from consecutive sources),
+/// which it reads straight into its result, so that no block for a node is copied into
+/// the result after the last step. Splitting costs a start-up per step and is done on raw
+/// links only: on emulated links the schedule keeps the model's one message per step.
+fn step_messages(fold: &Fold, v: usize, receiver: NodeId, i: usize, split: bool) -> Vec<(Tag, Vec<usize>)> {
+    let keys = hypercube_keys(fold, v, i);
+    if !split {
+        return vec![(ALLTOALL_EXCHANGE.tag(i), keys)];
     }
+    let (yours, pass_on): (Vec<usize>, Vec<usize>) = keys.into_iter().partition(|key| key % fold.p() == receiver);
+    [(ALLTOALL_PASS_ON.tag(i), pass_on), (ALLTOALL_EXCHANGE.tag(i), yours)]
+        .into_iter()
+        .filter(|(_, keys)| !keys.is_empty())
+        .collect()
 }
 
-/// The result of the hypercube all-to-all assembled in place, its last step's message
-/// (the blocks from `sources`) posted straight into its part.
-struct InPlaceLastStep {
-    result: Assembly,
+/// The result of the hypercube all-to-all, assembled in place from the messages posted
+/// into it ([`InPlaceResult::post`]); without any, packed from the hand at the end.
+struct InPlaceResult {
     layout: BlockLayout,
-    sources: std::ops::Range<NodeId>,
-    posted: Posted,
+    /// Allocated at the first message posted into it.
+    result: Option<Assembly>,
+    /// The sources whose blocks for me are posted into place, and those receives.
+    placed: Vec<(std::ops::Range<NodeId>, Posted)>,
 }
 
-impl InPlaceLastStep {
-    /// Posts the last step's receive into a result assembled in place, if this core node
-    /// has no extra node and that message's blocks come from consecutive sources.
-    fn prepare(
-        comm: &Comm,
-        fold: &Fold,
-        v: usize,
-        extra: Option<NodeId>,
-        block: usize,
-        steps: Phase,
-    ) -> Result<Option<Self>, CommError> {
+impl InPlaceResult {
+    fn new(p: usize, block: usize) -> Self {
+        InPlaceResult { layout: BlockLayout::uniform(p, block), result: None, placed: Vec::new() }
+    }
+
+    /// Posts the message from `src` with `tag` and `keys` into its part of the result if
+    /// every block of it is for me and its sources are consecutive; false otherwise.
+    fn post(&mut self, comm: &Comm, src: NodeId, tag: Tag, keys: &[usize]) -> Result<bool, CommError> {
         let (my_id, p) = (comm.id(), comm.p());
-        let Some(last) = fold.dimension().checked_sub(1).filter(|_| extra.is_none()) else {
-            return Ok(None);
-        };
-        let keys = hypercube_keys(fold, v ^ (1 << last), last);
-        let Some(first) = keys.first().map(|key| key / p) else { return Ok(None) };
+        let Some(first) = keys.first().map(|key| key / p) else { return Ok(false) };
         let sources = first..first + keys.len();
         if keys.iter().zip(sources.clone()).any(|(&key, s)| key != s * p + my_id) {
-            return Ok(None);
+            return Ok(false);
         }
-        let layout = BlockLayout::uniform(p, block);
-        let mut result = Assembly::new(layout.total());
-        let place = result.place(layout.span(sources.clone())).map_err(|error| comm.assembly_error(error))?;
-        let posted = comm.post_into(fold.physical(v ^ (1 << last)), steps.tag(last), place)?;
-        Ok(Some(Self { result, layout, sources, posted }))
+        let result = self.result.get_or_insert_with(|| Assembly::new(self.layout.total()));
+        let place = result.place(self.layout.span(sources.clone())).map_err(|error| comm.assembly_error(error))?;
+        self.placed.push((sources, comm.post_into(src, tag, place)?));
+        Ok(true)
     }
 
-    /// Waits for the last step's message to fill its part, then copies the blocks for me
-    /// that arrived before it into their places.
-    async fn finish(mut self, comm: &Comm, hand: &mut Hand<'_>) -> Result<Bytes, CommError> {
+    /// Waits for the messages posted into place, then copies the blocks for me that
+    /// arrived otherwise into their places.
+    async fn finish(self, comm: &Comm, hand: &mut Hand<'_>) -> Result<Bytes, CommError> {
         let (my_id, p) = (comm.id(), comm.p());
-        comm.wait(self.posted).await?;
-        for s in (0..p).filter(|s| !self.sources.contains(s)) {
-            let block = hand.take(comm, s * p + my_id)?;
-            self.result.copy_in(self.layout.range(s).start, &block).map_err(|error| comm.assembly_error(error))?;
+        let Some(mut result) = self.result else { return hand.pack(comm, &to_node(p, my_id)) };
+        let mut placed = Vec::with_capacity(self.placed.len());
+        for (sources, posted) in self.placed {
+            comm.wait(posted).await?;
+            placed.push(sources);
         }
-        self.result.finish().map_err(|error| comm.assembly_error(error))
+        for s in (0..p).filter(|s| !placed.iter().any(|sources| sources.contains(s))) {
+            let block = hand.take(comm, s * p + my_id)?;
+            result.copy_in(self.layout.range(s).start, &block).map_err(|error| comm.assembly_error(error))?;
+        }
+        result.finish().map_err(|error| comm.assembly_error(error))
     }
 }
 

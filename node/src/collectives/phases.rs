@@ -14,8 +14,8 @@
 //!                                              scatter, gather and all-to-all)
 //! 0x00..=0x05   mesh_shift_carry(i) = 2i,      one another (mesh shift)
 //!               mesh_shift(i) = 2i + 1
-//! 0x00..=0x02   ALLTOALL_FOLD_IN, _EXCHANGE,   one another (hypercube all-to-all)
-//!               _UNFOLD
+//! 0x00..=0x03   ALLTOALL_FOLD_IN, _EXCHANGE,   one another (hypercube all-to-all)
+//!               _UNFOLD, _PASS_ON
 //! 0x00..=0x01   BARRIER_BUTTERFLY, _FOLD       one another (hypercube barrier)
 //! ------------  below 0x20: schedules that run alone, or beside phases from 0x20 up
 //! 0x20          BROADCAST_LENGTH               the scatter (SINGLE) and the all-gather
@@ -99,6 +99,9 @@ pub const ALLTOALL_FOLD_IN: Phase = Phase(0);
 pub const ALLTOALL_EXCHANGE: Phase = Phase(1);
 /// The hypercube all-to-all's unfold: a partner hands its extra node that node's result.
 pub const ALLTOALL_UNFOLD: Phase = Phase(2);
+/// The hypercube all-to-all's exchanges on raw links, the part of a step's message that
+/// the partner passes on (the part for the partner itself goes on `ALLTOALL_EXCHANGE`).
+pub const ALLTOALL_PASS_ON: Phase = Phase(3);
 
 /// The hypercube barrier's butterfly rounds.
 pub const BARRIER_BUTTERFLY: Phase = Phase(0);
@@ -207,6 +210,7 @@ mod tests {
                 ("ALLTOALL_FOLD_IN", ALLTOALL_FOLD_IN),
                 ("ALLTOALL_EXCHANGE", ALLTOALL_EXCHANGE),
                 ("ALLTOALL_UNFOLD", ALLTOALL_UNFOLD),
+                ("ALLTOALL_PASS_ON", ALLTOALL_PASS_ON),
             ]),
             named(&[("BARRIER_BUTTERFLY", BARRIER_BUTTERFLY), ("BARRIER_FOLD", BARRIER_FOLD)]),
         ]
