@@ -102,6 +102,10 @@ def wait_until_idle(args):
             return
 
 
+class Refused(Exception):
+    """topocomm refused a run before it started: more memory than this machine has."""
+
+
 def topocomm_point(args, collective, size, nodes=None, algorithm=None):
     """One `topocomm run --json`; returns (median µs, min µs, algorithm that ran)."""
     wait_until_idle(args)
@@ -128,6 +132,8 @@ def topocomm_point(args, collective, size, nodes=None, algorithm=None):
         command += ["--algorithm", algorithm]
     env = dict(os.environ, TOPOCOMM_ENCRYPT="true" if encrypted else "false")
     done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, env=env)
+    if done.returncode != 0 and "needs about" in done.stderr:
+        raise Refused(done.stderr.strip().splitlines()[-1])
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr.strip()}")
     summary = json.loads(done.stdout)
@@ -386,18 +392,29 @@ def main():
         f"iteration (slowest node's time after a barrier); Open MPI: mpirun {' '.join(MPI_FLAGS)}"
     )
     points = [(c, s) for c in collectives for s in sizes]
+    # Points topocomm's memory check refused (more than this machine holds): not run on
+    # either side, since Open MPI would need as much; the table says why.
+    refused = {}
     runs = []
     for repeat in range(args.repeat):
         ours = {}
         for collective, size in points:
             for mode in modes:
-                ours[(collective, size, mode)] = topocomm_point(args, collective, size, algorithm=mode)
+                if (collective, size) in refused:
+                    continue
+                try:
+                    ours[(collective, size, mode)] = topocomm_point(args, collective, size, algorithm=mode)
+                except Refused as reason:
+                    refused[(collective, size)] = str(reason)
+                    print(f"  topocomm {collective} {show_size(size)} {mode}: refused: {reason}", file=sys.stderr)
+                    continue
                 print(
                     f"  [{repeat + 1}/{args.repeat}] topocomm {collective} {show_size(size)} {mode}: "
                     f"{ours[(collective, size, mode)][0]:.1f} µs",
                     file=sys.stderr,
                 )
-        theirs = mpi_points(args, points) if with_mpi else {}
+        runnable = [point for point in points if point not in refused]
+        theirs = mpi_points(args, runnable) if with_mpi else {}
         runs.append((ours, theirs))
 
     header = f"{'collective':<15} {'size':>7}"
@@ -416,6 +433,10 @@ def main():
     for collective, size in points:
         line = f"{collective:<15} {show_size(size):>7}"
         row = {"collective": collective, "size_bytes": size}
+        if (collective, size) in refused:
+            print(f"{line}   not run: {refused[(collective, size)]}")
+            table.append({**row, "refused": refused[(collective, size)]})
+            continue
         theirs = [run[1][(collective, size)] for run in runs] if with_mpi else []
         if with_mpi:
             mpi = statistics.median(theirs)
@@ -440,7 +461,7 @@ def main():
         table.append(row)
 
     if args.busbw:
-        print_busbw(args, points, modes, runs, with_mpi)
+        print_busbw(args, [point for point in points if point not in refused], modes, runs, with_mpi)
 
     extras = {}
     if not args.no_extras:
