@@ -359,8 +359,10 @@ impl Comm {
     /// Emulated links and the simulator take it whole, so that the model's one start-up
     /// per message holds there exactly as before.
     pub fn segments(&self, vector: Bytes) -> Segments {
-        let segment_len = if self.raw_links() && vector.len() >= 2 * SEGMENT_LEN { SEGMENT_LEN } else { 0 };
-        Segments::new(vector, segment_len)
+        match self.raw_links() && vector.len() >= 2 * SEGMENT_LEN {
+            true => Segments::cut(vector, SEGMENT_LEN),
+            false => Segments::whole(vector),
+        }
     }
 
     /// Whether messages travel raw links: not emulated, not simulated. Only there may an

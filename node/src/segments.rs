@@ -26,13 +26,18 @@ pub enum Segment {
 }
 
 impl Segments {
-    /// `vector` in pieces of `segment_len` bytes (the last one shorter). A vector of one
-    /// piece stays as it is; a longer one is cut from one allocation of its own —
-    /// `vector`'s if no one else holds it, else a copy, as MPI copies the send buffer into
-    /// the one it reduces in.
-    pub fn new(vector: Bytes, segment_len: usize) -> Self {
-        if segment_len == 0 || vector.len() <= segment_len {
-            return Segments { parts: vec![Segment::Shared(vector)] };
+    /// `vector` as one segment, as it is (it may be shared).
+    pub fn whole(vector: Bytes) -> Self {
+        Segments { parts: vec![Segment::Shared(vector)] }
+    }
+
+    /// `vector` in pieces of `segment_len` bytes (the last one shorter), cut from one
+    /// allocation of its own — `vector`'s if no one else holds it, else a copy, as MPI
+    /// copies the send buffer into the one it reduces in. A vector of one piece stays
+    /// [`Segments::whole`].
+    pub fn cut(vector: Bytes, segment_len: usize) -> Self {
+        if vector.len() <= segment_len {
+            return Segments::whole(vector);
         }
         let mut rest = vector.try_into_mut().unwrap_or_else(|shared| BytesMut::from(&shared[..]));
         let mut parts = Vec::with_capacity(rest.len().div_ceil(segment_len));
@@ -135,7 +140,7 @@ mod tests {
     #[test]
     fn a_short_vector_stays_whole_and_shared() {
         let input = vector(10);
-        let segments = Segments::new(input.clone(), 16);
+        let segments = Segments::cut(input.clone(), 16);
         assert_eq!(segments.count(), 1);
         let whole = segments.into_bytes();
         assert_eq!(whole.as_ptr(), input.as_ptr(), "not copied");
@@ -144,7 +149,7 @@ mod tests {
     #[test]
     fn a_shared_vector_is_copied_once_then_joined_without_a_copy() {
         let input = vector(40);
-        let segments = Segments::new(input.clone(), 16);
+        let segments = Segments::cut(input.clone(), 16);
         assert_eq!(segments.count(), 3);
         let parts = segments.into_parts();
         assert!(parts.iter().all(|part| matches!(part, Segment::Own(_))));
@@ -160,7 +165,7 @@ mod tests {
 
     #[test]
     fn a_segment_comes_back_writable_once_the_link_drops_it() {
-        let mut parts = Segments::new(vector(40), 16).into_parts();
+        let mut parts = Segments::cut(vector(40), 16).into_parts();
         let (sent, loan) = parts.remove(1).lend();
         assert_eq!(sent, vector(40).slice(16..32));
         drop(sent);
@@ -174,7 +179,7 @@ mod tests {
 
     #[test]
     fn a_segment_still_held_comes_back_read_only_and_is_copied_at_the_join() {
-        let mut parts = Segments::new(vector(40), 16).into_parts();
+        let mut parts = Segments::cut(vector(40), 16).into_parts();
         let (sent, loan) = parts.remove(2).lend();
         let back = loan.settle();
         assert!(matches!(back, Segment::Shared(_)));

@@ -88,7 +88,6 @@ pub async fn recursive_doubling(comm: &Comm, vector: Bytes, reduction: Reduction
     match fold.fold_in(comm, ALLREDUCE_FOLD.tag(0), vector, combine).await? {
         Part::Folded { partner } => comm.recv(partner, ALLREDUCE_FOLD.tag(1)).await,
         Part::Core { virtual_id, extra, data } => {
-            // On raw links a long sum goes in segments, each combined as it comes.
             let mut sum = comm.segments(data);
             let combine = |own, x| reduction.combine_segment(comm, own, x);
             for i in 0..fold.dimension() {
