@@ -258,8 +258,8 @@ def load():
         return "?"
 
 
-def peak_memory(args, size):
-    """Memory of every daemon of a long-lived local cluster in an all-reduce of `size`
+def peak_memory(args, size, collective="allreduce"):
+    """Memory of every daemon of a long-lived local cluster in a `collective` of `size`
     bytes: starts `topocomm serve` and the daemons itself, so that it can read their
     /proc status while they live. Returns (algorithm, [(base KiB, peak KiB)], iterations
     KiB): base is a daemon's resident set after an 8-byte all-reduce (code, runtime,
@@ -272,8 +272,8 @@ def peak_memory(args, size):
     env = dict(os.environ, TOPOCOMM_TOKEN=token)
     processes = []
 
-    def allreduce(bytes_, iterations):
-        command = [str(args.topocomm), "run", "allreduce", "--coordinator", address, "--topology", args.topology]
+    def allreduce(bytes_, iterations, collective="allreduce"):
+        command = [str(args.topocomm), "run", collective, "--coordinator", address, "--topology", args.topology]
         command += ["--size", f"{bytes_}B", "--iterations", str(iterations), "--warmup", "1", "--json"]
         if args.algorithm != "default":
             command += ["--algorithm", args.algorithm]
@@ -282,7 +282,7 @@ def peak_memory(args, size):
             if done.returncode == 0:
                 return json.loads(done.stdout)
             time.sleep(0.2)
-        raise RuntimeError(f"the all-reduce on the serving cluster failed: {done.stderr.strip()}")
+        raise RuntimeError(f"the {collective} on the serving cluster failed: {done.stderr.strip()}")
 
     try:
         serve = [str(args.topocomm), "serve", "--nodes", str(args.nodes), "--listen", address]
@@ -296,7 +296,7 @@ def peak_memory(args, size):
             nodes.append(node)
         allreduce(8, 5)
         bases = [proc_status_kib(node.pid, "VmRSS") for node in nodes]
-        summary = allreduce(size, 5)
+        summary = allreduce(size, 5, collective)
         peaks = [proc_status_kib(node.pid, "VmHWM") for node in nodes]
         samples = []
         stop = threading.Event()
@@ -309,7 +309,7 @@ def peak_memory(args, size):
         sampler = threading.Thread(target=sample)
         started = time.monotonic()
         sampler.start()
-        allreduce(size, 40)
+        allreduce(size, 40, collective)
         ended = time.monotonic()
         stop.set()
         sampler.join()

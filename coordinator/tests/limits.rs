@@ -36,7 +36,7 @@ fn assert_refused(args: &str, needles: &[&str]) {
 
 #[test]
 fn a_size_no_node_can_hold_is_refused() {
-    assert_refused("--size 100GiB", &["the run needs about 400.0 GiB per node", "8 local nodes", "available"]);
+    assert_refused("--size 100GiB", &["the run needs about 3.1 TiB at the 8 local nodes", "available"]);
 }
 
 #[test]
@@ -76,11 +76,8 @@ fn a_served_cluster_survives_a_run_too_large_for_its_nodes() {
     assert!(!said.contains("panicked"), "{said}");
     eprintln!("the refused run said: {said}");
     // The coordinator refuses it from the memory the nodes reported, before any starts;
-    // the four share one host address, so they share what it has.
-    assert!(
-        said.contains("the run needs about 400.0 GiB per node; each of the 4 nodes at 127.0.0.1, sharing the "),
-        "{said}"
-    );
+    // the four share one host address, so they need 4 x 400 GiB of what it has.
+    assert!(said.contains("the run needs about 1.6 TiB at the 4 nodes at 127.0.0.1 (sharing the "), "{said}");
     assert!(said.contains("GiB available"), "{said}");
     assert_eq!(said.lines().filter(|l| !l.trim().is_empty()).count(), 1, "one line: {said}");
     assert!(!said.contains("disconnected"), "{said}");

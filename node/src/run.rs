@@ -13,6 +13,7 @@ use topocomm_proto::control::{NodeDump, NodeReport, NodeTrace};
 use topocomm_proto::frame::Tag;
 use topocomm_proto::reference;
 use topocomm_proto::spec::{RunSpec, SpecError};
+use topocomm_proto::topology::NodeId;
 
 use crate::collectives::{self, barrier};
 use crate::comm::{Comm, CommError};
@@ -34,7 +35,7 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
     router.set_emulation(spec.emulation, clock_offset_ns);
     router.emulation().set_due_horizon(spec.timeout());
     let mut report = NodeReport::empty(spec.run, id);
-    let last = match admit(spec, p, &mut report) {
+    let last = match admit(spec, p, id, &mut report) {
         Ok(last) => last,
         Err(refused) => {
             tracing::error!(run = spec.run, %refused, "run refused");
@@ -131,12 +132,12 @@ fn available_text(available_bytes: Option<u64>) -> String {
 }
 
 /// Checks `spec` before anything is allocated for it: a valid spec whose memory
-/// estimate fits in what this process may still use, and room for its timings in
+/// estimate for node `id` fits in what this process may still use, and room for its timings in
 /// `report`. Returns the index of the last iteration.
-fn admit(spec: &RunSpec, p: usize, report: &mut NodeReport) -> Result<u32, RunRefusal> {
+fn admit(spec: &RunSpec, p: usize, id: NodeId, report: &mut NodeReport) -> Result<u32, RunRefusal> {
     spec.validate(p)?;
     if let Some(available) = memory::available_bytes() {
-        spec.check_memory(p, available, "this node")?;
+        spec.check_memory(p, [id], available, "this node")?;
     }
     let timings = usize::try_from(spec.iterations).unwrap_or(usize::MAX);
     if report.times_us.try_reserve_exact(timings).is_err() {
@@ -253,7 +254,7 @@ mod tests {
     fn a_spec_this_node_cannot_run_is_refused_with_the_specs_own_words() {
         let spec = RunSpec { root: 9, ..RunSpec::new(Collective::Broadcast, Algorithm::Hypercube) };
         let mut report = NodeReport::empty(1, 0);
-        let refusal = admit(&spec, 8, &mut report).unwrap_err();
+        let refusal = admit(&spec, 8, 0, &mut report).unwrap_err();
         let RunRefusal::Spec(error) = &refusal else { panic!("refused for another reason: {refusal:?}") };
         assert_eq!(refusal.to_string(), error.to_string());
         assert!(refusal.to_string().starts_with("root 9 is not a node of this 8-node cluster"), "{refusal}");

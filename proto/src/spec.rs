@@ -415,9 +415,9 @@ pub enum SpecError {
     TooManyIterations { warmup: u32, iterations: u32 },
     #[error("the run's deadline, timeout {timeout_ms} ms × {iterations} iterations, does not fit in a duration")]
     DeadlineOverflow { timeout_ms: u64, iterations: u32 },
-    #[error("the memory a node needs for {size} bytes on {p} nodes does not fit in 64 bits")]
+    #[error("the memory the nodes need for {size} bytes on {p} nodes does not fit in 64 bits")]
     MemoryOverflow { size: u64, p: usize },
-    #[error("the run needs about {} per node; {holder} has {} available", ByteSize(*needed), ByteSize(*available))]
+    #[error("the run needs about {} at {holder}; {} available", ByteSize(*needed), ByteSize(*available))]
     TooMuchMemory { needed: u64, available: u64, holder: String },
     #[error(transparent)]
     Dilation(#[from] DilationError),
@@ -568,42 +568,64 @@ impl RunSpec {
         self.timeout().checked_mul(self.total_iterations()?)
     }
 
-    /// An estimate, on the safe side, of the bytes one node of a `p`-node run needs at
-    /// its peak (the most any node needs: the root of a scatter holds all p blocks):
+    /// An estimate, on the safe side, of the bytes node `node` of a `p`-node run needs at
+    /// its peak:
     ///
-    /// * its input: p blocks of `size_bytes` for scatter (the root), reduce-scatter and
-    ///   alltoall, nothing for barrier, one block otherwise (`reference::input_len`);
-    /// * its output: p blocks for allgather, gather (the root) and alltoall, nothing for
-    ///   barrier, one block otherwise (`reference::expected`);
-    /// * twice the larger of the two in flight: frames received and blocks being
-    ///   combined or concatenated while input and output are held;
+    /// * its input: p blocks of `size_bytes` for scatter at the root, reduce-scatter and
+    ///   alltoall, nothing for barrier or for scatter away from the root, one block
+    ///   otherwise (`reference::input_len`);
+    /// * its output: p blocks for allgather, gather at the root and alltoall, nothing for
+    ///   barrier or for gather away from the root, one block otherwise
+    ///   (`reference::expected`);
+    /// * in flight, twice the largest input or output any node of the run holds: frames
+    ///   received and blocks being combined or concatenated, or passed on towards the
+    ///   root of a scatter or gather, while input and output are held;
     /// * 8 bytes of timing per timed iteration.
     ///
     /// The daemon's own base is not included (docs/PERFORMANCE-NOTES.md holds the
     /// estimate against measured peaks). `None` when the estimate overflows `u64`.
-    pub fn memory_per_node(&self, p: usize) -> Option<u64> {
+    pub fn memory_of_node(&self, p: usize, node: NodeId) -> Option<u64> {
         let size = self.size_bytes;
         let blocks = || size.checked_mul(u64::try_from(p).ok()?);
+        let at_root = node == self.root;
         let input = match self.collective {
             Collective::Barrier => 0,
+            Collective::Scatter if !at_root => 0,
             Collective::Scatter | Collective::ReduceScatter | Collective::Alltoall => blocks()?,
             _ => size,
         };
         let output = match self.collective {
             Collective::Barrier => 0,
+            Collective::Gather if !at_root => 0,
             Collective::Allgather | Collective::Gather | Collective::Alltoall => blocks()?,
             _ => size,
         };
-        let in_flight = input.max(output).checked_mul(2)?;
+        let largest_anywhere = match self.collective {
+            Collective::Scatter | Collective::Gather => blocks()?,
+            _ => input.max(output),
+        };
+        let in_flight = largest_anywhere.checked_mul(2)?;
         let timing = u64::from(self.iterations).checked_mul(std::mem::size_of::<f64>() as u64)?;
         input.checked_add(output)?.checked_add(in_flight)?.checked_add(timing)
     }
 
-    /// Refuses a `p`-node run whose [`RunSpec::memory_per_node`] exceeds
-    /// `available_bytes`, the memory that `holder` (e.g. "node 3 (node-3)", named in
-    /// the error) has available.
-    pub fn check_memory(&self, p: usize, available_bytes: u64, holder: &str) -> Result<(), SpecError> {
-        let needed = self.memory_per_node(p).ok_or(SpecError::MemoryOverflow { size: self.size_bytes, p })?;
+    /// [`RunSpec::memory_of_node`] summed over `nodes`: what they need together when
+    /// they share one machine. `None` when the sum overflows `u64`.
+    pub fn memory_of_nodes(&self, p: usize, nodes: impl IntoIterator<Item = NodeId>) -> Option<u64> {
+        nodes.into_iter().try_fold(0u64, |sum, node| sum.checked_add(self.memory_of_node(p, node)?))
+    }
+
+    /// Refuses a `p`-node run whose [`RunSpec::memory_of_nodes`] for `nodes`, which share
+    /// `available_bytes`, exceeds it; `holder` names them in the error (e.g. "node 3
+    /// (node-3)" or "the 8 local nodes").
+    pub fn check_memory(
+        &self,
+        p: usize,
+        nodes: impl IntoIterator<Item = NodeId>,
+        available_bytes: u64,
+        holder: &str,
+    ) -> Result<(), SpecError> {
+        let needed = self.memory_of_nodes(p, nodes).ok_or(SpecError::MemoryOverflow { size: self.size_bytes, p })?;
         if needed > available_bytes {
             return Err(SpecError::TooMuchMemory { needed, available: available_bytes, holder: holder.to_owned() });
         }
@@ -663,7 +685,7 @@ mod tests {
                 RunSpec { size_bytes: 1 << 20, warmup: 3, iterations: 20, ..RunSpec::new(collective, Algorithm::Auto) };
             for p in [1, 8, 1024] {
                 assert_eq!(spec.validate(p), Ok(()), "{collective} on {p}");
-                assert_eq!(spec.check_memory(p, 24 * GIB, "node 0 (node-0)"), Ok(()), "{collective} on {p}");
+                assert_eq!(spec.check_memory(p, [0], 24 * GIB, "node 0 (node-0)"), Ok(()), "{collective} on {p}");
             }
         }
     }
@@ -709,38 +731,55 @@ mod tests {
     }
 
     #[test]
-    fn memory_per_node_counts_input_output_flight_and_timing() {
+    fn memory_of_node_counts_input_output_flight_and_timing() {
         let spec = |collective, size| RunSpec {
             size_bytes: size,
             iterations: 10,
+            root: 2,
             ..RunSpec::new(collective, Algorithm::Auto)
         };
         // One block in, one out, two in flight, 10 timings.
-        assert_eq!(spec(Collective::Allreduce, 1000).memory_per_node(8), Some(4000 + 80));
+        assert_eq!(spec(Collective::Allreduce, 1000).memory_of_node(8, 0), Some(4000 + 80));
         // p blocks in and out.
-        assert_eq!(spec(Collective::Alltoall, 1000).memory_per_node(8), Some(4 * 8000 + 80));
+        assert_eq!(spec(Collective::Alltoall, 1000).memory_of_node(8, 5), Some(4 * 8000 + 80));
         // One block in, p out.
-        assert_eq!(spec(Collective::Allgather, 1000).memory_per_node(8), Some(1000 + 3 * 8000 + 80));
-        assert_eq!(spec(Collective::Scatter, 1000).memory_per_node(8), Some(8000 + 1000 + 2 * 8000 + 80));
-        assert_eq!(spec(Collective::Barrier, 1000).memory_per_node(8), Some(80));
+        assert_eq!(spec(Collective::Allgather, 1000).memory_of_node(8, 7), Some(1000 + 3 * 8000 + 80));
+        // The root of a scatter holds the p blocks; the others one block, and pass on up
+        // to all of them.
+        let scatter = spec(Collective::Scatter, 1000);
+        assert_eq!(scatter.memory_of_node(8, 2), Some(8000 + 1000 + 2 * 8000 + 80));
+        assert_eq!(scatter.memory_of_node(8, 0), Some(1000 + 2 * 8000 + 80));
+        let gather = spec(Collective::Gather, 1000);
+        assert_eq!(gather.memory_of_node(8, 2), Some(1000 + 8000 + 2 * 8000 + 80));
+        assert_eq!(gather.memory_of_node(8, 3), Some(1000 + 2 * 8000 + 80));
+        assert_eq!(scatter.memory_of_nodes(8, 0..8), Some(8000 + 8 * (1000 + 2 * 8000 + 80)));
+        assert_eq!(scatter.memory_of_nodes(8, []), Some(0));
+        assert_eq!(spec(Collective::Barrier, 1000).memory_of_node(8, 0), Some(80));
         // Timing data alone, for the most iterations a spec can have.
         let many = RunSpec { iterations: u32::MAX, ..spec(Collective::Barrier, 0) };
-        assert_eq!(many.memory_per_node(2), Some(u64::from(u32::MAX) * 8));
-        assert_eq!(spec(Collective::Alltoall, u64::MAX / 4).memory_per_node(8), None);
-        assert_eq!(spec(Collective::Allreduce, u64::MAX / 2).memory_per_node(8), None);
-        assert_eq!(spec(Collective::Allreduce, u64::MAX / 8).memory_per_node(usize::MAX), Some(u64::MAX / 8 * 4 + 80));
+        assert_eq!(many.memory_of_node(2, 0), Some(u64::from(u32::MAX) * 8));
+        assert_eq!(spec(Collective::Alltoall, u64::MAX / 4).memory_of_node(8, 0), None);
+        assert_eq!(spec(Collective::Allreduce, u64::MAX / 2).memory_of_node(8, 0), None);
+        assert_eq!(
+            spec(Collective::Allreduce, u64::MAX / 8).memory_of_node(usize::MAX, 0),
+            Some(u64::MAX / 8 * 4 + 80)
+        );
+        assert_eq!(spec(Collective::Allreduce, u64::MAX / 8).memory_of_nodes(8, 0..2), None);
     }
 
     #[test]
     fn check_memory_names_what_is_needed_and_who_has_what() {
         let spec = RunSpec { size_bytes: 75 * GIB, ..RunSpec::new(Collective::Allreduce, Algorithm::Ring) };
-        let err = spec.check_memory(8, 18 * GIB + GIB / 5, "node 3 (node-3)").unwrap_err();
+        let err = spec.check_memory(8, [3], 18 * GIB + GIB / 5, "node 3 (node-3)").unwrap_err();
         assert!(matches!(err, SpecError::TooMuchMemory { needed, .. } if needed == 300 * GIB + 8));
-        assert_eq!(err.to_string(), "the run needs about 300.0 GiB per node; node 3 (node-3) has 18.2 GiB available");
-        let needed = spec.memory_per_node(8).expect("fits");
-        assert_eq!(spec.check_memory(8, needed, "node 0 (node-0)"), Ok(()));
-        assert!(spec.check_memory(8, needed - 1, "node 0 (node-0)").is_err());
-        let err = RunSpec { size_bytes: u64::MAX / 2, ..spec }.check_memory(8, u64::MAX, "node 0").unwrap_err();
+        assert_eq!(err.to_string(), "the run needs about 300.0 GiB at node 3 (node-3); 18.2 GiB available");
+        let needed = spec.memory_of_node(8, 0).expect("fits");
+        assert_eq!(spec.check_memory(8, [0], needed, "node 0 (node-0)"), Ok(()));
+        assert!(spec.check_memory(8, [0], needed - 1, "node 0 (node-0)").is_err());
+        // Nodes that share a machine need the sum.
+        assert_eq!(spec.check_memory(8, [0, 1], 2 * needed, "the 2 nodes"), Ok(()));
+        assert!(spec.check_memory(8, [0, 1], 2 * needed - 1, "the 2 nodes").is_err());
+        let err = RunSpec { size_bytes: u64::MAX / 2, ..spec }.check_memory(8, [0], u64::MAX, "node 0").unwrap_err();
         assert!(matches!(err, SpecError::MemoryOverflow { p: 8, .. }), "{err}");
     }
 

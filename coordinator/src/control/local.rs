@@ -23,7 +23,7 @@ use crate::control::server;
 /// What one node daemon process costs before any run: its resident memory. Measured on
 /// Linux x86-64 (release build): the VmRSS of every daemon while `topocomm run allreduce
 /// --nodes 8 --topology hypercube` (64 KiB) ran was 6.7-7.0 MiB; rounded up. A run's own
-/// memory comes on top ([`RunSpec::memory_per_node`]).
+/// memory comes on top ([`RunSpec::memory_of_node`]).
 pub const NODE_BASE_RSS: u64 = 8 << 20;
 
 /// Threads (each a task in the kernel's process and pid accounting) one node daemon
@@ -120,20 +120,20 @@ impl Capacity {
     }
 
     /// Refuses `spec` on `nodes` local node processes: too many nodes
-    /// ([`Capacity::check_nodes`]), or a run whose memory per node
-    /// ([`RunSpec::memory_per_node`]) exceeds each node's share of what this machine has
-    /// available once every process has its base.
+    /// ([`Capacity::check_nodes`]), or a run whose memory, summed over the nodes
+    /// ([`RunSpec::memory_of_nodes`]: the root of a scatter or gather needs more than the
+    /// others), exceeds what this machine has available once every process has its base.
     pub fn check_run(&self, spec: &RunSpec, nodes: usize) -> Result<(), CapacityError> {
         self.check_nodes(nodes)?;
         let Some(memory) = self.memory else { return Ok(()) };
-        let count = u64::try_from(nodes).unwrap_or(u64::MAX).max(1);
-        let share = memory.saturating_sub(count.saturating_mul(NODE_BASE_RSS)) / count;
+        let count = u64::try_from(nodes).unwrap_or(u64::MAX);
+        let share = memory.saturating_sub(count.saturating_mul(NODE_BASE_RSS));
         let holder = format!(
-            "each of the {nodes} local nodes ({} on this machine, less {} per node process)",
+            "the {nodes} local nodes ({} on this machine, less {} per node process)",
             ByteSize(memory),
             ByteSize(NODE_BASE_RSS)
         );
-        spec.check_memory(nodes, share, &holder)?;
+        spec.check_memory(nodes, 0..nodes, share, &holder)?;
         Ok(())
     }
 }
@@ -285,17 +285,25 @@ mod tests {
     }
 
     #[test]
-    fn a_run_must_fit_in_each_nodes_share_of_memory() {
+    fn a_run_must_fit_in_the_memory_its_nodes_share() {
         let machine = machine();
         let spec = |size| RunSpec { size_bytes: size, ..RunSpec::new(Collective::Allreduce, Algorithm::Hypercube) };
         machine.check_run(&spec(64 << 10), 1024).unwrap();
         machine.check_run(&spec(GIB / 2), 8).unwrap();
         let error = machine.check_run(&spec(100 * GIB), 8).unwrap_err().to_string();
-        assert!(error.starts_with("the run needs about 400.0 GiB per node; each of the 8 local nodes"), "{error}");
+        assert!(error.starts_with("the run needs about 3.1 TiB at the 8 local nodes"), "{error}");
         assert!(error.contains("23.0 GiB on this machine"), "{error}");
         // 1 GiB each fits one node, not 8 of them.
         machine.check_run(&spec(GIB), 1).unwrap();
         assert!(matches!(machine.check_run(&spec(GIB), 8), Err(CapacityError::Spec(SpecError::TooMuchMemory { .. }))));
+        // The root of a scatter holds its 32 blocks, the others pass on up to all of them:
+        // 23 GiB less the bases fits 32 nodes of an 8 MiB scatter (about 16.9 GiB), not
+        // of an 8 MiB all-to-all (about 32 GiB).
+        let at_32 = |collective| RunSpec { size_bytes: 8 << 20, ..RunSpec::new(collective, Algorithm::Hypercube) };
+        machine.check_run(&at_32(Collective::Scatter), 32).unwrap();
+        machine.check_run(&at_32(Collective::Gather), 32).unwrap();
+        let error = machine.check_run(&at_32(Collective::Alltoall), 32).unwrap_err().to_string();
+        assert!(error.starts_with("the run needs about 32.0 GiB at the 32 local nodes"), "{error}");
         // Too many nodes is said first.
         assert!(matches!(machine.check_run(&spec(8), 100_000), Err(CapacityError::TooManyNodes { .. })));
     }

@@ -438,13 +438,13 @@ fn align(reports: &mut [NodeReport], clocks: &[ClockOffset], dilation: Dilation)
     RunTrace { events, clock_error_us }
 }
 
-/// Refuses, before any node allocates, a run that needs more memory per node than a
-/// node has: what the node with the least reported when it registered, shared among the
-/// nodes at the same host address (a local cluster's nodes each report the whole
-/// machine; without sharing, 64 of them at 1 MiB all-to-all were let through to the
-/// kernel's OOM killer). Nodes that did not say are left to check for themselves, as
-/// every node does again. Containers have an address each, so nodes in containers on one
-/// host are not grouped.
+/// Refuses, before any node allocates, a run that needs more memory than its nodes have:
+/// the nodes at one host address share what the one of them with the least reported
+/// when it registered, and need the sum of their estimates ([`RunSpec::memory_of_node`];
+/// a local cluster's nodes each report the whole machine; without sharing, 64 of them at
+/// 1 MiB all-to-all were let through to the kernel's OOM killer). Nodes that did not say
+/// are left to check for themselves, as every node does again. Containers have an
+/// address each, so nodes in containers on one host are not grouped.
 fn check_memory(spec: &RunSpec, participants: &[Participant]) -> Result<(), SpecError> {
     let mut hosts: BTreeMap<&str, Vec<&Participant>> = BTreeMap::new();
     for node in participants.iter().filter(|p| p.memory_bytes > 0) {
@@ -452,24 +452,20 @@ fn check_memory(spec: &RunSpec, participants: &[Participant]) -> Result<(), Spec
     }
     for (host, nodes) in hosts {
         let smallest = nodes.iter().min_by_key(|p| p.memory_bytes).expect("a group has a node");
-        let (share, holder) = match nodes.len() {
-            1 => (smallest.memory_bytes, describe(smallest)),
-            count => (
-                smallest.memory_bytes / count as u64,
-                format!(
-                    "each of the {count} nodes at {host}, sharing the {} that {} reported,",
-                    ByteSize(smallest.memory_bytes),
-                    describe(smallest)
-                ),
+        let holder = match nodes.len() {
+            1 => describe(smallest),
+            count => format!(
+                "the {count} nodes at {host} (sharing the {} that {} reported)",
+                ByteSize(smallest.memory_bytes),
+                describe(smallest)
             ),
         };
-        spec.check_memory(participants.len(), share, &holder)?;
+        let ids = nodes.iter().map(|node| node.id);
+        spec.check_memory(participants.len(), ids, smallest.memory_bytes, &holder)?;
     }
     Ok(())
 }
 
-/// The host part of a node's data address, `HOST:PORT` or `[V6]:PORT` (the whole
-/// address when it has no port).
 fn host_of(data_addr: &str) -> &str {
     match data_addr.rsplit_once(':') {
         Some((host, port)) if port.parse::<u16>().is_ok() => host,
@@ -706,18 +702,19 @@ mod tests {
     fn nodes_at_one_host_share_its_memory() {
         let at =
             |id: NodeId, addr: &str| Participant { data_addr: addr.into(), memory_bytes: 1 << 30, ..participant(id) };
-        // 4 blocks of 16 MiB in and out, twice the larger in flight: 256 MiB and a little.
+        // 4 blocks of 20 MiB in and out, twice the larger in flight: 320 MiB and a little
+        // per node, 1.25 GiB and a little for the 4 of them.
         let spec =
-            RunSpec { size_bytes: 16 << 20, iterations: 1, ..RunSpec::new(Collective::Alltoall, Algorithm::Ring) };
+            RunSpec { size_bytes: 20 << 20, iterations: 1, ..RunSpec::new(Collective::Alltoall, Algorithm::Ring) };
         let apart: Vec<Participant> = (0..4).map(|id| at(id, &format!("10.0.0.{id}:7000"))).collect();
         assert_eq!(check_memory(&spec, &apart), Ok(()));
         let together: Vec<Participant> = (0..4).map(|id| at(id, &format!("127.0.0.1:{}", 7000 + id))).collect();
         let error = check_memory(&spec, &together).unwrap_err();
-        assert!(matches!(error, SpecError::TooMuchMemory { available, .. } if available == 256 << 20), "{error:?}");
+        assert!(matches!(error, SpecError::TooMuchMemory { available, .. } if available == 1 << 30), "{error:?}");
         assert_eq!(
             error.to_string(),
-            "the run needs about 256.0 MiB per node; each of the 4 nodes at 127.0.0.1, sharing the 1.0 GiB \
-             that node 0 (n0) reported, has 256.0 MiB available"
+            "the run needs about 1.3 GiB at the 4 nodes at 127.0.0.1 (sharing the 1.0 GiB \
+             that node 0 (n0) reported); 1.0 GiB available"
         );
         assert_eq!(host_of("[::1]:7000"), "[::1]");
         assert_eq!(host_of("node-3"), "node-3");
