@@ -161,7 +161,8 @@ pub fn default_algorithm(collective: Collective, topology: TopologyKind) -> Algo
 /// What `auto` picks, in one line (`topocomm list` prints it).
 pub const AUTO_RULE: &str = "--algorithm auto picks halving-doubling all-reduce where the cost model, with a start-up \
      worth 128 KiB, says it beats the topology's own (from about 200-500 KiB per node on 4 or more nodes; never on a \
-     ring), the segmented pipeline scan from 256 KiB on a hypercube or a fully connected network, and the linear \
+     ring), the reduce-then-broadcast all-reduce below that from 64 KiB on 16 or more nodes where the default is \
+     recursive doubling, the segmented pipeline scan from 256 KiB on a hypercube or a fully connected network, and the linear \
      scatter from 64 KiB on a fully connected network; the topology's default everywhere else";
 
 /// What one message's start-up costs, in the bytes a node could move in that time:
@@ -174,6 +175,14 @@ pub const STARTUP_BYTES: u64 = 128 * 1024;
 /// Algorithm 4.9: measured ahead from 256 KiB on 4 to 32 nodes, behind at 64 KiB on 16
 /// and 32.
 pub const LARGE_SCAN: u64 = 256 * 1024;
+
+/// Vector size from which `auto` all-reduces by a reduce then a broadcast, on 16 nodes
+/// or more, where the default is recursive doubling and halving-doubling does not pay
+/// yet ([`auto`]).
+pub const TREE_ALLREDUCE: u64 = 64 * 1024;
+
+/// Nodes from which `auto` all-reduces by a reduce then a broadcast ([`TREE_ALLREDUCE`]).
+pub const TREE_ALLREDUCE_NODES: usize = 16;
 
 /// Block size from which `auto` scatters by the root's direct sends on a fully
 /// connected network.
@@ -204,6 +213,16 @@ pub fn auto(collective: Collective, topology: TopologyKind, p: usize, size_bytes
     let textbook = default_algorithm(collective, topology);
     match collective {
         C::Allreduce if topology != T::Ring && halving_doubling_pays(p, size_bytes) => A::HalvingDoubling,
+        // Recursive doubling sends the whole vector log p times, p log p vectors in all;
+        // the tree sends 2 (p - 1), in twice the steps. With the nodes sharing the
+        // machine's cores the bytes decide from 64 KiB on 16 and 32 nodes (measured ahead
+        // at 64 and 128 KiB on 16, 32 and 64 KiB on 32; behind at 32 KiB on 16, even on 8;
+        // README, "Fully connected, p = 16 and p = 32").
+        C::Allreduce
+            if textbook == A::RecursiveDoubling && p >= TREE_ALLREDUCE_NODES && size_bytes >= TREE_ALLREDUCE =>
+        {
+            A::ReduceBroadcast
+        }
         C::Scan if textbook == A::Hypercube && p >= 4 && size_bytes >= LARGE_SCAN => A::Pipeline,
         // The root's direct sends, as Open MPI scatters large blocks: the binomial tree
         // saves only p - 1 - log p start-ups on a fully connected network, and its relays
@@ -275,7 +294,12 @@ mod tests {
         assert_eq!(auto(C::Allreduce, T::Hypercube, 8, 1 << 20), A::HalvingDoubling);
         assert_eq!(auto(C::Allreduce, T::Hypercube, 16, 256 << 10), A::HalvingDoubling);
         assert_eq!(auto(C::Allreduce, T::Hypercube, 32, 256 << 10), A::HalvingDoubling);
-        assert_eq!(auto(C::Allreduce, T::Hypercube, 32, 64 << 10), A::RecursiveDoubling);
+        assert_eq!(auto(C::Allreduce, T::Hypercube, 32, 32 << 10), A::RecursiveDoubling);
+        // The tree from 64 KiB on 16 nodes or more, until halving-doubling pays.
+        assert_eq!(auto(C::Allreduce, T::Hypercube, 32, 64 << 10), A::ReduceBroadcast);
+        assert_eq!(auto(C::Allreduce, T::Full, 16, 128 << 10), A::ReduceBroadcast);
+        assert_eq!(auto(C::Allreduce, T::Hypercube, 8, 64 << 10), A::RecursiveDoubling);
+        assert_eq!(auto(C::Allreduce, T::Torus, 16, 128 << 10), A::Mesh);
         assert_eq!(auto(C::Allreduce, T::Torus, 16, 1 << 20), A::HalvingDoubling);
         assert_eq!(auto(C::Allreduce, T::Torus, 16, 64 << 10), A::Mesh);
         assert_eq!(auto(C::Allreduce, T::Ring, 16, 8 << 20), A::Ring);
