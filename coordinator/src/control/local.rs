@@ -297,11 +297,13 @@ mod tests {
         machine.check_run(&spec(GIB), 1).unwrap();
         assert!(matches!(machine.check_run(&spec(GIB), 8), Err(CapacityError::Spec(SpecError::TooMuchMemory { .. }))));
         // The root of a scatter holds its 32 blocks, the others pass on up to all of them:
-        // 23 GiB less the bases fits 32 nodes of an 8 MiB scatter (about 16.9 GiB), not
-        // of an 8 MiB all-to-all (about 32 GiB).
+        // 23 GiB less the bases fits 32 nodes of an 8 MiB scatter (about 16.9 GiB) or
+        // all-gather (about 20.3 GiB), not of an 8 MiB all-to-all (about 32 GiB).
         let at_32 = |collective| RunSpec { size_bytes: 8 << 20, ..RunSpec::new(collective, Algorithm::Hypercube) };
         machine.check_run(&at_32(Collective::Scatter), 32).unwrap();
         machine.check_run(&at_32(Collective::Gather), 32).unwrap();
+        machine.check_run(&at_32(Collective::Allgather), 32).unwrap();
+        machine.check_run(&at_32(Collective::ReduceScatter), 32).unwrap();
         let error = machine.check_run(&at_32(Collective::Alltoall), 32).unwrap_err().to_string();
         assert!(error.starts_with("the run needs about 32.0 GiB at the 32 local nodes"), "{error}");
         // Too many nodes is said first.
