@@ -272,7 +272,7 @@ def peak_memory(args, size, collective="allreduce"):
     env = dict(os.environ, TOPOCOMM_TOKEN=token)
     processes = []
 
-    def allreduce(bytes_, iterations, collective="allreduce"):
+    def run_collective(bytes_, iterations, collective="allreduce"):
         command = [str(args.topocomm), "run", collective, "--coordinator", address, "--topology", args.topology]
         command += ["--size", f"{bytes_}B", "--iterations", str(iterations), "--warmup", "1", "--json"]
         if args.algorithm != "default":
@@ -294,9 +294,9 @@ def peak_memory(args, size, collective="allreduce"):
             node = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             processes.append(node)
             nodes.append(node)
-        allreduce(8, 5)
+        run_collective(8, 5)
         bases = [proc_status_kib(node.pid, "VmRSS") for node in nodes]
-        summary = allreduce(size, 5, collective)
+        summary = run_collective(size, 5, collective)
         peaks = [proc_status_kib(node.pid, "VmHWM") for node in nodes]
         samples = []
         stop = threading.Event()
@@ -309,7 +309,7 @@ def peak_memory(args, size, collective="allreduce"):
         sampler = threading.Thread(target=sample)
         started = time.monotonic()
         sampler.start()
-        allreduce(size, 40, collective)
+        run_collective(size, 40, collective)
         ended = time.monotonic()
         stop.set()
         sampler.join()

@@ -132,8 +132,8 @@ fn available_text(available_bytes: Option<u64>) -> String {
 }
 
 /// Checks `spec` before anything is allocated for it: a valid spec whose memory
-/// estimate for node `id` fits in what this process may still use, and room for its timings in
-/// `report`. Returns the index of the last iteration.
+/// estimate for node `id` fits in what this process may still use, and room for its
+/// timings in `report`. Returns the index of the last iteration.
 fn admit(spec: &RunSpec, p: usize, id: NodeId, report: &mut NodeReport) -> Result<u32, RunRefusal> {
     spec.validate(p)?;
     if let Some(available) = memory::available_bytes() {

@@ -127,13 +127,13 @@ impl Capacity {
         self.check_nodes(nodes)?;
         let Some(memory) = self.memory else { return Ok(()) };
         let count = u64::try_from(nodes).unwrap_or(u64::MAX);
-        let share = memory.saturating_sub(count.saturating_mul(NODE_BASE_RSS));
+        let available = memory.saturating_sub(count.saturating_mul(NODE_BASE_RSS));
         let holder = format!(
             "the {nodes} local nodes ({} on this machine, less {} per node process)",
             ByteSize(memory),
             ByteSize(NODE_BASE_RSS)
         );
-        spec.check_memory(nodes, 0..nodes, share, &holder)?;
+        spec.check_memory(nodes, 0..nodes, available, &holder)?;
         Ok(())
     }
 }

@@ -466,6 +466,8 @@ fn check_memory(spec: &RunSpec, participants: &[Participant]) -> Result<(), Spec
     Ok(())
 }
 
+/// The host part of a node's data address, `HOST:PORT` or `[V6]:PORT` (the whole
+/// address when it has no port).
 fn host_of(data_addr: &str) -> &str {
     match data_addr.rsplit_once(':') {
         Some((host, port)) if port.parse::<u16>().is_ok() => host,
