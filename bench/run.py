@@ -272,11 +272,11 @@ def peak_memory(args, size, collective="allreduce"):
     env = dict(os.environ, TOPOCOMM_TOKEN=token)
     processes = []
 
-    def run_collective(bytes_, iterations, collective="allreduce"):
+    def run_collective(bytes_, iterations, collective="allreduce", algorithm="default"):
         command = [str(args.topocomm), "run", collective, "--coordinator", address, "--topology", args.topology]
         command += ["--size", f"{bytes_}B", "--iterations", str(iterations), "--warmup", "1", "--json"]
-        if args.algorithm != "default":
-            command += ["--algorithm", args.algorithm]
+        if algorithm != "default":
+            command += ["--algorithm", algorithm]
         for _ in range(100):  # the daemons may still be registering
             done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
             if done.returncode == 0:
@@ -296,7 +296,7 @@ def peak_memory(args, size, collective="allreduce"):
             nodes.append(node)
         run_collective(8, 5)
         bases = [proc_status_kib(node.pid, "VmRSS") for node in nodes]
-        summary = run_collective(size, 5, collective)
+        summary = run_collective(size, 5, collective, args.algorithm)
         peaks = [proc_status_kib(node.pid, "VmHWM") for node in nodes]
         samples = []
         stop = threading.Event()
@@ -309,7 +309,7 @@ def peak_memory(args, size, collective="allreduce"):
         sampler = threading.Thread(target=sample)
         started = time.monotonic()
         sampler.start()
-        run_collective(size, 40, collective)
+        run_collective(size, 40, collective, args.algorithm)
         ended = time.monotonic()
         stop.set()
         sampler.join()
