@@ -392,20 +392,22 @@ def main():
         f"iteration (slowest node's time after a barrier); Open MPI: mpirun {' '.join(MPI_FLAGS)}"
     )
     points = [(c, s) for c in collectives for s in sizes]
-    # Points topocomm's memory check refused (more than this machine holds): not run on
-    # either side, since Open MPI would need as much; the table says why.
+    # Columns topocomm's memory check refused (more than this machine holds) are not run
+    # and say so; a point every column refused is not run on Open MPI's side either, and
+    # the table says why.
+    refused_modes = {}
     refused = {}
     runs = []
     for repeat in range(args.repeat):
         ours = {}
         for collective, size in points:
             for mode in modes:
-                if (collective, size) in refused:
+                if (collective, size, mode) in refused_modes:
                     continue
                 try:
                     ours[(collective, size, mode)] = topocomm_point(args, collective, size, algorithm=mode)
                 except Refused as reason:
-                    refused[(collective, size)] = str(reason)
+                    refused_modes[(collective, size, mode)] = str(reason)
                     print(f"  topocomm {collective} {show_size(size)} {mode}: refused: {reason}", file=sys.stderr)
                     continue
                 print(
@@ -413,6 +415,9 @@ def main():
                     f"{ours[(collective, size, mode)][0]:.1f} µs",
                     file=sys.stderr,
                 )
+        for collective, size in points:
+            if all((collective, size, mode) in refused_modes for mode in modes):
+                refused[(collective, size)] = refused_modes[(collective, size, modes[0])]
         runnable = [point for point in points if point not in refused]
         theirs = mpi_points(args, runnable) if with_mpi else {}
         runs.append((ours, theirs))
@@ -443,6 +448,12 @@ def main():
             line += f" {mpi:>12.1f}"
             row["mpi_us"] = theirs
         for mode in modes:
+            if (collective, size, mode) in refused_modes:
+                line += f" | {'refused: memory':<22} {'-':>10}"
+                if with_mpi:
+                    line += f" {'-':>6}" + (f" {'':>12}" if args.repeat > 1 else "") + f" {'-':>5}"
+                row[mode] = {"refused": refused_modes[(collective, size, mode)]}
+                continue
             ours = [run[0][(collective, size, mode)][0] for run in runs]
             algorithm = runs[-1][0][(collective, size, mode)][2]
             mine = statistics.median(ours)
@@ -505,11 +516,15 @@ def print_busbw(args, points, modes, runs, with_mpi):
         line = f"{collective:<15} {show_size(size):>7}"
         if with_mpi:
             line += f" {busbw(statistics.median(run[1][(collective, size)] for run in runs)):>9.3f}"
-        medians = {mode: statistics.median(run[0][(collective, size, mode)][0] for run in runs) for mode in modes}
+        ran = [mode for mode in modes if (collective, size, mode) in runs[0][0]]  # the others were refused
+        medians = {mode: statistics.median(run[0][(collective, size, mode)][0] for run in runs) for mode in ran}
         for mode in modes:
+            if mode not in medians:
+                line += f" {'-':>18}"
+                continue
             line += f" {busbw(medians[mode]):>18.3f}"
             plain = mode.removesuffix("+encrypt")
-            if mode.endswith("+encrypt") and plain in modes:
+            if mode.endswith("+encrypt") and plain in medians:
                 line += f" {1 - busbw(medians[mode]) / busbw(medians[plain]):>6.0%}"
         print(line)
 

@@ -127,7 +127,7 @@ async fn open_target(args: &RunArgs, request: &RunRequest) -> anyhow::Result<Tar
     }
     Topology::new(request.topology, args.what.nodes, request.dims.as_deref())?;
     request.spec.validate(args.what.nodes)?;
-    Capacity::of_this_machine().check_run(&request.spec, args.what.nodes)?;
+    Capacity::of_this_machine().check_run(&request.spec, request.topology, args.what.nodes)?;
     let logs = args.logs.clone().unwrap_or_else(|| std::env::temp_dir().join("topocomm-logs"));
     let local = LocalCluster::start(args.what.nodes, &logs, args.remote.security.encrypt).await?;
     eprintln!(

@@ -163,7 +163,8 @@ pub const AUTO_RULE: &str = "--algorithm auto picks halving-doubling all-reduce 
      worth 128 KiB, says it beats the topology's own (from about 200-500 KiB per node on 4 or more nodes; never on a \
      ring), the reduce-then-broadcast all-reduce below that from 64 KiB on 16 or more nodes where the default is \
      recursive doubling, the segmented pipeline scan from 256 KiB on a hypercube or a fully connected network, and the linear \
-     scatter from 64 KiB on a fully connected network; the topology's default everywhere else";
+     scatter from 64 KiB on a fully connected network; the topology's default everywhere else; and where its pick does \
+     not fit in the nodes' memory, the pairwise-xor all-to-all instead of the hypercube's";
 
 /// What one message's start-up costs, in the bytes a node could move in that time:
 /// the t_s / t_w that puts the all-reduce crossings where they were measured on a
@@ -233,6 +234,37 @@ pub fn auto(collective: Collective, topology: TopologyKind, p: usize, size_bytes
     }
 }
 
+/// The algorithm `auto` turns to where its pick ([`auto`]) would need more memory than
+/// the nodes have: one of the same collective that holds less. The hypercube's
+/// all-to-all keeps every message it receives until the last step (about 3.5 times a
+/// node's p blocks on 32 nodes); Algorithm 4.10, made for the same hypercube, sends and
+/// receives one block at a time (2.2 times; docs/PERFORMANCE-NOTES.md, "The all-to-all of
+/// 8 MiB on 32 nodes").
+pub fn leaner(collective: Collective, picked: Algorithm) -> Option<Algorithm> {
+    match (collective, picked) {
+        (C::Alltoall, A::Hypercube) => Some(A::PairwiseXor),
+        _ => None,
+    }
+}
+
+/// [`resolve`], where `fits` says whether the nodes have the memory for an algorithm:
+/// `auto`'s pick when it fits, else its [`leaner`] alternative when that fits, else the
+/// pick (whose memory check then says what is missing). A named algorithm stays as named.
+pub fn resolve_fitting(
+    collective: Collective,
+    algorithm: Algorithm,
+    topology: TopologyKind,
+    p: usize,
+    size_bytes: u64,
+    fits: impl Fn(Algorithm) -> bool,
+) -> Algorithm {
+    let picked = resolve(collective, algorithm, topology, p, size_bytes);
+    if algorithm != Algorithm::Auto || fits(picked) {
+        return picked;
+    }
+    leaner(collective, picked).filter(|&lean| fits(lean)).unwrap_or(picked)
+}
+
 /// The algorithm a run uses: `auto` resolved, anything else as named.
 pub fn resolve(
     collective: Collective,
@@ -251,6 +283,23 @@ pub fn resolve(
 mod tests {
     use super::*;
     use strum::IntoEnumIterator;
+
+    #[test]
+    fn auto_turns_leaner_only_where_its_pick_does_not_fit() {
+        let (all_to_all, cube) = (C::Alltoall, TopologyKind::Hypercube);
+        let mib8 = 8 << 20;
+        let everything = |_| true;
+        let only_pairwise = |algorithm| algorithm == A::PairwiseXor;
+        let nothing = |_| false;
+        assert_eq!(resolve_fitting(all_to_all, A::Auto, cube, 32, mib8, everything), A::Hypercube);
+        assert_eq!(resolve_fitting(all_to_all, A::Auto, cube, 32, mib8, only_pairwise), A::PairwiseXor);
+        // Neither fits: the pick, whose check names what is missing.
+        assert_eq!(resolve_fitting(all_to_all, A::Auto, cube, 32, mib8, nothing), A::Hypercube);
+        // A named algorithm is never swapped, nor a collective without a leaner one.
+        assert_eq!(resolve_fitting(all_to_all, A::Hypercube, cube, 32, mib8, only_pairwise), A::Hypercube);
+        assert_eq!(resolve_fitting(C::Allgather, A::Auto, cube, 32, mib8, nothing), A::Hypercube);
+        assert_eq!(resolve_fitting(all_to_all, A::Auto, TopologyKind::Ring, 32, mib8, only_pairwise), A::Ring);
+    }
 
     #[test]
     fn every_collective_has_algorithms_and_its_defaults_are_in_the_table() {

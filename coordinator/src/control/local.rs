@@ -15,7 +15,9 @@ use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 use topocomm_node::limits;
 use topocomm_proto::auth::Key;
+use topocomm_proto::catalogue;
 use topocomm_proto::spec::{RunSpec, SpecError};
+use topocomm_proto::topology::TopologyKind;
 
 use crate::control::run::Coordinator;
 use crate::control::server;
@@ -119,12 +121,23 @@ impl Capacity {
         Ok(())
     }
 
-    /// Refuses `spec` on `nodes` local node processes: too many nodes
+    /// Refuses `spec` on `nodes` local node processes of `topology`: too many nodes
     /// ([`Capacity::check_nodes`]), or a run whose memory, summed over the nodes
     /// ([`RunSpec::memory_of_nodes`]: the root of a scatter or gather needs more than the
     /// others), exceeds what this machine has available once every process has its base.
-    pub fn check_run(&self, spec: &RunSpec, nodes: usize) -> Result<(), CapacityError> {
+    /// `auto` is resolved as the coordinator will, a leaner algorithm where its pick does
+    /// not fit ([`catalogue::resolve_fitting`]).
+    pub fn check_run(&self, spec: &RunSpec, topology: TopologyKind, nodes: usize) -> Result<(), CapacityError> {
         self.check_nodes(nodes)?;
+        let with = |algorithm| RunSpec { algorithm, ..spec.clone() };
+        let fits = |algorithm| self.check_memory(&with(algorithm), nodes).is_ok();
+        let algorithm =
+            catalogue::resolve_fitting(spec.collective, spec.algorithm, topology, nodes, spec.size_bytes, fits);
+        self.check_memory(&with(algorithm), nodes)
+    }
+
+    /// Refuses `spec` if `nodes` local node processes cannot hold it together.
+    fn check_memory(&self, spec: &RunSpec, nodes: usize) -> Result<(), CapacityError> {
         let Some(memory) = self.memory else { return Ok(()) };
         let count = u64::try_from(nodes).unwrap_or(u64::MAX);
         let available = memory.saturating_sub(count.saturating_mul(NODE_BASE_RSS));
@@ -229,6 +242,7 @@ impl LocalCluster {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use TopologyKind::Hypercube;
     use topocomm_proto::spec::{Algorithm, Collective};
 
     const GIB: u64 = 1 << 30;
@@ -288,25 +302,33 @@ mod tests {
     fn a_run_must_fit_in_the_memory_its_nodes_share() {
         let machine = machine();
         let spec = |size| RunSpec { size_bytes: size, ..RunSpec::new(Collective::Allreduce, Algorithm::Hypercube) };
-        machine.check_run(&spec(64 << 10), 1024).unwrap();
-        machine.check_run(&spec(GIB / 2), 8).unwrap();
-        let error = machine.check_run(&spec(100 * GIB), 8).unwrap_err().to_string();
+        machine.check_run(&spec(64 << 10), Hypercube, 1024).unwrap();
+        machine.check_run(&spec(GIB / 2), Hypercube, 8).unwrap();
+        let error = machine.check_run(&spec(100 * GIB), Hypercube, 8).unwrap_err().to_string();
         assert!(error.starts_with("the run needs about 3.1 TiB at the 8 local nodes"), "{error}");
         assert!(error.contains("23.0 GiB on this machine"), "{error}");
         // 1 GiB each fits one node, not 8 of them.
-        machine.check_run(&spec(GIB), 1).unwrap();
-        assert!(matches!(machine.check_run(&spec(GIB), 8), Err(CapacityError::Spec(SpecError::TooMuchMemory { .. }))));
+        machine.check_run(&spec(GIB), Hypercube, 1).unwrap();
+        assert!(matches!(
+            machine.check_run(&spec(GIB), Hypercube, 8),
+            Err(CapacityError::Spec(SpecError::TooMuchMemory { .. }))
+        ));
         // The root of a scatter holds its 32 blocks, the others pass on up to all of them:
         // 23 GiB less the bases fits 32 nodes of an 8 MiB scatter (about 16.9 GiB) or
         // all-gather (about 20.3 GiB), not of an 8 MiB all-to-all (about 32 GiB).
         let at_32 = |collective| RunSpec { size_bytes: 8 << 20, ..RunSpec::new(collective, Algorithm::Hypercube) };
-        machine.check_run(&at_32(Collective::Scatter), 32).unwrap();
-        machine.check_run(&at_32(Collective::Gather), 32).unwrap();
-        machine.check_run(&at_32(Collective::Allgather), 32).unwrap();
-        machine.check_run(&at_32(Collective::ReduceScatter), 32).unwrap();
-        let error = machine.check_run(&at_32(Collective::Alltoall), 32).unwrap_err().to_string();
+        machine.check_run(&at_32(Collective::Scatter), Hypercube, 32).unwrap();
+        machine.check_run(&at_32(Collective::Gather), Hypercube, 32).unwrap();
+        machine.check_run(&at_32(Collective::Allgather), Hypercube, 32).unwrap();
+        machine.check_run(&at_32(Collective::ReduceScatter), Hypercube, 32).unwrap();
+        let error = machine.check_run(&at_32(Collective::Alltoall), Hypercube, 32).unwrap_err().to_string();
         assert!(error.starts_with("the run needs about 32.0 GiB at the 32 local nodes"), "{error}");
+        // `auto` runs that all-to-all by Algorithm 4.10, which fits (about 20 GiB).
+        let auto = |size| RunSpec { size_bytes: size, ..RunSpec::new(Collective::Alltoall, Algorithm::Auto) };
+        machine.check_run(&auto(8 << 20), Hypercube, 32).unwrap();
+        let error = machine.check_run(&auto(8 << 20), TopologyKind::Ring, 32).unwrap_err().to_string();
+        assert!(error.starts_with("the run needs about 32.0 GiB"), "{error}");
         // Too many nodes is said first.
-        assert!(matches!(machine.check_run(&spec(8), 100_000), Err(CapacityError::TooManyNodes { .. })));
+        assert!(matches!(machine.check_run(&spec(8), Hypercube, 100_000), Err(CapacityError::TooManyNodes { .. })));
     }
 }

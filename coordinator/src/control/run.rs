@@ -176,8 +176,13 @@ impl Coordinator {
         let p = participants.len();
         let topology = Topology::new(request.topology, p, request.dims.as_deref())?;
         request.spec.validate(p)?;
-        check_memory(&request.spec, &participants)?;
         catalogue::check(request.spec.collective, request.spec.algorithm)?;
+        let spec = &request.spec;
+        let with = |algorithm| RunSpec { algorithm, ..spec.clone() };
+        let fits = |algorithm| check_memory(&with(algorithm), &participants).is_ok();
+        let algorithm =
+            catalogue::resolve_fitting(spec.collective, spec.algorithm, topology.kind(), p, spec.size_bytes, fits);
+        check_memory(&with(algorithm), &participants)?;
         let topology_spec = TopologySpec { kind: topology.kind(), p, dims: topology.dims().to_vec() };
         let sessions: Vec<SessionId> = participants.iter().map(|p| p.session).collect();
         driver.drain();
@@ -188,8 +193,6 @@ impl Coordinator {
             setup.wiring_ms = Some(wiring_from.elapsed().as_secs_f64() * 1e3);
             self.cluster.set_wiring(Some((topology_spec.clone(), sessions)));
         }
-        let spec = &request.spec;
-        let algorithm = catalogue::resolve(spec.collective, spec.algorithm, topology.kind(), p, spec.size_bytes);
         driver.run += 1;
         let spec = RunSpec { run: driver.run, algorithm, ..request.spec };
         let clocks =

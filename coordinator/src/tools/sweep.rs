@@ -310,7 +310,7 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
             Some(capacity) => spec
                 .validate(args.nodes)
                 .map_err(CapacityError::from)
-                .and_then(|()| capacity.check_run(spec, args.nodes)),
+                .and_then(|()| capacity.check_run(spec, request.topology, args.nodes)),
             None => spec.validate(usize::MAX).map_err(CapacityError::from),
         };
         match checked {
