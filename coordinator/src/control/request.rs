@@ -44,7 +44,8 @@ pub struct CollectiveArgs {
     #[arg(long, short = 'n', default_value_t = 8)]
     pub nodes: usize,
     /// Algorithm (`topocomm list` shows each collective's); default the one made for
-    /// the topology; `auto` picks by size and p.
+    /// the topology; `auto` picks by size and p (a run turns to a leaner one where that
+    /// does not fit the nodes' memory).
     #[arg(long, short = 'a', value_parser = parse_algorithm)]
     pub algorithm: Option<Algorithm>,
     /// Bytes per node (B, KiB, MiB, GiB, or KB/MB), a whole number of elements.
