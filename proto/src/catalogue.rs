@@ -3,7 +3,7 @@
 //! (collective, topology) pair and the size-based choice of `auto`. `topocomm list`
 //! prints this table, and the node refuses a pair that is not in it.
 
-use crate::spec::{Algorithm, Collective};
+use crate::spec::{Algorithm, Collective, RunSpec};
 use crate::topology::TopologyKind;
 
 /// One algorithm of one collective.
@@ -247,22 +247,26 @@ pub fn leaner(collective: Collective, picked: Algorithm) -> Option<Algorithm> {
     }
 }
 
-/// [`resolve`], where `fits` says whether the nodes have the memory for an algorithm:
-/// `auto`'s pick when it fits, else its [`leaner`] alternative when that fits, else the
-/// pick (whose memory check then says what is missing). A named algorithm stays as named.
-pub fn resolve_fitting(
-    collective: Collective,
-    algorithm: Algorithm,
+/// `spec` with `auto` resolved ([`resolve`]) and held to `check` (the memory its nodes
+/// have): `auto`'s pick when it passes, else its [`leaner`] alternative when that
+/// passes, else the pick's refusal. A named algorithm is checked as named.
+pub fn resolve_checked<E>(
+    spec: &RunSpec,
     topology: TopologyKind,
     p: usize,
-    size_bytes: u64,
-    fits: impl Fn(Algorithm) -> bool,
-) -> Algorithm {
-    let picked = resolve(collective, algorithm, topology, p, size_bytes);
-    if algorithm != Algorithm::Auto || fits(picked) {
-        return picked;
+    check: impl Fn(&RunSpec) -> Result<(), E>,
+) -> Result<RunSpec, E> {
+    let with = |algorithm| RunSpec { algorithm, ..spec.clone() };
+    let picked = with(resolve(spec.collective, spec.algorithm, topology, p, spec.size_bytes));
+    let Err(refusal) = check(&picked) else { return Ok(picked) };
+    let lean = match spec.algorithm {
+        Algorithm::Auto => leaner(spec.collective, picked.algorithm).map(with),
+        _ => None,
+    };
+    match lean {
+        Some(lean) if check(&lean).is_ok() => Ok(lean),
+        _ => Err(refusal),
     }
-    leaner(collective, picked).filter(|&lean| fits(lean)).unwrap_or(picked)
 }
 
 /// The algorithm a run uses: `auto` resolved, anything else as named.
@@ -286,19 +290,26 @@ mod tests {
 
     #[test]
     fn auto_turns_leaner_only_where_its_pick_does_not_fit() {
-        let (all_to_all, cube) = (C::Alltoall, TopologyKind::Hypercube);
-        let mib8 = 8 << 20;
-        let everything = |_| true;
-        let only_pairwise = |algorithm| algorithm == A::PairwiseXor;
-        let nothing = |_| false;
-        assert_eq!(resolve_fitting(all_to_all, A::Auto, cube, 32, mib8, everything), A::Hypercube);
-        assert_eq!(resolve_fitting(all_to_all, A::Auto, cube, 32, mib8, only_pairwise), A::PairwiseXor);
-        // Neither fits: the pick, whose check names what is missing.
-        assert_eq!(resolve_fitting(all_to_all, A::Auto, cube, 32, mib8, nothing), A::Hypercube);
+        let cube = TopologyKind::Hypercube;
+        let spec = |collective, algorithm| RunSpec { size_bytes: 8 << 20, ..RunSpec::new(collective, algorithm) };
+        // A check that names the algorithm it refused.
+        let everything = |_: &RunSpec| Ok(());
+        let only_pairwise = |run: &RunSpec| if run.algorithm == A::PairwiseXor { Ok(()) } else { Err(run.algorithm) };
+        let nothing = |run: &RunSpec| Err(run.algorithm);
+        let ran = |resolved: Result<RunSpec, Algorithm>| resolved.map(|run| run.algorithm);
+        let auto = spec(C::Alltoall, A::Auto);
+        assert_eq!(ran(resolve_checked(&auto, cube, 32, everything)), Ok(A::Hypercube));
+        assert_eq!(ran(resolve_checked(&auto, cube, 32, only_pairwise)), Ok(A::PairwiseXor));
+        // Neither fits: the pick's refusal.
+        assert_eq!(ran(resolve_checked(&auto, cube, 32, nothing)), Err(A::Hypercube));
         // A named algorithm is never swapped, nor a collective without a leaner one.
-        assert_eq!(resolve_fitting(all_to_all, A::Hypercube, cube, 32, mib8, only_pairwise), A::Hypercube);
-        assert_eq!(resolve_fitting(C::Allgather, A::Auto, cube, 32, mib8, nothing), A::Hypercube);
-        assert_eq!(resolve_fitting(all_to_all, A::Auto, TopologyKind::Ring, 32, mib8, only_pairwise), A::Ring);
+        let named = spec(C::Alltoall, A::Hypercube);
+        assert_eq!(ran(resolve_checked(&named, cube, 32, only_pairwise)), Err(A::Hypercube));
+        assert_eq!(ran(resolve_checked(&spec(C::Allgather, A::Auto), cube, 32, nothing)), Err(A::Hypercube));
+        assert_eq!(ran(resolve_checked(&auto, TopologyKind::Ring, 32, only_pairwise)), Err(A::Ring));
+        // The rest of the spec goes through untouched.
+        let resolved = resolve_checked(&auto, cube, 32, only_pairwise).expect("pairwise-xor fits");
+        assert_eq!(resolved, RunSpec { algorithm: A::PairwiseXor, ..auto });
     }
 
     #[test]

@@ -579,9 +579,9 @@ impl RunSpec {
     ///   (`reference::expected`);
     /// * in flight, twice the largest input or output any node of the run holds (one and
     ///   a half times for all-gather and reduce-scatter, half for the pairwise
-    ///   all-to-alls): frames received and blocks
-    ///   being combined or concatenated, or passed on towards the root of a scatter or
-    ///   gather, while input and output are held;
+    ///   all-to-alls): frames received and blocks being combined or concatenated, or
+    ///   passed on towards the root of a scatter or gather, while input and output are
+    ///   held;
     /// * 8 bytes of timing per timed iteration.
     ///
     /// The daemon's own base is not included (docs/PERFORMANCE-NOTES.md holds the

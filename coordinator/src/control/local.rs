@@ -126,14 +126,11 @@ impl Capacity {
     /// ([`RunSpec::memory_of_nodes`]: the root of a scatter or gather needs more than the
     /// others), exceeds what this machine has available once every process has its base.
     /// `auto` is resolved as the coordinator will, a leaner algorithm where its pick does
-    /// not fit ([`catalogue::resolve_fitting`]).
+    /// not fit ([`catalogue::resolve_checked`]).
     pub fn check_run(&self, spec: &RunSpec, topology: TopologyKind, nodes: usize) -> Result<(), CapacityError> {
         self.check_nodes(nodes)?;
-        let with = |algorithm| RunSpec { algorithm, ..spec.clone() };
-        let fits = |algorithm| self.check_memory(&with(algorithm), nodes).is_ok();
-        let algorithm =
-            catalogue::resolve_fitting(spec.collective, spec.algorithm, topology, nodes, spec.size_bytes, fits);
-        self.check_memory(&with(algorithm), nodes)
+        catalogue::resolve_checked(spec, topology, nodes, |spec| self.check_memory(spec, nodes))?;
+        Ok(())
     }
 
     /// Refuses `spec` if `nodes` local node processes cannot hold it together.

@@ -177,12 +177,8 @@ impl Coordinator {
         let topology = Topology::new(request.topology, p, request.dims.as_deref())?;
         request.spec.validate(p)?;
         catalogue::check(request.spec.collective, request.spec.algorithm)?;
-        let spec = &request.spec;
-        let with = |algorithm| RunSpec { algorithm, ..spec.clone() };
-        let fits = |algorithm| check_memory(&with(algorithm), &participants).is_ok();
-        let algorithm =
-            catalogue::resolve_fitting(spec.collective, spec.algorithm, topology.kind(), p, spec.size_bytes, fits);
-        check_memory(&with(algorithm), &participants)?;
+        let spec =
+            catalogue::resolve_checked(&request.spec, topology.kind(), p, |spec| check_memory(spec, &participants))?;
         let topology_spec = TopologySpec { kind: topology.kind(), p, dims: topology.dims().to_vec() };
         let sessions: Vec<SessionId> = participants.iter().map(|p| p.session).collect();
         driver.drain();
@@ -194,7 +190,7 @@ impl Coordinator {
             self.cluster.set_wiring(Some((topology_spec.clone(), sessions)));
         }
         driver.run += 1;
-        let spec = RunSpec { run: driver.run, algorithm, ..request.spec };
+        let spec = RunSpec { run: driver.run, ..spec };
         let clocks =
             if spec.trace || spec.emulation.is_some() { Some(driver.probe_clocks(&participants).await?) } else { None };
         // With emulated links every iteration starts at one common instant (see node::run).
