@@ -473,13 +473,56 @@ def main():
 
     if args.busbw:
         print_busbw(args, [point for point in points if point not in refused], modes, runs, with_mpi)
+    switches = auto_against_default(points, modes, runs)
+    if switches:
+        print_auto_against_default(switches)
+
 
     extras = {}
     if not args.no_extras:
         extras = run_extras(args, max(sizes), modes)
     print(f"# load average at end: {load()}")
     if args.json:
-        args.json.write_text(json.dumps({"machine": machine(), "table": table, **extras}, indent=2))
+        document = {"machine": machine(), "table": table, "auto_against_default": switches, **extras}
+        args.json.write_text(json.dumps(document, indent=2))
+
+
+def auto_against_default(points, modes, runs):
+    """Every point where `auto` ran another algorithm than the default: the two
+    algorithms and auto's time over the default's, pass by pass (the two columns of one
+    pass ran one after the other on the same machine). The rule `auto` is held to: never
+    slower than the default it replaces (docs/PERFORMANCE-NOTES.md)."""
+    if "default" not in modes or "auto" not in modes:
+        return []
+    switches = []
+    for collective, size in points:
+        cells = [run[0] for run in runs if (collective, size, "default") in run[0] and (collective, size, "auto") in run[0]]
+        if not cells:
+            continue  # refused, by memory, in one column or both
+        default, auto = cells[-1][(collective, size, "default")][2], cells[-1][(collective, size, "auto")][2]
+        if default == auto:
+            continue
+        ratios = [cell[(collective, size, "auto")][0] / cell[(collective, size, "default")][0] for cell in cells]
+        switches.append(
+            {"collective": collective, "size_bytes": size, "default": default, "auto": auto, "auto_over_default": ratios}
+        )
+    return switches
+
+
+def print_auto_against_default(switches):
+    """The points where `auto` switched algorithm, and whether the switch paid."""
+    print()
+    header = f"{'auto switched':<15} {'size':>7} {'default':<20} {'auto':<22} {'auto/default':>12} {'(spread)':>12}"
+    print(header)
+    print("-" * len(header))
+    for switch in switches:
+        ratios = switch["auto_over_default"]
+        median = statistics.median(ratios)
+        verdict = "faster" if median < 1 else "SLOWER: auto breaks its rule here"
+        print(
+            f"{switch['collective']:<15} {show_size(switch['size_bytes']):>7} {switch['default']:<20} "
+            f"{switch['auto']:<22} {median:>12.2f} {min(ratios):>5.2f}..{max(ratios):<5.2f}  {verdict}"
+        )
 
 
 def bus_factor(collective, p):
