@@ -13,7 +13,10 @@ the fewest any algorithm needs on a fully connected network, where every message
 direct send as Open MPI's ranks make them (on a hypercube of 8: 12 block-hops per node
 against 7 for all-to-all and scatter, so 1.71). It also holds a 2-node topocomm broadcast of the largest size
 against one loopback TCP stream with large writes (bench/tcp_stream.c, iperf3-style), and
-reports the memory of the daemons in an all-reduce of the largest size.
+reports the memory of the daemons in an all-reduce of the largest size. With both the
+`default` and the `auto` column, the table ends with every point where `auto` ran
+another algorithm, auto's time over the default's pass by pass: `auto` must never be
+slower than the default it replaces, and the table says SLOWER where it was.
 
     bench/run.py --wait-idle --repeat 3           # the table of issue 7 (p = 8, hypercube)
     bench/run.py --sizes 64KiB,1MiB --collectives broadcast,allreduce
