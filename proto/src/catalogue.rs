@@ -162,7 +162,8 @@ pub fn default_algorithm(collective: Collective, topology: TopologyKind) -> Algo
 pub const AUTO_RULE: &str = "--algorithm auto picks halving-doubling all-reduce where the cost model, with a start-up \
      worth 128 KiB, says it beats the topology's own (from about 200-500 KiB per node on 4 or more nodes; never on a \
      ring), the reduce-then-broadcast all-reduce below that from 64 KiB on 16 or more nodes where the default is \
-     recursive doubling, the segmented pipeline scan from 256 KiB on a hypercube or a fully connected network, and the linear \
+     recursive doubling, the segmented pipeline scan on a hypercube or a fully connected network from 64 KiB on 4 to 8 \
+     nodes and from 256 KiB on more, and the linear \
      scatter from 64 KiB on a fully connected network; the topology's default everywhere else; and where its pick does \
      not fit in the nodes' memory, the pairwise-xor all-to-all instead of the hypercube's";
 
@@ -173,9 +174,17 @@ pub const AUTO_RULE: &str = "--algorithm auto picks halving-doubling all-reduce 
 pub const STARTUP_BYTES: u64 = 128 * 1024;
 
 /// Message size from which `auto` scans by the segmented pipeline where the default is
-/// Algorithm 4.9: measured ahead from 256 KiB on 4 to 32 nodes, behind at 64 KiB on 16
-/// and 32.
+/// Algorithm 4.9, on more than [`SMALL_CLUSTER_NODES`]: measured ahead from 256 KiB on 4
+/// to 32 nodes, behind at 64 KiB on 16 and 32.
 pub const LARGE_SCAN: u64 = 256 * 1024;
+
+/// Message size from which `auto` scans by the segmented pipeline on 4 to
+/// [`SMALL_CLUSTER_NODES`] nodes: measured ahead at 64 and 128 KiB on 4 to 8 nodes (a
+/// hypercube of 4 and 8, fully connected 4, 5, 6 and 8), even or behind at 16 and 32 KiB.
+pub const SMALL_CLUSTER_SCAN: u64 = 64 * 1024;
+
+/// The most nodes on which `auto` scans by the pipeline from [`SMALL_CLUSTER_SCAN`].
+pub const SMALL_CLUSTER_NODES: usize = 8;
 
 /// Vector size from which `auto` all-reduces by a reduce then a broadcast, on 16 nodes
 /// or more, where the default is recursive doubling and halving-doubling does not pay
@@ -188,6 +197,12 @@ pub const TREE_ALLREDUCE_NODES: usize = 16;
 /// Block size from which `auto` scatters by the root's direct sends on a fully
 /// connected network.
 pub const LARGE_SCATTER: u64 = 64 * 1024;
+
+/// Message size from which `auto` scans by the segmented pipeline on p nodes, where the
+/// default is Algorithm 4.9 ([`SMALL_CLUSTER_SCAN`], [`LARGE_SCAN`]).
+pub fn pipeline_scan_from(p: usize) -> u64 {
+    if p <= SMALL_CLUSTER_NODES { SMALL_CLUSTER_SCAN } else { LARGE_SCAN }
+}
 
 /// Whether halving-doubling all-reduce beats recursive doubling for `size_bytes` per
 /// node on p nodes, by the cost model with t_s = [`STARTUP_BYTES`] t_w ([Thakur 2005]):
@@ -224,7 +239,10 @@ pub fn auto(collective: Collective, topology: TopologyKind, p: usize, size_bytes
         {
             A::ReduceBroadcast
         }
-        C::Scan if textbook == A::Hypercube && p >= 4 && size_bytes >= LARGE_SCAN => A::Pipeline,
+        // The chain sends the vector p - 1 times, Algorithm 4.9 2 log p times (and
+        // combines it log p times more): from 64 KiB on up to 8 nodes the chain's bytes win
+        // over its length, on 16 and 32 nodes only from 256 KiB (docs/PERFORMANCE-NOTES.md).
+        C::Scan if textbook == A::Hypercube && p >= 4 && size_bytes >= pipeline_scan_from(p) => A::Pipeline,
         // The root's direct sends, as Open MPI scatters large blocks: the binomial tree
         // saves only p - 1 - log p start-ups on a fully connected network, and its relays
         // pass on blocks again (12 block transfers against 7 for p = 8; the measurement:
@@ -372,7 +390,16 @@ mod tests {
         assert_eq!(auto(C::Reduce, T::Hypercube, 16, 8 << 20), A::Hypercube);
         assert_eq!(auto(C::Scan, T::Hypercube, 8, 1 << 20), A::Pipeline);
         assert_eq!(auto(C::Scan, T::Hypercube, 16, 64 << 10), A::Hypercube);
+        assert_eq!(auto(C::Scan, T::Hypercube, 16, 128 << 10), A::Hypercube);
+        assert_eq!(auto(C::Scan, T::Hypercube, 32, 256 << 10), A::Pipeline);
         assert_eq!(auto(C::Scan, T::Full, 8, 256 << 10), A::Pipeline);
+        // From 64 KiB on 4 to 8 nodes; not below, nor on fewer than 4.
+        assert_eq!(auto(C::Scan, T::Hypercube, 8, 64 << 10), A::Pipeline);
+        assert_eq!(auto(C::Scan, T::Hypercube, 4, 64 << 10), A::Pipeline);
+        assert_eq!(auto(C::Scan, T::Full, 6, 64 << 10), A::Pipeline);
+        assert_eq!(auto(C::Scan, T::Hypercube, 8, 32 << 10), A::Hypercube);
+        assert_eq!(auto(C::Scan, T::Full, 3, 1 << 20), A::Hypercube);
+        assert_eq!(auto(C::Scan, T::Full, 9, 128 << 10), A::Hypercube);
         assert_eq!(auto(C::Scan, T::Torus, 16, 1 << 20), A::Linear);
         assert_eq!(auto(C::Scatter, T::Full, 8, 1 << 20), A::Linear);
         assert_eq!(auto(C::Scatter, T::Full, 8, 8), A::Hypercube);
