@@ -162,8 +162,8 @@ pub fn default_algorithm(collective: Collective, topology: TopologyKind) -> Algo
 pub const AUTO_RULE: &str = "--algorithm auto picks halving-doubling all-reduce where the cost model, with a start-up \
      worth 128 KiB, says it beats the topology's own (from about 200-500 KiB per node on 4 or more nodes; never on a \
      ring), the reduce-then-broadcast all-reduce below that from 64 KiB on 16 or more nodes where the default is \
-     recursive doubling, the segmented pipeline scan on a hypercube or a fully connected network from 64 KiB on 4 to 8 \
-     nodes and from 256 KiB on more, and the linear \
+     recursive doubling, the segmented pipeline scan on a hypercube or a fully connected network from 256 KiB (on 4 to \
+     8 nodes from 128 KiB on a hypercube, 64 KiB fully connected), and the linear \
      scatter from 64 KiB on a fully connected network; the topology's default everywhere else; and where its pick does \
      not fit in the nodes' memory, the pairwise-xor all-to-all instead of the hypercube's";
 
@@ -178,10 +178,15 @@ pub const STARTUP_BYTES: u64 = 128 * 1024;
 /// to 32 nodes, behind at 64 KiB on 16 and 32.
 pub const LARGE_SCAN: u64 = 256 * 1024;
 
-/// Message size from which `auto` scans by the segmented pipeline on 4 to
-/// [`SMALL_CLUSTER_NODES`] nodes: measured ahead at 64 and 128 KiB on 4 to 8 nodes (a
-/// hypercube of 4 and 8, fully connected 4, 5, 6 and 8), even or behind at 16 and 32 KiB.
-pub const SMALL_CLUSTER_SCAN: u64 = 64 * 1024;
+/// Message size from which `auto` scans by the segmented pipeline on a hypercube of 4
+/// to [`SMALL_CLUSTER_NODES`] nodes, where the chain is routed (11 hops for 8 nodes):
+/// measured ahead at 128 KiB on 4 and 8 nodes, ahead in 10 of 14 passes at 64 KiB.
+pub const SMALL_CLUSTER_SCAN: u64 = 128 * 1024;
+
+/// Message size from which `auto` scans by the segmented pipeline on a fully connected
+/// network of 4 to [`SMALL_CLUSTER_NODES`] nodes, where the chain is p - 1 direct sends:
+/// measured ahead at 64 and 128 KiB on 4, 5, 6 and 8 nodes, even or behind below.
+pub const SMALL_CLUSTER_SCAN_FULL: u64 = 64 * 1024;
 
 /// The most nodes on which `auto` scans by the pipeline from [`SMALL_CLUSTER_SCAN`].
 pub const SMALL_CLUSTER_NODES: usize = 8;
@@ -198,10 +203,15 @@ pub const TREE_ALLREDUCE_NODES: usize = 16;
 /// connected network.
 pub const LARGE_SCATTER: u64 = 64 * 1024;
 
-/// Message size from which `auto` scans by the segmented pipeline on p nodes, where the
-/// default is Algorithm 4.9 ([`SMALL_CLUSTER_SCAN`], [`LARGE_SCAN`]).
-pub fn pipeline_scan_from(p: usize) -> u64 {
-    if p <= SMALL_CLUSTER_NODES { SMALL_CLUSTER_SCAN } else { LARGE_SCAN }
+/// Message size from which `auto` scans by the segmented pipeline on p nodes of
+/// `topology`, where the default is Algorithm 4.9 ([`LARGE_SCAN`]; on small clusters
+/// [`SMALL_CLUSTER_SCAN`] and [`SMALL_CLUSTER_SCAN_FULL`]).
+pub fn pipeline_scan_from(topology: TopologyKind, p: usize) -> u64 {
+    match topology {
+        _ if p > SMALL_CLUSTER_NODES => LARGE_SCAN,
+        TopologyKind::Full => SMALL_CLUSTER_SCAN_FULL,
+        _ => SMALL_CLUSTER_SCAN,
+    }
 }
 
 /// Whether halving-doubling all-reduce beats recursive doubling for `size_bytes` per
@@ -240,9 +250,10 @@ pub fn auto(collective: Collective, topology: TopologyKind, p: usize, size_bytes
             A::ReduceBroadcast
         }
         // The chain sends the vector p - 1 times, Algorithm 4.9 2 log p times (and
-        // combines it log p times more): from 64 KiB on up to 8 nodes the chain's bytes win
-        // over its length, on 16 and 32 nodes only from 256 KiB (docs/PERFORMANCE-NOTES.md).
-        C::Scan if textbook == A::Hypercube && p >= 4 && size_bytes >= pipeline_scan_from(p) => A::Pipeline,
+        // combines it log p times more): on up to 8 nodes the chain's bytes win over its
+        // length from 64 KiB where its sends are direct, from 128 KiB where they are routed
+        // over a hypercube; on 16 and 32 nodes only from 256 KiB (docs/PERFORMANCE-NOTES.md).
+        C::Scan if textbook == A::Hypercube && p >= 4 && size_bytes >= pipeline_scan_from(topology, p) => A::Pipeline,
         // The root's direct sends, as Open MPI scatters large blocks: the binomial tree
         // saves only p - 1 - log p start-ups on a fully connected network, and its relays
         // pass on blocks again (12 block transfers against 7 for p = 8; the measurement:
@@ -393,11 +404,13 @@ mod tests {
         assert_eq!(auto(C::Scan, T::Hypercube, 16, 128 << 10), A::Hypercube);
         assert_eq!(auto(C::Scan, T::Hypercube, 32, 256 << 10), A::Pipeline);
         assert_eq!(auto(C::Scan, T::Full, 8, 256 << 10), A::Pipeline);
-        // From 64 KiB on 4 to 8 nodes; not below, nor on fewer than 4.
-        assert_eq!(auto(C::Scan, T::Hypercube, 8, 64 << 10), A::Pipeline);
-        assert_eq!(auto(C::Scan, T::Hypercube, 4, 64 << 10), A::Pipeline);
+        // On 4 to 8 nodes from 128 KiB on a hypercube, 64 KiB fully connected; not
+        // below, nor on fewer than 4.
+        assert_eq!(auto(C::Scan, T::Hypercube, 8, 128 << 10), A::Pipeline);
+        assert_eq!(auto(C::Scan, T::Hypercube, 4, 128 << 10), A::Pipeline);
+        assert_eq!(auto(C::Scan, T::Hypercube, 8, 64 << 10), A::Hypercube);
         assert_eq!(auto(C::Scan, T::Full, 6, 64 << 10), A::Pipeline);
-        assert_eq!(auto(C::Scan, T::Hypercube, 8, 32 << 10), A::Hypercube);
+        assert_eq!(auto(C::Scan, T::Full, 8, 32 << 10), A::Hypercube);
         assert_eq!(auto(C::Scan, T::Full, 3, 1 << 20), A::Hypercube);
         assert_eq!(auto(C::Scan, T::Full, 9, 128 << 10), A::Hypercube);
         assert_eq!(auto(C::Scan, T::Torus, 16, 1 << 20), A::Linear);
