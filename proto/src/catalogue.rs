@@ -188,7 +188,9 @@ pub const SMALL_CLUSTER_SCAN: u64 = 128 * 1024;
 /// measured ahead at 64 and 128 KiB on 4, 5, 6 and 8 nodes, even or behind below.
 pub const SMALL_CLUSTER_SCAN_FULL: u64 = 64 * 1024;
 
-/// The most nodes on which `auto` scans by the pipeline from [`SMALL_CLUSTER_SCAN`].
+/// The most nodes on which `auto` scans by the pipeline from [`SMALL_CLUSTER_SCAN`]
+/// (hypercube) or [`SMALL_CLUSTER_SCAN_FULL`] (fully connected) rather than from
+/// [`LARGE_SCAN`].
 pub const SMALL_CLUSTER_NODES: usize = 8;
 
 /// Vector size from which `auto` all-reduces by a reduce then a broadcast, on 16 nodes
@@ -249,10 +251,10 @@ pub fn auto(collective: Collective, topology: TopologyKind, p: usize, size_bytes
         {
             A::ReduceBroadcast
         }
-        // The chain sends the vector p - 1 times, Algorithm 4.9 2 log p times (and
-        // combines it log p times more): on up to 8 nodes the chain's bytes win over its
-        // length from 64 KiB where its sends are direct, from 128 KiB where they are routed
-        // over a hypercube; on 16 and 32 nodes only from 256 KiB (docs/PERFORMANCE-NOTES.md).
+        // The chain moves the vector p - 1 times in all, Algorithm 4.9 p log p times: on 4
+        // to 8 nodes the chain's bytes win over its length from 64 KiB where its sends are
+        // direct, from 128 KiB where they are routed over a hypercube; on 16 and 32 nodes
+        // only from 256 KiB (docs/PERFORMANCE-NOTES.md).
         C::Scan if textbook == A::Hypercube && p >= 4 && size_bytes >= pipeline_scan_from(topology, p) => A::Pipeline,
         // The root's direct sends, as Open MPI scatters large blocks: the binomial tree
         // saves only p - 1 - log p start-ups on a fully connected network, and its relays
