@@ -402,8 +402,15 @@ def main():
     refused = {}
     runs = []
     for repeat in range(args.repeat):
-        ours = {}
+        ours, theirs = {}, {}
         for collective, size in points:
+            # Open MPI's run of a point comes right before or after topocomm's, so that a
+            # ratio's two sides see the same machine; which goes first alternates from
+            # pass to pass (the first pass runs topocomm first: its memory check decides
+            # which points run at all).
+            mpi_first = repeat % 2 == 1
+            if with_mpi and mpi_first and (collective, size) not in refused:
+                theirs.update(mpi_points(args, [(collective, size)]))
             for mode in modes:
                 if (collective, size, mode) in refused_modes:
                     continue
@@ -418,11 +425,10 @@ def main():
                     f"{ours[(collective, size, mode)][0]:.1f} µs",
                     file=sys.stderr,
                 )
-        for collective, size in points:
             if all((collective, size, mode) in refused_modes for mode in modes):
                 refused[(collective, size)] = refused_modes[(collective, size, modes[0])]
-        runnable = [point for point in points if point not in refused]
-        theirs = mpi_points(args, runnable) if with_mpi else {}
+            if with_mpi and not mpi_first and (collective, size) not in refused:
+                theirs.update(mpi_points(args, [(collective, size)]))
         runs.append((ours, theirs))
 
     header = f"{'collective':<15} {'size':>7}"
