@@ -409,8 +409,13 @@ def main():
             # pass to pass (the first pass runs topocomm first: its memory check decides
             # which points run at all).
             mpi_first = repeat % 2 == 1
-            if with_mpi and mpi_first and (collective, size) not in refused:
-                theirs.update(mpi_points(args, [(collective, size)]))
+
+            def run_mpi():
+                if with_mpi and (collective, size) not in refused:
+                    theirs.update(mpi_points(args, [(collective, size)]))
+
+            if mpi_first:
+                run_mpi()
             for mode in modes:
                 if (collective, size, mode) in refused_modes:
                     continue
@@ -427,8 +432,8 @@ def main():
                 )
             if all((collective, size, mode) in refused_modes for mode in modes):
                 refused[(collective, size)] = refused_modes[(collective, size, modes[0])]
-            if with_mpi and not mpi_first and (collective, size) not in refused:
-                theirs.update(mpi_points(args, [(collective, size)]))
+            if not mpi_first:
+                run_mpi()
         runs.append((ours, theirs))
 
     header = f"{'collective':<15} {'size':>7}"
@@ -485,7 +490,6 @@ def main():
     switches = auto_against_default(points, modes, runs)
     if switches:
         print_auto_against_default(switches)
-
 
     extras = {}
     if not args.no_extras:

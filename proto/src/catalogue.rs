@@ -193,6 +193,17 @@ pub const SMALL_CLUSTER_SCAN_FULL: u64 = 64 * 1024;
 /// [`LARGE_SCAN`].
 pub const SMALL_CLUSTER_NODES: usize = 8;
 
+/// Message size from which `auto` scans by the segmented pipeline on p nodes of
+/// `topology`, where the default is Algorithm 4.9 ([`LARGE_SCAN`]; on small clusters
+/// [`SMALL_CLUSTER_SCAN`] and [`SMALL_CLUSTER_SCAN_FULL`]).
+pub fn pipeline_scan_from(topology: TopologyKind, p: usize) -> u64 {
+    match topology {
+        _ if p > SMALL_CLUSTER_NODES => LARGE_SCAN,
+        TopologyKind::Full => SMALL_CLUSTER_SCAN_FULL,
+        _ => SMALL_CLUSTER_SCAN,
+    }
+}
+
 /// Vector size from which `auto` all-reduces by a reduce then a broadcast, on 16 nodes
 /// or more, where the default is recursive doubling and halving-doubling does not pay
 /// yet ([`auto`]).
@@ -204,17 +215,6 @@ pub const TREE_ALLREDUCE_NODES: usize = 16;
 /// Block size from which `auto` scatters by the root's direct sends on a fully
 /// connected network.
 pub const LARGE_SCATTER: u64 = 64 * 1024;
-
-/// Message size from which `auto` scans by the segmented pipeline on p nodes of
-/// `topology`, where the default is Algorithm 4.9 ([`LARGE_SCAN`]; on small clusters
-/// [`SMALL_CLUSTER_SCAN`] and [`SMALL_CLUSTER_SCAN_FULL`]).
-pub fn pipeline_scan_from(topology: TopologyKind, p: usize) -> u64 {
-    match topology {
-        _ if p > SMALL_CLUSTER_NODES => LARGE_SCAN,
-        TopologyKind::Full => SMALL_CLUSTER_SCAN_FULL,
-        _ => SMALL_CLUSTER_SCAN,
-    }
-}
 
 /// Whether halving-doubling all-reduce beats recursive doubling for `size_bytes` per
 /// node on p nodes, by the cost model with t_s = [`STARTUP_BYTES`] t_w ([Thakur 2005]):
