@@ -175,6 +175,24 @@ impl Comm {
         self.send_payload(dst, tag, self.next_step(), Payload::of(parts), None)
     }
 
+    /// Sends the concatenation of `parts` to `dst` as [`Comm::send_parts`] does, and
+    /// returns only once its link has written it (as `MPI_Send` returns once its buffer
+    /// may be reused). A node that sends to several nodes in successive steps, a
+    /// binomial tree's root and inner nodes, then sends in the textbook's order, each
+    /// message whole before the next, rather than all at once sharing the processor:
+    /// the first child, whose subtree is the largest, starts forwarding soonest.
+    /// Only for sends that cannot wait on each other in a cycle (a tree): a long message
+    /// is read once its receive is posted, so such a cycle would wait for the deadline.
+    pub async fn send_in_turn(
+        &self,
+        dst: NodeId,
+        tag: Tag,
+        parts: impl IntoIterator<Item = Bytes>,
+    ) -> Result<(), CommError> {
+        let done = self.send_tracked(dst, tag, self.next_step(), Payload::of(parts))?;
+        self.written(done, dst, tag).await
+    }
+
     /// The step of a message sent now: one past the deepest this node has received from.
     fn next_step(&self) -> u16 {
         self.progress.step.load(Ordering::Relaxed).saturating_add(1)
@@ -348,7 +366,7 @@ impl Comm {
     /// sent buffer is free by the next step: an exchange loop holds its input, the
     /// vector it sends and the one it receives, never a fourth.
     pub async fn exchange(&self, dst: NodeId, src: NodeId, tag: Tag, data: Bytes) -> Result<Bytes, CommError> {
-        let done = self.send_tracked(dst, tag, self.next_step(), data)?;
+        let done = self.send_tracked(dst, tag, self.next_step(), Payload::One(data))?;
         let received = self.recv(src, tag).await?;
         self.written(done, dst, tag).await?;
         Ok(received)
@@ -416,14 +434,14 @@ impl Comm {
     /// Sends `segment` as a message of `step`, lent: see [`Segment::lend`].
     fn lend(&self, dst: NodeId, tag: Tag, step: u16, segment: Segment) -> Result<(Loan, Option<Done>), CommError> {
         let (bytes, loan) = segment.lend();
-        let done = self.send_tracked(dst, tag, step, bytes)?;
+        let done = self.send_tracked(dst, tag, step, Payload::One(bytes))?;
         Ok((loan, done))
     }
 
     /// Sends `data` as a message of `step`; returns what resolves once its link is done
     /// with it (nothing to wait for on the simulator's network, which takes a frame at
     /// once).
-    fn send_tracked(&self, dst: NodeId, tag: Tag, step: u16, data: Bytes) -> Result<Option<Done>, CommError> {
+    fn send_tracked(&self, dst: NodeId, tag: Tag, step: u16, data: Payload) -> Result<Option<Done>, CommError> {
         let (written, done) = match &self.network {
             Network::Routed(_) => {
                 let (written, done) = Written::new();
@@ -431,7 +449,7 @@ impl Comm {
             }
             Network::Simulated(_) => (None, None),
         };
-        self.send_payload(dst, tag, step, Payload::One(data), written)?;
+        self.send_payload(dst, tag, step, data, written)?;
         Ok(done)
     }
 

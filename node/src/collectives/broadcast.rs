@@ -136,7 +136,7 @@ async fn hypercube_in(comm: &Comm, root: NodeId, message: Bytes, phase: Phase) -
             if my_virtual_id & (1 << i) == 0 {
                 let virtual_dest = my_virtual_id ^ (1 << i);
                 if virtual_dest < p {
-                    comm.send(labels.to_physical(virtual_dest), phase.tag(i), x.clone()).await?;
+                    comm.send_in_turn(labels.to_physical(virtual_dest), phase.tag(i), [x.clone()]).await?;
                 }
             } else {
                 let virtual_source = my_virtual_id ^ (1 << i);
@@ -183,7 +183,7 @@ pub async fn recursive_doubling(comm: &Comm, root: NodeId, message: Bytes) -> Re
     while hi - lo > 1 {
         let mid = lo + (hi - lo).div_ceil(2);
         if v == lo {
-            comm.send(labels.to_physical(mid), phase.tag(i), x.clone()).await?;
+            comm.send_in_turn(labels.to_physical(mid), phase.tag(i), [x.clone()]).await?;
         } else if v == mid {
             x = comm.recv(labels.to_physical(lo), phase.tag(i)).await?;
         }

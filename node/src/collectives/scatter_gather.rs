@@ -339,7 +339,7 @@ pub async fn hypercube_scatter(
                 if virtual_dest < p {
                     let keys = physical(labels, p, virtual_dest..virtual_dest + (1 << i));
                     let x = hand.pack_parts(comm, &keys)?;
-                    comm.send_parts(labels.to_physical(virtual_dest), phase.tag(i), x).await?;
+                    comm.send_in_turn(labels.to_physical(virtual_dest), phase.tag(i), x).await?;
                 }
             } else {
                 let virtual_source = my_virtual_id ^ (1 << i);
