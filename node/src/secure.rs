@@ -384,7 +384,7 @@ mod tests {
         let expected = [b"head".as_slice(), &big, b"tail"].concat();
         let writer = tokio::spawn(async move {
             let slices = [b"head".as_slice(), &big, b"tail"];
-            crate::transport::stream::write_all_slices(&mut a, &slices).await.unwrap();
+            crate::transport::stream::write_all_slices(&mut a, &slices, usize::MAX).await.unwrap();
             a.flush().await.unwrap();
             a
         });

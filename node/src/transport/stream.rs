@@ -242,17 +242,22 @@ async fn write_batch<W: AsyncWrite + Unpin>(
         slices.push(head);
         slices.extend(outgoing.payload.parts().iter().map(|part| &part[..]).filter(|part| !part.is_empty()));
     }
-    write_all_slices(writer, &slices).await?;
+    write_all_slices(writer, &slices, max_write(batch)).await?;
     drop(slices);
     batch.clear();
     Ok(())
 }
 
 /// Writes `slices` one after another with vectored writes until all are out, each
-/// system call naming at most `MAX_SLICES` buffers and carrying at most about
-/// `MAX_WRITE` bytes.
-pub async fn write_all_slices<W: AsyncWrite + Unpin>(writer: &mut W, slices: &[&[u8]]) -> std::io::Result<()> {
-    let mut rest = Unwritten::new(slices);
+/// system call naming at most `MAX_SLICES` buffers and carrying at most `max_write`
+/// bytes, or a quarter more rather than leave a tail that short for a call of its own
+/// (a 512 KiB segment and its 34-byte head go together).
+pub async fn write_all_slices<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    slices: &[&[u8]],
+    max_write: usize,
+) -> std::io::Result<()> {
+    let mut rest = Unwritten::new(slices, max_write);
     let mut io = Vec::with_capacity(MAX_SLICES);
     while !rest.is_empty() {
         rest.next_write(&mut io);
@@ -265,25 +270,39 @@ pub async fn write_all_slices<W: AsyncWrite + Unpin>(writer: &mut W, slices: &[&
     Ok(())
 }
 
-/// Bytes one vectored write may carry, or a quarter more rather than leave a tail that
-/// short for a call of its own (a 512 KiB segment and its 34-byte head go together).
-/// Writes of 8 MiB at once took the full topology's scatter and all-to-all of 1 MiB
-/// 1.3-1.5x and 1.15-1.3x the time of writes capped here, and its all-gather 1.2x
-/// (docs/PERFORMANCE-NOTES.md, "How much one write may carry"); Open MPI's TCP transport
-/// writes fragments of at most 128 KiB.
+/// Bytes one vectored write carries, at most, of a batch of frames no longer than
+/// [`CUT_FRAMES_UP_TO`] each: a 1 MiB frame goes out in two writes, not one.
 pub const MAX_WRITE: usize = 512 * 1024;
 
+/// The longest frame whose batch is cut into writes of [`MAX_WRITE`]; a batch with a
+/// longer frame goes out in as few writes as the socket takes. Cutting the 1 MiB
+/// messages of a fan-out (the full topology's scatter and all-to-all, the trees' sends)
+/// took a fifth to a third off their time; cutting 8 MiB frames slowed the trees and the
+/// all-gather by a tenth or more (docs/PERFORMANCE-NOTES.md, "How much one write may
+/// carry"). Open MPI's TCP transport writes fragments of at most 128 KiB.
+pub const CUT_FRAMES_UP_TO: usize = 1024 * 1024;
+
+/// The most bytes one write of `batch` carries: [`MAX_WRITE`] unless a frame of it is
+/// longer than [`CUT_FRAMES_UP_TO`].
+fn max_write(batch: &[Outgoing]) -> usize {
+    match batch.iter().all(|outgoing| outgoing.payload.len() <= CUT_FRAMES_UP_TO) {
+        true => MAX_WRITE,
+        false => usize::MAX,
+    }
+}
+
 /// What is left to write of a list of buffers: the first unwritten buffer and how much
-/// of it is out.
+/// of it is out, and the most one write may carry.
 struct Unwritten<'a> {
     slices: &'a [&'a [u8]],
     first: usize,
     offset: usize,
+    max_write: usize,
 }
 
 impl<'a> Unwritten<'a> {
-    fn new(slices: &'a [&'a [u8]]) -> Self {
-        let mut rest = Unwritten { slices, first: 0, offset: 0 };
+    fn new(slices: &'a [&'a [u8]], max_write: usize) -> Self {
+        let mut rest = Unwritten { slices, first: 0, offset: 0, max_write };
         rest.advance(0);
         rest
     }
@@ -292,13 +311,13 @@ impl<'a> Unwritten<'a> {
         self.first == self.slices.len()
     }
 
-    /// Fills `io` with the next write: up to `MAX_SLICES` buffers and `MAX_WRITE` bytes,
+    /// Fills `io` with the next write: up to `MAX_SLICES` buffers and `max_write` bytes,
     /// the last buffer cut at the byte limit unless what would be left of the whole is
     /// under a quarter of it.
     fn next_write(&self, io: &mut Vec<IoSlice<'a>>) {
         io.clear();
         let left: usize = self.slices[self.first..].iter().map(|slice| slice.len()).sum::<usize>() - self.offset;
-        let budget = if left <= MAX_WRITE + MAX_WRITE / 4 { left } else { MAX_WRITE };
+        let budget = if left <= self.max_write.saturating_add(self.max_write / 4) { left } else { self.max_write };
         let mut taken = 0;
         let mut offset = self.offset;
         for slice in &self.slices[self.first..] {
@@ -357,7 +376,7 @@ mod tests {
                 .collect();
             let slices: Vec<&[u8]> = buffers.iter().map(Vec::as_slice).collect();
             let expected: Vec<u8> = buffers.concat();
-            let mut rest = Unwritten::new(&slices);
+            let mut rest = Unwritten::new(&slices, MAX_WRITE);
             let mut io = Vec::new();
             let mut out = Vec::new();
             let mut calls = 0;
@@ -395,7 +414,7 @@ mod tests {
             let mut got = vec![0u8; expected.len()];
             b.read_exact(&mut got).await.map(|_| got == expected)
         });
-        write_all_slices(&mut a, &slices).await.expect("written");
+        write_all_slices(&mut a, &slices, MAX_WRITE).await.expect("written");
         assert!(reader.await.expect("reader").expect("read"));
     }
 }
