@@ -109,6 +109,11 @@ class Refused(Exception):
     """topocomm refused a run before it started: more memory than this machine has."""
 
 
+class Failed(Exception):
+    """A topocomm run that started and failed (a node's error, a deadline): the point is
+    marked failed in the table and the benchmark goes on."""
+
+
 def topocomm_point(args, collective, size, nodes=None, algorithm=None):
     """One `topocomm run --json`; returns (median µs, min µs, algorithm that ran)."""
     wait_until_idle(args)
@@ -138,7 +143,7 @@ def topocomm_point(args, collective, size, nodes=None, algorithm=None):
     if done.returncode != 0 and "needs about" in done.stderr:
         raise Refused(done.stderr.strip().splitlines()[-1])
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr.strip()}")
+        raise Failed(f"{' '.join(command)} failed:\n{done.stderr.strip()}")
     summary = json.loads(done.stdout)
     if not summary.get("verified"):
         raise RuntimeError(f"{' '.join(command)}: not verified: {summary}")
@@ -154,7 +159,7 @@ def block_hops(args, topology, collective, size, algorithm):
         command += ["--algorithm", algorithm]
     done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr.strip()}")
+        raise Failed(f"{' '.join(command)} failed:\n{done.stderr.strip()}")
     schedule = json.loads(done.stdout)["schedule"]
     return sum(message["bytes"] * (len(message["route"]) - 1) for message in schedule)
 
@@ -397,8 +402,10 @@ def main():
     points = [(c, s) for c in collectives for s in sizes]
     # Columns topocomm's memory check refused (more than this machine holds) are not run
     # and say so; a point every column refused is not run on Open MPI's side either, and
-    # the table says why.
+    # the table says why. A column whose run failed (a node's error, a deadline) is not
+    # run again in later passes and says `failed`; the error goes to stderr at once.
     refused_modes = {}
+    failed_modes = {}
     refused = {}
     runs = []
     for repeat in range(args.repeat):
@@ -417,13 +424,17 @@ def main():
             if mpi_first:
                 run_mpi()
             for mode in modes:
-                if (collective, size, mode) in refused_modes:
+                if (collective, size, mode) in refused_modes or (collective, size, mode) in failed_modes:
                     continue
                 try:
                     ours[(collective, size, mode)] = topocomm_point(args, collective, size, algorithm=mode)
                 except Refused as reason:
                     refused_modes[(collective, size, mode)] = str(reason)
                     print(f"  topocomm {collective} {show_size(size)} {mode}: refused: {reason}", file=sys.stderr)
+                    continue
+                except Failed as error:
+                    failed_modes[(collective, size, mode)] = str(error)
+                    print(f"  topocomm {collective} {show_size(size)} {mode}: FAILED: {error}", file=sys.stderr)
                     continue
                 print(
                     f"  [{repeat + 1}/{args.repeat}] topocomm {collective} {show_size(size)} {mode}: "
@@ -462,11 +473,16 @@ def main():
             line += f" {mpi:>12.1f}"
             row["mpi_us"] = theirs
         for mode in modes:
+            skipped = None
             if (collective, size, mode) in refused_modes:
-                line += f" | {'refused: memory':<22} {'-':>10}"
+                skipped = ("refused: memory", {"refused": refused_modes[(collective, size, mode)]})
+            elif (collective, size, mode) in failed_modes:
+                skipped = ("failed (see stderr)", {"failed": failed_modes[(collective, size, mode)]})
+            if skipped:
+                line += f" | {skipped[0]:<22} {'-':>10}"
                 if with_mpi:
                     line += f" {'-':>6}" + (f" {'':>12}" if args.repeat > 1 else "") + f" {'-':>5}"
-                row[mode] = {"refused": refused_modes[(collective, size, mode)]}
+                row[mode] = skipped[1]
                 continue
             ours = [run[0][(collective, size, mode)][0] for run in runs]
             algorithm = runs[-1][0][(collective, size, mode)][2]
@@ -572,7 +588,8 @@ def print_busbw(args, points, modes, runs, with_mpi):
         line = f"{collective:<15} {show_size(size):>7}"
         if with_mpi:
             line += f" {busbw(statistics.median(run[1][(collective, size)] for run in runs)):>9.3f}"
-        ran = [mode for mode in modes if (collective, size, mode) in runs[0][0]]  # the others were refused
+        # The others were refused, or failed in some pass.
+        ran = [mode for mode in modes if all((collective, size, mode) in run[0] for run in runs)]
         medians = {mode: statistics.median(run[0][(collective, size, mode)][0] for run in runs) for mode in ran}
         for mode in modes:
             if mode not in medians:

@@ -3,7 +3,8 @@
 //! into `u32 length | header | payload` frames and hands them to the endpoint; a writer
 //! sends the outbox with vectored writes of length prefixes, headers and payload parts.
 //! No payload is ever copied into a codec buffer: the writer names the sender's buffers,
-//! several queued frames per system call; the reader leaves a short payload in its
+//! several queued frames per system call (at most 512 KiB per call while the frames are
+//! 1 MiB or shorter, see [`CUT_FRAMES_UP_TO`]); the reader leaves a short payload in its
 //! read-ahead buffer and reads a long one, once its receive is posted
 //! ([`Endpoint::admit`], a rendezvous), straight into a buffer of its own — or into the
 //! place that receive offers for it (see `assembly`).
@@ -277,9 +278,9 @@ pub const MAX_WRITE: usize = 512 * 1024;
 /// The longest frame whose batch is cut into writes of [`MAX_WRITE`]; a batch with a
 /// longer frame goes out in as few writes as the socket takes. Cutting the 1 MiB
 /// messages of a fan-out (the full topology's scatter and all-to-all, the trees' sends)
-/// took a fifth to a third off their time; cutting 8 MiB frames slowed the trees and the
-/// all-gather by a tenth or more (docs/PERFORMANCE-NOTES.md, "How much one write may
-/// carry"). Open MPI's TCP transport writes fragments of at most 128 KiB.
+/// took a fifth to a half off their time; cutting 8 MiB frames came out anywhere from
+/// 0.93x to 1.26x (docs/PERFORMANCE-NOTES.md, "How much one write may carry"). Open
+/// MPI's TCP transport writes fragments of at most 128 KiB.
 pub const CUT_FRAMES_UP_TO: usize = 1024 * 1024;
 
 /// The most bytes one write of `batch` carries: [`MAX_WRITE`] unless a frame of it is
