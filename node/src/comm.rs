@@ -21,7 +21,7 @@ use crate::pacing::Clock;
 use crate::router::{RouteError, Router};
 use crate::segments::{Loan, Segment, Segments};
 use crate::simulator::Port;
-use crate::transport::stream::RENDEZVOUS_ABOVE;
+use crate::transport::stream::{CUT_FRAMES_UP_TO, RENDEZVOUS_ABOVE};
 use crate::transport::{LinkFault, Payload, Written};
 
 /// The piece a vector is cut into by [`Comm::segments`] on raw links.
@@ -175,21 +175,29 @@ impl Comm {
         self.send_payload(dst, tag, self.next_step(), Payload::of(parts), None)
     }
 
-    /// Sends the concatenation of `parts` to `dst` as [`Comm::send_parts`] does, and
-    /// returns only once its link has written it (as `MPI_Send` returns once its buffer
-    /// may be reused). A node that sends to several nodes in successive steps, a
-    /// binomial tree's root and inner nodes, then sends in the textbook's order, each
-    /// message whole before the next, rather than all at once sharing the processor:
-    /// the first child, whose subtree is the largest, starts forwarding soonest.
-    /// Only for sends that cannot wait on each other in a cycle (a tree): a long message
-    /// is read once its receive is posted, so such a cycle would wait for the deadline.
+    /// Sends the concatenation of `parts` to `dst` as [`Comm::send_parts`] does, and,
+    /// if its link cuts it into several writes (up to [`CUT_FRAMES_UP_TO`]), returns
+    /// only once the link has written it (as `MPI_Send` returns once its buffer may be
+    /// reused). A node that sends to several nodes in successive steps, a binomial
+    /// tree's root and inner nodes, then sends in the textbook's order, each message
+    /// whole before the next, rather than all at once, their writes taking turns: the
+    /// first child, whose subtree is the largest, starts forwarding soonest. A longer
+    /// message goes out as the socket takes it, and waiting for it measured 0.96x to
+    /// 1.16x on 8 and 16 nodes (docs/PERFORMANCE-NOTES.md, "How much one write may
+    /// carry"). Only for sends that cannot wait on each other in a cycle (a tree): a
+    /// long message is read once its receive is posted, so such a cycle would wait for
+    /// the deadline.
     pub async fn send_in_turn(
         &self,
         dst: NodeId,
         tag: Tag,
         parts: impl IntoIterator<Item = Bytes>,
     ) -> Result<(), CommError> {
-        let done = self.send_tracked(dst, tag, self.next_step(), Payload::of(parts))?;
+        let payload = Payload::of(parts);
+        if payload.len() > CUT_FRAMES_UP_TO {
+            return self.send_payload(dst, tag, self.next_step(), payload, None);
+        }
+        let done = self.send_tracked(dst, tag, self.next_step(), payload)?;
         self.written(done, dst, tag).await
     }
 

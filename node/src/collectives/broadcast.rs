@@ -116,8 +116,8 @@ pub async fn mesh(comm: &Comm, root: NodeId, message: Bytes) -> Result<Bytes, Co
 /// (my_id - root) mod p, d = ⌈log2 p⌉, and a send to a virtual partner ≥ p is skipped
 /// (that node does not exist; nobody waits for it).
 ///
-/// Each send returns once its link has written the message ([`Comm::send_in_turn`]):
-/// a node's sends go one after the other, as the textbook's steps do.
+/// A node's sends go in turn ([`Comm::send_in_turn`]): up to 1 MiB, each returns once
+/// its link has written the message, as the textbook's steps follow one another.
 ///
 /// Steps: d = ⌈log2 p⌉. Cost (t_s + t_w m) log p.
 pub async fn hypercube(comm: &Comm, root: NodeId, message: Bytes) -> Result<Bytes, CommError> {
@@ -174,8 +174,7 @@ async fn hypercube_in(comm: &Comm, root: NodeId, message: Bytes, phase: Phase) -
 /// store-and-forward, where a message over l links costs t_s + l (t_h + t_w m), it is
 /// t_s log p + (t_h + t_w m)(p - 1). The ring's routes take the shorter way, so on an
 /// odd ring the first message may go round the other way; it travels alone, so links
-/// are still never shared. Each send returns once its link has written the message
-/// ([`Comm::send_in_turn`]).
+/// are still never shared. A holder's sends go in turn ([`Comm::send_in_turn`]).
 pub async fn recursive_doubling(comm: &Comm, root: NodeId, message: Bytes) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
     let labels = Relabelling::Rotate { root, p };

@@ -316,8 +316,8 @@ fn physical(labels: Relabelling, p: usize, virtual_ids: std::ops::Range<usize>) 
 ///
 /// For any other p this is the binomial tree (MPI's scatter): virtual id =
 /// (my_id - root) mod p, d = ⌈log2 p⌉, virtual ids ≥ p hold nothing and get no message.
-/// Each send returns once its link has written the message ([`Comm::send_in_turn`]), as
-/// the textbook's steps follow one another.
+/// A node's sends go in turn ([`Comm::send_in_turn`]): up to 1 MiB, each returns once
+/// its link has written the message, as the textbook's steps follow one another.
 ///
 /// Steps: d = ⌈log2 p⌉. Cost t_s log p + t_w m (p - 1) (messages of p/2, p/4, ..., 1 blocks).
 pub async fn hypercube_scatter(
