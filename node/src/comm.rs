@@ -21,7 +21,7 @@ use crate::pacing::Clock;
 use crate::router::{RouteError, Router};
 use crate::segments::{Loan, Segment, Segments};
 use crate::simulator::Port;
-use crate::transport::stream::{CUT_FRAMES_UP_TO, RENDEZVOUS_ABOVE};
+use crate::transport::stream::{RENDEZVOUS_ABOVE, cuts_frame};
 use crate::transport::{LinkFault, Payload, Written};
 
 /// The piece a vector is cut into by [`Comm::segments`] on raw links.
@@ -176,7 +176,7 @@ impl Comm {
     }
 
     /// Sends the concatenation of `parts` to `dst` as [`Comm::send_parts`] does, and,
-    /// if its link cuts it into several writes (up to [`CUT_FRAMES_UP_TO`]), returns
+    /// if its link cuts it into several writes ([`cuts_frame`]: up to 1 MiB), returns
     /// only once the link has written it (as `MPI_Send` returns once its buffer may be
     /// reused). A node that sends to several nodes in successive steps, a binomial
     /// tree's root and inner nodes, then sends in the textbook's order, each message
@@ -194,7 +194,7 @@ impl Comm {
         parts: impl IntoIterator<Item = Bytes>,
     ) -> Result<(), CommError> {
         let payload = Payload::of(parts);
-        if payload.len() > CUT_FRAMES_UP_TO {
+        if !cuts_frame(payload.len()) {
             return self.send_payload(dst, tag, self.next_step(), payload, None);
         }
         let done = self.send_tracked(dst, tag, self.next_step(), payload)?;

@@ -283,27 +283,35 @@ pub const MAX_WRITE: usize = 512 * 1024;
 /// MPI's TCP transport writes fragments of at most 128 KiB.
 pub const CUT_FRAMES_UP_TO: usize = 1024 * 1024;
 
+/// Whether a frame of `len` payload bytes is one a link cuts into writes of
+/// [`MAX_WRITE`] (the one statement of the rule: `Comm::send_in_turn` asks it too).
+pub fn cuts_frame(len: usize) -> bool {
+    len <= CUT_FRAMES_UP_TO
+}
+
 /// The most bytes one write of `batch` carries: [`MAX_WRITE`] unless a frame of it is
 /// longer than [`CUT_FRAMES_UP_TO`].
 fn max_write(batch: &[Outgoing]) -> usize {
-    match batch.iter().all(|outgoing| outgoing.payload.len() <= CUT_FRAMES_UP_TO) {
+    match batch.iter().all(|outgoing| cuts_frame(outgoing.payload.len())) {
         true => MAX_WRITE,
         false => usize::MAX,
     }
 }
 
-/// What is left to write of a list of buffers: the first unwritten buffer and how much
-/// of it is out, and the most one write may carry.
+/// What is left to write of a list of buffers: the first unwritten buffer, how much of
+/// it is out, the bytes left in all, and the most one write may carry.
 struct Unwritten<'a> {
     slices: &'a [&'a [u8]],
     first: usize,
     offset: usize,
+    left: usize,
     max_write: usize,
 }
 
 impl<'a> Unwritten<'a> {
     fn new(slices: &'a [&'a [u8]], max_write: usize) -> Self {
-        let mut rest = Unwritten { slices, first: 0, offset: 0, max_write };
+        let left = slices.iter().map(|slice| slice.len()).sum();
+        let mut rest = Unwritten { slices, first: 0, offset: 0, left, max_write };
         rest.advance(0);
         rest
     }
@@ -317,7 +325,7 @@ impl<'a> Unwritten<'a> {
     /// under a quarter of it.
     fn next_write(&self, io: &mut Vec<IoSlice<'a>>) {
         io.clear();
-        let left: usize = self.slices[self.first..].iter().map(|slice| slice.len()).sum::<usize>() - self.offset;
+        let left = self.left;
         let budget = if left <= self.max_write.saturating_add(self.max_write / 4) { left } else { self.max_write };
         let mut taken = 0;
         let mut offset = self.offset;
@@ -336,6 +344,7 @@ impl<'a> Unwritten<'a> {
 
     /// Marks `written` more bytes as out (and any empty buffers after them).
     fn advance(&mut self, written: usize) {
+        self.left -= written;
         self.offset += written;
         while self.first < self.slices.len() && self.offset >= self.slices[self.first].len() {
             self.offset -= self.slices[self.first].len();
