@@ -5,6 +5,7 @@
 
 use crate::spec::{Algorithm, Collective, RunSpec};
 use crate::topology::TopologyKind;
+use std::ops::RangeInclusive;
 
 /// One algorithm of one collective.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,7 +165,8 @@ pub const AUTO_RULE: &str = "--algorithm auto picks halving-doubling all-reduce 
      ring), the reduce-then-broadcast all-reduce below that from 64 KiB on 16 or more nodes where the default is \
      recursive doubling, the segmented pipeline scan on a hypercube or a fully connected network from 256 KiB (on 4 to \
      8 nodes from 128 KiB on a hypercube, 64 KiB fully connected), and the linear \
-     scatter from 64 KiB on a fully connected network; the topology's default everywhere else; and where its pick does \
+     scatter from 64 KiB on a fully connected network, the pairwise-xor all-to-all on a hypercube for blocks up to 1 MiB \
+     where a node's blocks take 4 to 16 MiB together; the topology's default everywhere else; and where its pick does \
      not fit in the nodes' memory, the pairwise-xor all-to-all instead of the hypercube's";
 
 /// What one message's start-up costs, in the bytes a node could move in that time:
@@ -216,6 +218,29 @@ pub const TREE_ALLREDUCE_NODES: usize = 16;
 /// connected network.
 pub const LARGE_SCATTER: u64 = 64 * 1024;
 
+/// The longest block for which `auto` runs Algorithm 4.10 (pairwise-xor) as a hypercube's
+/// all-to-all: the longest frame a link cuts into writes of 512 KiB (the node's
+/// `transport::stream::CUT_FRAMES_UP_TO`, which a node test holds equal), so each of its
+/// p - 1 messages goes out in cut writes while the hypercube schedule's p/2-block messages
+/// do not.
+pub const PAIRWISE_XOR_BLOCKS_UP_TO: u64 = 1024 * 1024;
+
+/// The bytes a node's p blocks take together, from and up to which `auto` runs Algorithm
+/// 4.10 on a hypercube ([`pairwise_xor_pays`]): measured ahead of the hypercube schedule in
+/// every pass from 4 MiB (256 KiB blocks on 16 nodes, 512 KiB on 8, 1 MiB on 4) to 16 MiB
+/// (1 MiB on 16, 512 KiB on 32); behind at 2 MiB (256 KiB on 8 nodes) and even at 32 MiB
+/// (1 MiB on 32; docs/PERFORMANCE-NOTES.md).
+pub const PAIRWISE_XOR_NODE_BYTES: RangeInclusive<u64> = (4 << 20)..=(16 << 20);
+
+/// Whether Algorithm 4.10's p - 1 direct (E-cube routed) sends of `block_bytes` beat the
+/// hypercube all-to-all's log p exchanges of p/2 blocks on p nodes: where its blocks are
+/// frames a link cuts ([`PAIRWISE_XOR_BLOCKS_UP_TO`]) and a node's blocks together are in
+/// [`PAIRWISE_XOR_NODE_BYTES`]. Both move the same block-hops; the fewer, larger messages
+/// win while start-ups count, the cut writes of many messages once the bytes do.
+pub fn pairwise_xor_pays(p: usize, block_bytes: u64) -> bool {
+    block_bytes <= PAIRWISE_XOR_BLOCKS_UP_TO && PAIRWISE_XOR_NODE_BYTES.contains(&(p as u64 * block_bytes))
+}
+
 /// Whether halving-doubling all-reduce beats recursive doubling for `size_bytes` per
 /// node on p nodes, by the cost model with t_s = [`STARTUP_BYTES`] t_w ([Thakur 2005]):
 /// recursive doubling takes log p (t_s + t_w m), halving-doubling 2 log p t_s +
@@ -261,6 +286,9 @@ pub fn auto(collective: Collective, topology: TopologyKind, p: usize, size_bytes
         // pass on blocks again (12 block transfers against 7 for p = 8; the measurement:
         // docs/PERFORMANCE-NOTES.md).
         C::Scatter if topology == T::Full && p >= 4 && size_bytes >= LARGE_SCATTER => A::Linear,
+        // Algorithm 4.10 on the same hypercube, made for it: the same block-hops in p - 1
+        // messages of one block rather than log p of p/2 blocks ([`pairwise_xor_pays`]).
+        C::Alltoall if textbook == A::Hypercube && pairwise_xor_pays(p, size_bytes) => A::PairwiseXor,
         _ => textbook,
     }
 }
@@ -419,6 +447,31 @@ mod tests {
         assert_eq!(auto(C::Scatter, T::Full, 8, 1 << 20), A::Linear);
         assert_eq!(auto(C::Scatter, T::Full, 8, 8), A::Hypercube);
         assert_eq!(auto(C::Scatter, T::Hypercube, 8, 1 << 20), A::Hypercube);
+        // Algorithm 4.10 on a hypercube where a node's blocks of up to 1 MiB take 4 to
+        // 16 MiB together; the hypercube schedule on either side, and elsewhere the
+        // topology's own.
+        assert_eq!(auto(C::Alltoall, T::Hypercube, 8, 1 << 20), A::PairwiseXor);
+        assert_eq!(auto(C::Alltoall, T::Hypercube, 8, 512 << 10), A::PairwiseXor);
+        assert_eq!(auto(C::Alltoall, T::Hypercube, 16, 256 << 10), A::PairwiseXor);
+        assert_eq!(auto(C::Alltoall, T::Hypercube, 32, 512 << 10), A::PairwiseXor);
+        assert_eq!(auto(C::Alltoall, T::Hypercube, 4, 1 << 20), A::PairwiseXor);
+        assert_eq!(auto(C::Alltoall, T::Hypercube, 8, 256 << 10), A::Hypercube);
+        assert_eq!(auto(C::Alltoall, T::Hypercube, 32, 1 << 20), A::Hypercube);
+        assert_eq!(auto(C::Alltoall, T::Hypercube, 8, 2 << 20), A::Hypercube);
+        assert_eq!(auto(C::Alltoall, T::Hypercube, 16, 8 << 20), A::Hypercube);
+        assert_eq!(auto(C::Alltoall, T::Full, 8, 1 << 20), A::Pairwise);
+        assert_eq!(auto(C::Alltoall, T::Torus, 16, 1 << 20), A::Mesh);
+    }
+
+    #[test]
+    fn pairwise_xor_pays_only_for_blocks_the_links_cut() {
+        // 16 blocks of 1 MiB fit the node bytes; 8 of 2 MiB would too, but are not cut.
+        assert!(pairwise_xor_pays(16, PAIRWISE_XOR_BLOCKS_UP_TO));
+        assert!(!pairwise_xor_pays(8, 2 * PAIRWISE_XOR_BLOCKS_UP_TO));
+        // The edges of the node bytes belong to the range.
+        assert!(pairwise_xor_pays(4, 1 << 20) && pairwise_xor_pays(16, 1 << 20));
+        assert!(!pairwise_xor_pays(4, (1 << 20) - 1));
+        assert!(!pairwise_xor_pays(2, 1 << 20));
     }
 
     #[test]

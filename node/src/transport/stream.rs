@@ -413,6 +413,14 @@ mod tests {
         }
     }
 
+    /// `auto` runs Algorithm 4.10's all-to-all for blocks up to the frames a link cuts.
+    #[test]
+    fn auto_counts_on_the_frames_a_link_cuts() {
+        let blocks_up_to = topocomm_proto::catalogue::PAIRWISE_XOR_BLOCKS_UP_TO;
+        assert_eq!(blocks_up_to, CUT_FRAMES_UP_TO as u64);
+        assert!(cuts_frame(CUT_FRAMES_UP_TO) && !cuts_frame(CUT_FRAMES_UP_TO + 1));
+    }
+
     #[tokio::test]
     async fn a_long_frame_goes_out_whole_through_a_pipe() {
         let big: Vec<u8> = (0..3 * MAX_WRITE + 77).map(|i| (i % 251) as u8).collect();
