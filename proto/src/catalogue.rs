@@ -3,6 +3,7 @@
 //! (collective, topology) pair and the size-based choice of `auto`. `topocomm list`
 //! prints this table, and the node refuses a pair that is not in it.
 
+use crate::frame::CUT_FRAMES_UP_TO;
 use crate::spec::{Algorithm, Collective, RunSpec};
 use crate::topology::TopologyKind;
 use std::ops::RangeInclusive;
@@ -229,13 +230,6 @@ pub const ROUTED_SCATTER: u64 = 1024 * 1024;
 /// ([`ROUTED_SCATTER`]).
 pub const ROUTED_SCATTER_NODES: usize = 16;
 
-/// The longest block for which `auto` runs Algorithm 4.10 (pairwise-xor) as a hypercube's
-/// all-to-all: the longest frame a link cuts into writes of 512 KiB (the node's
-/// `transport::stream::CUT_FRAMES_UP_TO`, which a node test holds equal), so each of its
-/// p - 1 messages goes out in cut writes while the hypercube schedule's p/2-block messages
-/// do not.
-pub const PAIRWISE_XOR_BLOCKS_UP_TO: u64 = 1024 * 1024;
-
 /// The bytes a node's p blocks take together, from and up to which `auto` runs Algorithm
 /// 4.10 on a hypercube ([`pairwise_xor_pays`]): measured ahead of the hypercube schedule in
 /// every pass from 4 MiB (256 KiB blocks on 16 nodes, 512 KiB on 8, 1 MiB on 4) to 16 MiB
@@ -245,11 +239,12 @@ pub const PAIRWISE_XOR_NODE_BYTES: RangeInclusive<u64> = (4 << 20)..=(16 << 20);
 
 /// Whether Algorithm 4.10's p - 1 direct (E-cube routed) sends of `block_bytes` beat the
 /// hypercube all-to-all's log p exchanges of p/2 blocks on p nodes: where its blocks are
-/// frames a link cuts ([`PAIRWISE_XOR_BLOCKS_UP_TO`]) and a node's blocks together are in
-/// [`PAIRWISE_XOR_NODE_BYTES`]. Both move the same block-hops; the fewer, larger messages
+/// frames a link cuts into writes ([`CUT_FRAMES_UP_TO`]: each of its p - 1 messages goes
+/// out in cut writes, the schedule's p/2-block messages do not) and a node's blocks
+/// together are in [`PAIRWISE_XOR_NODE_BYTES`]. Both move the same block-hops; the fewer, larger messages
 /// win while start-ups count, the cut writes of many messages once the bytes do.
 pub fn pairwise_xor_pays(p: usize, block_bytes: u64) -> bool {
-    block_bytes <= PAIRWISE_XOR_BLOCKS_UP_TO && PAIRWISE_XOR_NODE_BYTES.contains(&(p as u64 * block_bytes))
+    block_bytes <= CUT_FRAMES_UP_TO as u64 && PAIRWISE_XOR_NODE_BYTES.contains(&(p as u64 * block_bytes))
 }
 
 /// Whether halving-doubling all-reduce beats recursive doubling for `size_bytes` per
@@ -302,12 +297,7 @@ pub fn auto(collective: Collective, topology: TopologyKind, p: usize, size_bytes
         // it arrives, where a tree's child waits for its whole subtree's blocks before
         // relaying any: from 16 nodes, log p such waits cost more than the root's p - 1
         // start-ups.
-        C::Scatter
-            if textbook == A::Hypercube
-                && topology == T::Hypercube
-                && p >= ROUTED_SCATTER_NODES
-                && size_bytes >= ROUTED_SCATTER =>
-        {
+        C::Scatter if topology == T::Hypercube && p >= ROUTED_SCATTER_NODES && size_bytes >= ROUTED_SCATTER => {
             A::Linear
         }
         // Algorithm 4.10 on the same hypercube, made for it: the same block-hops in p - 1
@@ -495,8 +485,8 @@ mod tests {
     #[test]
     fn pairwise_xor_pays_only_for_blocks_the_links_cut() {
         // 16 blocks of 1 MiB fit the node bytes; 8 of 2 MiB would too, but are not cut.
-        assert!(pairwise_xor_pays(16, PAIRWISE_XOR_BLOCKS_UP_TO));
-        assert!(!pairwise_xor_pays(8, 2 * PAIRWISE_XOR_BLOCKS_UP_TO));
+        assert!(pairwise_xor_pays(16, CUT_FRAMES_UP_TO as u64));
+        assert!(!pairwise_xor_pays(8, 2 * CUT_FRAMES_UP_TO as u64));
         // The edges of the node bytes belong to the range.
         assert!(pairwise_xor_pays(4, 1 << 20) && pairwise_xor_pays(16, 1 << 20));
         assert!(!pairwise_xor_pays(4, (1 << 20) - 1));

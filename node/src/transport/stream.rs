@@ -275,13 +275,9 @@ pub async fn write_all_slices<W: AsyncWrite + Unpin>(
 /// [`CUT_FRAMES_UP_TO`] each: a 1 MiB frame goes out in two writes, not one.
 pub const MAX_WRITE: usize = 512 * 1024;
 
-/// The longest frame whose batch is cut into writes of [`MAX_WRITE`]; a batch with a
-/// longer frame goes out in as few writes as the socket takes. Cutting the 1 MiB
-/// messages of a fan-out (the full topology's scatter and all-to-all, the trees' sends)
-/// took a fifth to a half off their time; cutting 8 MiB frames came out anywhere from
-/// 0.93x to 1.26x (docs/PERFORMANCE-NOTES.md, "How much one write may carry"). Open
-/// MPI's TCP transport writes fragments of at most 128 KiB.
-pub const CUT_FRAMES_UP_TO: usize = 1024 * 1024;
+/// The longest frame whose batch is cut into writes of [`MAX_WRITE`] (stated in `proto`,
+/// where `auto` reads it too).
+pub use topocomm_proto::frame::CUT_FRAMES_UP_TO;
 
 /// Whether a frame of `len` payload bytes is one a link cuts into writes of
 /// [`MAX_WRITE`] (the one statement of the rule: `Comm::send_in_turn` asks it too).
@@ -413,11 +409,8 @@ mod tests {
         }
     }
 
-    /// `auto` runs Algorithm 4.10's all-to-all for blocks up to the frames a link cuts.
     #[test]
-    fn auto_counts_on_the_frames_a_link_cuts() {
-        let blocks_up_to = topocomm_proto::catalogue::PAIRWISE_XOR_BLOCKS_UP_TO;
-        assert_eq!(blocks_up_to, CUT_FRAMES_UP_TO as u64);
+    fn frames_up_to_the_limit_are_cut() {
         assert!(cuts_frame(CUT_FRAMES_UP_TO) && !cuts_frame(CUT_FRAMES_UP_TO + 1));
     }
 
