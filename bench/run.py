@@ -239,8 +239,33 @@ def tcp_stream_gbps(args, chunk, total=1 << 30):
         if compiler is None:
             raise RuntimeError("no C compiler for bench/tcp_stream.c")
         subprocess.run([compiler, "-O2", "-o", str(binary), str(source)], check=True)
-    done = subprocess.run([str(binary), str(total), str(chunk), "1"], capture_output=True, text=True, check=True)
+    command = [str(binary), str(total), str(chunk), "1"]
+    if links_congestion() != host_congestion():
+        command.append(links_congestion())
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
     return float(done.stdout.split()[0])
+
+
+def host_congestion():
+    """The host's default TCP congestion control (Open MPI's sockets run under it)."""
+    try:
+        return open("/proc/sys/net/ipv4/tcp_congestion_control").read().strip()
+    except OSError:
+        return "unknown"
+
+
+def links_congestion():
+    """The congestion control topocomm's links run under, as the daemons choose it
+    (`--tcp-congestion`, node/src/transport/tcp.rs): TOPOCOMM_TCP_CONGESTION if set,
+    else cubic where the host has it; `system` is the host's default."""
+    asked = os.environ.get("TOPOCOMM_TCP_CONGESTION")
+    if asked:
+        return host_congestion() if asked == "system" else asked
+    try:
+        available = open("/proc/sys/net/ipv4/tcp_available_congestion_control").read().split()
+    except OSError:
+        available = []
+    return "cubic" if "cubic" in available else host_congestion()
 
 
 def machine():
@@ -256,7 +281,10 @@ def machine():
     if shutil.which("mpirun"):
         out = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout
         mpi = out.splitlines()[0] if out else "unknown"
-    return f"{platform.node()}: {os.cpu_count()} cores, {cpu}, Linux {platform.release()}; {mpi}"
+    congestion = f"TCP congestion control {host_congestion()}"
+    if links_congestion() != host_congestion():
+        congestion += f" (topocomm's links and the TCP stream: {links_congestion()})"
+    return f"{platform.node()}: {os.cpu_count()} cores, {cpu}, Linux {platform.release()}; {mpi}; {congestion}"
 
 
 def load():

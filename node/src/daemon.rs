@@ -30,6 +30,7 @@ use crate::router::Router;
 use crate::secure::Channel;
 use crate::security::{PendingHandshakes, SecurityArgs};
 use crate::transport::stream::StreamLink;
+use crate::transport::tcp::Congestion;
 use crate::{memory, run, timebase};
 
 /// How long a wiring may take to bring every link up.
@@ -61,6 +62,12 @@ pub struct NodeArgs {
     /// otherwise reconnect.
     #[arg(long)]
     pub exit_with_coordinator: bool,
+    /// TCP congestion control of the data links: a kernel algorithm's name (`cubic`,
+    /// `reno`, `bbr`, ...) or `system` for the host's default. Default: cubic where the
+    /// host has it, not the host's default: BBR, where that is the default, paces each
+    /// link at a rate it measured while the nodes waited for a processor.
+    #[arg(long, env = "TOPOCOMM_TCP_CONGESTION")]
+    pub tcp_congestion: Option<Congestion>,
     /// How long to keep trying to reach the coordinator.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub connect_timeout: Duration,
@@ -79,6 +86,8 @@ struct Admission {
 /// State shared by the control loop and the data listener.
 struct Shared {
     encrypted: bool,
+    /// The congestion control data links run under.
+    congestion: Congestion,
     admission: Mutex<Option<Admission>>,
     pending: PendingHandshakes,
 }
@@ -127,17 +136,25 @@ pub async fn run(args: NodeArgs) -> anyhow::Result<()> {
     auth::check_name(&name).with_context(|| format!("--name {}", auth::shown(&name)))?;
     // One descriptor per link: a node of a large full topology needs many.
     crate::limits::raise_open_file_limit();
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("binding the data listener on {}", args.listen))?;
+    let congestion = Congestion::for_links(args.tcp_congestion.clone())?;
+    let listener =
+        congestion.listen(args.listen).with_context(|| format!("binding the data listener on {}", args.listen))?;
     let bound = listener.local_addr()?;
     let shared = Arc::new(Shared {
         encrypted: args.security.encrypt,
+        congestion,
         admission: Mutex::new(None),
         pending: PendingHandshakes::default(),
     });
     tokio::spawn(accept_links(listener, shared.clone()));
-    tracing::info!(%bound, coordinator = %args.coordinator, encrypted = args.security.encrypt, "node daemon listening");
+    tracing::info!(
+        %bound,
+        coordinator = %args.coordinator,
+        encrypted = args.security.encrypt,
+        congestion = %shared.congestion,
+        host_default = crate::transport::tcp::host_default(),
+        "node daemon listening"
+    );
     loop {
         let stream = connect(&args.coordinator, args.connect_timeout).await?;
         match session(stream, bound, &name, &cluster_key, &args, &shared).await {
@@ -392,8 +409,8 @@ async fn wire(wiring: &Wiring, shared: &Arc<Shared>, max_frame: usize) -> Result
         .filter(|&(&n, _)| n > me)
         .map(|(&peer, (address, key))| {
             let purpose = Purpose::Link { epoch: wiring.epoch, from: me, to: peer };
-            let (address, key, encrypted) = (address.clone(), key.clone(), shared.encrypted);
-            tokio::spawn(async move { (peer, dial(peer, address, key, purpose, encrypted, deadline).await) })
+            let (address, key, shared) = (address.clone(), key.clone(), shared.clone());
+            tokio::spawn(async move { (peer, dial(peer, address, key, purpose, &shared, deadline).await) })
         })
         .collect();
     let mut channels = Vec::new();
@@ -443,16 +460,16 @@ async fn dial(
     address: String,
     key: Key,
     purpose: Purpose,
-    encrypted: bool,
+    shared: &Shared,
     deadline: Instant,
 ) -> anyhow::Result<Channel<TcpStream>> {
     let mut pause = Duration::from_millis(20);
     let mut last_error = String::from("no answer");
     loop {
         let attempt = async {
-            let stream = TcpStream::connect(&address).await?;
+            let stream = shared.congestion.connect(&address).await?;
             stream.set_nodelay(true)?;
-            anyhow::Ok(handshake::initiate(stream, &key, purpose.clone(), encrypted).await?)
+            anyhow::Ok(handshake::initiate(stream, &key, purpose.clone(), shared.encrypted).await?)
         };
         match tokio::time::timeout_at(deadline, attempt).await {
             Ok(Ok(channel)) => return Ok(channel),

@@ -4,6 +4,8 @@
 //!
 //! * [`stream::StreamLink`]: frames as bytes over any byte stream — TCP (raw or
 //!   encrypted) in the daemon, an in-memory duplex pipe in tests and the cost model.
+//! * [`tcp`]: the TCP sockets a daemon's stream links run over, opened with the
+//!   congestion control the links ask for.
 //! * [`memory::MemoryLink`]: frames handed over as values through a channel, no bytes.
 //! * [`emulated::Emulation`]: the link physics of emulated runs (t_s, t_h, t_w,
 //!   store-and-forward and cut-through), a layer every link passes its frames through on
@@ -15,6 +17,7 @@
 pub mod emulated;
 pub mod memory;
 pub mod stream;
+pub mod tcp;
 
 use std::sync::Arc;
 
