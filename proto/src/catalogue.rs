@@ -166,7 +166,7 @@ pub const AUTO_RULE: &str = "--algorithm auto picks halving-doubling all-reduce 
      ring), the reduce-then-broadcast all-reduce below that from 64 KiB on 16 or more nodes where the default is \
      recursive doubling, the segmented pipeline scan on a hypercube or a fully connected network from 256 KiB (on 4 to \
      8 nodes from 128 KiB on a hypercube, 64 KiB fully connected), the linear scatter from 64 KiB on a fully \
-     connected network and from 1 MiB on a hypercube of 16 or more nodes, and the pairwise-xor all-to-all on a \
+     connected network, and the pairwise-xor all-to-all on a \
      hypercube for blocks up to 1 MiB where a node's blocks take 4 to 16 MiB together; the topology's default \
      everywhere else; and where its pick does not fit in the nodes' memory, the pairwise-xor all-to-all instead of the \
      hypercube's";
@@ -219,16 +219,6 @@ pub const TREE_ALLREDUCE_NODES: usize = 16;
 /// Block size from which `auto` scatters by the root's direct sends on a fully
 /// connected network.
 pub const LARGE_SCATTER: u64 = 64 * 1024;
-
-/// Block size from which `auto` scatters by the root's direct sends, E-cube routed, on a
-/// hypercube of [`ROUTED_SCATTER_NODES`] or more: measured ahead of the binomial tree in
-/// every pass from 1 MiB on 16 and 32 nodes (1 to 8 MiB), even at 512 KiB on 32, behind
-/// at 256 KiB on 16, mixed on 8 (docs/PERFORMANCE-NOTES.md).
-pub const ROUTED_SCATTER: u64 = 1024 * 1024;
-
-/// Nodes from which `auto` scatters by the root's direct sends on a hypercube
-/// ([`ROUTED_SCATTER`]).
-pub const ROUTED_SCATTER_NODES: usize = 16;
 
 /// The bytes a node's p blocks take together, from and up to which `auto` runs Algorithm
 /// 4.10 on a hypercube ([`pairwise_xor_pays`]): measured ahead of the hypercube schedule in
@@ -292,14 +282,9 @@ pub fn auto(collective: Collective, topology: TopologyKind, p: usize, size_bytes
         // pass on blocks again (12 block transfers against 7 for p = 8; the measurement:
         // docs/PERFORMANCE-NOTES.md).
         C::Scatter if topology == T::Full && p >= 4 && size_bytes >= LARGE_SCATTER => A::Linear,
-        // On a hypercube the direct sends cross the same 12 block-hops (p = 8) as the
-        // tree's relays, but each block is a frame of its own that the relays pass on as
-        // it arrives, where a tree's child waits for its whole subtree's blocks before
-        // relaying any: from 16 nodes, log p such waits cost more than the root's p - 1
-        // start-ups.
-        C::Scatter if topology == T::Hypercube && p >= ROUTED_SCATTER_NODES && size_bytes >= ROUTED_SCATTER => {
-            A::Linear
-        }
+        // Not on a hypercube: there the direct sends cross the same block-hops as the
+        // tree's relays, and with the links unpaced they were even with the tree on 16
+        // and 32 nodes (docs/PERFORMANCE-NOTES.md).
         // Algorithm 4.10 on the same hypercube, made for it: the same block-hops in p - 1
         // messages of one block rather than log p of p/2 blocks ([`pairwise_xor_pays`]).
         C::Alltoall if textbook == A::Hypercube && pairwise_xor_pays(p, size_bytes) => A::PairwiseXor,
@@ -460,11 +445,11 @@ mod tests {
         assert_eq!(auto(C::Scan, T::Torus, 16, 1 << 20), A::Linear);
         assert_eq!(auto(C::Scatter, T::Full, 8, 1 << 20), A::Linear);
         assert_eq!(auto(C::Scatter, T::Full, 8, 8), A::Hypercube);
-        assert_eq!(auto(C::Scatter, T::Hypercube, 8, 1 << 20), A::Hypercube);
-        // The root's direct sends on a hypercube from 1 MiB on 16 nodes or more.
-        assert_eq!(auto(C::Scatter, T::Hypercube, 16, 1 << 20), A::Linear);
-        assert_eq!(auto(C::Scatter, T::Hypercube, 32, 8 << 20), A::Linear);
-        assert_eq!(auto(C::Scatter, T::Hypercube, 16, 512 << 10), A::Hypercube);
+        // The tree stays on a hypercube at every size and p.
+        for p in [8, 16, 32] {
+            assert_eq!(auto(C::Scatter, T::Hypercube, p, 1 << 20), A::Hypercube);
+            assert_eq!(auto(C::Scatter, T::Hypercube, p, 8 << 20), A::Hypercube);
+        }
         assert_eq!(auto(C::Scatter, T::Torus, 16, 8 << 20), A::Mesh);
         // Algorithm 4.10 on a hypercube where a node's blocks of up to 1 MiB take 4 to
         // 16 MiB together; the hypercube schedule on either side, and elsewhere the
