@@ -18,7 +18,7 @@ reports the memory of the daemons in an all-reduce of the largest size. With bot
 another algorithm, auto's time over the default's pass by pass: `auto` must never be
 slower than the default it replaces, and the table says SLOWER where it was.
 
-    bench/run.py --wait-idle --repeat 3           # the table of issue 7 (p = 8, hypercube)
+    bench/run.py --wait-idle --repeat 3           # the p = 8 hypercube table of docs/open-mpi.md
     bench/run.py --sizes 64KiB,1MiB --collectives broadcast,allreduce
     bench/run.py --no-mpi --algorithms auto,ring  # topocomm only, two columns
     bench/run.py --algorithms default,default+encrypt --collectives allreduce,broadcast,alltoall \

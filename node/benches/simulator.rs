@@ -1,4 +1,4 @@
-//! The simulator's benchmark (issue 16's targets): each case in a child process of its
+//! The simulator's benchmark: each case in a child process of its
 //! own, so that its peak memory is its own, printing the simulated time, the closed form
 //! where the case has one, the messages, the wall time, the rate and the peak resident
 //! memory; and the cost model's earlier engine (routers on tokio's paused clock) beside
