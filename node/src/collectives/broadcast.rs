@@ -18,9 +18,10 @@ use topocomm_proto::{NodeId, catalogue};
 
 use super::allgather::allgather_layout;
 use super::blocks::BlockLayout;
-use super::patterns::{Grid, LineGroup, Relabelling, broadcast_along, hypercube_dimension};
+use super::patterns::{Grid, LineGroup, Relabelling, broadcast_along};
 use super::phases::{self, BROADCAST_LENGTH, Phase, SINGLE};
 use super::scatter_gather::scatter_layout;
+use super::tree::{BinomialTree, TreeEdge};
 use crate::comm::{Comm, CommError};
 
 /// Runs the broadcast `algorithm` names. Non-roots pass an empty `message`; every node
@@ -127,24 +128,12 @@ pub async fn hypercube(comm: &Comm, root: NodeId, message: Bytes) -> Result<Byte
 /// [`hypercube`] with its messages tagged in `phase` (for a broadcast that is one part
 /// of a larger schedule).
 async fn hypercube_in(comm: &Comm, root: NodeId, message: Bytes, phase: Phase) -> Result<Bytes, CommError> {
-    let (my_id, p) = (comm.id(), comm.p());
-    let d = hypercube_dimension(p);
-    let labels = Relabelling::new(root, p);
+    let tree = BinomialTree::new(root, comm.p(), comm.id());
     let mut x = message;
-    let my_virtual_id = labels.to_virtual(my_id);
-    let mut mask = (1usize << d) - 1;
-    for i in (0..d).rev() {
-        mask ^= 1 << i;
-        if my_virtual_id & mask == 0 {
-            if my_virtual_id & (1 << i) == 0 {
-                let virtual_dest = my_virtual_id ^ (1 << i);
-                if virtual_dest < p {
-                    comm.send_in_turn(labels.to_physical(virtual_dest), phase.tag(i), [x.clone()]).await?;
-                }
-            } else {
-                let virtual_source = my_virtual_id ^ (1 << i);
-                x = comm.recv(labels.to_physical(virtual_source), phase.tag(i)).await?;
-            }
+    for edge in tree.top_down() {
+        match edge {
+            TreeEdge::Parent { node, step, .. } => x = comm.recv(node, phase.tag(step)).await?,
+            TreeEdge::Child { node, step, .. } => comm.send_in_turn(node, phase.tag(step), [x.clone()]).await?,
         }
     }
     Ok(x)

@@ -18,6 +18,7 @@ pub mod reduce_scatter;
 pub mod scan;
 pub mod scatter_gather;
 pub mod shift;
+pub mod tree;
 
 use bytes::Bytes;
 use topocomm_proto::spec::{Algorithm, Collective, RunSpec};

@@ -18,10 +18,11 @@ use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp};
 use topocomm_proto::{NodeId, catalogue};
 
 use super::blocks::BlockLayout;
-use super::patterns::{Grid, LineGroup, Reduction, Relabelling, hypercube_dimension, reduce_along};
+use super::patterns::{Grid, LineGroup, Reduction, Relabelling, reduce_along};
 use super::phases::{self, SINGLE};
 use super::reduce_scatter::reduce_scatter_layout;
 use super::scatter_gather::gather_layout;
+use super::tree::{BinomialTree, TreeEdge};
 use crate::comm::{Comm, CommError};
 
 /// Runs the reduction `algorithm` names: the root returns the reduction of every node's
@@ -132,29 +133,19 @@ pub async fn mesh(comm: &Comm, root: NodeId, vector: Bytes, reduction: Reduction
 ///
 /// Steps: d = ⌈log2 p⌉. Cost (t_s + t_w m) log p plus log p combines.
 pub async fn hypercube(comm: &Comm, root: NodeId, vector: Bytes, reduction: Reduction) -> Result<Bytes, CommError> {
-    let (my_id, p) = (comm.id(), comm.p());
-    let d = hypercube_dimension(p);
-    let labels = Relabelling::new(root, p);
+    let tree = BinomialTree::new(root, comm.p(), comm.id());
     let phase = SINGLE;
-    let my_virtual_id = labels.to_virtual(my_id);
     let mut sum = vector;
-    let mut mask = 0usize;
-    for i in 0..d {
-        if my_virtual_id & mask == 0 {
-            if my_virtual_id & (1 << i) != 0 {
-                let virtual_dest = my_virtual_id ^ (1 << i);
-                comm.send(labels.to_physical(virtual_dest), phase.tag(i), sum.clone()).await?;
-            } else {
-                let virtual_source = my_virtual_id ^ (1 << i);
-                if virtual_source < p {
-                    let x = comm.recv(labels.to_physical(virtual_source), phase.tag(i)).await?;
-                    sum = reduction.combine(comm, sum, &x)?;
-                }
+    for edge in tree.bottom_up() {
+        match edge {
+            TreeEdge::Child { node, step, .. } => {
+                let x = comm.recv(node, phase.tag(step)).await?;
+                sum = reduction.combine(comm, sum, &x)?;
             }
+            TreeEdge::Parent { node, step, .. } => comm.send(node, phase.tag(step), sum.clone()).await?,
         }
-        mask ^= 1 << i;
     }
-    Ok(if my_virtual_id == 0 { sum } else { Bytes::new() })
+    Ok(if tree.virtual_id() == 0 { sum } else { Bytes::new() })
 }
 
 /// Recursive-halving reduction, the exact dual of the recursive-doubling broadcast

@@ -22,9 +22,10 @@ use topocomm_proto::spec::{Algorithm, Collective};
 
 use super::blocks::{BlockLayout, concat};
 use super::folding::expect_one_block_per_node;
-use super::patterns::{Grid, LineGroup, Relabelling, hypercube_dimension};
+use super::patterns::{Grid, LineGroup};
 use super::personalized::{Hand, expect_input, expect_message_len, gather_along, scatter_along};
 use super::phases::{self, Phase, SINGLE};
+use super::tree::{BinomialTree, TreeEdge};
 use crate::assembly::Assembly;
 use crate::comm::{Comm, CommError};
 
@@ -286,11 +287,6 @@ pub async fn mesh_gather(comm: &Comm, root: NodeId, layout: &BlockLayout, mine: 
     hand.pack(comm, &(0..p).collect::<Vec<_>>())
 }
 
-/// The nodes of virtual ids `virtual_ids` (those ≥ p left out), in virtual order.
-fn physical(labels: Relabelling, p: usize, virtual_ids: std::ops::Range<usize>) -> Vec<NodeId> {
-    virtual_ids.take_while(|&v| v < p).map(|v| labels.to_physical(v)).collect()
-}
-
 /// Hypercube scatter ([GGKK 4.4], store-and-forward on a hypercube): in the i-th step
 /// every node that holds blocks sends half of them — those of the subcube across
 /// dimension i — to its neighbour across dimension i, most significant dimension first;
@@ -326,29 +322,19 @@ pub async fn hypercube_scatter(
     layout: &BlockLayout,
     blocks: Bytes,
 ) -> Result<Bytes, CommError> {
-    let (my_id, p) = (comm.id(), comm.p());
-    let d = hypercube_dimension(p);
-    let labels = Relabelling::new(root, p);
+    let my_id = comm.id();
+    let tree = BinomialTree::new(root, comm.p(), my_id);
     let phase = SINGLE;
     let mut hand = if my_id == root { Hand::whole(comm, layout, blocks)? } else { Hand::empty(layout) };
-    let my_virtual_id = labels.to_virtual(my_id);
-    let mut mask = (1usize << d) - 1;
-    for i in (0..d).rev() {
-        mask ^= 1 << i;
-        if my_virtual_id & mask == 0 {
-            if my_virtual_id & (1 << i) == 0 {
-                let virtual_dest = my_virtual_id ^ (1 << i);
-                if virtual_dest < p {
-                    let keys = physical(labels, p, virtual_dest..virtual_dest + (1 << i));
-                    let x = hand.pack_parts(comm, &keys)?;
-                    comm.send_in_turn(labels.to_physical(virtual_dest), phase.tag(i), x).await?;
-                }
-            } else {
-                let virtual_source = my_virtual_id ^ (1 << i);
-                let src = labels.to_physical(virtual_source);
-                let x = comm.recv(src, phase.tag(i)).await?;
-                let keys = physical(labels, p, my_virtual_id..my_virtual_id + (1 << i));
-                hand.unpack(comm, src, &keys, x)?;
+    for edge in tree.top_down() {
+        match edge {
+            TreeEdge::Parent { node, step, subtree } => {
+                let x = comm.recv(node, phase.tag(step)).await?;
+                hand.unpack(comm, node, &tree.nodes(subtree), x)?;
+            }
+            TreeEdge::Child { node, step, subtree } => {
+                let x = hand.pack_parts(comm, &tree.nodes(subtree))?;
+                comm.send_in_turn(node, phase.tag(step), x).await?;
             }
         }
     }
@@ -383,35 +369,25 @@ pub async fn hypercube_gather(
     layout: &BlockLayout,
     mine: Bytes,
 ) -> Result<Bytes, CommError> {
-    let (my_id, p) = (comm.id(), comm.p());
-    let d = hypercube_dimension(p);
-    let labels = Relabelling::new(root, p);
+    let my_id = comm.id();
+    let tree = BinomialTree::new(root, comm.p(), my_id);
     let phase = SINGLE;
     if my_id == root {
-        return gather_at_root(comm, labels, layout, mine, phase).await;
+        return gather_at_root(comm, &tree, layout, mine, phase).await;
     }
     let mut hand = Hand::empty(layout);
     hand.put(my_id, mine);
-    let my_virtual_id = labels.to_virtual(my_id);
-    let mut mask = 0usize;
-    for i in 0..d {
-        if my_virtual_id & mask == 0 {
-            if my_virtual_id & (1 << i) != 0 {
-                let virtual_dest = my_virtual_id ^ (1 << i);
-                let keys = physical(labels, p, my_virtual_id..my_virtual_id + (1 << i));
-                let x = hand.pack_parts(comm, &keys)?;
-                comm.send_parts(labels.to_physical(virtual_dest), phase.tag(i), x).await?;
-            } else {
-                let virtual_source = my_virtual_id ^ (1 << i);
-                if virtual_source < p {
-                    let src = labels.to_physical(virtual_source);
-                    let x = comm.recv(src, phase.tag(i)).await?;
-                    let keys = physical(labels, p, virtual_source..virtual_source + (1 << i));
-                    hand.unpack(comm, src, &keys, x)?;
-                }
+    for edge in tree.bottom_up() {
+        match edge {
+            TreeEdge::Child { node, step, subtree } => {
+                let x = comm.recv(node, phase.tag(step)).await?;
+                hand.unpack(comm, node, &tree.nodes(subtree), x)?;
+            }
+            TreeEdge::Parent { node, step, subtree } => {
+                let x = hand.pack_parts(comm, &tree.nodes(subtree))?;
+                comm.send_parts(node, phase.tag(step), x).await?;
             }
         }
-        mask ^= 1 << i;
     }
     Ok(Bytes::new())
 }
@@ -424,27 +400,25 @@ pub async fn hypercube_gather(
 /// any other is cut into its blocks and copied.
 async fn gather_at_root(
     comm: &Comm,
-    labels: Relabelling,
+    tree: &BinomialTree,
     layout: &BlockLayout,
     mine: Bytes,
     phase: Phase,
 ) -> Result<Bytes, CommError> {
-    let p = comm.p();
     let fail = |error| comm.assembly_error(error);
     let mut result = Assembly::new(layout.total());
     result.copy_in(layout.range(comm.id()).start, &mine).map_err(fail)?;
     let mut posted = Vec::new();
-    for i in 0..hypercube_dimension(p) {
-        let virtual_source = 1usize << i;
-        let src = labels.to_physical(virtual_source);
-        let keys = physical(labels, p, virtual_source..virtual_source + (1 << i));
+    for edge in tree.bottom_up() {
+        let TreeEdge::Child { node: src, step, subtree } = edge else { continue };
+        let keys = tree.nodes(subtree);
         let consecutive = keys.windows(2).all(|pair| pair[1] == pair[0] + 1);
         let place = match (consecutive, keys.first(), keys.last()) {
             (true, Some(&first), Some(&last)) => Some(result.place(layout.span(first..last + 1)).map_err(fail)?),
             _ => None,
         };
         let in_place = place.is_some();
-        posted.push((src, keys, in_place, comm.post_maybe_into(src, phase.tag(i), place)?));
+        posted.push((src, keys, in_place, comm.post_maybe_into(src, phase.tag(step), place)?));
     }
     for (src, keys, in_place, posted) in posted {
         let x = comm.wait(posted).await?;
