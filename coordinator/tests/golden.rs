@@ -120,32 +120,6 @@ fn the_algorithm_catalogue() {
 /// The shift every step count below is taken with (`--shift`).
 const SHIFT: u64 = 3;
 
-/// The longest chain of messages on p nodes (a power of four: a hypercube and a square
-/// torus) that a step formula of the catalogue says; `None` where it counts no number
-/// (the shape's rows and columns, a pipeline's segments).
-fn chain_of(formula: &str, p: u64) -> Option<std::ops::RangeInclusive<u64>> {
-    // p is a power of two: ⌈log p⌉ = ⌊log p⌋ = log p, and nothing folds.
-    let log = u64::from(p.ilog2());
-    let side = p.isqrt();
-    let exactly = |steps: u64| Some(steps..=steps);
-    match formula {
-        "2" => exactly(2),
-        "p-1" | "2^⌈log p⌉ - 1" => exactly(p - 1),
-        "⌊p/2⌋" => exactly(p / 2),
-        "⌈p/2⌉" => exactly(p.div_ceil(2)),
-        "2(p-1)" => exactly(2 * (p - 1)),
-        "⌈log p⌉" | "log p" | "log p; ⌊log p⌋+2 folded" => exactly(log),
-        "2⌈log p⌉" | "2⌈log p⌉ (+2 folded)" | "2 log p; 2⌊log p⌋+2 folded" => exactly(2 * log),
-        "2⌈log p⌉-1" => exactly(2 * log - 1),
-        "≤ 2⌈log p⌉" => Some(0..=2 * log),
-        "2⌊√p/2⌋ (torus)" => exactly(2 * (side / 2)),
-        "2(√p-1)" => exactly(2 * (side - 1)),
-        "min(q, p-q)" => exactly(SHIFT.min(p - SHIFT)),
-        "rows, then columns" | "columns, then the row" | "row shift + column shift" | "p-1, of k segments each" => None,
-        other => panic!("the step formula {other:?} is new: say here what chain it counts"),
-    }
-}
-
 /// The step count `topocomm list` gives every algorithm is the longest chain of
 /// messages that `explain` (and `run`) count in its schedule, on the topology it is made
 /// for (a torus for the grid algorithms) at p = 16 and 64 — except the linear schedules
@@ -154,22 +128,20 @@ fn chain_of(formula: &str, p: u64) -> Option<std::ops::RangeInclusive<u64>> {
 fn listed_step_counts_are_the_chains_explain_counts() {
     use topocomm_proto::catalogue::ENTRIES;
     use topocomm_proto::spec::{Algorithm, Collective};
+    use topocomm_proto::topology::TopologyKind;
 
     let scratch = Scratch::new("step-counts");
     let mut checked = 0;
     for entry in ENTRIES {
-        let topology = match entry.made_for {
-            "any" => "hypercube",
-            grids if grids.contains("torus") => "torus",
-            named => named.split([' ', ',']).next().unwrap_or(named),
-        };
+        let topology =
+            if entry.made_for.includes(TopologyKind::Torus) { TopologyKind::Torus } else { entry.made_for.first() };
         let one_port = entry.algorithm == Algorithm::Linear
             && matches!(
                 entry.collective,
                 Collective::Broadcast | Collective::Reduce | Collective::Scatter | Collective::Gather
             );
         for p in [16, 64] {
-            let Some(listed) = chain_of(entry.steps, p) else { continue };
+            let Some(listed) = entry.steps.chain(p, SHIFT) else { continue };
             let expected = if one_port { 1..=1 } else { listed };
             let words = format!(
                 "explain {} -a {} -t {topology} -n {p} -s 1KiB --shift {SHIFT} --json",

@@ -13,24 +13,162 @@ use std::ops::RangeInclusive;
 pub struct Entry {
     pub collective: Collective,
     pub algorithm: Algorithm,
-    /// The topology whose edges carry every message of the algorithm.
-    pub made_for: &'static str,
+    /// The topologies whose edges carry every message of the algorithm.
+    pub made_for: MadeFor,
     /// Node counts the algorithm serves.
     pub nodes: &'static str,
     /// Communication steps, as a formula in p: the longest chain of messages on the
     /// topology it is made for (what `run` and `explain` count), except that the linear
     /// schedules of a root count its p-1 one-port sends (each a chain of one).
-    pub steps: &'static str,
+    pub steps: Steps,
     /// Where the algorithm comes from.
     pub source: &'static str,
+}
+
+/// The topologies an algorithm is made for: on these its messages cross one link each
+/// (with `routing` where it needs one to).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MadeFor {
+    /// The shapes, the first the one it is usually shown on; empty: any shape.
+    pub shapes: &'static [TopologyKind],
+    /// How routes must run for it, where that matters ("cut-through", "E-cube").
+    pub routing: Option<&'static str>,
+}
+
+impl MadeFor {
+    /// The shape to show the algorithm on: its first, or a hypercube for any.
+    pub fn first(&self) -> TopologyKind {
+        self.shapes.first().copied().unwrap_or(TopologyKind::Hypercube)
+    }
+
+    /// Whether `topology` is one the algorithm is made for.
+    pub fn includes(&self, topology: TopologyKind) -> bool {
+        self.shapes.is_empty() || self.shapes.contains(&topology)
+    }
+}
+
+impl std::fmt::Display for MadeFor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.shapes.is_empty() {
+            return f.write_str("any");
+        }
+        let names: Vec<&str> = self.shapes.iter().map(|&shape| shape.into()).collect();
+        f.write_str(&names.join(", "))?;
+        match self.routing {
+            Some(routing) => write!(f, " ({routing})"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// An algorithm's step count as a formula in p (and the shift q): the longest chain of
+/// messages of its schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Steps {
+    /// A fixed number (a ping-pong's 2).
+    Exactly(u64),
+    /// p - 1.
+    PMinusOne,
+    /// ⌊p/2⌋.
+    HalfDown,
+    /// ⌈p/2⌉.
+    HalfUp,
+    /// 2(p - 1).
+    TwicePMinusOne,
+    /// ⌈log p⌉.
+    Log,
+    /// log p on a power of two, where extra nodes never fold.
+    PowerLog,
+    /// log p on a power of two; ⌊log p⌋ + 2 where extra nodes fold into partners.
+    LogFolded,
+    /// 2⌈log p⌉.
+    TwiceLog,
+    /// 2⌈log p⌉, plus 2 where extra nodes fold.
+    TwiceLogPlusFolding,
+    /// 2 log p on a power of two; 2⌊log p⌋ + 2 folded.
+    TwiceLogFolded,
+    /// 2⌈log p⌉ - 1.
+    TwiceLogMinusOne,
+    /// At most 2⌈log p⌉.
+    AtMostTwiceLog,
+    /// 2^⌈log p⌉ - 1.
+    PowerMinusOne,
+    /// 2⌊√p/2⌋ on a square torus.
+    TorusHalfSides,
+    /// 2(√p - 1) on a square grid.
+    TwiceSideMinusOne,
+    /// min(q, p - q) for a shift by q.
+    ShortWay,
+    /// Phases along the grid's dimensions, each as long as its line: no one number.
+    Phases(&'static str),
+    /// p - 1 chains of k segments each: no one number.
+    Segmented,
+}
+
+impl Steps {
+    /// The formula as the catalogue prints it.
+    pub fn formula(&self) -> &'static str {
+        match self {
+            Steps::Exactly(2) => "2",
+            Steps::Exactly(_) => "a constant",
+            Steps::PMinusOne => "p-1",
+            Steps::HalfDown => "⌊p/2⌋",
+            Steps::HalfUp => "⌈p/2⌉",
+            Steps::TwicePMinusOne => "2(p-1)",
+            Steps::Log => "⌈log p⌉",
+            Steps::PowerLog => "log p",
+            Steps::LogFolded => "log p; ⌊log p⌋+2 folded",
+            Steps::TwiceLog => "2⌈log p⌉",
+            Steps::TwiceLogPlusFolding => "2⌈log p⌉ (+2 folded)",
+            Steps::TwiceLogFolded => "2 log p; 2⌊log p⌋+2 folded",
+            Steps::TwiceLogMinusOne => "2⌈log p⌉-1",
+            Steps::AtMostTwiceLog => "≤ 2⌈log p⌉",
+            Steps::PowerMinusOne => "2^⌈log p⌉ - 1",
+            Steps::TorusHalfSides => "2⌊√p/2⌋ (torus)",
+            Steps::TwiceSideMinusOne => "2(√p-1)",
+            Steps::ShortWay => "min(q, p-q)",
+            Steps::Phases(phases) => phases,
+            Steps::Segmented => "p-1, of k segments each",
+        }
+    }
+
+    /// The longest chain of messages on `p` nodes, p a power of four (a hypercube and a
+    /// square torus, where nothing folds), for a shift by `shift`; `None` where the
+    /// formula counts no one number.
+    pub fn chain(&self, p: u64, shift: u64) -> Option<RangeInclusive<u64>> {
+        let log = u64::from(p.ilog2());
+        let side = p.isqrt();
+        let steps = match self {
+            Steps::Exactly(n) => *n,
+            Steps::PMinusOne | Steps::PowerMinusOne => p - 1,
+            Steps::HalfDown => p / 2,
+            Steps::HalfUp => p.div_ceil(2),
+            Steps::TwicePMinusOne => 2 * (p - 1),
+            Steps::Log | Steps::PowerLog | Steps::LogFolded => log,
+            Steps::TwiceLog | Steps::TwiceLogPlusFolding | Steps::TwiceLogFolded => 2 * log,
+            Steps::TwiceLogMinusOne => 2 * log - 1,
+            Steps::AtMostTwiceLog => return Some(0..=2 * log),
+            Steps::TorusHalfSides => 2 * (side / 2),
+            Steps::TwiceSideMinusOne => 2 * (side - 1),
+            Steps::ShortWay => shift.min(p - shift),
+            Steps::Phases(_) | Steps::Segmented => return None,
+        };
+        Some(steps..=steps)
+    }
+}
+
+impl std::fmt::Display for Steps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.formula())
+    }
 }
 
 const fn entry(
     collective: Collective,
     algorithm: Algorithm,
-    made_for: &'static str,
+    made_for: MadeFor,
     nodes: &'static str,
-    steps: &'static str,
+    steps: Steps,
     source: &'static str,
 ) -> Entry {
     Entry { collective, algorithm, made_for, nodes, steps, source }
@@ -39,76 +177,78 @@ const fn entry(
 use Algorithm as A;
 use Collective as C;
 
+use TopologyKind as T;
+
 const ANY: &str = "any p";
+const FULL: MadeFor = MadeFor { shapes: &[T::Full], routing: None };
+const RING: MadeFor = MadeFor { shapes: &[T::Ring], routing: None };
+const CT_RING: MadeFor = MadeFor { shapes: &[T::Ring], routing: Some("cut-through") };
+const GRIDS: MadeFor = MadeFor { shapes: &[T::Mesh, T::Torus, T::Mesh3d, T::Torus3d], routing: None };
+const GRIDS_2D: MadeFor = MadeFor { shapes: &[T::Mesh, T::Torus], routing: None };
+const HYPERCUBE: MadeFor = MadeFor { shapes: &[T::Hypercube], routing: None };
+const E_CUBE: MadeFor = MadeFor { shapes: &[T::Hypercube], routing: Some("E-cube") };
+const ANY_SHAPE: MadeFor = MadeFor { shapes: &[], routing: None };
 const FOLDS: &str = "any p (extra nodes fold into partners)";
-const FOLDED_LOG: &str = "log p; ⌊log p⌋+2 folded";
 
 /// Every (collective, algorithm) pair topocomm runs.
 pub const ENTRIES: &[Entry] = &[
-    entry(C::Broadcast, A::Linear, "full", ANY, "p-1", "[GGKK 4.1] (naive)"),
-    entry(C::Broadcast, A::Ring, "ring", ANY, "⌊p/2⌋", "[KGGK94 3.2], SF ring"),
-    entry(C::Broadcast, A::Mesh, "mesh, torus, mesh3d, torus3d", ANY, "2⌊√p/2⌋ (torus)", "[GGKK 4.1.2]"),
-    entry(C::Broadcast, A::Hypercube, "hypercube", ANY, "⌈log p⌉", "Algorithms 4.1, 4.2"),
-    entry(C::Broadcast, A::RecursiveDoubling, "ring (cut-through)", ANY, "⌈log p⌉", "[GGKK 4.1.1], CT ring"),
-    entry(C::Broadcast, A::ScatterAllgather, "hypercube", ANY, "2⌈log p⌉", "textbook 4.7 (large messages)"),
-    entry(C::Reduce, A::Linear, "full", ANY, "p-1", "dual of linear broadcast"),
-    entry(C::Reduce, A::Ring, "ring", ANY, "⌊p/2⌋", "dual of ring broadcast"),
-    entry(C::Reduce, A::Mesh, "mesh, torus, mesh3d, torus3d", ANY, "2⌊√p/2⌋ (torus)", "dual of mesh broadcast"),
-    entry(C::Reduce, A::Hypercube, "hypercube", ANY, "⌈log p⌉", "Algorithm 4.3"),
-    entry(C::Reduce, A::RecursiveHalving, "ring (cut-through)", ANY, "⌈log p⌉", "dual of recursive-doubling broadcast"),
+    entry(C::Broadcast, A::Linear, FULL, ANY, Steps::PMinusOne, "[GGKK 4.1] (naive)"),
+    entry(C::Broadcast, A::Ring, RING, ANY, Steps::HalfDown, "[KGGK94 3.2], SF ring"),
+    entry(C::Broadcast, A::Mesh, GRIDS, ANY, Steps::TorusHalfSides, "[GGKK 4.1.2]"),
+    entry(C::Broadcast, A::Hypercube, HYPERCUBE, ANY, Steps::Log, "Algorithms 4.1, 4.2"),
+    entry(C::Broadcast, A::RecursiveDoubling, CT_RING, ANY, Steps::Log, "[GGKK 4.1.1], CT ring"),
+    entry(C::Broadcast, A::ScatterAllgather, HYPERCUBE, ANY, Steps::TwiceLog, "textbook 4.7 (large messages)"),
+    entry(C::Reduce, A::Linear, FULL, ANY, Steps::PMinusOne, "dual of linear broadcast"),
+    entry(C::Reduce, A::Ring, RING, ANY, Steps::HalfDown, "dual of ring broadcast"),
+    entry(C::Reduce, A::Mesh, GRIDS, ANY, Steps::TorusHalfSides, "dual of mesh broadcast"),
+    entry(C::Reduce, A::Hypercube, HYPERCUBE, ANY, Steps::Log, "Algorithm 4.3"),
+    entry(C::Reduce, A::RecursiveHalving, CT_RING, ANY, Steps::Log, "dual of recursive-doubling broadcast"),
     entry(
         C::Reduce,
         A::ReduceScatterGather,
-        "hypercube",
+        HYPERCUBE,
         ANY,
-        "2⌈log p⌉ (+2 folded)",
+        Steps::TwiceLogPlusFolding,
         "[GGKK 4.7], [Rabenseifner 2004] (large messages)",
     ),
-    entry(C::Allgather, A::Ring, "ring", ANY, "p-1", "Algorithm 4.4"),
-    entry(C::Allgather, A::Mesh, "mesh, torus, mesh3d, torus3d", ANY, "2(√p-1)", "Algorithm 4.6"),
-    entry(C::Allgather, A::Hypercube, "hypercube", FOLDS, FOLDED_LOG, "Algorithm 4.7"),
-    entry(C::Allgather, A::RecursiveDoubling, "hypercube", FOLDS, FOLDED_LOG, "[Thakur 2005]"),
-    entry(C::Allgather, A::Bruck, "full", ANY, "⌈log p⌉", "Bruck et al. 1997"),
-    entry(C::ReduceScatter, A::Ring, "ring", ANY, "p-1", "Algorithm 4.5"),
-    entry(C::ReduceScatter, A::Hypercube, "hypercube", FOLDS, FOLDED_LOG, "Algorithm 4.8"),
-    entry(C::ReduceScatter, A::RecursiveHalving, "hypercube", FOLDS, FOLDED_LOG, "[Thakur 2005]"),
-    entry(C::ReduceScatter, A::Pairwise, "full", ANY, "p-1", "MPI libraries"),
-    entry(C::Allreduce, A::ReduceBroadcast, "hypercube", ANY, "2⌈log p⌉", "[GGKK 4.3]"),
-    entry(C::Allreduce, A::RecursiveDoubling, "hypercube", FOLDS, FOLDED_LOG, "[GGKK 4.3], [Thakur 2005]"),
-    entry(C::Allreduce, A::HalvingDoubling, "hypercube", FOLDS, "2 log p; 2⌊log p⌋+2 folded", "[Rabenseifner 2004]"),
-    entry(C::Allreduce, A::Ring, "ring", ANY, "2(p-1)", "ring reduce-scatter + ring all-gather"),
-    entry(C::Allreduce, A::Mesh, "mesh, torus, mesh3d, torus3d", ANY, "rows, then columns", "textbook 4.3"),
-    entry(C::Scan, A::Hypercube, "hypercube", ANY, "⌈log p⌉", "Algorithm 4.9"),
-    entry(C::Scan, A::Linear, "ring", ANY, "p-1", "[GGKK 4.3], pipeline"),
-    entry(
-        C::Scan,
-        A::Pipeline,
-        "ring",
-        ANY,
-        "p-1, of k segments each",
-        "[Pješivac-Grbović 2007], segmented (large messages)",
-    ),
-    entry(C::Scan, A::Tree, "hypercube", ANY, "2⌈log p⌉-1", "Brent-Kung 1982 (work-efficient)"),
-    entry(C::Scatter, A::Linear, "full", ANY, "p-1", "[GGKK 4.4] (naive)"),
-    entry(C::Scatter, A::Ring, "ring", ANY, "⌈p/2⌉", "[GGKK 4.4]"),
-    entry(C::Scatter, A::Mesh, "mesh, torus, mesh3d, torus3d", ANY, "rows, then columns", "[GGKK 4.4]"),
-    entry(C::Scatter, A::Hypercube, "hypercube", ANY, "⌈log p⌉", "[GGKK 4.4]"),
-    entry(C::Gather, A::Linear, "full", ANY, "p-1", "dual of linear scatter"),
-    entry(C::Gather, A::Ring, "ring", ANY, "⌈p/2⌉", "dual of ring scatter"),
-    entry(C::Gather, A::Mesh, "mesh, torus, mesh3d, torus3d", ANY, "columns, then the row", "dual of mesh scatter"),
-    entry(C::Gather, A::Hypercube, "hypercube", ANY, "⌈log p⌉", "dual of hypercube scatter"),
-    entry(C::Alltoall, A::Ring, "ring", ANY, "p-1", "[GGKK 4.5.1]"),
-    entry(C::Alltoall, A::Mesh, "mesh, torus, mesh3d, torus3d", ANY, "2(√p-1)", "[GGKK 4.5.2]"),
-    entry(C::Alltoall, A::Hypercube, "hypercube", FOLDS, "log p", "[GGKK 4.5.3]"),
-    entry(C::Alltoall, A::PairwiseXor, "hypercube (E-cube)", ANY, "2^⌈log p⌉ - 1", "Algorithm 4.10"),
-    entry(C::Alltoall, A::Pairwise, "full", ANY, "p-1", "MPI libraries"),
-    entry(C::Alltoall, A::Bruck, "full", ANY, "⌈log p⌉", "Bruck et al. 1997"),
-    entry(C::Shift, A::Ring, "ring", ANY, "min(q, p-q)", "textbook 4.6"),
-    entry(C::Shift, A::Mesh, "mesh, torus", ANY, "row shift + column shift", "textbook 4.6"),
-    entry(C::Shift, A::Hypercube, "hypercube", ANY, "≤ 2⌈log p⌉", "textbook 4.6"),
-    entry(C::Barrier, A::Dissemination, "full", ANY, "⌈log p⌉", "Hensgen, Finkel, Manber 1988"),
-    entry(C::PingPong, A::Linear, "any", ANY, "2", "OSU latency test"),
-    entry(C::Barrier, A::Hypercube, "hypercube", FOLDS, FOLDED_LOG, "butterfly barrier"),
+    entry(C::Allgather, A::Ring, RING, ANY, Steps::PMinusOne, "Algorithm 4.4"),
+    entry(C::Allgather, A::Mesh, GRIDS, ANY, Steps::TwiceSideMinusOne, "Algorithm 4.6"),
+    entry(C::Allgather, A::Hypercube, HYPERCUBE, FOLDS, Steps::LogFolded, "Algorithm 4.7"),
+    entry(C::Allgather, A::RecursiveDoubling, HYPERCUBE, FOLDS, Steps::LogFolded, "[Thakur 2005]"),
+    entry(C::Allgather, A::Bruck, FULL, ANY, Steps::Log, "Bruck et al. 1997"),
+    entry(C::ReduceScatter, A::Ring, RING, ANY, Steps::PMinusOne, "Algorithm 4.5"),
+    entry(C::ReduceScatter, A::Hypercube, HYPERCUBE, FOLDS, Steps::LogFolded, "Algorithm 4.8"),
+    entry(C::ReduceScatter, A::RecursiveHalving, HYPERCUBE, FOLDS, Steps::LogFolded, "[Thakur 2005]"),
+    entry(C::ReduceScatter, A::Pairwise, FULL, ANY, Steps::PMinusOne, "MPI libraries"),
+    entry(C::Allreduce, A::ReduceBroadcast, HYPERCUBE, ANY, Steps::TwiceLog, "[GGKK 4.3]"),
+    entry(C::Allreduce, A::RecursiveDoubling, HYPERCUBE, FOLDS, Steps::LogFolded, "[GGKK 4.3], [Thakur 2005]"),
+    entry(C::Allreduce, A::HalvingDoubling, HYPERCUBE, FOLDS, Steps::TwiceLogFolded, "[Rabenseifner 2004]"),
+    entry(C::Allreduce, A::Ring, RING, ANY, Steps::TwicePMinusOne, "ring reduce-scatter + ring all-gather"),
+    entry(C::Allreduce, A::Mesh, GRIDS, ANY, Steps::Phases("rows, then columns"), "textbook 4.3"),
+    entry(C::Scan, A::Hypercube, HYPERCUBE, ANY, Steps::Log, "Algorithm 4.9"),
+    entry(C::Scan, A::Linear, RING, ANY, Steps::PMinusOne, "[GGKK 4.3], pipeline"),
+    entry(C::Scan, A::Pipeline, RING, ANY, Steps::Segmented, "[Pješivac-Grbović 2007], segmented (large messages)"),
+    entry(C::Scan, A::Tree, HYPERCUBE, ANY, Steps::TwiceLogMinusOne, "Brent-Kung 1982 (work-efficient)"),
+    entry(C::Scatter, A::Linear, FULL, ANY, Steps::PMinusOne, "[GGKK 4.4] (naive)"),
+    entry(C::Scatter, A::Ring, RING, ANY, Steps::HalfUp, "[GGKK 4.4]"),
+    entry(C::Scatter, A::Mesh, GRIDS, ANY, Steps::Phases("rows, then columns"), "[GGKK 4.4]"),
+    entry(C::Scatter, A::Hypercube, HYPERCUBE, ANY, Steps::Log, "[GGKK 4.4]"),
+    entry(C::Gather, A::Linear, FULL, ANY, Steps::PMinusOne, "dual of linear scatter"),
+    entry(C::Gather, A::Ring, RING, ANY, Steps::HalfUp, "dual of ring scatter"),
+    entry(C::Gather, A::Mesh, GRIDS, ANY, Steps::Phases("columns, then the row"), "dual of mesh scatter"),
+    entry(C::Gather, A::Hypercube, HYPERCUBE, ANY, Steps::Log, "dual of hypercube scatter"),
+    entry(C::Alltoall, A::Ring, RING, ANY, Steps::PMinusOne, "[GGKK 4.5.1]"),
+    entry(C::Alltoall, A::Mesh, GRIDS, ANY, Steps::TwiceSideMinusOne, "[GGKK 4.5.2]"),
+    entry(C::Alltoall, A::Hypercube, HYPERCUBE, FOLDS, Steps::PowerLog, "[GGKK 4.5.3]"),
+    entry(C::Alltoall, A::PairwiseXor, E_CUBE, ANY, Steps::PowerMinusOne, "Algorithm 4.10"),
+    entry(C::Alltoall, A::Pairwise, FULL, ANY, Steps::PMinusOne, "MPI libraries"),
+    entry(C::Alltoall, A::Bruck, FULL, ANY, Steps::Log, "Bruck et al. 1997"),
+    entry(C::Shift, A::Ring, RING, ANY, Steps::ShortWay, "textbook 4.6"),
+    entry(C::Shift, A::Mesh, GRIDS_2D, ANY, Steps::Phases("row shift + column shift"), "textbook 4.6"),
+    entry(C::Shift, A::Hypercube, HYPERCUBE, ANY, Steps::AtMostTwiceLog, "textbook 4.6"),
+    entry(C::Barrier, A::Dissemination, FULL, ANY, Steps::Log, "Hensgen, Finkel, Manber 1988"),
+    entry(C::PingPong, A::Linear, ANY_SHAPE, ANY, Steps::Exactly(2), "OSU latency test"),
+    entry(C::Barrier, A::Hypercube, HYPERCUBE, FOLDS, Steps::LogFolded, "butterfly barrier"),
 ];
 
 /// The algorithms of `collective`, in table order.

@@ -76,9 +76,9 @@ pub fn list(args: &ListArgs) -> anyhow::Result<()> {
             [
                 e.collective.to_string(),
                 e.algorithm.to_string(),
-                e.made_for.to_owned(),
+                e.made_for.to_string(),
                 e.nodes.to_owned(),
-                e.steps.to_owned(),
+                e.steps.to_string(),
                 e.source.to_owned(),
             ]
         })
