@@ -29,7 +29,8 @@ pub struct Entry {
 /// (with `routing` where it needs one to).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MadeFor {
-    /// The shapes, the first the one it is usually shown on; empty: any shape.
+    /// The shapes, the first the one it is usually shown on; empty: any shape, none in
+    /// particular.
     pub shapes: &'static [TopologyKind],
     /// How routes must run for it, where that matters ("cut-through", "E-cube").
     pub routing: Option<&'static str>,
@@ -41,9 +42,11 @@ impl MadeFor {
         self.shapes.first().copied().unwrap_or(TopologyKind::Hypercube)
     }
 
-    /// Whether `topology` is one the algorithm is made for.
+    /// Whether `topology` is one the algorithm is made for, so that each of its messages
+    /// crosses one link there (never for an algorithm made for any shape: its partners
+    /// are whoever the user names).
     pub fn includes(&self, topology: TopologyKind) -> bool {
-        self.shapes.is_empty() || self.shapes.contains(&topology)
+        self.shapes.contains(&topology)
     }
 }
 
