@@ -69,6 +69,10 @@ pub enum ToCoordinator {
     Pong,
     /// The answer to a clock probe: the node's clock when it answered, in ns.
     ClockReply { nonce: u64, node_ns: u64 },
+    /// The link of this epoch to neighbour `peer` failed (reset, closed, a frame refused,
+    /// a record that failed authentication), in words: sent at once, so that the run in
+    /// progress ends now rather than at its deadline.
+    LinkFault { epoch: u64, peer: NodeId, cause: String },
 }
 
 /// Messages from the coordinator to a node.

@@ -378,6 +378,30 @@ impl Driver {
                     }
                     reports[node.id] = Some(NodeReport { node: node.id, ..*report });
                 }
+                Event::Message { session, message: ToCoordinator::LinkFault { epoch, peer, cause }, .. }
+                    if epoch == self.epoch =>
+                {
+                    // A broken link ends the run now: its nodes would wait out their deadline.
+                    let Some(node) = by_session.get(&session) else { continue };
+                    let Some(other) = participants.get(peer).filter(|other| other.id != node.id) else {
+                        tracing::warn!(node = %describe(node), peer, "ignored a link fault naming no other node");
+                        continue;
+                    };
+                    let failure = format!(
+                        "the link between {} and {} failed, as {} saw it: {cause}",
+                        describe(node),
+                        describe(other),
+                        describe(node)
+                    );
+                    let error = RunError::Failed {
+                        run: spec.run,
+                        collective: spec.collective,
+                        silent: None,
+                        failures: vec![failure],
+                    };
+                    tracing::error!(message = %error);
+                    return Err(error);
+                }
                 Event::Message { .. } => {}
             }
         }
