@@ -1,6 +1,7 @@
 //! The data plane under faults and in its counts, against the real binaries on
 //! 127.0.0.1: a data link cut in the middle of a run (by a proxy the test puts between
-//! two daemons and closes) ends the run at once, naming both ends and the cause; and the
+//! two daemons and closes) ends the run at once, naming both ends and the cause (and one
+//! cut between runs has the next run wired afresh); and the
 //! frames a run reports forwarded are exactly its schedule's, as the simulator counts
 //! them, run after run.
 
@@ -118,6 +119,18 @@ fn a_data_link_cut_mid_run_ends_the_run_at_once_naming_both_ends() {
     assert!(said.contains("closed by node") || said.contains("connection reset by node"), "{said}");
     // The cluster runs again (re-wired, still through the proxy's port, which still
     // carries new connections).
+    cluster.run_ok("allreduce -t ring --size 1KiB --iterations 2");
+    // Cut between runs: the next run is wired afresh instead of failing on broken links.
+    let told = |cluster: &Cluster| {
+        (0..2)
+            .map(|node| cluster.node_stderr(node).matches("telling the coordinator a link failed").count())
+            .sum::<usize>()
+    };
+    let before = told(&cluster);
+    proxy.cut();
+    let heard = poll(Duration::from_secs(10), || (told(&cluster) > before).then_some(()));
+    assert!(heard.is_some(), "no node told the coordinator of the cut");
+    std::thread::sleep(Duration::from_millis(200));
     cluster.run_ok("allreduce -t ring --size 1KiB --iterations 2");
     assert!(cluster.all_alive());
 }

@@ -14,7 +14,7 @@
 //! link is closed and the run fails naming the sender.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
@@ -61,6 +61,34 @@ enum Runs {
     BeforeFirst,
     /// This run's and the next's.
     Current(u64),
+}
+
+/// [`Runs`] in atomics: read for every frame, so no lock.
+#[derive(Default)]
+struct RunWindow {
+    /// 0: any run; 1: before the first; 2: the run in `current`.
+    mode: AtomicU8,
+    current: AtomicU64,
+}
+
+impl RunWindow {
+    fn set(&self, runs: Runs) {
+        let (mode, current) = match runs {
+            Runs::Any => (0, 0),
+            Runs::BeforeFirst => (1, 0),
+            Runs::Current(run) => (2, run),
+        };
+        self.current.store(current, Ordering::Release);
+        self.mode.store(mode, Ordering::Release);
+    }
+
+    fn get(&self) -> Runs {
+        match self.mode.load(Ordering::Acquire) {
+            0 => Runs::Any,
+            1 => Runs::BeforeFirst,
+            _ => Runs::Current(self.current.load(Ordering::Acquire)),
+        }
+    }
 }
 
 /// A snapshot of the counters.
@@ -136,7 +164,7 @@ pub struct Router {
     /// Cut-through messages whose last packet has not arrived yet.
     partial: Mutex<HashMap<MessageKey, BytesMut>>,
     /// Which runs' frames are taken.
-    runs: Mutex<Runs>,
+    runs: RunWindow,
     /// The first link fault of this wiring, for whoever watches ([`Router::faults`]).
     first_fault: tokio::sync::watch::Sender<Option<LinkFault>>,
     /// The message flow, while recording.
@@ -201,12 +229,12 @@ impl Router {
             shutdown: CancellationToken::new(),
             emulation: Emulation::new(timeline),
             partial: Mutex::new(HashMap::new()),
-            runs: Mutex::new(Runs::Any),
+            runs: RunWindow::default(),
             first_fault: tokio::sync::watch::Sender::new(None),
             recorder: Recorder::default(),
         });
         if guarded {
-            *router.runs.lock().expect("runs lock") = Runs::BeforeFirst;
+            router.runs.set(Runs::BeforeFirst);
             router.mailbox.set_allowance(Some(signal_allowance(router.topology.p())));
         }
         for (peer, link, outbox) in starting {
@@ -230,13 +258,13 @@ impl Router {
     /// Starts `spec`'s run: from now on only its frames and the next run's are taken, and
     /// each link may hold [`link_allowance`] of messages not yet taken.
     pub fn begin_run(&self, spec: &RunSpec) {
-        *self.runs.lock().expect("runs lock") = Runs::Current(spec.run);
+        self.runs.set(Runs::Current(spec.run));
         self.mailbox.begin_run(spec.run, Some(link_allowance(spec, self.topology.p(), self.id)));
     }
 
     /// Takes frames of every run again, unbounded (in-process clusters between runs).
     pub fn take_any_run(&self) {
-        *self.runs.lock().expect("runs lock") = Runs::Any;
+        self.runs.set(Runs::Any);
         self.mailbox.set_allowance(None);
     }
 
@@ -257,7 +285,7 @@ impl Router {
 
     /// Whether a frame of `run` is taken.
     fn takes_run(&self, run: u64) -> bool {
-        match *self.runs.lock().expect("runs lock") {
+        match self.runs.get() {
             Runs::Any | Runs::BeforeFirst => true,
             Runs::Current(current) => run == current || run == current.saturating_add(1),
         }
@@ -267,7 +295,7 @@ impl Router {
     fn counts(&self, header: &FrameHeader) -> bool {
         header.tag < SYSTEM_TAG_BASE
             && header.iteration >= self.counters.from_iteration.load(Ordering::Relaxed)
-            && match *self.runs.lock().expect("runs lock") {
+            && match self.runs.get() {
                 Runs::Current(current) => header.run == current,
                 Runs::Any | Runs::BeforeFirst => true,
             }
