@@ -1,7 +1,8 @@
 //! The data plane under faults and in its counts, against the real binaries on
 //! 127.0.0.1: a data link cut in the middle of a run (by a proxy the test puts between
 //! two daemons and closes) ends the run at once, naming both ends and the cause (and one
-//! cut between runs has the next run wired afresh); and the
+//! cut between runs has the next run wired afresh), and so does one bit flipped in an
+//! encrypted record; and the
 //! frames a run reports forwarded are exactly its schedule's, as the simulator counts
 //! them, run after run.
 
@@ -23,6 +24,8 @@ struct Proxy {
     carried: Arc<AtomicU64>,
     connections: Arc<Mutex<Vec<TcpStream>>>,
     stop: Arc<AtomicBool>,
+    /// Set: the next chunk carried from the dialling side gets one bit flipped.
+    tamper: Arc<AtomicBool>,
 }
 
 impl Proxy {
@@ -31,8 +34,9 @@ impl Proxy {
         let address = listener.local_addr().expect("its address").to_string();
         listener.set_nonblocking(true).expect("a non-blocking listener");
         let (carried, connections, stop) = (Arc::default(), Arc::default(), Arc::new(AtomicBool::new(false)));
-        let proxy = Proxy { address, carried, connections, stop };
+        let proxy = Proxy { address, carried, connections, stop, tamper: Arc::default() };
         let (carried, connections, stop) = (proxy.carried.clone(), proxy.connections.clone(), proxy.stop.clone());
+        let tamper = proxy.tamper.clone();
         std::thread::spawn(move || {
             // Bounded: it stops when told, or after ten minutes.
             let until = Instant::now() + Duration::from_secs(600);
@@ -44,12 +48,15 @@ impl Proxy {
                 client.set_nonblocking(false).expect("a blocking socket");
                 let Ok(server) = TcpStream::connect(&target) else { continue };
                 let mut held = connections.lock().expect("connections lock");
-                for (from, to) in [(&client, &server), (&server, &client)] {
+                for (from, to, dialling) in [(&client, &server, true), (&server, &client, false)] {
                     let (mut from, mut to) = (from.try_clone().expect("a clone"), to.try_clone().expect("a clone"));
-                    let carried = carried.clone();
+                    let (carried, tamper) = (carried.clone(), tamper.clone());
                     std::thread::spawn(move || {
                         let mut buffer = vec![0u8; 64 * 1024];
                         while let Ok(n) = from.read(&mut buffer) {
+                            if n > 0 && dialling && tamper.swap(false, Ordering::Relaxed) {
+                                buffer[n / 2] ^= 0x01;
+                            }
                             if n == 0 || to.write_all(&buffer[..n]).is_err() {
                                 break;
                             }
@@ -132,6 +139,32 @@ fn a_data_link_cut_mid_run_ends_the_run_at_once_naming_both_ends() {
     assert!(heard.is_some(), "no node told the coordinator of the cut");
     std::thread::sleep(Duration::from_millis(200));
     cluster.run_ok("allreduce -t ring --size 1KiB --iterations 2");
+    assert!(cluster.all_alive());
+}
+
+#[test]
+fn a_record_tampered_with_mid_run_ends_the_encrypted_run_at_once_saying_so() {
+    let mut cluster = Cluster::start_encrypted("tamper", 4);
+    let listen = format!("127.0.0.1:{}", free_port());
+    let proxy = Proxy::start(listen.clone());
+    cluster.kill_node(1);
+    cluster.restart_node_with(1, &["--listen", &listen, "--advertise", &proxy.address]);
+    cluster.wait_for_members(4, Duration::from_secs(30));
+    let mut run = cluster.cli(&["run"]);
+    run.args("allreduce -t ring --size 1MiB --iterations 100000 --timeout 30s --json".split_whitespace());
+    let running = Background::start(run, &cluster.scratch, "long-run");
+    let flowing = poll(Duration::from_secs(60), || (proxy.carried() > 32 << 20).then_some(()));
+    assert!(flowing.is_some(), "the run never got going through the proxy ({} bytes)", proxy.carried());
+    let tampered_at = Instant::now();
+    proxy.tamper.store(true, Ordering::Relaxed);
+    let failed = running.finish(Duration::from_secs(90));
+    let took = tampered_at.elapsed();
+    eprintln!("the run ended {took:?} after one bit was flipped: {}", failed.stderr.trim());
+    assert!(!failed.status.success(), "a run with a tampered record passed");
+    assert!(took < Duration::from_secs(10), "the run ended only {took:?} after the tampering");
+    let said = &failed.stderr;
+    assert!(said.contains("node 0 (node-0)") && said.contains("node 1 (node-1)"), "{said}");
+    assert!(said.contains("a record from node 0 failed authentication"), "{said}");
     assert!(cluster.all_alive());
 }
 
