@@ -182,6 +182,7 @@ struct Recorder {
 impl Router {
     /// Builds the router of node `id` over its links, one per neighbour, and starts
     /// them; emulated delays are measured on `timeline`.
+    ///
     /// It takes frames of every run, unbounded, as in-process clusters need; see
     /// [`Router::start_guarded`] for links that face other hosts.
     pub fn start<L: Link>(id: NodeId, topology: Topology, links: Vec<(NodeId, L)>, timeline: Timeline) -> Arc<Self> {
