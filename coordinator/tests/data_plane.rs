@@ -4,7 +4,9 @@
 //! cut between runs has the next run wired afresh), and so does one bit flipped in an
 //! encrypted record; and the
 //! frames a run reports forwarded are exactly its schedule's, as the simulator counts
-//! them, run after run.
+//! them, run after run. And a rogue token holder wired as a node floods its neighbour
+//! with frames of another run and messages nobody asked for: the neighbour keeps none of
+//! the first, closes the link past its allowance, and the run fails naming the sender.
 
 mod common;
 
@@ -14,8 +16,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Background, Cluster, command, poll, run_bounded, topocomm_bin};
+use bytes::Bytes;
+use common::{Background, Cluster, command, poll, rss_kib, run_bounded, topocomm_bin};
+use futures::{SinkExt, StreamExt};
 use serde_json::Value;
+use tokio::io::AsyncWriteExt;
+use tokio_util::codec::{Framed, LengthDelimitedCodec};
+use topocomm_node::handshake::initiate;
+use topocomm_proto::auth::{Key, Purpose};
+use topocomm_proto::codec;
+use topocomm_proto::control::{ToCoordinator, ToNode};
+use topocomm_proto::frame::FrameHeader;
 
 /// A TCP proxy on 127.0.0.1 in front of `target`: it carries every connection both
 /// ways, counts the bytes, and cuts them all when told.
@@ -203,4 +214,109 @@ fn frames_forwarded_are_exactly_the_schedules_run_after_run() {
             assert_eq!(json["frames_sent"].as_u64(), Some(sent_per_iteration * iterations), "{words}: {json:#}");
         }
     }
+}
+
+/// Messages of 1 KiB the rogue tries to queue at its neighbour.
+const FLOOD_MESSAGES: u32 = 100_000;
+
+/// One frame as a link writes it: length prefix, header, payload.
+fn frame(run: u64, src: u32, dst: u32, tag: u32, payload: &[u8]) -> Vec<u8> {
+    let header = FrameHeader { run, iteration: 0, src, dst, tag, hops: 0, step: 1, packet: 0, last: true, due_ns: 0 };
+    let mut bytes = ((FrameHeader::ENCODED_LEN + payload.len()) as u32).to_be_bytes().to_vec();
+    bytes.extend_from_slice(&header.encode());
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
+/// Plays node 0 of the cluster at `address` with `token`: registers as `node-0`, links to
+/// its neighbours as the wiring says, and when the run starts sends node 1 `big_frames`
+/// frames of 4 MiB for run 2^64-1, then messages of the run that nobody asked for until
+/// the link closes. Returns how many bytes of those messages it could write (the
+/// sockets' buffers take some after node 1 has closed the link).
+async fn rogue_node_0(address: String, token: String, big_frames: usize) -> u64 {
+    let stream = tokio::net::TcpStream::connect(&address).await.expect("connecting");
+    let purpose = Purpose::Node { name: "node-0".into(), data_addr: "127.0.0.1:9".into(), memory_bytes: 0 };
+    let channel = initiate(stream, &Key::from_token(&token), purpose, false).await.expect("registered");
+    let mut control = Framed::new(channel, LengthDelimitedCodec::new());
+    // Every link is kept open: one that closed would end the run before the attack.
+    let mut links = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while let Ok(Some(Ok(body))) = tokio::time::timeout_at(deadline, control.next()).await {
+        let reply = match codec::decode::<ToNode>(&body).expect("a control message") {
+            ToNode::Ping => ToCoordinator::Pong,
+            ToNode::Wire(wiring) => {
+                for neighbour in &wiring.neighbours {
+                    let purpose = Purpose::Link { epoch: wiring.epoch, from: 0, to: neighbour.id };
+                    // As a daemon does: the neighbour may not have its wiring yet.
+                    let mut link = None;
+                    for _ in 0..500 {
+                        let stream = tokio::net::TcpStream::connect(&neighbour.address).await.expect("dialling");
+                        if let Ok(linked) = initiate(stream, &neighbour.key, purpose.clone(), false).await {
+                            link = Some(linked);
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    links.push((neighbour.id, link.expect("a neighbour admitted the link within 10 s")));
+                }
+                ToCoordinator::Wired { epoch: wiring.epoch }
+            }
+            ToNode::Start(spec) => {
+                // Node 1 has the run's spec by then (it got its Start at the same time).
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                let (_, link) = links.iter_mut().find(|(id, _)| *id == 1).expect("wired to node 1 before the run");
+                let big = vec![0xA5u8; 4 << 20];
+                for _ in 0..big_frames {
+                    link.write_all(&frame(u64::MAX, 0, 1, 7, &big)).await.expect("node 1 reads past them");
+                }
+                let mut written = 0;
+                for tag in 0..FLOOD_MESSAGES {
+                    if link.write_all(&frame(spec.run, 0, 1, tag, &[3; 1024])).await.is_err() {
+                        break;
+                    }
+                    let _ = link.flush().await;
+                    written += 1024;
+                }
+                return written;
+            }
+            _ => continue,
+        };
+        let body = Bytes::from(codec::encode(&reply).expect("encodes"));
+        control.send(body).await.expect("the coordinator reads");
+    }
+    panic!("the run never started");
+}
+
+#[test]
+fn a_rogue_neighbour_cannot_take_a_nodes_memory_and_is_named() {
+    let mut cluster = Cluster::start("rogue-data", 4);
+    cluster.run_ok("allreduce -t ring --size 1KiB --iterations 2");
+    cluster.kill_node(0);
+    let victim_before = rss_kib(cluster.node_pid(1)).expect("node 1 runs");
+    const BIG_FRAMES: usize = 24;
+    let (address, token) = (cluster.address.clone(), cluster.token.clone());
+    let rogue = std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime")
+            .block_on(rogue_node_0(address, token, BIG_FRAMES))
+    });
+    cluster.wait_for_members(4, Duration::from_secs(30));
+    let failed = cluster.run("allreduce -t ring --size 1KiB --iterations 1");
+    let written = rogue.join().expect("the rogue ran");
+    let victim_after = rss_kib(cluster.node_pid(1)).expect("node 1 still runs");
+    eprintln!(
+        "node 1: {victim_before} KiB before, {victim_after} KiB after {BIG_FRAMES} frames of 4 MiB for run 2^64-1 \
+         and {written} bytes of messages nobody asked for written; the run said: {}",
+        failed.stderr.trim()
+    );
+    assert!(!failed.status.success(), "the run passed");
+    let said = &failed.stderr;
+    assert!(said.contains("node 0 (node-0)") && said.contains("node 1 (node-1)"), "{said}");
+    assert!(said.contains("node 0 overflowed this node's queue"), "{said}");
+    assert!(written < u64::from(FLOOD_MESSAGES) * 1024, "node 1 took the whole flood");
+    assert!(victim_after < victim_before + 32 * 1024, "node 1 grew from {victim_before} to {victim_after} KiB");
+    let log = cluster.node_stderr(1);
+    assert!(log.contains(&format!("dropped={BIG_FRAMES}")) && log.contains("dropped frames of other runs"), "{log}");
 }
