@@ -206,8 +206,17 @@ async fn connect(address: &str, patience: Duration) -> anyhow::Result<TcpStream>
 
 /// What the control loop is waiting on besides the coordinator.
 enum Underway {
-    Wired { epoch: u64, result: Result<Arc<Router>, WireError> },
+    Wired {
+        epoch: u64,
+        result: Result<Arc<Router>, WireError>,
+    },
     Report(NodeReport),
+    /// A link of wiring `epoch` failed.
+    LinkFault {
+        epoch: u64,
+        peer: NodeId,
+        cause: String,
+    },
 }
 
 /// One control session: authenticate and register, then serve wirings and runs.
@@ -316,8 +325,13 @@ async fn session(
                 let message = match done {
                     Underway::Wired { epoch, result: Ok(wired) } => {
                         wiring = None;
+                        watch_faults(&wired, epoch, underway_tx.clone());
                         router = Some(wired);
                         ToCoordinator::Wired { epoch }
+                    }
+                    Underway::LinkFault { epoch, peer, cause } => {
+                        tracing::warn!(epoch, peer, %cause, "telling the coordinator a link failed");
+                        ToCoordinator::LinkFault { epoch, peer, cause }
                     }
                     Underway::Wired { epoch, result: Err(error) } => {
                         wiring = None;
@@ -338,6 +352,20 @@ async fn session(
     stop(&mut running, &mut wiring, &mut router);
     *shared.admission.lock().expect("admission lock") = None;
     end
+}
+
+/// Tells the control loop of the first link fault of `router`'s wiring (epoch `epoch`),
+/// as soon as a link sees it; ends with the wiring.
+fn watch_faults(router: &Router, epoch: u64, underway: mpsc::UnboundedSender<Underway>) {
+    let mut faults = router.faults();
+    tokio::spawn(async move {
+        let Ok(fault) = faults.wait_for(Option::is_some).await.map(|fault| fault.clone()) else { return };
+        if let Some(fault) = fault
+            && let Some(peer) = fault.peer()
+        {
+            let _ = underway.send(Underway::LinkFault { epoch, peer, cause: fault.to_string() });
+        }
+    });
 }
 
 /// Stops whatever runs on the current wiring, and the wiring itself.
@@ -450,7 +478,7 @@ async fn wire(wiring: &Wiring, shared: &Arc<Shared>, max_frame: usize) -> Result
     }
     tracing::info!(epoch = wiring.epoch, id = me, %topology, links = channels.len(), "wired");
     let links = channels.into_iter().map(|(peer, channel)| (peer, StreamLink::new(channel, max_frame))).collect();
-    Ok(Router::start(me, topology, links, Timeline::Real { offset_ns: 0 }))
+    Ok(Router::start_guarded(me, topology, links, Timeline::Real { offset_ns: 0 }))
 }
 
 /// Dials one higher-id neighbour until it admits us or the deadline passes, backing off

@@ -108,8 +108,21 @@ impl MemoryCluster {
 impl MemoryCluster {
     /// Runs `spec` on every node from the reference's inputs, holds every node's output
     /// against the reference and checks that no message was left unclaimed; returns the
-    /// deepest step any node received from, or what went wrong (naming the node).
+    /// deepest step any node received from, or what went wrong (naming the node). The
+    /// routers guard the run as a daemon's do (`Router::begin_run`: each link's queue
+    /// held to the spec's allowance), then take any run again.
     pub async fn verify(&self, spec: &RunSpec, timeout: Duration) -> Result<u16, RunFailure> {
+        for router in &self.routers {
+            router.begin_run(spec);
+        }
+        let verified = self.verify_guarded(spec, timeout).await;
+        for router in &self.routers {
+            router.take_any_run();
+        }
+        verified
+    }
+
+    async fn verify_guarded(&self, spec: &RunSpec, timeout: Duration) -> Result<u16, RunFailure> {
         let p = self.routers.len();
         let shared = Arc::new(spec.clone());
         let outputs = self

@@ -5,9 +5,16 @@
 //! touches a socket. It also tells a link when to read a long message for this node
 //! (`admit`: once it is asked for). The link physics of emulated runs is the layer
 //! [`Emulation`], which the router holds for its links and asks when a frame is ready.
+//!
+//! A neighbour is not trusted with this node's memory: a frame of a run other than the
+//! one in progress (or the next, whose first frames may come early) is dropped and
+//! counted; a frame whose source's route does not enter this node over the link it came
+//! in on closes that link; and what a link may queue here for messages nobody has taken
+//! yet is held to what the run's spec lets it carry ([`link_allowance`]): past it the
+//! link is closed and the run fails naming the sender.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
@@ -16,11 +23,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use topocomm_proto::flow::{FlowEvent, FlowKind};
 use topocomm_proto::frame::{Frame, FrameHeader, SYSTEM_TAG_BASE};
-use topocomm_proto::spec::LinkModel;
+use topocomm_proto::spec::{LinkModel, RunSpec};
 use topocomm_proto::{NodeId, Topology};
 
 use crate::assembly::Place;
-use crate::mailbox::{Delivery, Mailbox, MessageKey};
+use crate::mailbox::{Delivery, Mailbox, MessageKey, Overdrawn, charge_of};
 use crate::pacing::{Clock, Timeline};
 use crate::transport::emulated::Emulation;
 use crate::transport::{Endpoint, Link, LinkFault, Outgoing, Payload, Written};
@@ -32,11 +39,56 @@ struct LinkQueue {
     bytes: AtomicU64,
 }
 
-/// Traffic counts of algorithm frames (runtime frames such as barriers are not counted).
+/// Traffic counts of algorithm frames (runtime frames such as barriers are not counted),
+/// of the run in progress from the iteration the counts were last reset at; and frames
+/// of other runs dropped.
 #[derive(Default)]
 struct Counters {
     sent: AtomicU64,
     forwarded: AtomicU64,
+    /// Frames of the run counted from this iteration on (earlier ones are stragglers).
+    from_iteration: AtomicU32,
+    dropped: AtomicU64,
+}
+
+/// Which runs' frames this router takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Runs {
+    /// Every run's, unbounded: in-process clusters, whose links are the test's own.
+    Any,
+    /// Any run's, before the first run's spec arrives (its frames may come first), each
+    /// link bounded by the allowance of the first iteration's runtime signals.
+    BeforeFirst,
+    /// This run's and the next's.
+    Current(u64),
+}
+
+/// [`Runs`] in atomics: read for every frame, so no lock.
+#[derive(Default)]
+struct RunWindow {
+    /// 0: any run; 1: before the first; 2: the run in `current`.
+    mode: AtomicU8,
+    current: AtomicU64,
+}
+
+impl RunWindow {
+    fn set(&self, runs: Runs) {
+        let (mode, current) = match runs {
+            Runs::Any => (0, 0),
+            Runs::BeforeFirst => (1, 0),
+            Runs::Current(run) => (2, run),
+        };
+        self.current.store(current, Ordering::Release);
+        self.mode.store(mode, Ordering::Release);
+    }
+
+    fn get(&self) -> Runs {
+        match self.mode.load(Ordering::Acquire) {
+            0 => Runs::Any,
+            1 => Runs::BeforeFirst,
+            _ => Runs::Current(self.current.load(Ordering::Acquire)),
+        }
+    }
 }
 
 /// A snapshot of the counters.
@@ -57,6 +109,38 @@ pub enum RouteError {
     TooManyHops { src: u32, dst: u32, hops: u16, diameter: usize },
     #[error("the link to node {0} is closed")]
     LinkClosed(NodeId),
+    #[error(
+        "node {from} sent a frame from node {src} to node {dst}, but that route does not reach this node from node {from}"
+    )]
+    WrongLink { from: NodeId, src: u32, dst: u32 },
+    #[error("node {from} overflowed this node's queue: {overdrawn}")]
+    Overdrawn { from: NodeId, overdrawn: Overdrawn },
+}
+
+/// What one link may hold here, in bytes, of messages of `spec`'s run that node `id`
+/// (of `p`) has not taken yet (each counted with its header, see `mailbox::charge_of`):
+/// the spec's own memory estimate for this node (input, output and messages in flight:
+/// nothing legitimately waiting can be more), plus the headers of the messages two
+/// iterations may bring ([`signal_allowance`] and one message from every node per round
+/// of a logarithmic schedule).
+pub fn link_allowance(spec: &RunSpec, p: usize, id: NodeId) -> u64 {
+    let data = spec.memory_of_node(p, id).unwrap_or(u64::MAX);
+    let messages = (p as u64).saturating_mul(u64::from(rounds(p)) + 1).saturating_mul(2);
+    data.saturating_add(messages.saturating_mul(charge_of(0))).saturating_add(signal_allowance(p))
+}
+
+/// What one link may hold here before this node knows the run: the runtime's signals of
+/// one iteration, which may reach it before the run's spec does (each round of the
+/// runtime barrier, the butterfly's signal and release, the start announcement of 8
+/// bytes), twice over.
+pub fn signal_allowance(p: usize) -> u64 {
+    let signals = 2 * u64::from(rounds(p)) + 3;
+    2 * signals * charge_of(std::mem::size_of::<u64>())
+}
+
+/// ⌈log2 p⌉: the rounds of a logarithmic schedule over p nodes.
+fn rounds(p: usize) -> u32 {
+    p.max(1).next_power_of_two().trailing_zeros()
 }
 
 /// The longest a link holds back a long message that no receive has asked for yet.
@@ -79,6 +163,10 @@ pub struct Router {
     emulation: Emulation,
     /// Cut-through messages whose last packet has not arrived yet.
     partial: Mutex<HashMap<MessageKey, BytesMut>>,
+    /// Which runs' frames are taken.
+    runs: RunWindow,
+    /// The first link fault of this wiring, for whoever watches ([`Router::faults`]).
+    first_fault: tokio::sync::watch::Sender<Option<LinkFault>>,
     /// The message flow, while recording.
     recorder: Recorder,
 }
@@ -94,7 +182,32 @@ struct Recorder {
 impl Router {
     /// Builds the router of node `id` over its links, one per neighbour, and starts
     /// them; emulated delays are measured on `timeline`.
+    ///
+    /// It takes frames of every run, unbounded, as in-process clusters need; see
+    /// [`Router::start_guarded`] for links that face other hosts.
     pub fn start<L: Link>(id: NodeId, topology: Topology, links: Vec<(NodeId, L)>, timeline: Timeline) -> Arc<Self> {
+        Self::start_with(id, topology, links, timeline, false)
+    }
+
+    /// [`Router::start`] for a daemon's links: until the first run begins, frames of any
+    /// run are taken only within [`signal_allowance`] per link; then only the run's and
+    /// the next one's, within [`link_allowance`] (see [`Router::begin_run`]).
+    pub fn start_guarded<L: Link>(
+        id: NodeId,
+        topology: Topology,
+        links: Vec<(NodeId, L)>,
+        timeline: Timeline,
+    ) -> Arc<Self> {
+        Self::start_with(id, topology, links, timeline, true)
+    }
+
+    fn start_with<L: Link>(
+        id: NodeId,
+        topology: Topology,
+        links: Vec<(NodeId, L)>,
+        timeline: Timeline,
+        guarded: bool,
+    ) -> Arc<Self> {
         let next_hop = (0..topology.p()).map(|dst| if dst == id { id } else { topology.next_hop(id, dst) }).collect();
         let arrives_via = (0..topology.p())
             .map(|src| if src == id { id } else { topology.route(src, id).iter().rev().nth(1).copied().unwrap_or(src) })
@@ -117,8 +230,14 @@ impl Router {
             shutdown: CancellationToken::new(),
             emulation: Emulation::new(timeline),
             partial: Mutex::new(HashMap::new()),
+            runs: RunWindow::default(),
+            first_fault: tokio::sync::watch::Sender::new(None),
             recorder: Recorder::default(),
         });
+        if guarded {
+            router.runs.set(Runs::BeforeFirst);
+            router.mailbox.set_allowance(Some(signal_allowance(router.topology.p())));
+        }
         for (peer, link, outbox) in starting {
             link.start(peer, outbox, router.clone(), router.shutdown.child_token());
         }
@@ -135,6 +254,80 @@ impl Router {
 
     pub fn mailbox(&self) -> &Mailbox {
         &self.mailbox
+    }
+
+    /// Starts `spec`'s run: from now on only its frames and the next run's are taken, and
+    /// each link may hold [`link_allowance`] of messages not yet taken.
+    pub fn begin_run(&self, spec: &RunSpec) {
+        self.runs.set(Runs::Current(spec.run));
+        self.mailbox.begin_run(spec.run, Some(link_allowance(spec, self.topology.p(), self.id)));
+    }
+
+    /// Takes frames of every run again, unbounded (in-process clusters between runs).
+    pub fn take_any_run(&self) {
+        self.runs.set(Runs::Any);
+        self.mailbox.set_allowance(None);
+    }
+
+    /// Watches for this wiring's first link fault (the daemon tells the coordinator).
+    pub fn faults(&self) -> tokio::sync::watch::Receiver<Option<LinkFault>> {
+        self.first_fault.subscribe()
+    }
+
+    /// Bytes the link from `peer` has queued here that nobody has taken yet.
+    pub fn held_from(&self, peer: NodeId) -> u64 {
+        self.mailbox.held_from(peer)
+    }
+
+    /// Frames of other runs dropped since this wiring began.
+    pub fn frames_dropped(&self) -> u64 {
+        self.counters.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Whether a frame of `run` is taken.
+    fn takes_run(&self, run: u64) -> bool {
+        match self.runs.get() {
+            Runs::Any | Runs::BeforeFirst => true,
+            Runs::Current(current) => run == current || run == current.saturating_add(1),
+        }
+    }
+
+    /// Whether an algorithm frame of `header`'s run and iteration is counted.
+    fn counts(&self, header: &FrameHeader) -> bool {
+        header.tag < SYSTEM_TAG_BASE
+            && header.iteration >= self.counters.from_iteration.load(Ordering::Relaxed)
+            && match self.runs.get() {
+                Runs::Current(current) => header.run == current,
+                Runs::Any | Runs::BeforeFirst => true,
+            }
+    }
+
+    /// Screens a frame that came in from `from` before anything is done with it: `false`
+    /// for a frame of another run (dropped and counted), an error for one whose route
+    /// does not come in over this link.
+    pub fn screen(&self, from: NodeId, header: &FrameHeader) -> Result<bool, RouteError> {
+        let p = self.topology.p();
+        for node in [header.src, header.dst] {
+            if node as usize >= p {
+                return Err(RouteError::UnknownNode { node, p });
+            }
+        }
+        let (src, dst) = (header.src(), header.dst());
+        let previous = if dst == self.id {
+            Some(self.arrives_via[src])
+        } else {
+            let route = self.topology.route(src, dst);
+            route.iter().position(|&hop| hop == self.id).and_then(|at| at.checked_sub(1)).map(|at| route[at])
+        };
+        if previous != Some(from) {
+            return Err(RouteError::WrongLink { from, src: header.src, dst: header.dst });
+        }
+        if !self.takes_run(header.run) {
+            let dropped = self.counters.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            tracing::debug!(run = header.run, from, dropped, "dropped a frame of another run");
+            return Ok(false);
+        }
+        Ok(true)
     }
 
     /// The link physics of this node's links.
@@ -211,15 +404,14 @@ impl Router {
             bytes = payload.len(),
             "send"
         );
-        if header.tag < SYSTEM_TAG_BASE {
+        if self.counts(&header) {
             self.counters.sent.fetch_add(1, Ordering::Relaxed);
         }
         self.record(FlowKind::Send, &header, payload.len(), (dst != self.id).then(|| self.next_hop[dst]));
         let ready_at = self.emulation.source_ready(ready_at);
         if dst == self.id {
             let due_ns = self.emulation.self_due_ns(ready_at);
-            self.deliver(FrameHeader { due_ns, ..header }, payload.into_bytes());
-            return Ok(());
+            return self.deliver(FrameHeader { due_ns, ..header }, payload.into_bytes(), None);
         }
         match self.emulation.packets(header, payload) {
             Err(whole) => self.push(header, whole, ready_at, written),
@@ -237,11 +429,8 @@ impl Router {
     /// Takes a frame that arrived on the link from `from`: delivers or forwards it.
     fn route(&self, from: NodeId, frame: Frame) -> Result<(), RouteError> {
         let header = frame.header;
-        let p = self.topology.p();
-        for node in [header.src, header.dst] {
-            if node as usize >= p {
-                return Err(RouteError::UnknownNode { node, p });
-            }
+        if !self.screen(from, &header)? {
+            return Ok(());
         }
         if header.dst() == self.id {
             tracing::debug!(
@@ -255,8 +444,7 @@ impl Router {
                 bytes = frame.payload.len(),
                 "deliver"
             );
-            self.deliver(header, frame.payload);
-            return Ok(());
+            return self.deliver(header, frame.payload, Some(from));
         }
         let diameter = self.topology.diameter();
         if header.hops as usize >= diameter.max(1) {
@@ -275,7 +463,7 @@ impl Router {
             bytes = frame.payload.len(),
             "forward"
         );
-        if header.tag < SYSTEM_TAG_BASE && header.packet == 0 {
+        if header.packet == 0 && self.counts(&header) {
             self.counters.forwarded.fetch_add(1, Ordering::Relaxed);
             self.record(FlowKind::Forward, &forwarded, frame.payload.len(), Some(self.next_hop[header.dst()]));
         }
@@ -284,8 +472,11 @@ impl Router {
         self.push(forwarded, Payload::One(frame.payload), ready_at, None)
     }
 
-    /// Zeroes the traffic counters (at the start of the timed iterations).
-    pub fn reset_traffic(&self) {
+    /// Zeroes the traffic counters at the start of the timed iterations: from now on
+    /// only frames of `iteration` and later are counted (a frame of an earlier one
+    /// forwarded late is not the timed iterations' traffic).
+    pub fn reset_traffic(&self, iteration: u32) {
+        self.counters.from_iteration.store(iteration, Ordering::Relaxed);
         self.counters.sent.store(0, Ordering::Relaxed);
         self.counters.forwarded.store(0, Ordering::Relaxed);
         for link in self.links.values() {
@@ -305,22 +496,33 @@ impl Router {
         }
     }
 
-    /// Hands a message (or, under cut-through, one of its packets) to the mailbox.
-    fn deliver(&self, header: FrameHeader, payload: Bytes) {
+    /// Hands a message (or, under cut-through, one of its packets) that came in from
+    /// `via` (`None`: sent to itself) to the mailbox; a link past its allowance is refused.
+    fn deliver(&self, header: FrameHeader, payload: Bytes, via: Option<NodeId>) -> Result<(), RouteError> {
         let key = MessageKey { run: header.run, iteration: header.iteration, src: header.src(), tag: header.tag };
+        let overdrawn = |overdrawn| RouteError::Overdrawn { from: via.unwrap_or(self.id), overdrawn };
         let payload = if header.packet == 0 && header.last {
             payload
         } else {
             let mut partial = self.partial.lock().expect("reassembly lock");
+            if let Some(via) = via {
+                self.mailbox.hold_partial(via, payload.len() as u64).map_err(overdrawn)?;
+            }
             let message = partial.entry(key).or_default();
             message.extend_from_slice(&payload);
             if !header.last {
-                return;
+                return Ok(());
             }
-            partial.remove(&key).expect("just extended").freeze()
+            let whole = partial.remove(&key).expect("just extended").freeze();
+            if let Some(via) = via {
+                self.mailbox.release_partial(via, whole.len() as u64);
+            }
+            whole
         };
         self.record(FlowKind::Deliver, &header, payload.len(), None);
-        self.mailbox.deliver(key, Delivery { payload, step: header.step, due_ns: header.due_ns });
+        self.mailbox
+            .deliver(key, Delivery { payload, step: header.step, due_ns: header.due_ns }, via)
+            .map_err(overdrawn)
     }
 
     fn push(
@@ -332,7 +534,7 @@ impl Router {
     ) -> Result<(), RouteError> {
         let via = self.next_hop[header.dst()];
         let link = self.links.get(&via).ok_or(RouteError::LinkClosed(via))?;
-        if header.tag < SYSTEM_TAG_BASE {
+        if self.counts(&header) {
             link.bytes.fetch_add((FrameHeader::ENCODED_LEN + payload.len()) as u64, Ordering::Relaxed);
         }
         let outgoing = Outgoing { header, payload, ready_at, written };
@@ -351,6 +553,11 @@ impl Endpoint for Router {
 
     fn on_frame(&self, from: NodeId, frame: Frame) -> Result<(), LinkFault> {
         self.route(from, frame).map_err(|error| LinkFault::Rejected { peer: from, reason: error.to_string() })
+    }
+
+    fn screen(&self, from: NodeId, header: &FrameHeader) -> Result<bool, LinkFault> {
+        Router::screen(self, from, header)
+            .map_err(|error| LinkFault::Rejected { peer: from, reason: error.to_string() })
     }
 
     /// Before the link from `peer` reads the long payload of `header`, a message for this
@@ -394,6 +601,7 @@ impl Endpoint for Router {
 
     /// A link failed: the wiring is broken and every wait fails with `fault`.
     fn link_failed(&self, fault: LinkFault) {
+        self.first_fault.send_if_modified(|first| first.is_none().then(|| *first = Some(fault.clone())).is_some());
         self.mailbox.fail(fault);
     }
 }

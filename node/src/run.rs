@@ -1,7 +1,8 @@
 //! Executes one run on one node: the input from the reference, warm-up and timed
 //! iterations each after a barrier, this node's time for each (in emulated time when
-//! the run is dilated), the check of the last result against the reference, and the
-//! report for the coordinator. A probe run (`spec.probe`) runs the dilation probe's
+//! the run is dilated), a digest of every iteration's result (taken after its time),
+//! the check of the last result against the reference and of every other iteration's
+//! digest against the last's, and the report for the coordinator. A probe run (`spec.probe`) runs the dilation probe's
 //! steps instead of a collective.
 
 use std::sync::Arc;
@@ -27,7 +28,7 @@ use crate::timebase;
 /// Takes part in `spec` over `router`'s wiring and says how it went.
 pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
     let (id, p) = (router.id(), router.topology().p());
-    router.mailbox().begin_run(spec.run);
+    router.begin_run(spec);
     let clock_offset_ns = spec.clock_offsets_ns.get(id).copied().unwrap_or(0);
     // Before the emulation: every emulated instant of the run reads on the dilated clock.
     // (A spec with a dilation out of range is refused below and runs nothing.)
@@ -60,8 +61,14 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
             }
         }
     };
-    match iterate(&router, spec, last, &input, &mut report).await {
-        Ok(output) => {
+    let dropped_before = router.frames_dropped();
+    let iterated = iterate(&router, spec, last, &input, &mut report).await;
+    let dropped = router.frames_dropped() - dropped_before;
+    if dropped > 0 {
+        tracing::warn!(run = spec.run, dropped, "dropped frames of other runs");
+    }
+    match iterated {
+        Ok((output, digests)) => {
             let traffic = router.traffic();
             report.frames_sent = traffic.frames_sent;
             report.frames_forwarded = traffic.frames_forwarded;
@@ -76,7 +83,20 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
                 .await
             };
             match checked {
-                Ok(Ok(())) => report.verified = true,
+                Ok(Ok(())) => match differing_iteration(&digests, report.digest) {
+                    None => report.verified = true,
+                    Some(iteration) => {
+                        let mismatch = format!(
+                            "iteration {iteration} ({}) ended with a result whose digest {:016x} differs from the last \
+                             iteration's {:016x}, which matches the reference",
+                            iteration_kind(spec, iteration),
+                            digests[iteration as usize],
+                            report.digest
+                        );
+                        tracing::error!(run = spec.run, %mismatch, "an iteration's result differs");
+                        report.mismatch = Some(mismatch);
+                    }
+                },
                 Ok(Err(mismatch)) => {
                     tracing::error!(run = spec.run, %mismatch, "result differs from the reference");
                     report.mismatch = Some(mismatch);
@@ -93,6 +113,16 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
         }
     }
     report
+}
+
+/// The first iteration whose result's digest is not `last`'s, if any.
+fn differing_iteration(digests: &[u64], last: u64) -> Option<u32> {
+    digests.iter().position(|&digest| digest != last).map(|at| at as u32)
+}
+
+/// "warm-up" or "timed", for iteration `iteration` of `spec`.
+fn iteration_kind(spec: &RunSpec, iteration: u32) -> &'static str {
+    if iteration < spec.warmup { "warm-up" } else { "timed" }
 }
 
 /// Why this node turns a run away before allocating anything for it.
@@ -185,20 +215,22 @@ async fn common_start(comm: &Comm, offsets_ns: &[i64]) -> Result<Instant, CommEr
 }
 
 /// Runs every iteration, noting each timed one's time, the schedule's steps and (when
-/// asked) the last iteration's message flow in `report`; returns the last output.
+/// asked) the last iteration's message flow in `report`; returns the last output and
+/// the digest of every iteration's output, taken after its time.
 async fn iterate(
     router: &Arc<Router>,
     spec: &RunSpec,
     last: u32,
     input: &Bytes,
     report: &mut NodeReport,
-) -> Result<Bytes, CommError> {
+) -> Result<(Bytes, Vec<u64>), CommError> {
     let timeout = spec.timeout();
     let mut output = Bytes::new();
+    let mut digests = Vec::new();
     let mut origin = None;
     for iteration in 0..=last {
         if iteration == spec.warmup {
-            router.reset_traffic();
+            router.reset_traffic(iteration);
         }
         let deadline = limits::deadline_after(Instant::now(), timeout);
         if spec.trace && iteration == last {
@@ -226,22 +258,32 @@ async fn iterate(
         if iteration >= spec.warmup {
             report.times_us.push(elapsed.as_secs_f64() * 1e6);
         }
+        // After the time: every iteration's result is held to the last's, which is held
+        // to the reference (a corrupted warm-up is caught too).
+        digests.push(digest(&output).await);
     }
+    // One more barrier, so that the frames this node forwards for others after its own
+    // part is done are counted (and traced) before the counts are read: once every node
+    // has finished the last iteration, none of its frames is still on the way.
+    let closing =
+        Comm::new(router.clone(), spec.run, last.saturating_add(1), limits::deadline_after(Instant::now(), timeout));
+    barrier::runtime(&closing).await?;
     if let Some(origin) = origin {
-        // One more barrier, so that frames this node forwards for others after its own
-        // part is done are in the trace too.
-        let closing = Comm::new(
-            router.clone(),
-            spec.run,
-            last.saturating_add(1),
-            limits::deadline_after(Instant::now(), timeout),
-        );
-        barrier::runtime(&closing).await?;
         // Frames of earlier iterations still in flight when recording began are not this one's.
         let events = router.take_recording().into_iter().filter(|e| e.iteration == last).collect();
         report.trace = Some(NodeTrace { origin_ns: timebase::ns_at(origin.into_std()), events });
     }
-    Ok(output)
+    Ok((output, digests))
+}
+
+/// The digest of `output`, off the runtime's thread (it may be long).
+async fn digest(output: &Bytes) -> u64 {
+    let owned = output.clone();
+    match tokio::task::spawn_blocking(move || reference::digest(&owned)).await {
+        Ok(digest) => digest,
+        // Only a runtime shutting down refuses the task: digest here then.
+        Err(_) => reference::digest(output),
+    }
 }
 
 #[cfg(test)]

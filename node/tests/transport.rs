@@ -227,7 +227,7 @@ async fn a_dropped_outbox_closes_the_link() {
             wire(kind, Timeline::Real { offset_ns: 0 }).await;
         drop(to_a);
         let reason = ends[1].failure().await;
-        assert!(reason.contains("closed by the peer"), "{kind:?}: {reason}");
+        assert!(reason.contains("was closed by node"), "{kind:?}: {reason}");
     }
 }
 

@@ -69,6 +69,10 @@ pub enum ToCoordinator {
     Pong,
     /// The answer to a clock probe: the node's clock when it answered, in ns.
     ClockReply { nonce: u64, node_ns: u64 },
+    /// The link of this epoch to neighbour `peer` failed (reset, closed, a frame refused,
+    /// a record that failed authentication), in words: sent at once, so that the run in
+    /// progress ends now rather than at its deadline.
+    LinkFault { epoch: u64, peer: NodeId, cause: String },
 }
 
 /// Messages from the coordinator to a node.
@@ -96,15 +100,20 @@ pub struct NodeReport {
     /// Time of this node's part of every timed iteration, in microseconds: wall time,
     /// or emulated time (wall time / K) when the run is dilated.
     pub times_us: Vec<f64>,
-    /// Result of the last iteration held against `reference`.
+    /// Result of the last iteration held against `reference`, and every other
+    /// iteration's digest against the last's.
     pub verified: bool,
     /// What differed, when not verified.
     pub mismatch: Option<String>,
     /// xxh3 of the node's output of the last iteration.
     pub digest: u64,
-    /// Frames this node originated during the timed iterations.
+    /// The collective's frames this node originated in the timed iterations (a
+    /// message cut into cut-through packets counts once; the runtime's own barrier and
+    /// start signals are not counted).
     pub frames_sent: u64,
-    /// Frames this node passed on for others during the timed iterations.
+    /// The collective's frames of the timed iterations this node passed on for others
+    /// (counted as `frames_sent` is; a late frame of a warm-up iteration, or of another
+    /// run, is not counted): the schedule's forwards, as `simulate` counts them.
     pub frames_forwarded: u64,
     /// Messages on the longest chain that reached this node (the schedule's depth).
     pub steps: u16,

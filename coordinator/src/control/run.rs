@@ -181,7 +181,10 @@ impl Coordinator {
             catalogue::resolve_checked(&request.spec, topology.kind(), p, |spec| check_memory(spec, &participants))?;
         let topology_spec = TopologySpec { kind: topology.kind(), p, dims: topology.dims().to_vec() };
         let sessions: Vec<SessionId> = participants.iter().map(|p| p.session).collect();
-        driver.drain();
+        if driver.drain() {
+            // A link of the wiring broke between runs: the next run needs new links.
+            self.cluster.set_wiring(None);
+        }
         if self.cluster.wiring_of(&sessions).as_ref() != Some(&topology_spec) {
             self.cluster.set_wiring(None);
             let wiring_from = Instant::now();
@@ -218,9 +221,14 @@ impl Coordinator {
 }
 
 impl Driver {
-    /// Forgets events left over from earlier runs.
-    fn drain(&mut self) {
-        while self.events.try_recv().is_ok() {}
+    /// Forgets events left over from earlier runs; says whether a node reported a link
+    /// of the current wiring broken among them.
+    fn drain(&mut self) -> bool {
+        let mut broken = false;
+        while let Ok(event) = self.events.try_recv() {
+            broken |= matches!(event, Event::Message { message: ToCoordinator::LinkFault { epoch, .. }, .. } if epoch == self.epoch);
+        }
+        broken
     }
 
     /// The next event before `deadline`, or `None` when it passes.
@@ -377,6 +385,30 @@ impl Driver {
                         deadline = deadline.min(limits::deadline_after(Instant::now(), grace));
                     }
                     reports[node.id] = Some(NodeReport { node: node.id, ..*report });
+                }
+                Event::Message { session, message: ToCoordinator::LinkFault { epoch, peer, cause }, .. }
+                    if epoch == self.epoch =>
+                {
+                    // A broken link ends the run now: its nodes would wait out their deadline.
+                    let Some(node) = by_session.get(&session) else { continue };
+                    let Some(other) = participants.get(peer).filter(|other| other.id != node.id) else {
+                        tracing::warn!(node = %describe(node), peer, "ignored a link fault naming no other node");
+                        continue;
+                    };
+                    let failure = format!(
+                        "the link between {} and {} failed, as {} saw it: {cause}",
+                        describe(node),
+                        describe(other),
+                        describe(node)
+                    );
+                    let error = RunError::Failed {
+                        run: spec.run,
+                        collective: spec.collective,
+                        silent: None,
+                        failures: vec![failure],
+                    };
+                    tracing::error!(message = %error);
+                    return Err(error);
                 }
                 Event::Message { .. } => {}
             }

@@ -341,14 +341,18 @@ impl Cluster {
         self.nodes[index].as_ref().expect("the node is running").id()
     }
 
-    /// Starts node `index` again under its old name, with `extra` arguments.
+    /// Starts node `index` again under its old name, with `extra` arguments (its data
+    /// listener on any free port unless they say `--listen`).
     pub fn restart_node_with(&mut self, index: usize, extra: &[&str]) {
         assert!(self.nodes[index].is_none(), "node {index} is still running");
         let name = Self::node_name(index);
         let stderr = self.scratch.path.join(format!("{name}.stderr"));
         let open = |path: &Path| File::options().create(true).append(true).open(path).expect("opening a node log");
         let mut node = command(&node_bin());
-        node.args(["--coordinator", &self.address, "--name", &name, "--listen", "127.0.0.1:0"]);
+        node.args(["--coordinator", &self.address, "--name", &name]);
+        if !extra.contains(&"--listen") {
+            node.args(["--listen", "127.0.0.1:0"]);
+        }
         node.args(["--connect-timeout", "20s"]).args(extra).env("TOPOCOMM_TOKEN", &self.token);
         if self.encrypt {
             node.arg("--encrypt");

@@ -116,8 +116,18 @@ impl Payload {
 /// Why a link stopped: the wiring is broken, and every wait of it fails with this.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LinkFault {
-    #[error("link to node {peer} was closed by the peer")]
+    #[error("link to node {peer} was closed by node {peer}")]
     ClosedByPeer { peer: NodeId },
+    #[error("link to node {peer}: connection reset by node {peer}")]
+    Reset { peer: NodeId },
+    #[error("link to node {peer}: closed by node {peer} in the middle of a frame")]
+    Truncated { peer: NodeId },
+    #[error(
+        "link to node {peer}: a record from node {peer} failed authentication (tampered with or corrupted on the way)"
+    )]
+    Tampered { peer: NodeId },
+    #[error("link to node {peer}: read failed: {reason}")]
+    ReadFailed { peer: NodeId, reason: String },
     #[error("link to node {peer}: write failed: {reason}")]
     WriteFailed { peer: NodeId, reason: String },
     #[error("link to node {peer}: bad frame: {reason}")]
@@ -131,6 +141,42 @@ pub enum LinkFault {
     DueBeyondDeadline { peer: NodeId, due_ms: u64, horizon_ms: u64 },
     #[error("the wiring was closed")]
     WiringClosed,
+}
+
+impl LinkFault {
+    /// The fault of a read from `peer` that failed with `error`, in words.
+    pub fn from_io(peer: NodeId, error: &std::io::Error) -> Self {
+        use std::io::ErrorKind;
+        match error.kind() {
+            ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe => {
+                LinkFault::Reset { peer }
+            }
+            ErrorKind::UnexpectedEof => LinkFault::Truncated { peer },
+            // The words the encrypted stream (`secure`) fails an unsealing with.
+            ErrorKind::InvalidData if error.to_string().contains("failed its authentication") => {
+                LinkFault::Tampered { peer }
+            }
+            ErrorKind::InvalidData => LinkFault::BadFrame { peer, reason: error.to_string() },
+            _ => LinkFault::ReadFailed { peer, reason: error.to_string() },
+        }
+    }
+
+    /// The neighbour this fault is about (`None`: the whole wiring).
+    pub fn peer(&self) -> Option<NodeId> {
+        match self {
+            LinkFault::ClosedByPeer { peer }
+            | LinkFault::Reset { peer }
+            | LinkFault::Truncated { peer }
+            | LinkFault::Tampered { peer }
+            | LinkFault::ReadFailed { peer, .. }
+            | LinkFault::WriteFailed { peer, .. }
+            | LinkFault::BadFrame { peer, .. }
+            | LinkFault::Malformed { peer, .. }
+            | LinkFault::Rejected { peer, .. }
+            | LinkFault::DueBeyondDeadline { peer, .. } => Some(*peer),
+            LinkFault::WiringClosed => None,
+        }
+    }
 }
 
 /// The queue a link takes its outgoing frames from, in order.
@@ -147,6 +193,13 @@ pub trait Endpoint: Send + Sync + 'static {
     /// Takes a frame that came in from `from`, after the physics released it: delivers
     /// or forwards it. An error breaks the link (the frame was not one of this cluster's).
     fn on_frame(&self, from: NodeId, frame: Frame) -> Result<(), LinkFault>;
+
+    /// Looks at the header of a long frame from `from` before its payload is read: `false`
+    /// if the endpoint will not take it (the link reads past its payload without keeping
+    /// it), an error if it breaks the link. `on_frame` screens every frame again.
+    fn screen(&self, _from: NodeId, _header: &FrameHeader) -> Result<bool, LinkFault> {
+        Ok(true)
+    }
 
     /// Resolves when the long payload of `header` (from `from`) may be read: a link that
     /// can leave bytes in flight waits for its receive to be posted (a rendezvous).

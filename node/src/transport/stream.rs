@@ -73,10 +73,12 @@ async fn read_frames<R: AsyncRead, E: Endpoint>(reader: R, peer: NodeId, endpoin
     let mut buffer = BytesMut::with_capacity(READ_AHEAD);
     loop {
         let frame = match next_frame(&mut reader, &mut buffer, max_frame, endpoint, peer).await {
-            Ok(Some(frame)) => frame,
-            Ok(None) => return LinkFault::ClosedByPeer { peer },
-            Err(FrameError::Io(error)) => return LinkFault::BadFrame { peer, reason: error.to_string() },
+            Ok(Read::Frame(frame)) => frame,
+            Ok(Read::Skipped) => continue,
+            Ok(Read::End) => return LinkFault::ClosedByPeer { peer },
+            Err(FrameError::Io(error)) => return LinkFault::from_io(peer, &error),
             Err(FrameError::Malformed(reason)) => return LinkFault::Malformed { peer, reason: reason.to_string() },
+            Err(FrameError::Refused(fault)) => return fault,
         };
         if let Err(fault) = endpoint.arrive(peer, frame).await {
             return fault;
@@ -99,6 +101,17 @@ enum FrameError {
     Io(std::io::Error),
     /// The bytes do not make a frame.
     Malformed(String),
+    /// The endpoint refused the frame's header ([`Endpoint::screen`]).
+    Refused(LinkFault),
+}
+
+/// What the reader got from the stream.
+enum Read {
+    Frame(Frame),
+    /// A long frame the endpoint does not take: its payload was read past, never kept.
+    Skipped,
+    /// The stream ended between frames.
+    End,
 }
 
 impl From<std::io::Error> for FrameError {
@@ -107,20 +120,21 @@ impl From<std::io::Error> for FrameError {
     }
 }
 
-/// Reads the next `u32 length | header | payload` frame (`None`: the stream ended
-/// between frames). The payload is never copied after the read: a short one is a slice
-/// of `buffer`; a long one waits for its receive, then lands in the place that receive
-/// offers for it (its part of an assembled result), or else in a buffer of its own.
+/// Reads the next `u32 length | header | payload` frame. The payload is never copied
+/// after the read: a short one is a slice of `buffer`; a long one is first screened by
+/// the endpoint (one it does not take is read past in pieces, never held), then waits
+/// for its receive, then lands in the place that receive offers for it (its part of an
+/// assembled result), or else in a buffer of its own.
 async fn next_frame<R: AsyncRead + Unpin, E: Endpoint>(
     reader: &mut R,
     buffer: &mut BytesMut,
     max_frame: usize,
     endpoint: &E,
     peer: NodeId,
-) -> Result<Option<Frame>, FrameError> {
+) -> Result<Read, FrameError> {
     if !fill(reader, buffer, 4).await? {
         if buffer.is_empty() {
-            return Ok(None);
+            return Ok(Read::End);
         }
         return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
     }
@@ -134,13 +148,19 @@ async fn next_frame<R: AsyncRead + Unpin, E: Endpoint>(
         expect(fill(reader, buffer, 4 + len).await?)?;
         buffer.advance(4);
         let body = buffer.split_to(len).freeze();
-        return Frame::parse(body).map(Some).map_err(|error| FrameError::Malformed(error.to_string()));
+        return Frame::parse(body).map(Read::Frame).map_err(|error| FrameError::Malformed(error.to_string()));
     }
     expect(fill(reader, buffer, 4 + FrameHeader::ENCODED_LEN).await?)?;
     buffer.advance(4);
     let header = FrameHeader::decode(&buffer.split_to(FrameHeader::ENCODED_LEN))
         .map_err(|error| FrameError::Malformed(error.to_string()))?;
     let early = buffer.split_to(buffer.len().min(payload_len));
+    if !endpoint.screen(peer, &header).map_err(FrameError::Refused)? {
+        let rest = (payload_len - early.len()) as u64;
+        let skipped = tokio::io::copy(&mut (&mut *reader).take(rest), &mut tokio::io::sink()).await?;
+        expect(skipped == rest)?;
+        return Ok(Read::Skipped);
+    }
     endpoint.admit(&header, peer).await;
     let payload = match endpoint.landing(&header, payload_len) {
         Some(mut place) => {
@@ -156,7 +176,7 @@ async fn next_frame<R: AsyncRead + Unpin, E: Endpoint>(
             own.freeze()
         }
     };
-    Ok(Some(Frame { header, payload }))
+    Ok(Read::Frame(Frame { header, payload }))
 }
 
 /// Reads until `into` has no room left (`remaining_mut` must be exact: a `Place`, or a
