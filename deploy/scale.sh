@@ -12,9 +12,15 @@
 #   SCALE_BUILD=1 deploy/scale.sh 64 # builds the image first
 #   SCALE_SIZE=4KiB SCALE_ITERATIONS=3 deploy/scale.sh 256
 #
+# Before anything starts it runs deploy/prepare-host.sh N, which checks the host's limits
+# that bite at this scale (the kernel's neighbour table above all: at its default, a
+# hypercube of 128 containers fails to wire with "No route to host"); a host that is not
+# ready stops it there, with the command that makes it ready
+# (`sudo deploy/prepare-host.sh --apply N`). SCALE_SKIP_PREPARE=1 skips the check.
+#
 # Needs docker with Compose (`docker compose` or `docker-compose`) and jq. Every wait has
 # a deadline; everything it starts is removed on exit. Exit 0 only if every run that had
-# to pass passed and the killed node's run failed naming it.
+# to pass passed and the killed node's run failed naming it; 2 if it could not start.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -24,7 +30,8 @@ source "$ROOT/deploy/lib.sh"
 N=${1:-128}
 IMAGE=${TOPOCOMM_IMAGE:-topocomm:latest}
 PROJECT=topocomm-scale-$$
-TOKEN=scale-$$-$RANDOM$RANDOM
+# 128 random bits, as a cluster reachable beyond loopback needs.
+TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 SIZE=${SCALE_SIZE:-1KiB}
 ITERATIONS=${SCALE_ITERATIONS:-3}
 RUN_TIMEOUT=${SCALE_RUN_TIMEOUT:-30s}
@@ -37,6 +44,13 @@ for tool in docker jq timeout; do
   command -v "$tool" >/dev/null || { say "scale: $tool is missing"; exit 2; }
 done
 detect_compose scale || exit 2
+if [ -z "${SCALE_SKIP_PREPARE:-}" ]; then
+  say "== is this host ready for $N node containers? (deploy/prepare-host.sh $N)"
+  if ! deploy/prepare-host.sh "$N" | sed 's/^/   /'; then
+    say "scale: this host is not ready for $N node containers (above); nothing was started"
+    exit 2
+  fi
+fi
 compose() {
   NODES=$N TOPOCOMM_TOKEN=$TOKEN TOPOCOMM_IMAGE=$IMAGE \
     timeout --kill-after=5 900 "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker-compose.yml" "$@"
