@@ -71,7 +71,7 @@ pub enum CapacityError {
         ByteSize(*.longest),
         ByteSize(DEFAULT_MAX_FRAME as u64),
         FrameHeader::ENCODED_LEN,
-        ByteSize(*.fits)
+        size_argument(*.fits)
     )]
     MessageTooLong {
         collective: Collective,
@@ -201,9 +201,11 @@ pub fn check_messages(spec: &RunSpec, topology: &Topology) -> Result<(), Capacit
     if longest.bytes <= LONGEST_MESSAGE {
         return Ok(());
     }
-    let elem = spec.dtype.size() as u64;
+    // Rounded down to a size as users type it (whole MiB or KiB: whole elements of any type).
     let scaled = u128::from(spec.size_bytes) * u128::from(LONGEST_MESSAGE) / u128::from(longest.bytes);
-    let fits = u64::try_from(scaled).unwrap_or(u64::MAX) / elem * elem;
+    let scaled = u64::try_from(scaled).unwrap_or(u64::MAX);
+    let unit = [1 << 20, 1 << 10].into_iter().find(|&unit| scaled >= unit).unwrap_or(spec.dtype.size() as u64);
+    let fits = scaled / unit * unit;
     Err(CapacityError::MessageTooLong {
         collective: spec.collective,
         algorithm: spec.algorithm,
@@ -214,6 +216,15 @@ pub fn check_messages(spec: &RunSpec, topology: &Topology) -> Result<(), Capacit
         to: longest.dst,
         fits,
     })
+}
+
+/// `bytes` as `--size` takes it: `255MiB`, `12KiB` or `40B`.
+fn size_argument(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}KiB", b >> 10),
+        b => format!("{b}B"),
+    }
 }
 
 /// The longest message `spec` sends on `topology`, by its schedule on the simulator;
@@ -523,10 +534,11 @@ mod tests {
         let error = check_messages(&broadcast, &hypercube(2)).unwrap_err();
         let CapacityError::MessageTooLong { longest, fits, from, to, .. } = &error else { panic!("{error}") };
         assert_eq!((*longest, *from, *to), (264 << 20, 0, 1));
-        assert!(*fits <= LONGEST_MESSAGE && *fits > 255 << 20 && fits % 8 == 0, "{fits}");
+        assert_eq!(*fits, 255 << 20, "the longest whole MiB under the limit");
         let text = error.to_string();
         assert!(text.contains("a message of 264.0 MiB (node 0 to node 1)"), "{text}");
         assert!(text.contains("at most 268435415 bytes (frames of 256.0 MiB less their 41-byte header)"), "{text}");
+        assert!(text.ends_with("give --size 255MiB or less"), "{text}");
         check_messages(&RunSpec { size_bytes: *fits, ..broadcast.clone() }, &hypercube(2)).unwrap();
         // An all-gather's last step sends half the result: 8 x 64 MiB sends 256 MiB + 0.
         let allgather = |size| spec_of(Collective::Allgather, Algorithm::Hypercube, size, false);
