@@ -92,11 +92,11 @@ say "prepare-host: $n node containers and a coordinator, topology degree up to $
 
 neighbours=$((n * (degree + 2)))
 say "neighbour (ARP) table, shared by every container: $n x ($degree + 2) = $neighbours entries"
-check net.ipv4.neigh.default.gc_thresh1 "$(read_sysctl net.ipv4.neigh.default.gc_thresh1)" "$neighbours" \
-  "entries kept without garbage collection"
-check net.ipv4.neigh.default.gc_thresh2 "$(read_sysctl net.ipv4.neigh.default.gc_thresh2)" $((2 * neighbours)) \
-  "soft limit: collected hard above it"
-check net.ipv4.neigh.default.gc_thresh3 "$(read_sysctl net.ipv4.neigh.default.gc_thresh3)" $((4 * neighbours)) \
+printf '  info   %-36s %10s    %-10s %s\n' net.ipv4.neigh.default.gc_thresh1 \
+  "$(read_sysctl net.ipv4.neigh.default.gc_thresh1)" "" "below it nothing is collected (no limit)"
+check net.ipv4.neigh.default.gc_thresh2 "$(read_sysctl net.ipv4.neigh.default.gc_thresh2)" "$neighbours" \
+  "soft limit: stale entries are collected above it"
+check net.ipv4.neigh.default.gc_thresh3 "$(read_sysctl net.ipv4.neigh.default.gc_thresh3)" $((2 * neighbours)) \
   "hard limit: past it, \"No route to host\""
 
 fds=$((n * FDS_PER_CONTAINER + n + 1024))
