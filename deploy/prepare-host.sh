@@ -28,10 +28,10 @@
 # naming the limit. Exit status: 0 ready (or made ready), 1 not ready, 2 bad usage.
 set -uo pipefail
 
-# Measured on this project's scale runs, rounded up: a node daemon's RSS is about 8 MiB
-# (coordinator/src/control/local.rs, NODE_BASE_RSS); the container's init, containerd's
-# shim and the runtime's accounting about as much again, twice over for headroom.
-MIB_PER_CONTAINER=${MIB_PER_CONTAINER:-32}
+# Measured with deploy/scale.sh 128 on a 2-core, 24 GiB VM: the host's used memory grew
+# by about 1 GiB, 8 MiB per container (the daemon's cgroup holds 1.2 MiB; the rest is its
+# init, containerd's shim and the kernel's share); twice that, for headroom.
+MIB_PER_CONTAINER=${MIB_PER_CONTAINER:-16}
 # The daemon's 2-4 threads, its init, and containerd's shim (about 10 threads).
 TASKS_PER_CONTAINER=${TASKS_PER_CONTAINER:-16}
 # File descriptors of one node container: its links, the control link, the listener,

@@ -72,6 +72,10 @@ if [ -n "${SCALE_BUILD:-}" ]; then
 fi
 docker image inspect "$IMAGE" >/dev/null 2>&1 || { say "scale: no image $IMAGE (deploy/build-image.sh)"; exit 2; }
 
+# Lines of the kernel log saying the neighbour table overflowed (0 where it cannot be read).
+neighbour_overflows() { dmesg 2>/dev/null | grep -c 'neighbor table overflow'; }
+OVERFLOWS_BEFORE=$(neighbour_overflows)
+
 FAILED=0
 tc() { timeout --kill-after=5 300 docker exec "$COORD" topocomm "$@"; }
 ready() { tc status --ready; }
@@ -107,6 +111,8 @@ run() {
   fi
   LAST_ERROR=$(tr '\n' ' ' </tmp/scale-err-$$ | cut -c1-400)
   printf '   %-10s %-15s FAILED after %s ms: %s\n' "$label" "$1" "$((($(date +%s%N) - started) / 1000000))" "$LAST_ERROR"
+  # The coordinator's word on "No route to host", which the cut above leaves out.
+  grep -o 'No route to host" between .*' /tmp/scale-err-$$ | head -1 | sed 's/^/      (/; s/$/)/'
   return 1
 }
 
@@ -160,6 +166,12 @@ docker stats --no-stream --format '{{.Name}} {{.MemUsage}}' $(docker ps -q --fil
         if ($1 ~ /coordinator/) c = m; else { n++; s += m; if (m > x) x = m } }
        END { printf "   coordinator %.1f MiB; %d nodes: %.1f MiB in all, mean %.1f MiB, max %.1f MiB\n", c, n, s, s / n, x }'
 say "   host: $(free -m | awk '/^Mem:/ {print $3 " MiB used of " $2}')"
+
+overflows=$(($(neighbour_overflows) - OVERFLOWS_BEFORE))
+if ((overflows > 0)); then
+  say "   the kernel's neighbour (ARP) table overflowed $overflows times meanwhile (dmesg: \"neighbor table overflow\"):"
+  say "   raise it with: sudo deploy/prepare-host.sh --apply $N"
+fi
 
 say "== $runs_ok runs verified, $FAILED failures, ${SECONDS}s in all"
 ((FAILED == 0))
