@@ -270,7 +270,7 @@ fn names_a_cluster(name: &std::ffi::OsStr) -> bool {
 
 /// The folder a local cluster's node logs go to: `given` (`--logs`), or a fresh folder
 /// of this run's own, `run-<UTC time>-<pid>`, inside this user's folder for topocomm —
-/// `$XDG_RUNTIME_DIR/topocomm` where the system gives each user one, else
+/// `$XDG_RUNTIME_DIR/topocomm` where the system gives each user one (and it exists), else
 /// `topocomm-<user>` in the temporary directory. Logs of different runs never mix, and
 /// a folder another user made first is never written to: this user's folder must be a
 /// directory (not a link) that this user owns and no one else may write to.
@@ -278,7 +278,9 @@ pub fn log_folder(given: Option<&Path>) -> anyhow::Result<PathBuf> {
     if let Some(given) = given {
         return Ok(given.to_owned());
     }
-    let user_folder = match std::env::var_os("XDG_RUNTIME_DIR").filter(|dir| Path::new(dir).is_absolute()) {
+    let user_folder = match std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|dir| Path::new(dir).is_absolute() && Path::new(dir).is_dir())
+    {
         Some(runtime) => PathBuf::from(runtime).join("topocomm"),
         None => std::env::temp_dir().join(format!("topocomm-{}", user_name())),
     };
