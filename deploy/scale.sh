@@ -12,9 +12,15 @@
 #   SCALE_BUILD=1 deploy/scale.sh 64 # builds the image first
 #   SCALE_SIZE=4KiB SCALE_ITERATIONS=3 deploy/scale.sh 256
 #
+# Before anything starts it runs deploy/prepare-host.sh N, which checks the host's limits
+# that bite at this scale (the kernel's neighbour table above all: at its default, a
+# hypercube of 128 containers fails to wire with "No route to host"); a host that is not
+# ready stops it there, with the command that makes it ready
+# (`sudo deploy/prepare-host.sh --apply N`). SCALE_SKIP_PREPARE=1 skips the check.
+#
 # Needs docker with Compose (`docker compose` or `docker-compose`) and jq. Every wait has
 # a deadline; everything it starts is removed on exit. Exit 0 only if every run that had
-# to pass passed and the killed node's run failed naming it.
+# to pass passed and the killed node's run failed naming it; 2 if it could not start.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -24,7 +30,8 @@ source "$ROOT/deploy/lib.sh"
 N=${1:-128}
 IMAGE=${TOPOCOMM_IMAGE:-topocomm:latest}
 PROJECT=topocomm-scale-$$
-TOKEN=scale-$$-$RANDOM$RANDOM
+# 128 random bits, as a cluster reachable beyond loopback needs.
+TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 SIZE=${SCALE_SIZE:-1KiB}
 ITERATIONS=${SCALE_ITERATIONS:-3}
 RUN_TIMEOUT=${SCALE_RUN_TIMEOUT:-30s}
@@ -37,6 +44,13 @@ for tool in docker jq timeout; do
   command -v "$tool" >/dev/null || { say "scale: $tool is missing"; exit 2; }
 done
 detect_compose scale || exit 2
+if [ -z "${SCALE_SKIP_PREPARE:-}" ]; then
+  say "== is this host ready for $N node containers? (deploy/prepare-host.sh $N)"
+  if ! deploy/prepare-host.sh "$N" | sed 's/^/   /'; then
+    say "scale: this host is not ready for $N node containers (above); nothing was started"
+    exit 2
+  fi
+fi
 compose() {
   NODES=$N TOPOCOMM_TOKEN=$TOKEN TOPOCOMM_IMAGE=$IMAGE \
     timeout --kill-after=5 900 "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker-compose.yml" "$@"
@@ -57,6 +71,10 @@ if [ -n "${SCALE_BUILD:-}" ]; then
   deploy/build-image.sh || exit 2
 fi
 docker image inspect "$IMAGE" >/dev/null 2>&1 || { say "scale: no image $IMAGE (deploy/build-image.sh)"; exit 2; }
+
+# Lines of the kernel log saying the neighbour table overflowed (0 where it cannot be read).
+neighbour_overflows() { dmesg 2>/dev/null | grep -c 'neighbor table overflow'; }
+OVERFLOWS_BEFORE=$(neighbour_overflows)
 
 FAILED=0
 tc() { timeout --kill-after=5 300 docker exec "$COORD" topocomm "$@"; }
@@ -93,6 +111,8 @@ run() {
   fi
   LAST_ERROR=$(tr '\n' ' ' </tmp/scale-err-$$ | cut -c1-400)
   printf '   %-10s %-15s FAILED after %s ms: %s\n' "$label" "$1" "$((($(date +%s%N) - started) / 1000000))" "$LAST_ERROR"
+  # The coordinator's word on "No route to host", which the cut above leaves out.
+  grep -o 'No route to host" between .*' /tmp/scale-err-$$ | head -1 | sed 's/^/      (/; s/$/)/'
   return 1
 }
 
@@ -146,6 +166,12 @@ docker stats --no-stream --format '{{.Name}} {{.MemUsage}}' $(docker ps -q --fil
         if ($1 ~ /coordinator/) c = m; else { n++; s += m; if (m > x) x = m } }
        END { printf "   coordinator %.1f MiB; %d nodes: %.1f MiB in all, mean %.1f MiB, max %.1f MiB\n", c, n, s, s / n, x }'
 say "   host: $(free -m | awk '/^Mem:/ {print $3 " MiB used of " $2}')"
+
+overflows=$(($(neighbour_overflows) - OVERFLOWS_BEFORE))
+if ((overflows > 0)); then
+  say "   the kernel's neighbour (ARP) table overflowed $overflows times meanwhile (dmesg: \"neighbor table overflow\"):"
+  say "   raise it with: sudo deploy/prepare-host.sh --apply $N"
+fi
 
 say "== $runs_ok runs verified, $FAILED failures, ${SECONDS}s in all"
 ((FAILED == 0))

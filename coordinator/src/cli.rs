@@ -74,8 +74,9 @@ pub struct RunArgs {
     /// Write each node's input and output of the last iteration and run.json here.
     #[arg(long)]
     pub dump: Option<PathBuf>,
-    /// Local clusters: folder for the node daemons' logs (default: a topocomm-logs
-    /// folder in the system's temporary directory).
+    /// Local clusters: folder for the node daemons' logs (default: a new folder for this
+    /// run in this user's own, $XDG_RUNTIME_DIR/topocomm or /tmp/topocomm-<user>; the
+    /// run names it).
     #[arg(long)]
     pub logs: Option<PathBuf>,
     /// Write the message flow of the last iteration as a Chrome trace (JSON: open it in

@@ -33,6 +33,7 @@ use crate::control::run::Coordinator;
 use crate::control::target::Target;
 use crate::control::{client, server};
 use crate::render::dilation::Dilated;
+use crate::render::output::{self, StdoutClosed, outln};
 use crate::render::report;
 #[cfg(feature = "pictures")]
 use crate::render::topology_svg;
@@ -85,6 +86,10 @@ async fn command(cli: Cli) -> ExitCode {
         Command::Node(_) => unreachable!("the node role runs on its own runtime"),
     };
     result.unwrap_or_else(|error| {
+        // A reader that left early (`| head -1`) ends the command, quietly.
+        if error.is::<StdoutClosed>() {
+            return ExitCode::SUCCESS;
+        }
         eprintln!("error: {error:#}");
         ExitCode::FAILURE
     })
@@ -101,6 +106,7 @@ fn topology(args: &TopologyArgs) -> anyhow::Result<()> {
 
 async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     render::check_pictures_built("--diagram", args.diagram.as_deref())?;
+    check_outputs(&args)?;
     let repetition = args.repeat.repetition(args.dump.is_some());
     let mut planned = request::plan(&args.what, repetition)?;
     // Traces and diagrams draw the run's own message flow, gathered from every node.
@@ -118,17 +124,35 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     result
 }
 
+/// Refuses, before anything runs, an output file or folder that cannot be written (or a
+/// picture of a format that cannot be drawn).
+fn check_outputs(args: &RunArgs) -> anyhow::Result<()> {
+    if let Some(path) = &args.trace {
+        output::check_file_writable("--trace", path)?;
+    }
+    if let Some(path) = &args.diagram {
+        #[cfg(feature = "pictures")]
+        render::picture::Format::of(path)?;
+        output::check_file_writable("--diagram", path)?;
+    }
+    if let Some(folder) = &args.dump {
+        output::check_folder_writable("--dump", folder)?;
+    }
+    Ok(())
+}
+
 /// The cluster `args` asks for: the serving coordinator `--coordinator` names, or a local
-/// one started for this run (after refusing a bad shape or size, or more than this
-/// machine holds, before any process starts).
+/// one started for this run (after refusing a bad shape or size, more than this machine
+/// holds, or a message longer than its links carry, before any process starts).
 async fn open_target(args: &RunArgs, request: &RunRequest) -> anyhow::Result<Target> {
     if let Some(address) = &args.remote.coordinator {
         return Ok(Target::Remote { address: address.clone(), credentials: args.remote.credentials()? });
     }
-    Topology::new(request.topology, args.what.nodes, request.dims.as_deref())?;
+    let topology = Topology::new(request.topology, args.what.nodes, request.dims.as_deref())?;
     request.spec.validate(args.what.nodes)?;
-    Capacity::of_this_machine().check_run(&request.spec, request.topology, args.what.nodes)?;
-    let logs = args.logs.clone().unwrap_or_else(|| std::env::temp_dir().join("topocomm-logs"));
+    let resolved = Capacity::of_this_machine().check_run(&request.spec, request.topology, args.what.nodes)?;
+    local::check_messages(&resolved, &topology)?;
+    let logs = local::log_folder(args.logs.as_deref())?;
     let local = LocalCluster::start(args.what.nodes, &logs, args.remote.security.encrypt).await?;
     eprintln!(
         "local cluster: {} node processes, coordinator on {}, node logs in {}/node-*.log",
@@ -176,16 +200,27 @@ async fn run_on(target: &Target, args: &RunArgs, planned: Planned) -> anyhow::Re
         _ => None,
     };
     let mut summary = report::summarize(&outcome, prediction.as_ref().map(Prediction::time_us).zip(predict_with));
-    if let Ok(summary) = &mut summary
-        && let Some(dilated) = &mut summary.dilation
-    {
-        dilated.auto = auto;
-        dilated.wall_s = Some(wall_s);
+    if let Ok(summary) = &mut summary {
+        summary.encrypted = args.remote.security.encrypt;
+        if let Some(dilated) = &mut summary.dilation {
+            dilated.auto = auto;
+            dilated.wall_s = Some(wall_s);
+        }
     }
     let json = match &summary {
         Ok(summary) => render::schema::versioned_json(summary)?,
         Err(failure) => {
             render::schema::versioned(serde_json::json!({ "verified": false, "error": failure.to_string() }))
+        }
+    };
+    // The results first, then the files: a file that cannot be written after all (the
+    // paths were checked before the run) loses nothing of what was measured.
+    let shown = match &summary {
+        Ok(_) if args.json => outln!("{}", serde_json::to_string_pretty(&json)?),
+        Ok(summary) => outln!("{}\n{}", report::headline(summary), report::table(summary)),
+        Err(failure) => {
+            eprintln!("error: {failure}");
+            Ok(())
         }
     };
     if let Some(dir) = &args.dump {
@@ -201,20 +236,18 @@ async fn run_on(target: &Target, args: &RunArgs, planned: Planned) -> anyhow::Re
         };
         trace::write_run_outputs(outputs, &outcome, predicted, predict_with, &schedule)?;
     }
-    match summary {
-        Ok(_) if args.json => println!("{}", serde_json::to_string_pretty(&json)?),
-        Ok(summary) => println!("{}\n{}", report::headline(&summary), report::table(&summary)),
-        Err(failure) => {
-            eprintln!("error: {failure}");
-            return Ok(ExitCode::FAILURE);
-        }
-    }
-    Ok(ExitCode::SUCCESS)
+    shown?;
+    Ok(if summary.is_ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.nodes >= 1, "--nodes must be at least 1");
     let given = args.security.token()?;
+    anyhow::ensure!(
+        given.is_none() || args.write_token.is_none(),
+        "--write-token writes a random token made for this cluster, but a token was given already (--token, \
+         --token-file, TOPOCOMM_TOKEN or TOPOCOMM_TOKEN_FILE): give one or the other"
+    );
     let token = given.clone().unwrap_or_else(local::random_token);
     let listener = TcpListener::bind(&args.listen).await.with_context(|| format!("binding {}", args.listen))?;
     let key = topocomm_proto::auth::Key::from_token(&token);
@@ -264,16 +297,16 @@ async fn status(args: StatusArgs) -> anyhow::Result<()> {
                     "nodes": nodes,
                     "topology": topology,
                 }));
-                println!("{}", serde_json::to_string_pretty(&json)?);
+                outln!("{}", serde_json::to_string_pretty(&json)?)?;
             } else {
-                println!("{} of {} nodes connected", connected, status.expected);
+                outln!("{} of {} nodes connected", connected, status.expected)?;
                 for node in &status.registered {
                     let id = node.id.map_or_else(|| "-".to_owned(), |id| id.to_string());
-                    println!("  {id:>4}  {}  {}", node.name, node.data_addr);
+                    outln!("  {id:>4}  {}  {}", node.name, node.data_addr)?;
                 }
                 match status.topology {
-                    Some(topology) => println!("wired as {} (dims {:?})", topology.kind, topology.dims),
-                    None => println!("not wired"),
+                    Some(topology) => outln!("wired as {} (dims {:?})", topology.kind, topology.dims)?,
+                    None => outln!("not wired")?,
                 }
             }
             if args.ready && !ready {

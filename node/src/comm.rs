@@ -382,8 +382,8 @@ impl Comm {
 
     /// `vector` cut as [`Comm::exchange_combining`] takes it: into pieces of
     /// [`SEGMENT_LEN`] on raw links when it is at least two of them long, else whole.
-    /// Emulated links and the simulator take it whole, so that the model's one start-up
-    /// per message holds there exactly as before.
+    /// Emulated links and the simulator (unless told its links are raw) take it whole, so
+    /// that the model's one start-up per message holds there exactly as before.
     pub fn segments(&self, vector: Bytes) -> Segments {
         match self.raw_links() && vector.len() >= 2 * SEGMENT_LEN {
             true => Segments::cut(vector, SEGMENT_LEN),
@@ -391,13 +391,14 @@ impl Comm {
         }
     }
 
-    /// Whether messages travel raw links: not emulated, not simulated. Only there may an
+    /// Whether messages travel raw links: not emulated, and not simulated unless the
+    /// simulation stands for raw links (`simulator::Options::raw_links`). Only there may an
     /// algorithm send more messages than its textbook schedule to save copies (the
     /// model's one start-up per message must hold elsewhere).
     pub fn raw_links(&self) -> bool {
         match &self.network {
             Network::Routed(router) => router.emulation().model().is_none(),
-            Network::Simulated(_) => false,
+            Network::Simulated(port) => port.raw_links(),
         }
     }
 

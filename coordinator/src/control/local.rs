@@ -1,11 +1,14 @@
 //! A local cluster on this machine: an in-process coordinator on 127.0.0.1 and `nodes`
 //! node daemons as child processes (this same executable in its `node` role), each
-//! logging to a file. Children die with the cluster: on shutdown, on drop, and — since
-//! they exit when their control link closes — even if this process is killed.
+//! logging to a file in a folder of this user's own for this run. Children die with the
+//! cluster: on shutdown, on drop, and — since they exit when their control link closes —
+//! even if this process is killed. They get the cluster's token and mode from it alone:
+//! nothing of a served cluster the user's shell names reaches them.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use bytesize::ByteSize;
@@ -14,10 +17,15 @@ use tokio::net::TcpListener;
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 use topocomm_node::limits;
+use topocomm_node::simulator::spec::Inputs;
+use topocomm_node::simulator::{self, Options};
 use topocomm_proto::auth::Key;
 use topocomm_proto::catalogue;
-use topocomm_proto::spec::{RunSpec, SpecError};
+use topocomm_proto::flow::{FlowEvent, FlowKind};
+use topocomm_proto::frame::{DEFAULT_MAX_FRAME, FrameHeader};
+use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Routing, RunSpec, SpecError};
 use topocomm_proto::topology::TopologyKind;
+use topocomm_proto::{NodeId, Topology};
 
 use crate::control::run::Coordinator;
 use crate::control::server;
@@ -42,11 +50,40 @@ pub const FDS_PER_NODE: u64 = 2;
 /// streams, the runtime's, the listener and the libraries'.
 pub const FDS_BASE: u64 = 64;
 
+/// The longest message a local cluster's link carries: its nodes take frames of up to
+/// [`DEFAULT_MAX_FRAME`] bytes, and a message is one frame, its header included.
+pub const LONGEST_MESSAGE: u64 = (DEFAULT_MAX_FRAME - FrameHeader::ENCODED_LEN) as u64;
+
+/// Wall time the schedule's simulation may take to find a run's longest message; past
+/// it the run goes ahead unchecked (a node still refuses a frame over its limit).
+const MESSAGE_CHECK_PATIENCE: Duration = Duration::from_secs(20);
+
 /// Why this machine cannot hold a local cluster (or a run on it).
 #[derive(Debug, thiserror::Error)]
 pub enum CapacityError {
     #[error("--nodes {nodes} is more than this machine allows: at most {allowed} local nodes by {limit}")]
     TooManyNodes { nodes: usize, allowed: u64, limit: String },
+    #[error(
+        "{collective} by {algorithm} of {} per node on {p} nodes sends a message of {} (node {from} to node {to}), \
+         longer than a link carries: at most {LONGEST_MESSAGE} bytes (frames of {} less their {}-byte header); \
+         give --size {} or less",
+        ByteSize(*.size),
+        ByteSize(*.longest),
+        ByteSize(DEFAULT_MAX_FRAME as u64),
+        FrameHeader::ENCODED_LEN,
+        size_argument(*.fits)
+    )]
+    MessageTooLong {
+        collective: Collective,
+        algorithm: Algorithm,
+        size: u64,
+        p: usize,
+        longest: u64,
+        from: NodeId,
+        to: NodeId,
+        /// A size whose messages fit (they grow with the size: this one scales the longest down).
+        fits: u64,
+    },
     #[error(transparent)]
     Spec(#[from] SpecError),
 }
@@ -126,11 +163,10 @@ impl Capacity {
     /// ([`RunSpec::memory_of_nodes`]: the root of a scatter or gather needs more than the
     /// others), exceeds what this machine has available once every process has its base.
     /// `auto` is resolved as the coordinator will, a leaner algorithm where its pick does
-    /// not fit ([`catalogue::resolve_checked`]).
-    pub fn check_run(&self, spec: &RunSpec, topology: TopologyKind, nodes: usize) -> Result<(), CapacityError> {
+    /// not fit ([`catalogue::resolve_checked`]); returns the spec so resolved.
+    pub fn check_run(&self, spec: &RunSpec, topology: TopologyKind, nodes: usize) -> Result<RunSpec, CapacityError> {
         self.check_nodes(nodes)?;
-        catalogue::resolve_checked(spec, topology, nodes, |spec| self.check_memory(spec, nodes))?;
-        Ok(())
+        catalogue::resolve_checked(spec, topology, nodes, |spec| self.check_memory(spec, nodes))
     }
 
     /// Refuses `spec` if `nodes` local node processes cannot hold it together.
@@ -148,6 +184,66 @@ impl Capacity {
     }
 }
 
+/// Refuses `spec` (its algorithm resolved) on `topology` if one of its messages is longer
+/// than a local cluster's link carries ([`LONGEST_MESSAGE`]), before any process starts.
+/// No message of any algorithm is longer than p blocks of the size (the most any node
+/// holds: a gathered result, a scatter's or all-to-all's input; held by a test below),
+/// so a run under that bound is let through at once. Otherwise the run's own schedule
+/// is simulated, lengths only, on links as the run's are (raw links send long vectors
+/// in segments), and its longest message is the answer. A simulation that fails or
+/// takes too long refuses nothing: the nodes still refuse a frame over their limit.
+pub fn check_messages(spec: &RunSpec, topology: &Topology) -> Result<(), CapacityError> {
+    let p = topology.p();
+    if spec.size_bytes.saturating_mul(p as u64) <= LONGEST_MESSAGE {
+        return Ok(());
+    }
+    let Some(longest) = longest_message(spec, topology) else { return Ok(()) };
+    if longest.bytes <= LONGEST_MESSAGE {
+        return Ok(());
+    }
+    // Rounded down to a size as users type it (whole MiB or KiB: whole elements of any type).
+    let scaled = u128::from(spec.size_bytes) * u128::from(LONGEST_MESSAGE) / u128::from(longest.bytes);
+    let scaled = u64::try_from(scaled).unwrap_or(u64::MAX);
+    let unit = [1 << 20, 1 << 10].into_iter().find(|&unit| scaled >= unit).unwrap_or(spec.dtype.size() as u64);
+    let fits = scaled / unit * unit;
+    Err(CapacityError::MessageTooLong {
+        collective: spec.collective,
+        algorithm: spec.algorithm,
+        size: spec.size_bytes,
+        p,
+        longest: longest.bytes,
+        from: longest.src,
+        to: longest.dst,
+        fits,
+    })
+}
+
+/// `bytes` as `--size` takes it: `255MiB`, `12KiB` or `40B`.
+fn size_argument(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}KiB", b >> 10),
+        b => format!("{b}B"),
+    }
+}
+
+/// The longest message `spec` sends on `topology`, by its schedule on the simulator;
+/// `None` if the simulation does not finish.
+fn longest_message(spec: &RunSpec, topology: &Topology) -> Option<FlowEvent> {
+    // Emulated physics change when messages go, not how long they are; raw links get
+    // nominal ones.
+    let links =
+        spec.emulation.unwrap_or(LinkModel { ts_ns: 1000, th_ns: 0, tw_ps: 0, routing: Routing::Sf, packet_bytes: 0 });
+    let options = Options {
+        run: spec.run,
+        record: true,
+        wall_limit: Some(MESSAGE_CHECK_PATIENCE),
+        raw_links: spec.emulation.is_none(),
+    };
+    let simulated = simulator::spec::run(spec, topology, links, Inputs::Lengths, options).ok()?;
+    simulated.events.into_iter().filter(|event| event.kind == FlowKind::Send).max_by_key(|event| event.bytes)
+}
+
 /// A coordinator and its node processes.
 pub struct LocalCluster {
     pub coordinator: Arc<Coordinator>,
@@ -155,6 +251,93 @@ pub struct LocalCluster {
     pub logs: PathBuf,
     children: Vec<Child>,
     server: JoinHandle<()>,
+}
+
+/// Variables a node daemon reads that say which cluster it joins and how
+/// (`topocomm_node::daemon::NodeArgs`, `topocomm_node::security::SecurityArgs`). A user who
+/// exported them for a served cluster (the README suggests `TOPOCOMM_TOKEN_FILE`) must
+/// not have them steer the local cluster's children: the file would win over the local
+/// token and no child could register. Every variable named `TOPOCOMM_TOKEN*` goes too.
+/// The logging and congestion-control variables are the user's to pass on.
+const CLUSTER_ENV: &[&str] =
+    &["TOPOCOMM_COORDINATOR", "TOPOCOMM_ENCRYPT", "TOPOCOMM_LISTEN", "TOPOCOMM_ADVERTISE", "TOPOCOMM_NODE_NAME"];
+
+/// Whether the variable `name` says which cluster a node joins ([`CLUSTER_ENV`]).
+fn names_a_cluster(name: &std::ffi::OsStr) -> bool {
+    let name = name.to_string_lossy();
+    name.starts_with("TOPOCOMM_TOKEN") || CLUSTER_ENV.contains(&name.as_ref())
+}
+
+/// The folder a local cluster's node logs go to: `given` (`--logs`), or a fresh folder
+/// of this run's own, `run-<UTC time>-<pid>`, inside this user's folder for topocomm —
+/// `$XDG_RUNTIME_DIR/topocomm` where the system gives each user one (and it exists), else
+/// `topocomm-<user>` in the temporary directory. Logs of different runs never mix, and
+/// a folder another user made first is never written to: this user's folder must be a
+/// directory (not a link) that this user owns and no one else may write to.
+pub fn log_folder(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(given) = given {
+        return Ok(given.to_owned());
+    }
+    let user_folder = match std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|dir| Path::new(dir).is_absolute() && Path::new(dir).is_dir())
+    {
+        Some(runtime) => PathBuf::from(runtime).join("topocomm"),
+        None => std::env::temp_dir().join(format!("topocomm-{}", user_name())),
+    };
+    own_private_folder(&user_folder)?;
+    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string().replace([':', '-'], "");
+    let run = user_folder.join(format!("run-{stamp}-{}", std::process::id()));
+    std::fs::create_dir(&run).with_context(|| format!("creating the log folder {}", run.display()))?;
+    Ok(run)
+}
+
+/// This user's name as the environment gives it (`USER`, `LOGNAME`) when it is a plain
+/// name, else the user id.
+fn user_name() -> String {
+    let plain = |name: &String| {
+        !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    };
+    ["USER", "LOGNAME"]
+        .iter()
+        .filter_map(|variable| std::env::var(variable).ok())
+        .find(plain)
+        .unwrap_or_else(|| user_id().map_or_else(|| "unknown".to_owned(), |uid| uid.to_string()))
+}
+
+/// This process's user id (the owner of `/proc/self`), where there is a `/proc`.
+fn user_id() -> Option<u32> {
+    #[cfg(unix)]
+    return std::fs::metadata("/proc/self").ok().map(|meta| std::os::unix::fs::MetadataExt::uid(&meta));
+    #[cfg(not(unix))]
+    None
+}
+
+/// Makes `folder` (mode 0700) if it does not exist; refuses one that is a link, is not a
+/// directory, belongs to another user or others may write to.
+fn own_private_folder(folder: &Path) -> anyhow::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    match builder.create(folder) {
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+        other => other.with_context(|| format!("creating the log folder {}", folder.display()))?,
+    }
+    let meta = std::fs::symlink_metadata(folder).with_context(|| format!("reading {}", folder.display()))?;
+    let refuse = |why: &str| anyhow::anyhow!("{} {why}: give the node logs a folder with --logs DIR", folder.display());
+    if !meta.is_dir() {
+        return Err(refuse("is not a directory"));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if user_id().is_some_and(|uid| uid != meta.uid()) {
+            return Err(refuse(&format!("belongs to user id {}, not this user", meta.uid())));
+        }
+        if meta.mode() & 0o022 != 0 {
+            return Err(refuse(&format!("may be written by others (mode {:o})", meta.mode() & 0o7777)));
+        }
+    }
+    Ok(())
 }
 
 /// A fresh random cluster token.
@@ -200,7 +383,11 @@ impl LocalCluster {
             let name = node_name(index, nodes);
             let log_path = logs.join(format!("{name}.log"));
             let log = std::fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
-            let child = Command::new(&executable)
+            let mut command = Command::new(&executable);
+            for (variable, _) in std::env::vars_os().filter(|(name, _)| names_a_cluster(name)) {
+                command.env_remove(variable);
+            }
+            let child = command
                 .args([
                     "node",
                     "--coordinator",
@@ -293,6 +480,80 @@ mod tests {
         unknown.check_nodes(9968).unwrap();
         assert_eq!(too_many(unknown.check_nodes(9969)).0, 9968);
         assert_eq!(too_many(machine().check_nodes(usize::MAX)).0, 2944);
+    }
+
+    /// The spec of `collective` by `algorithm` of `size` per node, raw links or emulated.
+    fn spec_of(collective: Collective, algorithm: Algorithm, size: u64, emulated: bool) -> RunSpec {
+        let links = LinkModel { ts_ns: 1000, th_ns: 0, tw_ps: 1, routing: Routing::Sf, packet_bytes: 0 };
+        RunSpec { size_bytes: size, emulation: emulated.then_some(links), ..RunSpec::new(collective, algorithm) }
+    }
+
+    /// What [`check_messages`] lets through at once holds: on the topology each algorithm
+    /// is made for, at 16 nodes and at 12 where it serves them, raw and emulated, no
+    /// message is longer than p blocks of the size.
+    #[test]
+    fn no_message_is_longer_than_p_blocks_of_the_size() {
+        let mut checked = 0;
+        for entry in catalogue::ENTRIES {
+            let kind = match entry.made_for {
+                "any" => TopologyKind::Hypercube,
+                grids if grids.contains("torus") => TopologyKind::Torus,
+                named => named.split([' ', ',']).next().unwrap_or(named).parse().expect("a topology"),
+            };
+            for p in [16, 12] {
+                let Ok(topology) = Topology::new(kind, p, None) else { continue };
+                for emulated in [false, true] {
+                    let spec = spec_of(entry.collective, entry.algorithm, 2 << 20, emulated);
+                    if spec.validate(p).is_err() {
+                        continue;
+                    }
+                    let Some(longest) = longest_message(&spec, &topology) else {
+                        if matches!(entry.collective, Collective::Barrier) {
+                            continue;
+                        }
+                        panic!("{} by {} on {topology}: no message", entry.collective, entry.algorithm);
+                    };
+                    let bound = spec.size_bytes * p as u64;
+                    assert!(
+                        longest.bytes <= bound,
+                        "{} by {} on {topology} sends {} bytes, over p blocks ({bound})",
+                        entry.collective,
+                        entry.algorithm,
+                        longest.bytes
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 2 * 40, "only {checked} schedules were checked");
+    }
+
+    #[test]
+    fn a_message_longer_than_a_frame_is_refused_naming_the_limit() {
+        let hypercube = |p| Topology::new(Hypercube, p, None).unwrap();
+        // A broadcast sends the whole vector: 264 MiB does not fit a 256 MiB frame.
+        let broadcast = spec_of(Collective::Broadcast, Algorithm::Hypercube, 264 << 20, false);
+        let error = check_messages(&broadcast, &hypercube(2)).unwrap_err();
+        let CapacityError::MessageTooLong { longest, fits, from, to, .. } = &error else { panic!("{error}") };
+        assert_eq!((*longest, *from, *to), (264 << 20, 0, 1));
+        assert_eq!(*fits, 255 << 20, "the longest whole MiB under the limit");
+        let text = error.to_string();
+        assert!(text.contains("a message of 264.0 MiB (node 0 to node 1)"), "{text}");
+        assert!(text.contains("at most 268435415 bytes (frames of 256.0 MiB less their 41-byte header)"), "{text}");
+        assert!(text.ends_with("give --size 255MiB or less"), "{text}");
+        check_messages(&RunSpec { size_bytes: *fits, ..broadcast.clone() }, &hypercube(2)).unwrap();
+        // An all-gather's last step sends half the result: 8 x 64 MiB sends 256 MiB + 0.
+        let allgather = |size| spec_of(Collective::Allgather, Algorithm::Hypercube, size, false);
+        assert!(check_messages(&allgather(64 << 20), &hypercube(8)).is_err());
+        check_messages(&allgather(32 << 20), &hypercube(8)).unwrap();
+        // Recursive doubling sends a 1 GiB vector in segments on raw links, whole on
+        // emulated ones.
+        let doubling = |emulated| spec_of(Collective::Allreduce, Algorithm::RecursiveDoubling, 1 << 30, emulated);
+        check_messages(&doubling(false), &hypercube(8)).unwrap();
+        let error = check_messages(&doubling(true), &hypercube(8)).unwrap_err().to_string();
+        assert!(error.starts_with("allreduce by recursive-doubling of 1.0 GiB per node on 8 nodes"), "{error}");
+        // Small runs are not simulated at all, and pass.
+        check_messages(&spec_of(Collective::Alltoall, Algorithm::Hypercube, 64 << 10, true), &hypercube(1024)).unwrap();
     }
 
     #[test]

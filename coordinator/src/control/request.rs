@@ -202,7 +202,8 @@ pub fn plan(what: &CollectiveArgs, repetition: Repetition) -> anyhow::Result<Pla
 }
 
 /// The spec of `collective` by `algorithm` on `size_bytes` per node with `data`,
-/// repeated as `repetition` says (full-speed links, no trace: the caller adds those).
+/// repeated as `repetition` says (full-speed links, no trace: the caller adds those). A
+/// barrier moves no data, whatever `--size` says: its spec (and so its report) says 0 bytes.
 pub fn run_spec(
     collective: Collective,
     algorithm: Algorithm,
@@ -217,7 +218,7 @@ pub fn run_spec(
         collective,
         algorithm,
         root: data.root,
-        size_bytes,
+        size_bytes: if collective == Collective::Barrier { 0 } else { size_bytes },
         dtype: data.dtype,
         op: data.op,
         seed: data.seed,

@@ -97,7 +97,7 @@ fn failure_lines(silent: &Option<String>, failures: &[String]) -> String {
 
 /// A wiring that did not bring every link up: who is blamed, and every node's own word.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("wiring the {topology} failed{culprits}{}", report_lines(.reports))]
+#[error("wiring the {topology} failed{culprits}{}{}", report_lines(.reports), neighbour_table_hint(.reports))]
 pub struct WiringFailure {
     pub topology: String,
     pub culprits: Culprits,
@@ -131,6 +131,20 @@ impl std::fmt::Display for Culprits {
 
 fn report_lines(reports: &[String]) -> String {
     reports.iter().map(|report| format!("\n  {report}")).collect()
+}
+
+/// What "No route to host" between nodes of one host usually means: its kernel's
+/// neighbour (ARP) table, shared by every container, overflowed (at its default
+/// `gc_thresh3` of 1,024 entries, a hypercube of 128 containers fails to wire).
+const NEIGHBOUR_TABLE_HINT: &str = "\n  \"No route to host\" between the containers of one host usually means that \
+     the host's neighbour (ARP) table is full: `dmesg | grep 'neighbor table overflow'` says so, `ip -4 neigh | wc -l` \
+     counts its entries against `sysctl net.ipv4.neigh.default.gc_thresh3`, and deploy/prepare-host.sh checks and \
+     raises it (deploy/README.md)";
+
+/// [`NEIGHBOUR_TABLE_HINT`] if a node's reason was "No route to host".
+fn neighbour_table_hint(reports: &[String]) -> &'static str {
+    let no_route = reports.iter().any(|report| report.to_ascii_lowercase().contains("no route to host"));
+    if no_route { NEIGHBOUR_TABLE_HINT } else { "" }
 }
 
 /// The coordinator: the cluster key, the cluster and the one-at-a-time run driver.
@@ -798,6 +812,13 @@ mod tests {
         let failure = blame(&participants, &answered, &ring);
         assert_eq!(failure.culprits, Culprits::Unknown, "a node outside the cluster is named by nobody");
         assert_eq!(failure.to_string(), format!("wiring the {ring} failed\n  node 0 (n0): a\n  node 2 (n2): b"));
+
+        // "No route to host" points at the host's neighbour table, and how to check it.
+        let reason = "could not link to neighbour 3 at 172.18.0.5:40000 within 15s (No route to host (os error 113))";
+        let no_route = [Some(WireOutcome::Linked), Some(WireOutcome::Linked), failed(reason, vec![3], vec![]), None];
+        let text = blame(&participants, &no_route, &ring).to_string();
+        assert!(text.ends_with(NEIGHBOUR_TABLE_HINT), "{text}");
+        assert!(text.contains("gc_thresh3") && text.contains("deploy/prepare-host.sh"), "{text}");
     }
 
     #[test]

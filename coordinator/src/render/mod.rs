@@ -1,5 +1,6 @@
 //! Rendering: run reports and tables, how runs were dilated, Chrome traces, topology
-//! text, the sweep's progress bar and, with the `pictures` feature, the pictures
+//! text, where output goes (standard output, files checked before a run), the sweep's
+//! progress bar and, with the `pictures` feature, the pictures
 //! (space-time diagrams, topology drawings and sweep plots, as SVG or PNG). Uses
 //! `control`'s types only, never `tools`.
 
@@ -8,6 +9,7 @@ use std::path::Path;
 #[cfg(feature = "pictures")]
 pub mod diagram;
 pub mod dilation;
+pub mod output;
 #[cfg(feature = "pictures")]
 pub mod picture;
 #[cfg(feature = "pictures")]

@@ -82,6 +82,17 @@ pub struct RunSummary {
     pub root: usize,
     pub dtype: String,
     pub op: String,
+    /// Scan: whether the prefix was exclusive (node i reduces nodes 0..i).
+    pub exclusive: bool,
+    /// Shift: how many places the data moved (node i's vector ended on node i + shift mod p).
+    pub shift: usize,
+    /// The seed of the generated inputs.
+    pub seed: u64,
+    /// The deadline of every wait of one iteration, in ms.
+    pub timeout_ms: u64,
+    /// Whether every control and data link was encrypted (`--encrypt`): the run's
+    /// caller says, as it knows how it reached the cluster.
+    pub encrypted: bool,
     pub warmup: u32,
     pub iterations: u32,
     pub verified: bool,
@@ -201,6 +212,11 @@ pub fn summarize(
         root: spec.root,
         dtype: spec.dtype.to_string(),
         op: spec.op.to_string(),
+        exclusive: spec.exclusive,
+        shift: spec.shift,
+        seed: spec.seed,
+        timeout_ms: spec.timeout_ms,
+        encrypted: false,
         warmup: spec.warmup,
         iterations: spec.iterations,
         verified: true,
@@ -299,12 +315,16 @@ pub fn headline(summary: &RunSummary) -> String {
         }
         _ => format!("{} per node, {}", ByteSize::b(summary.size_bytes).display().iec(), summary.dtype),
     };
-    let root = match collective {
+    let which = match collective {
         Some(c) if c.has_root() => format!(", root {}", summary.root),
+        Some(Collective::Scan) if summary.exclusive => ", exclusive".to_owned(),
+        Some(Collective::Scan) => ", inclusive".to_owned(),
+        Some(Collective::Shift) => format!(", shift by {}", summary.shift),
         _ => String::new(),
     };
+    let encrypted = if summary.encrypted { ", every link encrypted" } else { "" };
     format!(
-        "{} ({}) on a {shape}: {data}{root}, {} iterations after {} warm-up — verified on all {} nodes",
+        "{} ({}) on a {shape}: {data}{which}, {} iterations after {} warm-up — verified on all {} nodes{encrypted}",
         summary.collective, summary.algorithm, summary.iterations, summary.warmup, summary.nodes
     )
 }
@@ -340,6 +360,11 @@ pub(crate) mod tests {
             root: 0,
             dtype: "f64".into(),
             op: "sum".into(),
+            exclusive: false,
+            shift: 1,
+            seed: 1,
+            timeout_ms: 30_000,
+            encrypted: false,
             warmup: 0,
             iterations: 1,
             verified: true,
@@ -382,6 +407,29 @@ pub(crate) mod tests {
         let mut outcome = outcome;
         outcome.reports = (0..4).map(verified).collect();
         assert!(summarize(&outcome, None).expect("every node verified").verified);
+    }
+
+    #[test]
+    fn the_headline_names_every_option_that_changed_the_run() {
+        let mut summary = summary_for_tests();
+        summary.collective = "scan".into();
+        summary.algorithm = "hypercube".into();
+        assert!(headline(&summary).contains("f64 sum, inclusive, 1 iterations"), "{}", headline(&summary));
+        summary.exclusive = true;
+        assert!(headline(&summary).contains("f64 sum, exclusive, 1 iterations"), "{}", headline(&summary));
+        summary.collective = "shift".into();
+        summary.shift = 3;
+        assert!(headline(&summary).contains("f64, shift by 3, 1 iterations"), "{}", headline(&summary));
+        assert!(!headline(&summary).contains("encrypted"));
+        summary.encrypted = true;
+        assert!(
+            headline(&summary).ends_with("verified on all 8 nodes, every link encrypted"),
+            "{}",
+            headline(&summary)
+        );
+        summary.collective = "barrier".into();
+        summary.size_bytes = 0;
+        assert!(headline(&summary).contains(": no data, 1 iterations"), "{}", headline(&summary));
     }
 
     #[test]

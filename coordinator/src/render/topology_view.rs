@@ -2,7 +2,6 @@
 //! as text or JSON, so a user can see what will be wired.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -12,6 +11,7 @@ use topocomm_proto::{Topology, catalogue};
 
 use crate::control::parse::parse_collective;
 use crate::control::request::ShapeArgs;
+use crate::render::output;
 
 #[derive(Debug, Clone, Args)]
 pub struct TopologyArgs {
@@ -52,7 +52,7 @@ pub fn print(args: &TopologyArgs) -> anyhow::Result<()> {
             "neighbours": (0..p).map(|id| topology.neighbours(id)).collect::<Vec<_>>(),
             "edges": edges,
         }));
-        return emit(serde_json::to_string_pretty(&json)? + "\n");
+        return output::print(serde_json::to_string_pretty(&json)? + "\n");
     }
     let mut text = String::new();
     writeln!(text, "{topology}: {} edges, diameter {}", edges.len(), topology.diameter())?;
@@ -64,7 +64,7 @@ pub fn print(args: &TopologyArgs) -> anyhow::Result<()> {
     }
     let edges: Vec<String> = edges.iter().map(|(a, b)| format!("{a}-{b}")).collect();
     writeln!(text, "edges: {}", edges.join(" "))?;
-    emit(text)
+    output::print(text)
 }
 
 /// Prints the algorithm catalogue: `topocomm list`.
@@ -88,20 +88,12 @@ pub fn list(args: &ListArgs) -> anyhow::Result<()> {
         for row in &rows {
             writeln!(text, "| {} |", row.join(" | "))?;
         }
-        return emit(text);
+        return output::print(text);
     }
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED).set_header(header.to_vec());
     for row in rows {
         table.add_row(row.to_vec());
     }
-    emit(format!("{table}\ndefault: the algorithm made for the topology; {}\n", catalogue::AUTO_RULE))
-}
-
-/// Writes to stdout; a reader that went away (`| head`) is not an error.
-pub fn emit(text: String) -> anyhow::Result<()> {
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => Ok(other?),
-    }
+    output::print(format!("{table}\ndefault: the algorithm made for the topology; {}\n", catalogue::AUTO_RULE))
 }

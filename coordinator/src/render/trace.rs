@@ -383,8 +383,7 @@ fn run_flow<'a>(
 pub fn write_json(value: &Value, path: &Path) -> anyhow::Result<()> {
     let text = serde_json::to_string_pretty(value)? + "\n";
     if path.as_os_str() == "-" {
-        print!("{text}");
-        return Ok(());
+        return crate::render::output::print(text);
     }
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }

@@ -27,11 +27,12 @@ use topocomm_proto::control::RunRequest;
 use topocomm_proto::spec::{Algorithm, Collective, Dilation, LinkModel, MAX_TIMEOUT, MAX_TIMEOUT_MS, Routing, RunSpec};
 use topocomm_proto::{Topology, TopologyKind, catalogue};
 
-use crate::control::local::LocalCluster;
+use crate::control::local::{self, LocalCluster};
 use crate::control::parse::{parse_collective, parse_routing, parse_size, parse_time, parse_topology};
 use crate::control::request::{Dilating, parse_dilation};
 use crate::control::target::Target;
 use crate::render::dilation::{ProbeFigures, factor_text, seconds_text};
+use crate::render::output::outln;
 use crate::render::quantity::size_text;
 use crate::render::report::{self, TimeStats};
 use crate::tools::dilation::{Messages, Probe};
@@ -76,8 +77,9 @@ pub struct BenchModelArgs {
     /// Untimed iterations before them.
     #[arg(long, default_value_t = 2)]
     pub warmup: u32,
-    /// Folder for the node daemons' logs (default: topocomm-logs/bench-model-<p> in the
-    /// system's temporary directory).
+    /// Folder for the node daemons' logs, p<nodes> for each cluster (default: a new folder
+    /// for this command in this user's own, $XDG_RUNTIME_DIR/topocomm or
+    /// /tmp/topocomm-<user>; it is named).
     #[arg(long)]
     pub logs: Option<PathBuf>,
     /// Print JSON lines instead of the table.
@@ -304,11 +306,9 @@ pub async fn run(args: &BenchModelArgs) -> anyhow::Result<()> {
     let mut progress = Progress { total: cases.len(), estimate, started, planned_done: Duration::ZERO };
     let mut node_counts: Vec<usize> = cases.iter().map(Case::p).collect();
     node_counts.dedup();
+    let log_root = local::log_folder(args.logs.as_deref())?;
     for p in node_counts {
-        let logs = match &args.logs {
-            Some(folder) => folder.join(format!("p{p}")),
-            None => std::env::temp_dir().join("topocomm-logs").join(format!("bench-model-{p}")),
-        };
+        let logs = log_root.join(format!("p{p}"));
         let local = LocalCluster::start(p, &logs, false).await?;
         eprintln!("local cluster of {p} nodes up, node logs in {}/node-*.log", local.logs.display());
         let target = Target::Local(local);
@@ -331,16 +331,17 @@ pub async fn run(args: &BenchModelArgs) -> anyhow::Result<()> {
     // The estimate as dilation left it.
     let summary = summarize(&rows, skipped, times, progress.estimate, started.elapsed());
     if args.json {
-        println!("{}", crate::render::schema::versioned(serde_json::json!({ "summary": summary })));
+        outln!("{}", crate::render::schema::versioned(serde_json::json!({ "summary": summary })))?;
     } else {
-        println!(
+        outln!(
             "emulated links: {link_text}; {} timed iterations after {} warm-up per run",
-            args.iterations, args.warmup
-        );
-        println!("{}", table(&rows));
-        println!("{}", closing_line(&summary));
+            args.iterations,
+            args.warmup
+        )?;
+        outln!("{}", table(&rows))?;
+        outln!("{}", closing_line(&summary))?;
         for row in rows.iter().filter(|r| r.error.is_some()) {
-            println!("failed: {}: {}", row.case(), row.error.as_deref().unwrap_or_default());
+            outln!("failed: {}: {}", row.case(), row.error.as_deref().unwrap_or_default())?;
         }
     }
     if let Some(error) = interrupted {
@@ -461,7 +462,7 @@ impl Cluster<'_> {
             _ => None,
         };
         for case in &cases {
-            run_case(self.target, case, rows, progress, self.json).await;
+            run_case(self.target, case, rows, progress, self.json).await?;
         }
         let factors = cases.iter().map(|case| case.spec.dilation.factor());
         Ok(ClusterTime {
@@ -510,7 +511,13 @@ impl Cluster<'_> {
 }
 
 /// Runs `case` on `target`, appending its row.
-async fn run_case(target: &Target, case: &Case, rows: &mut Vec<Row>, progress: &mut Progress, json: bool) {
+async fn run_case(
+    target: &Target,
+    case: &Case,
+    rows: &mut Vec<Row>,
+    progress: &mut Progress,
+    json: bool,
+) -> anyhow::Result<()> {
     let mut row = Row::of(case);
     if let Ok(prediction) = &case.prediction {
         let request = RunRequest { topology: case.topology.kind(), dims: None, spec: case.spec.clone() };
@@ -552,11 +559,12 @@ async fn run_case(target: &Target, case: &Case, rows: &mut Vec<Row>, progress: &
     );
     if json {
         match crate::render::schema::versioned_json(&row) {
-            Ok(line) => println!("{line}"),
+            Ok(line) => outln!("{line}")?,
             Err(error) => eprintln!("cannot print the row as JSON: {error}"),
         }
     }
     rows.push(row);
+    Ok(())
 }
 
 /// The estimate of what is left, scaled by how the estimate has fared so far.

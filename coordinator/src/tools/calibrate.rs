@@ -23,9 +23,10 @@ use topocomm_proto::control::RunRequest;
 use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Routing, RunSpec};
 
 use crate::control::calibration;
-use crate::control::local::LocalCluster;
+use crate::control::local::{self, LocalCluster};
 use crate::control::parse::parse_size;
 use crate::control::request::{Dilating, parse_dilation};
+use crate::render::output::outln;
 use crate::render::report;
 
 #[derive(Debug, Clone, Args)]
@@ -42,8 +43,8 @@ pub struct CalibrateArgs {
     /// Untimed round trips before them.
     #[arg(long, default_value_t = 5)]
     pub warmup: u32,
-    /// Folder for the node daemons' logs (default: topocomm-logs/calibrate in the
-    /// system's temporary directory).
+    /// Folder for the node daemons' logs (default: a new folder for this calibration in
+    /// this user's own, $XDG_RUNTIME_DIR/topocomm or /tmp/topocomm-<user>; it is named).
     #[arg(long)]
     pub logs: Option<PathBuf>,
     /// Do not keep the fit for `--ts auto`.
@@ -276,7 +277,7 @@ pub async fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
     sizes.dedup();
     anyhow::ensure!(sizes.len() >= 2, "--sizes needs at least two different sizes to tell t_h from t_w");
 
-    let logs = args.logs.clone().unwrap_or_else(|| std::env::temp_dir().join("topocomm-logs").join("calibrate"));
+    let logs = local::log_folder(args.logs.as_deref())?;
     let local = LocalCluster::start(p, &logs, false).await?;
     eprintln!("calibrating on a ring of {p} local nodes (raw links), node logs in {}/node-*.log", local.logs.display());
     let result = tokio::select! {
@@ -306,33 +307,33 @@ pub async fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
             link_model,
             saved_to: saved_to.map(|path| path.display().to_string()),
         };
-        println!("{}", serde_json::to_string_pretty(&crate::render::schema::versioned_json(&calibration)?)?);
+        outln!("{}", serde_json::to_string_pretty(&crate::render::schema::versioned_json(&calibration)?)?)?;
         return Ok(());
     }
-    println!(
+    outln!(
         "ping-pong on a ring of {p} nodes, raw links: one-way time = median of {} round trips / 2",
         args.iterations
-    );
-    println!("{}", points_table(&fitted));
-    println!("store-and-forward fit t(l, m) = t_s + l·t_h + l·m·t_w, least squares over {} points:", points.len());
-    println!("  t_s = {:.2} µs, t_h = {:.2} µs, t_w = {:.4} ns/B", fit.ts_us, fit.th_us, fit.tw_ns_per_byte);
-    println!("  RMS residual {:.2} µs, R² = {:.5}", fit.rms_residual_us, fit.r_squared);
+    )?;
+    outln!("{}", points_table(&fitted))?;
+    outln!("store-and-forward fit t(l, m) = t_s + l·t_h + l·m·t_w, least squares over {} points:", points.len())?;
+    outln!("  t_s = {:.2} µs, t_h = {:.2} µs, t_w = {:.4} ns/B", fit.ts_us, fit.th_us, fit.tw_ns_per_byte)?;
+    outln!("  RMS residual {:.2} µs, R² = {:.5}", fit.rms_residual_us, fit.r_squared)?;
     if !fit.clamped.is_empty() {
-        println!(
+        outln!(
             "  {} came out negative (noise) and {} held at 0; the others were refitted",
             fit.clamped.join(" and "),
             if fit.clamped.len() == 1 { "is" } else { "are" }
-        );
+        )?;
     }
     match saved_to {
-        Some(path) => println!(
+        Some(path) => outln!(
             "saved to {} (t_s {} ns, t_h {} ns, t_w {} ps/B, sf): `--ts auto` predicts raw runs with it",
             path.display(),
             link_model.ts_ns,
             link_model.th_ns,
             link_model.tw_ps
-        ),
-        None => println!("not saved (--no-save)"),
+        )?,
+        None => outln!("not saved (--no-save)")?,
     }
     Ok(())
 }

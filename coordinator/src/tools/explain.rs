@@ -18,7 +18,7 @@ use topocomm_proto::spec::{Algorithm, LinkModel, Routing, RunSpec};
 use topocomm_proto::{NodeId, Topology, catalogue};
 
 use crate::control::request::{self, CollectiveArgs, Emulated, LinkArgs, Repetition};
-use crate::render::topology_view::emit;
+use crate::render::output;
 use crate::tools::model::{self, Prediction};
 
 #[derive(Debug, Clone, Args)]
@@ -50,7 +50,7 @@ pub fn print(args: &ExplainArgs) -> anyhow::Result<()> {
     } else {
         to_text(&explained)
     };
-    emit(text)
+    output::print(text)
 }
 
 /// Where the link physics of an explanation come from.

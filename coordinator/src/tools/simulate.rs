@@ -20,6 +20,7 @@ use topocomm_proto::{Topology, TopologyKind, catalogue, reference};
 
 use crate::control::parse::{ParseError, parse_collective, parse_dims, parse_size, parse_timeout, parse_topology};
 use crate::control::request::{self, DataArgs, LinkArgs, Repetition};
+use crate::render::output::outln;
 use crate::render::quantity::size_text;
 use crate::render::report::{BusiestLink, LinkPhysics, TimeStats};
 use crate::render::trace::{self, FlowOutputs};
@@ -174,6 +175,11 @@ const SIMULATED_TIME_UNDILATED: &str = "--dilation stretches emulated links on t
 pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
     crate::render::check_pictures_built("--plot", args.plot.as_deref())?;
     crate::render::check_pictures_built("--diagram", args.diagram.as_deref())?;
+    for (option, path) in [("--plot", &args.plot), ("--trace", &args.trace), ("--diagram", &args.diagram)] {
+        if let Some(path) = path {
+            crate::render::output::check_file_writable(option, path)?;
+        }
+    }
     anyhow::ensure!(args.links.dilation.is_none(), SIMULATED_TIME_UNDILATED);
     let (_, predict_with) = request::link_models(&args.links)?;
     let (links, source) = explain::physics(predict_with, &args.links)?;
@@ -197,7 +203,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
             point.topology,
             size_text(point.spec.size_bytes)
         );
-        let options = Options { run: 1, record: drawn, wall_limit: Some(args.timeout) };
+        let options = Options { run: 1, record: drawn, wall_limit: Some(args.timeout), raw_links: false };
         let began = Instant::now();
         match simulator::spec::run(&point.spec, &point.topology, links, point.inputs, options) {
             Ok(simulated) => {
@@ -221,12 +227,12 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
             [only] if failures.is_empty() => serde_json::to_value(only)?,
             _ => serde_json::json!({ "points": points, "failures": failures }),
         };
-        println!("{}", serde_json::to_string_pretty(&crate::render::schema::versioned(value))?);
+        outln!("{}", serde_json::to_string_pretty(&crate::render::schema::versioned(value))?)?;
     } else if !points.is_empty() {
-        println!("{}", headline(args, &links, source));
-        println!("{}", table(&points));
+        outln!("{}", headline(args, &links, source))?;
+        outln!("{}", table(&points))?;
         for note in notes(&points) {
-            println!("{note}");
+            outln!("{note}")?;
         }
     }
     if drawn && let ([point], [planned]) = (points.as_slice(), planned.as_slice()) {

@@ -32,13 +32,14 @@ use topocomm_proto::spec::{Algorithm, Collective, LinkModel, RunSpec};
 use topocomm_proto::{Topology, catalogue};
 
 use crate::control::client::RemoteArgs;
-use crate::control::local::{Capacity, CapacityError, LocalCluster};
+use crate::control::local::{self, Capacity, CapacityError, LocalCluster};
 use crate::control::parse::{ParseError, parse_collective, parse_size};
 use crate::control::request::{
     self, CollectiveArgs, DataArgs, IterationArgs, LinkArgs, Planned, Repetition, ShapeArgs,
 };
 use crate::control::target::Target;
 use crate::render::dilation::{factor_text, seconds_text};
+use crate::render::output::{self, outln};
 #[cfg(feature = "pictures")]
 use crate::render::picture;
 #[cfg(feature = "pictures")]
@@ -85,7 +86,9 @@ pub struct SweepArgs {
     /// Plot time against size, log-log, a line per algorithm, the model dashed (.svg or .png).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
-    /// Local clusters: folder for the node daemons' logs.
+    /// Local clusters: folder for the node daemons' logs (default: a new folder for this
+    /// sweep in this user's own, $XDG_RUNTIME_DIR/topocomm or /tmp/topocomm-<user>; the
+    /// sweep names it).
     #[arg(long)]
     pub logs: Option<PathBuf>,
     #[command(flatten)]
@@ -291,26 +294,35 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.plot {
         picture::Format::of(path)?;
     }
+    for (option, path) in [("--csv", &args.csv), ("--json", &args.json), ("--plot", &args.plot)] {
+        if let Some(path) = path {
+            output::check_file_writable(option, path)?;
+        }
+    }
     let repetition = args.repeat.repetition(false);
     let remote = args.remote.coordinator.is_some();
-    if !remote {
-        Topology::new(args.shape.topology, args.nodes, args.shape.dims.as_deref())?;
-    }
-    // A local cluster must fit on this machine, and so must each size's run.
-    let capacity = (!remote).then(Capacity::of_this_machine);
-    if let Some(capacity) = &capacity {
-        capacity.check_nodes(args.nodes)?;
-    }
+    // A local cluster must fit on this machine, and so must each size's run, and its
+    // links must carry the run's messages.
+    let local_cluster = match remote {
+        false => {
+            let topology = Topology::new(args.shape.topology, args.nodes, args.shape.dims.as_deref())?;
+            let capacity = Capacity::of_this_machine();
+            capacity.check_nodes(args.nodes)?;
+            Some((capacity, topology))
+        }
+        true => None,
+    };
     // Sizes that cannot run (not whole elements, too large, ...) are left out, once, with the reason.
     let mut sizes = Vec::new();
     for &size in &args.sizes {
         let Planned { request, .. } = request::plan(&what(args, algorithms[0], size), repetition)?;
         let spec = &request.spec;
-        let checked = match &capacity {
-            Some(capacity) => spec
+        let checked = match &local_cluster {
+            Some((capacity, topology)) => spec
                 .validate(args.nodes)
                 .map_err(CapacityError::from)
-                .and_then(|()| capacity.check_run(spec, request.topology, args.nodes)),
+                .and_then(|()| capacity.check_run(spec, request.topology, args.nodes))
+                .and_then(|resolved| local::check_messages(&resolved, topology)),
             None => spec.validate(usize::MAX).map_err(CapacityError::from),
         };
         match checked {
@@ -324,7 +336,7 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
     let cluster = match &args.remote.coordinator {
         Some(address) => Target::Remote { address: address.clone(), credentials: args.remote.credentials()? },
         None => {
-            let logs = args.logs.clone().unwrap_or_else(|| std::env::temp_dir().join("topocomm-logs"));
+            let logs = local::log_folder(args.logs.as_deref())?;
             let local = LocalCluster::start(args.nodes, &logs, args.remote.security.encrypt).await?;
             eprintln!(
                 "local cluster: {} node processes, coordinator on {}, node logs in {}/node-*.log",
@@ -441,11 +453,7 @@ async fn measure(
     table: bool,
     sweep: &mut Sweep,
 ) -> anyhow::Result<()> {
-    let show = |text: &str| {
-        if table {
-            bar.suspend(|| println!("{text}"));
-        }
-    };
+    let show = |text: &str| if table { bar.suspend(|| outln!("{text}")) } else { Ok(()) };
     let plans = plan_points(args, cluster, algorithms, sizes, repetition, sweep).await?;
     for (index, plan) in plans.into_iter().enumerate() {
         let PointPlan { algorithm, size, request, predicted } = plan;
@@ -467,24 +475,24 @@ async fn measure(
             dilated.wall_s = Some(wall_s);
         }
         if index == 0 {
-            show(&header(args, &topology, summary.links.as_ref(), sweep.dilation.as_deref()));
+            show(&header(args, &topology, summary.links.as_ref(), sweep.dilation.as_deref()))?;
         }
         if index % sizes.len() == 0 {
             show(&format!(
                 "#\n# Algorithm: {}\n{}",
                 summary.algorithm,
                 columns(predict_with.is_some(), summary.dilation.is_some())
-            ));
+            ))?;
         }
         let point = Point::of(&summary, args.collective);
-        show(&row(&point, predict_with.is_some()));
+        show(&row(&point, predict_with.is_some()))?;
         sweep.topology = Some(topology);
         sweep.links = summary.links;
         sweep.points.push(point);
         bar.inc();
     }
     if let Some(wall) = (!sweep.points.is_empty()).then(|| sweep.points.iter().map(|p| p.wall_s).sum::<f64>()) {
-        show(&format!("# wall time of the runs: {}", seconds_text(wall)));
+        show(&format!("# wall time of the runs: {}", seconds_text(wall)))?;
     }
     Ok(())
 }
@@ -607,6 +615,10 @@ fn json_of(args: &SweepArgs, sweep: &Sweep, topology: &Topology) -> serde_json::
         "dtype": args.data.dtype,
         "op": args.data.op,
         "root": args.data.root,
+        "exclusive": args.data.exclusive,
+        "shift": args.data.shift,
+        "seed": args.data.seed,
+        "encrypted": args.remote.security.encrypt,
         "warmup": args.repeat.warmup,
         "iterations": args.repeat.iterations,
         "links": sweep.links,

@@ -40,6 +40,7 @@ pub struct Port {
 
 struct Shared {
     topology: Topology,
+    raw_links: bool,
     network: Mutex<Network>,
     ready: ReadyQueue,
 }
@@ -59,6 +60,11 @@ impl Port {
 
     pub fn topology(&self) -> &Topology {
         &self.shared.topology
+    }
+
+    /// Whether the nodes send as on raw links ([`Options::raw_links`]).
+    pub fn raw_links(&self) -> bool {
+        self.shared.raw_links
     }
 
     /// The virtual time now, in nanoseconds since the start.
@@ -146,11 +152,15 @@ pub struct Options {
     pub record: bool,
     /// The simulation gives up past this much wall time (`None`: never).
     pub wall_limit: Option<Duration>,
+    /// Send as on a real cluster's raw links ([`Comm::raw_links`]): long vectors in
+    /// segments, where the cost model keeps one message per start-up. For what the
+    /// messages' lengths will be, not for time.
+    pub raw_links: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { run: 1, record: false, wall_limit: None }
+        Options { run: 1, record: false, wall_limit: None, raw_links: false }
     }
 }
 
@@ -206,6 +216,7 @@ where
     let p = topology.p();
     let shared = Arc::new(Shared {
         topology: topology.clone(),
+        raw_links: options.raw_links,
         network: Mutex::new(Network::new(topology.clone(), model, options.record)),
         ready: ReadyQueue::all(p),
     });

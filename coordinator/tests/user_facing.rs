@@ -1,0 +1,302 @@
+//! What a user meets around a run, with the real binaries on 127.0.0.1: a shell that
+//! exported a served cluster's variables, a reader that closes standard output early, a
+//! size beyond what a link carries, an output path that cannot be written, the node
+//! logs' folder, and a report that names every option that changed the run. Each test
+//! failed before the change it holds (the module docs of `control/local.rs` and
+//! `render/output.rs` say what was decided).
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+use common::{Cluster, Finished, Scratch, command, kill_and_reap, read_text, run_bounded, topocomm_bin, wait_until};
+use serde_json::Value;
+
+/// The longest any one command here may take (a debug build on two shared cores).
+const PATIENCE: Duration = Duration::from_secs(90);
+
+/// A small local run: two ring nodes, one timed iteration, a short deadline.
+const SMALL_LOCAL: &str = "--nodes 2 --topology ring --size 1KiB --iterations 1 --warmup 0 --timeout 10s";
+
+/// `topocomm <words>` (split at whitespace), the steering environment cleared.
+fn topocomm(words: &str) -> Command {
+    let mut cli = command(&topocomm_bin());
+    cli.args(words.split_whitespace());
+    cli
+}
+
+/// Runs `cli` with its standard output a pipe whose reading end is closed before it
+/// starts (`topocomm ... | true` where `true` has already gone): its exit status and
+/// standard error.
+fn with_closed_stdout(mut cli: Command, scratch: &Scratch, label: &str) -> (ExitStatus, String) {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let stderr = scratch.file(label, "stderr");
+    cli.stdout(writer).stderr(std::fs::File::create(&stderr).expect("a stderr file"));
+    let mut child = cli.spawn().expect("starting topocomm");
+    // The parent's copy of the writing end went with `cli`'s stdout; only the child holds it.
+    drop(cli);
+    let status = wait_until(&mut child, Instant::now() + PATIENCE);
+    let Some(status) = status else {
+        kill_and_reap(&mut child);
+        panic!("{label} did not finish within {PATIENCE:?}; stderr:\n{}", read_text(&stderr));
+    };
+    (status, read_text(&stderr))
+}
+
+/// Asserts that a refused command failed at once, said `needles` on stderr, printed
+/// nothing and started nothing (`logs` was never made).
+fn assert_refused_up_front(finished: &Finished, words: &str, needles: &[&str], logs: &Path) {
+    let said = &finished.stderr;
+    assert_eq!(finished.status.code(), Some(1), "{words}: {finished:?}");
+    assert!(finished.elapsed < Duration::from_secs(20), "{words} took {:?} to be refused", finished.elapsed);
+    for needle in needles {
+        assert!(said.contains(needle), "{words}: {needle:?} is not in: {said}");
+    }
+    assert!(!said.contains("panicked") && !said.contains("local cluster:"), "{words}: {said}");
+    assert!(finished.stdout.is_empty(), "{words}: {}", finished.stdout);
+    assert!(!logs.exists(), "{words} got as far as making its log folder");
+}
+
+/// A shell set up for a served cluster (the README's `TOPOCOMM_TOKEN_FILE`, a token, an
+/// advertised address) must not reach the local cluster's children: before, they read
+/// the exported file instead of the local token, and the run waited out its deadline
+/// with "0 of 2 nodes connected".
+#[test]
+fn a_local_cluster_ignores_a_served_clusters_environment() {
+    let scratch = Scratch::new("served-env");
+    let token_file = scratch.path.join("served.token");
+    std::fs::write(&token_file, "the-served-clusters-token-not-this-one\n").unwrap();
+    let mut cli = topocomm(&format!("run broadcast {SMALL_LOCAL} --json"));
+    cli.arg("--logs").arg(scratch.path.join("logs"));
+    cli.env("TOPOCOMM_TOKEN_FILE", &token_file)
+        .env("TOPOCOMM_TOKEN", "another-served-token")
+        .env("TOPOCOMM_TOKEN_SOMETHING_ELSE", "x")
+        .env("TOPOCOMM_ADVERTISE", "192.0.2.1:9")
+        .env("TOPOCOMM_NODE_NAME", "not-a-local-name")
+        .env("TOPOCOMM_LISTEN", "192.0.2.1:0");
+    let finished = run_bounded(cli, &scratch, "run", PATIENCE);
+    let json = finished.json();
+    assert_eq!(json["verified"], true, "{json:#}");
+    assert!(finished.elapsed < Duration::from_secs(30), "took {:?}: {}", finished.elapsed, finished.stderr);
+}
+
+/// `serve --write-token F` makes a token for the cluster: with one given already (flag,
+/// file or environment) it used to serve the given one silently and never write F.
+#[test]
+fn serve_refuses_to_write_a_token_when_one_was_given() {
+    let scratch = Scratch::new("write-token");
+    let given = scratch.path.join("given.token");
+    std::fs::write(&given, "a-token-given-in-a-file-of-enough-length\n").unwrap();
+    let written = scratch.path.join("written.token");
+    let cases: [(&str, &str, &str); 3] = [
+        ("TOPOCOMM_TOKEN", "a-token-given-in-the-environment", ""),
+        ("TOPOCOMM_TOKEN_FILE", given.to_str().unwrap(), ""),
+        ("", "", "--token a-token-given-on-the-command-line"),
+    ];
+    for (variable, value, flag) in cases {
+        let mut serve = topocomm(&format!("serve --nodes 1 --listen 127.0.0.1:0 {flag}"));
+        serve.arg("--write-token").arg(&written);
+        if !variable.is_empty() {
+            serve.env(variable, value);
+        }
+        let finished = run_bounded(serve, &scratch, "serve", Duration::from_secs(20));
+        let said = &finished.stderr;
+        assert_eq!(finished.status.code(), Some(1), "{variable}{flag}: {finished:?}");
+        assert!(said.contains("--write-token") && said.contains("a token was given already"), "{said}");
+        assert!(!said.contains("coordinator on"), "{variable}{flag} served: {said}");
+        assert!(!written.exists(), "{variable}{flag}: the token file was written");
+    }
+}
+
+/// `topocomm status | true`, `topocomm list | head -1`: a reader that leaves before the
+/// output is written. Before, `status` (and `run`, `simulate`, ...) panicked with "failed
+/// printing to stdout: Broken pipe" and exit status 101.
+#[test]
+fn every_command_exits_quietly_on_a_closed_stdout() {
+    let scratch = Scratch::new("closed-stdout");
+    let cluster = Cluster::start("closed-stdout-served", 1);
+    let mut commands: Vec<(String, Command)> = [
+        "--help",
+        "list",
+        "list --markdown",
+        "topology --topology torus --nodes 9",
+        "topology --topology ring --nodes 4 --json",
+        "explain allgather --topology hypercube --nodes 8 --size 1KiB",
+        "explain scan --nodes 4 --json",
+        "simulate broadcast --topology ring --nodes 8 --size 1KiB",
+        "simulate allreduce --nodes 8 --json",
+    ]
+    .into_iter()
+    .map(|words| (words.to_owned(), topocomm(words)))
+    .collect();
+    let logs = scratch.path.join("logs");
+    for words in [format!("run broadcast {SMALL_LOCAL}"), format!("run broadcast {SMALL_LOCAL} --json")] {
+        let mut run = topocomm(&words);
+        run.arg("--logs").arg(&logs);
+        commands.push((words, run));
+    }
+    commands.push(("status (served)".to_owned(), cluster.cli(&["status"])));
+    commands.push(("status --json (served)".to_owned(), cluster.cli(&["status", "--json"])));
+    commands.push(("run --json (served)".to_owned(), cluster.run_command("broadcast --size 1KiB --iterations 1")));
+    for (words, cli) in commands {
+        let (status, stderr) = with_closed_stdout(cli, &scratch, "closed");
+        assert!(!stderr.contains("panicked"), "topocomm {words} panicked on a closed stdout:\n{stderr}");
+        assert_eq!(status.code(), Some(0), "topocomm {words} on a closed stdout: {status}\n{stderr}");
+        assert!(!stderr.contains("error"), "topocomm {words} on a closed stdout said:\n{stderr}");
+    }
+}
+
+/// A message longer than a link's largest frame used to start the cluster, wait out
+/// the deadline and end with an internal "frame size too big"; it is refused before any
+/// process starts, naming the limit and a size that fits.
+#[test]
+fn a_message_longer_than_a_link_carries_is_refused_before_anything_starts() {
+    let scratch = Scratch::new("longest-message");
+    let cases: [(&str, &[&str]); 3] = [
+        // A broadcast sends the whole vector.
+        (
+            "run broadcast --nodes 2 --size 264MiB",
+            &["a message of 264.0 MiB (node 0 to node 1)", "longer than a link carries", "268435415 bytes"],
+        ),
+        // Emulated links take recursive doubling's vector whole.
+        (
+            "run allreduce --nodes 2 --size 300MiB --ts 1us --algorithm recursive-doubling",
+            &["allreduce by recursive-doubling of 300.0 MiB per node on 2 nodes", "longer than a link carries"],
+        ),
+        // The issue's command: this machine's memory or a link's frame refuses it, by name.
+        ("run allreduce --nodes 8 --size 1GiB", &["error: the run needs about"]),
+    ];
+    for (index, (words, needles)) in cases.into_iter().enumerate() {
+        let logs = scratch.path.join(format!("logs-{index}"));
+        let mut cli = topocomm(words);
+        cli.arg("--logs").arg(&logs);
+        let finished = run_bounded(cli, &scratch, "too-long", PATIENCE);
+        if index == 2 && finished.stderr.contains("longer than a link carries") {
+            // A machine with the memory for 8 x 1 GiB reaches the frame's limit instead.
+            assert_refused_up_front(&finished, words, &["longer than a link carries", "--size"], &logs);
+            continue;
+        }
+        assert_refused_up_front(&finished, words, needles, &logs);
+    }
+}
+
+/// `--trace` to a folder that does not exist (a read-only root in a container) used to
+/// be found out after the run, and the results were lost; every output path is checked
+/// before anything starts.
+#[test]
+fn an_output_that_cannot_be_written_is_refused_before_the_run() {
+    let scratch = Scratch::new("unwritable");
+    let a_file = scratch.path.join("a-file");
+    std::fs::write(&a_file, "not a folder").unwrap();
+    let missing = scratch.path.join("no-such-folder");
+    let cases = [
+        ("run", "--trace", missing.join("t.json")),
+        ("run", "--diagram", missing.join("d.svg")),
+        ("run", "--dump", a_file.join("dump")),
+        ("sweep", "--csv", missing.join("s.csv")),
+        ("sweep", "--json", missing.join("s.json")),
+    ];
+    for (index, (subcommand, option, path)) in cases.into_iter().enumerate() {
+        let logs = scratch.path.join(format!("logs-{index}"));
+        let words = match subcommand {
+            "run" => format!("run broadcast {SMALL_LOCAL}"),
+            _ => "sweep broadcast --nodes 2 --topology ring --sizes 1KiB --iterations 1".to_owned(),
+        };
+        let mut cli = topocomm(&words);
+        cli.arg(option).arg(&path).arg("--logs").arg(&logs);
+        let finished = run_bounded(cli, &scratch, "unwritable", PATIENCE);
+        let shown = format!("{words} {option} {}", path.display());
+        assert_refused_up_front(&finished, &shown, &[option, "cannot write there", "nothing was run"], &logs);
+    }
+}
+
+/// The node logs' folder named on standard error: `node logs in FOLDER/node-*.log`.
+fn named_log_folder(stderr: &str) -> String {
+    let rest = stderr.split("node logs in ").nth(1).unwrap_or_else(|| panic!("no log folder named:\n{stderr}"));
+    rest.split("/node-*.log").next().unwrap().to_owned()
+}
+
+/// A local run without `--logs` logs to a folder of its own inside this user's, and
+/// says which; before, every run of every user wrote to one shared topocomm-logs folder,
+/// which a second user could not write to and where runs mixed.
+#[test]
+fn a_local_run_logs_to_a_folder_of_its_own_in_this_users() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let scratch = Scratch::new("log-folders");
+    let temp = scratch.path.join("tmp");
+    std::fs::create_dir_all(&temp).unwrap();
+    let local_run = |xdg: Option<&Path>| {
+        let mut cli = topocomm(&format!("run broadcast {SMALL_LOCAL}"));
+        cli.env("TMPDIR", &temp).env("USER", "alice");
+        match xdg {
+            Some(dir) => cli.env("XDG_RUNTIME_DIR", dir),
+            None => cli.env_remove("XDG_RUNTIME_DIR"),
+        };
+        run_bounded(cli, &scratch, "logs", PATIENCE)
+    };
+    let mut folders = Vec::new();
+    for _ in 0..2 {
+        let finished = local_run(None);
+        assert!(finished.status.success(), "{finished:?}");
+        let folder = named_log_folder(&finished.stderr);
+        let user = temp.join("topocomm-alice");
+        assert!(folder.starts_with(&format!("{}/run-", user.display())), "{folder}");
+        assert!(Path::new(&folder).join("node-0.log").is_file() && Path::new(&folder).join("node-1.log").is_file());
+        let mode = std::fs::metadata(&user).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{} is mode {mode:o}", user.display());
+        folders.push(folder);
+    }
+    assert_ne!(folders[0], folders[1], "two runs logged to one folder");
+    // With a runtime folder of the user's own, logs go there.
+    let runtime = scratch.path.join("runtime");
+    std::fs::create_dir_all(&runtime).unwrap();
+    let finished = local_run(Some(&runtime));
+    assert!(finished.status.success(), "{finished:?}");
+    assert!(named_log_folder(&finished.stderr).starts_with(&format!("{}/topocomm/run-", runtime.display())));
+    // A user folder that others may write to is not used.
+    let shared = temp.join("topocomm-alice");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let finished = local_run(None);
+    assert_eq!(finished.status.code(), Some(1), "{finished:?}");
+    assert!(finished.stderr.contains("may be written by others") && finished.stderr.contains("--logs"), "{finished:?}");
+}
+
+/// Runs `topocomm <words> --json` on a local cluster (logs in the scratch folder): its JSON.
+fn local_json(scratch: &Scratch, words: &str) -> (Value, Finished) {
+    let mut cli = topocomm(&format!("{words} --json"));
+    cli.arg("--logs").arg(scratch.path.join("logs"));
+    let finished = run_bounded(cli, scratch, "report", PATIENCE);
+    (finished.json(), finished)
+}
+
+/// Options that change a run are in its JSON and its headline: before, `--exclusive` and
+/// `--encrypt` appeared nowhere, and a barrier reported 64 KiB of data.
+#[test]
+fn every_option_that_changes_a_run_is_in_its_report() {
+    let scratch = Scratch::new("report-options");
+    let (json, _) = local_json(&scratch, &format!("run scan --exclusive --encrypt --seed 7 {SMALL_LOCAL}"));
+    assert_eq!(json["verified"], true, "{json:#}");
+    assert_eq!((&json["exclusive"], &json["encrypted"], &json["seed"]), (&true.into(), &true.into(), &7.into()));
+    assert_eq!(json["timeout_ms"], 10_000, "{json:#}");
+    let (json, _) = local_json(&scratch, &format!("run shift --shift 1 {SMALL_LOCAL}"));
+    assert_eq!((&json["shift"], &json["exclusive"], &json["encrypted"]), (&1.into(), &false.into(), &false.into()));
+    let (json, _) = local_json(&scratch, &format!("run barrier {SMALL_LOCAL}"));
+    assert_eq!(json["size_bytes"], 0, "a barrier moves no data: {json:#}");
+    // The headline and the table say the same.
+    let mut cli = topocomm(&format!("run scan --exclusive --encrypt {SMALL_LOCAL}"));
+    cli.arg("--logs").arg(scratch.path.join("logs"));
+    let text = run_bounded(cli, &scratch, "text", PATIENCE);
+    assert!(text.status.success(), "{text:?}");
+    let headline = text.stdout.lines().next().unwrap_or_default();
+    assert!(headline.contains(", exclusive,") && headline.ends_with("every link encrypted"), "{headline}");
+    let mut cli = topocomm(&format!("run barrier {SMALL_LOCAL}"));
+    cli.arg("--logs").arg(scratch.path.join("logs"));
+    let text = run_bounded(cli, &scratch, "barrier", PATIENCE);
+    assert!(text.status.success(), "{text:?}");
+    assert!(text.stdout.contains("no data") && !text.stdout.contains("64.0 KiB"), "{}", text.stdout);
+    assert!(text.stdout.contains("┆ 0 B "), "{}", text.stdout);
+}
