@@ -106,7 +106,7 @@ async fn an_allreduce_from_the_form_is_verified_drawn_and_played_to_the_end() {
     let counter = browser.eval("Object.assign({}, document.querySelector('[data-testid=delivered]').dataset)").await;
     assert_eq!(counter["count"], "24", "{counter}");
     assert_eq!(counter["total"], "24", "{counter}");
-    let got = browser.eval("document.querySelectorAll('#picture .node.got').length").await;
+    let got = browser.eval("document.querySelectorAll('#picture-overlay .ring.got').length").await;
     assert_eq!(got, 8, "every node received its partners' vectors");
     let clock: f64 = browser
         .eval("document.querySelector('[data-testid=clock]').dataset.us")
@@ -123,7 +123,7 @@ async fn an_allreduce_from_the_form_is_verified_drawn_and_played_to_the_end() {
         .next()
         .unwrap();
     browser.eval(&format!("window.topocommLab.seek({busiest_instant})")).await;
-    let marks = browser.eval("[...document.querySelectorAll('#picture .mark')].filter(m => m.getAttribute('visibility') !== 'hidden').length").await;
+    let marks = browser.eval("[...document.querySelectorAll('#picture-overlay .mark')].filter(m => m.getAttribute('visibility') !== 'hidden').length").await;
     assert!(marks.as_u64().unwrap() >= 1, "a message in flight is drawn: {marks}");
 
     // Played at 4x it runs to the end by itself.

@@ -25,9 +25,11 @@ use clap::Parser;
 use futures::Stream;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use std::sync::Mutex;
 use strum::IntoEnumIterator;
 use tokio::net::TcpListener;
-use tokio::sync::{Mutex, RwLock, broadcast};
+
+use tokio::sync::{RwLock, broadcast};
 use topocomm_node::simulator::{self, Options};
 use topocomm_proto::auth::Key;
 use topocomm_proto::control::RunOutcome;
@@ -224,7 +226,7 @@ impl Lab {
             .as_ref()
             .and_then(|t| Topology::new(t.kind, t.p, Some(&t.dims)).ok())
             .map(|t| document::topology(&t));
-        let traffic = if topology.is_some() { self.traffic.lock().await.clone() } else { Vec::new() };
+        let traffic = if topology.is_some() { self.traffic.lock().expect("traffic lock").clone() } else { Vec::new() };
         schema::versioned(json!({
             "type": "cluster", "expected": status.expected, "nodes": nodes, "topology": topology, "traffic": traffic,
         }))
@@ -236,8 +238,8 @@ impl Lab {
     }
 
     /// Sets entry `id`'s status (and note, document) and tells the pages.
-    async fn update(&self, id: u64, status: &str, note: Option<String>, document: Option<Value>) {
-        let mut history = self.history.lock().await;
+    fn update(&self, id: u64, status: &str, note: Option<String>, document: Option<Value>) {
+        let mut history = self.history.lock().expect("history lock");
         if let Some(entry) = history.entries.iter_mut().find(|e| e.id == id) {
             entry.status = status.to_owned();
             if note.is_some() {
@@ -253,8 +255,8 @@ impl Lab {
     }
 
     /// Records a new entry and returns its id.
-    async fn record(&self, kind: Kind, args: Vec<String>) -> u64 {
-        let mut history = self.history.lock().await;
+    fn record(&self, kind: Kind, args: Vec<String>) -> u64 {
+        let mut history = self.history.lock().expect("history lock");
         history.next += 1;
         let id = history.next;
         history.entries.push_back(Entry { id, kind, args, status: "queued".into(), note: None, document: None });
@@ -411,13 +413,13 @@ async fn layout(Query(shape): Query<Shape>) -> Response {
 }
 
 async fn runs(State(lab): State<Arc<Lab>>) -> Json<Value> {
-    let history = lab.history.lock().await;
+    let history = lab.history.lock().expect("history lock");
     let runs: Vec<Value> = history.entries.iter().map(Entry::summary).collect();
     Json(schema::versioned(json!({ "runs": runs })))
 }
 
 async fn run_document(State(lab): State<Arc<Lab>>, Path(id): Path<u64>) -> Response {
-    let history = lab.history.lock().await;
+    let history = lab.history.lock().expect("history lock");
     match history.entries.iter().find(|e| e.id == id) {
         Some(Entry { document: Some(document), .. }) => Json(document.as_ref().clone()).into_response(),
         Some(entry) => Json(schema::versioned(entry.summary())).into_response(),
@@ -427,7 +429,7 @@ async fn run_document(State(lab): State<Arc<Lab>>, Path(id): Path<u64>) -> Respo
 
 async fn run_page(State(lab): State<Arc<Lab>>, Path(id): Path<u64>) -> Response {
     let document = {
-        let history = lab.history.lock().await;
+        let history = lab.history.lock().expect("history lock");
         history.entries.iter().find(|e| e.id == id).and_then(|e| e.document.clone())
     };
     let Some(document) = document else { return not_found(&format!("finished run {id} in this session")) };
@@ -464,7 +466,7 @@ async fn start(State(lab): State<Arc<Lab>>, Json(start): Json<Start>) -> Respons
         Ok(job) => job,
         Err(error) => return bad_request(error),
     };
-    let id = lab.record(kind, start.args.clone()).await;
+    let id = lab.record(kind, start.args.clone());
     let args = start.args;
     tokio::spawn(async move { carry_out(lab, id, args, job).await });
     (StatusCode::ACCEPTED, Json(schema::versioned(json!({ "id": id })))).into_response()
@@ -518,7 +520,7 @@ async fn carry_out(lab: Arc<Lab>, id: u64, args: Vec<String>, job: Job) {
         Job::Run(planned) => {
             let target = lab.target.read().await;
             let Some(target) = target.as_ref() else {
-                lab.update(id, "failed", Some("the lab is stopping".into()), None).await;
+                lab.update(id, "failed", Some("the lab is stopping".into()), None);
                 return;
             };
             let on_stage = |stage: Stage| {
@@ -527,13 +529,11 @@ async fn carry_out(lab: Arc<Lab>, id: u64, args: Vec<String>, job: Job) {
                     Stage::Dilated(line) => ("probing", Some(line)),
                     Stage::Running => ("running", None),
                 };
-                let lab = lab.clone();
-                let status = status.to_owned();
-                tokio::spawn(async move { lab.update(id, &status, note, None).await });
+                lab.update(id, status, note, None);
             };
             match execute::run(target, planned, &on_stage).await {
                 Ok(executed) => {
-                    remember_traffic(&lab, &executed.outcome).await;
+                    remember_traffic(&lab, &executed.outcome);
                     let verified = executed.summary.is_ok();
                     let failure = executed.summary.as_ref().err().map(|f| format!("error: {f}"));
                     document::of_run(&executed, &args).map(|d| (d, verified, failure))
@@ -542,7 +542,7 @@ async fn carry_out(lab: Arc<Lab>, id: u64, args: Vec<String>, job: Job) {
             }
         }
         Job::Explain(words) => {
-            lab.update(id, "running", None, None).await;
+            lab.update(id, "running", None, None);
             blocking(move || {
                 let explained = explain::explain(&words.what)?;
                 let flow = document::flow(
@@ -556,14 +556,14 @@ async fn carry_out(lab: Arc<Lab>, id: u64, args: Vec<String>, job: Job) {
             .await
         }
         Job::Simulate(words) => {
-            lab.update(id, "running", None, None).await;
+            lab.update(id, "running", None, None);
             blocking(move || simulated(&words, &args)).await
         }
     };
     match result {
-        Ok((document, true, _)) => lab.update(id, "verified", None, Some(document)).await,
-        Ok((document, false, failure)) => lab.update(id, "failed", failure, Some(document)).await,
-        Err(error) => lab.update(id, "failed", Some(format!("error: {error:#}")), None).await,
+        Ok((document, true, _)) => lab.update(id, "verified", None, Some(document)),
+        Ok((document, false, failure)) => lab.update(id, "failed", failure, Some(document)),
+        Err(error) => lab.update(id, "failed", Some(format!("error: {error:#}")), None),
     }
 }
 
@@ -599,13 +599,13 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> anyhow::Result<T> + 
     tokio::task::spawn_blocking(work).await.context("the computation panicked")?
 }
 
-async fn remember_traffic(lab: &Lab, outcome: &RunOutcome) {
+fn remember_traffic(lab: &Lab, outcome: &RunOutcome) {
     let traffic: Vec<[u64; 3]> = outcome
         .reports
         .iter()
         .flat_map(|r| r.link_bytes.iter().map(move |&(to, bytes)| [r.node as u64, to as u64, bytes]))
         .collect();
-    *lab.traffic.lock().await = traffic;
+    *lab.traffic.lock().expect("traffic lock") = traffic;
 }
 
 /// Server-sent events: the cluster now, then every change and every run's progress.

@@ -64,11 +64,17 @@
   // ---- the topology picture ----
   // Draws `topology` (its layout from topology_svg) into `svg`; returns what the
   // animation needs: edge paths and their lengths, node groups, the marks' layer.
-  function drawTopology(svg, topology, traffic) {
+  // The picture is two layers: the drawing, which stays still while the animation
+  // plays (thousands of links are painted once), and an overlay of what moves (marks,
+  // busy links, rings round nodes), which alone is painted again at each frame.
+  function drawTopology(svg, overlay, topology, traffic) {
     svg.replaceChildren();
+    overlay.replaceChildren();
     const layout = topology.layout;
-    svg.setAttribute('viewBox', `0 0 ${layout.width} ${layout.height}`);
-    svg.setAttribute('preserveAspectRatio', 'xMidYMid meet');
+    for (const layer of [svg, overlay]) {
+      layer.setAttribute('viewBox', `0 0 ${layout.width} ${layout.height}`);
+      layer.setAttribute('preserveAspectRatio', 'xMidYMid meet');
+    }
     el('text', { x: 20, y: 32, 'font-size': 19, 'font-weight': 'bold', fill: '#222' }, svg).textContent = layout.title;
     el('text', { x: 20, y: 52, 'font-size': 12.5, fill: '#555' }, svg).textContent = layout.subtitle;
     const load = new Map();
@@ -89,7 +95,7 @@
       const carried = load.get(key);
       el('title', {}, path).textContent = `${link.from} ↔ ${link.to}` + (carried != null ? `: ${bytes(carried)} in the last run` : '');
       if (carried) path.setAttribute('stroke-width', 2 + Math.min(4, Math.log10(1 + carried) / 2));
-      edges.push({ path, from: link.from, to: link.to, colour: link.colour, length: null, busy: 0 });
+      edges.push({ path, from: link.from, to: link.to, colour: link.colour, at: walker(link.path), busy: 0 });
       edgeIndex.set(key, i);
     });
     const font = topology.p > 99 ? 10 : 12.5;
@@ -102,26 +108,31 @@
         const label = node.id.toString(2).padStart(layout.binary_digits, '0');
         el('text', { x: node.x + r + 3, y: node.y - r + 1, 'font-size': 11, class: 'label' }, group).textContent = `(${label})`;
       }
-      return { group, x: node.x, y: node.y, got: false, sending: false };
+      return { group, x: node.x, y: node.y, got: false, sending: false, ring: null };
     });
     for (const entry of layout.legend) {
       const line = el('line', { x1: entry.x, y1: entry.y, x2: entry.x + 30, y2: entry.y, stroke: entry.colour, 'stroke-width': 2 }, svg);
       if (entry.dashed) line.setAttribute('stroke-dasharray', '7 4');
       el('text', { x: entry.x + 36, y: entry.y + 4.5, 'font-size': 12.5, fill: '#222' }, svg).textContent = entry.text;
     }
-    const marks = el('g', { class: 'marks' }, svg);
+    const heat = el('g', { class: 'heat' }, overlay);
+    const rings = el('g', { class: 'rings' }, overlay);
+    const marks = el('g', { class: 'marks' }, overlay);
     const markRadius = Math.max(5, Math.min(9, layout.width / 120));
-    return { svg, edges, edgeIndex, nodes, marks, pool: [], markRadius, p: topology.p };
+    return { svg, overlay, edges, edgeIndex, nodes, heat, rings, marks, pool: [], markRadius, r, p: topology.p };
   }
 
   // ---- the space-time diagram ----
-  function drawSpaceTime(svg, doc) {
+  function drawSpaceTime(svg, overlay, doc) {
     svg.replaceChildren();
+    overlay.replaceChildren();
     const p = doc.topology.p;
     const span = Math.max(1, doc.flow.span_ns);
     const W = 640; const H = 420; const left = p <= 64 ? 34 : 10; const right = 8; const top = 8; const bottom = 26;
-    svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
-    svg.setAttribute('preserveAspectRatio', 'none');
+    for (const layer of [svg, overlay]) {
+      layer.setAttribute('viewBox', `0 0 ${W} ${H}`);
+      layer.setAttribute('preserveAspectRatio', 'none');
+    }
     const x = (t) => left + (W - left - right) * (t / span);
     const y = (node) => top + (H - top - bottom) * (p === 1 ? 0.5 : node / (p - 1));
     const palette = doc.flow.palette;
@@ -146,7 +157,7 @@
         el('circle', { cx: x(message.delivered_ns), cy: y(message.dst), r: 2.2, fill: colour }, lines);
       }
     }
-    const cursor = el('line', { x1: left, x2: left, y1: top, y2: H - bottom + 4, class: 'cursor' }, svg);
+    const cursor = el('line', { x1: left, x2: left, y1: top, y2: H - bottom + 4, class: 'cursor' }, overlay);
     svg.onclick = (event) => {
       const box = svg.getBoundingClientRect();
       const fx = ((event.clientX - box.left) / box.width) * W;
@@ -177,10 +188,41 @@
     };
   }
 
+  // A function from 0..1 to the point that far along a link's path, read from the path
+  // data topology_svg writes ("M x,y L x,y", "M x,y A r,r 0 0 1 x,y" along a circle, or
+  // "M x,y C x,y x,y x,y"): computed here, so that drawing a frame never makes the
+  // browser lay the picture out.
+  function walker(d) {
+    const n = (d.match(/-?\d+(?:\.\d+)?(?:e-?\d+)?/g) || []).map(Number);
+    if (d.includes('C')) {
+      const [x0, y0, x1, y1, x2, y2, x3, y3] = n;
+      return (t) => {
+        const u = 1 - t;
+        return { x: u * u * u * x0 + 3 * u * u * t * x1 + 3 * u * t * t * x2 + t * t * t * x3,
+          y: u * u * u * y0 + 3 * u * u * t * y1 + 3 * u * t * t * y2 + t * t * t * y3 };
+      };
+    }
+    const line = (x0, y0, x1, y1) => (t) => ({ x: x0 + (x1 - x0) * t, y: y0 + (y1 - y0) * t });
+    if (d.includes('A')) {
+      const [x0, y0, r, , , , , x1, y1] = n;
+      const half = Math.hypot(x1 - x0, y1 - y0) / 2;
+      if (!(r > half)) return line(x0, y0, x1, y1);
+      // The small arc swept in the positive angle direction: its centre lies to the
+      // left of the chord's direction, as the y axis points down.
+      const ux = (x1 - x0) / (2 * half); const uy = (y1 - y0) / (2 * half);
+      const off = Math.sqrt(r * r - half * half);
+      const cx = (x0 + x1) / 2 - uy * off; const cy = (y0 + y1) / 2 + ux * off;
+      const a0 = Math.atan2(y0 - cy, x0 - cx);
+      let sweep = Math.atan2(y1 - cy, x1 - cx) - a0;
+      while (sweep < 0) sweep += 2 * Math.PI;
+      return (t) => ({ x: cx + r * Math.cos(a0 + sweep * t), y: cy + r * Math.sin(a0 + sweep * t) });
+    }
+    const [x0, y0, x1, y1] = n;
+    return line(x0, y0, x1, y1);
+  }
+
   function pointOn(edge, hop, fraction) {
-    if (edge.length == null) edge.length = edge.path.getTotalLength();
-    const along = hop.from === edge.from ? fraction : 1 - fraction;
-    return edge.path.getPointAtLength(along * edge.length);
+    return edge.at(hop.from === edge.from ? fraction : 1 - fraction);
   }
 
   function render() {
@@ -210,11 +252,12 @@
       if (edge.busy === busy[i]) return;
       edge.busy = busy[i];
       if (busy[i] > 0) {
-        edge.path.setAttribute('stroke', busy[i] > 1 ? '#c0392b' : '#e4572e');
-        edge.path.setAttribute('stroke-width', 3 + 1.5 * Math.min(busy[i], 4));
-      } else {
-        edge.path.setAttribute('stroke', edge.colour);
-        edge.path.setAttribute('stroke-width', 2);
+        if (!edge.hot) edge.hot = el('path', { d: edge.path.getAttribute('d'), fill: 'none', class: 'hot' }, view.heat);
+        edge.hot.setAttribute('stroke', busy[i] > 1 ? '#c0392b' : '#e4572e');
+        edge.hot.setAttribute('stroke-width', 3 + 1.5 * Math.min(busy[i], 4));
+        edge.hot.removeAttribute('visibility');
+      } else if (edge.hot) {
+        edge.hot.setAttribute('visibility', 'hidden');
       }
     });
     // Nodes that have received something so far, and those sending now.
@@ -228,7 +271,8 @@
       const has = got.has(id); const sends = sending.has(id);
       if (node.got !== has || node.sending !== sends) {
         node.got = has; node.sending = sends;
-        node.group.setAttribute('class', `node${has ? ' got' : ''}${sends ? ' sending' : ''}`);
+        if (!node.ring) node.ring = el('circle', { cx: node.x, cy: node.y, r: view.r + 2, 'data-node': id }, view.rings);
+        node.ring.setAttribute('class', `ring${has ? ' got' : ''}${sends ? ' sending' : ''}`);
       }
     });
     const clock = $('#clock');
@@ -289,14 +333,14 @@
   function showTopology(topology, traffic, title, source) {
     $('#stage-title').textContent = title;
     $('#stage-source').textContent = source || '';
-    state.view = drawTopology($('#picture'), topology, traffic);
+    state.view = drawTopology($('#picture'), $('#picture-overlay'), topology, traffic);
   }
 
   function showDocument(doc, id) {
     state.doc = doc; state.docId = id;
     setPlaying(false);
     showTopology(doc.topology, null, doc.title, `${doc.kind}: ${doc.flow.source}`);
-    const spacetime = drawSpaceTime($('#spacetime'), doc);
+    const spacetime = drawSpaceTime($('#spacetime'), $('#spacetime-overlay'), doc);
     state.anim = buildAnimation(doc, state.view, spacetime);
     showResult(doc);
     render();
@@ -457,7 +501,9 @@
         if (doc.flow) showDocument(doc, run.id);
       } catch (error) { showError(error.message); }
     } else {
-      progress(`${run.kind} ${run.id}: ${run.status}${run.note ? ` — ${run.note}` : ''}`);
+      // The dilation's announcement up to its reason ("dilation ×K (--dilation auto)").
+      const note = run.note ? ` — ${run.note.split(':')[0]}` : '';
+      progress(`${run.kind} ${run.id}: ${run.status}${note}`);
     }
   }
 

@@ -1,0 +1,140 @@
+//! The lab's JSON API as programs and attackers meet it: `topocomm lab` as a child
+//! process on loopback, asked with plain HTTP requests whose Host and Origin the tests
+//! forge. Refusals of other hosts (DNS rebinding), other origins and cross-site
+//! requests; the token off loopback; bad words answered with the CLI's own error text;
+//! an `explain` through the API.
+
+mod common;
+mod lab_support;
+
+use std::time::{Duration, Instant};
+
+use lab_support::{Lab, http};
+use serde_json::Value;
+
+/// The CLI's standard error for `topocomm <words>`.
+fn cli_error(words: &[&str]) -> String {
+    let scratch = common::Scratch::new("lab-cli-error");
+    let mut command = common::command(&common::topocomm_bin());
+    command.args(words).arg("--logs").arg(scratch.path.join("logs"));
+    let finished = common::run_bounded(command, &scratch, "cli", Duration::from_secs(60));
+    assert!(!finished.status.success(), "{words:?} should fail");
+    finished.stderr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_hosts_origins_and_cross_site_requests_are_refused() {
+    let lab = Lab::start("lab-api", 2);
+    let address = lab.address.as_str();
+    let host = ("Host", address);
+    let ok = http(address, "GET", "/api/cluster", &[host], None).await;
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    let cluster = ok.json();
+    assert_eq!(cluster["schema_version"], 1);
+    assert_eq!(cluster["expected"], 2);
+    let policy = ok.headers.get("content-security-policy").expect("a content security policy");
+    assert!(policy.contains("default-src 'self'") && policy.contains("frame-ancestors 'none'"), "{policy}");
+
+    // A page of another site that has its name resolve to this address (DNS rebinding).
+    let port = address.rsplit_once(':').unwrap().1;
+    let rebound = format!("attacker.example:{port}");
+    let refused = http(address, "GET", "/api/cluster", &[("Host", &rebound)], None).await;
+    assert_eq!(refused.status, 403);
+    assert!(refused.json()["error"].as_str().unwrap().contains("does not name this server"), "{}", refused.body);
+    let page = http(address, "GET", "/", &[("Host", &rebound)], None).await;
+    assert_eq!(page.status, 403, "the page itself is refused under another name");
+
+    // A cross-origin request to start a run is refused, and starts nothing.
+    let start = r#"{"kind": "run", "args": ["allreduce", "--size", "1KiB", "--iterations", "1"]}"#;
+    let forged = http(address, "POST", "/api/runs", &[host, ("Origin", "http://attacker.example")], Some(start)).await;
+    assert_eq!(forged.status, 403);
+    assert!(forged.json()["error"].as_str().unwrap().contains("another origin"), "{}", forged.body);
+    let cross = http(address, "POST", "/api/runs", &[host, ("Sec-Fetch-Site", "cross-site")], Some(start)).await;
+    assert_eq!(cross.status, 403);
+    let runs = http(address, "GET", "/api/runs", &[host], None).await.json();
+    assert_eq!(runs["runs"], Value::Array(Vec::new()), "nothing ran");
+
+    // The page's own origin may.
+    let origin = format!("http://{address}");
+    let explain =
+        r#"{"kind": "explain", "args": ["broadcast", "--topology", "ring", "--nodes", "6", "--size", "1KiB"]}"#;
+    let accepted = http(address, "POST", "/api/runs", &[host, ("Origin", &origin)], Some(explain)).await;
+    assert_eq!(accepted.status, 202, "{}", accepted.body);
+    let id = accepted.json()["id"].as_u64().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let document = loop {
+        let document = http(address, "GET", &format!("/api/runs/{id}"), &[host], None).await.json();
+        if document.get("flow").is_some() {
+            break document;
+        }
+        assert!(Instant::now() < deadline, "the explanation did not finish: {document}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(document["kind"], "explain");
+    assert_eq!(document["topology"]["p"], 6);
+    assert_eq!(document["topology"]["edges"].as_array().unwrap().len(), 6);
+    assert_eq!(document["topology"]["layout"]["links"].as_array().unwrap().len(), 6);
+    assert_eq!(document["flow"]["messages"].as_array().unwrap().len(), 5, "a ring broadcast informs 5 others");
+    assert_eq!(document["result"]["steps"], 3, "the ring broadcast of 6 takes 3 steps each way");
+    let saved = http(address, "GET", &format!("/api/runs/{id}/page"), &[host], None).await;
+    assert_eq!(saved.status, 200);
+    assert!(saved.body.contains(r#"id="lab-data""#) && !saved.body.contains(r#"src="lab.js""#));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_words_get_the_cli_error_text() {
+    let lab = Lab::start("lab-api-words", 2);
+    let address = lab.address.as_str();
+    let host = ("Host", address);
+    for (words, cli) in [
+        (r#"["allreduce", "--size", "banana"]"#, vec!["run", "allreduce", "--size", "banana"]),
+        (r#"["broadcast", "--root", "7"]"#, vec!["run", "broadcast", "--nodes", "2", "--root", "7"]),
+        (
+            r#"["allreduce", "--algorithm", "ring-pipelined-nonsense"]"#,
+            vec!["run", "allreduce", "--algorithm", "ring-pipelined-nonsense"],
+        ),
+    ] {
+        let body = format!(r#"{{"kind": "run", "args": {words}}}"#);
+        let refused = http(address, "POST", "/api/runs", &[host], Some(&body)).await;
+        assert_eq!(refused.status, 400, "{words}: {}", refused.body);
+        let text = refused.json()["error"].as_str().unwrap().to_owned();
+        let expected = cli_error(&cli);
+        let first = |text: &str| text.lines().next().unwrap_or("").to_owned();
+        assert_eq!(first(&text), first(&expected), "{words}: the page's error is the CLI's");
+    }
+    let unknown = http(address, "POST", "/api/runs", &[host], Some(r#"{"kind": "dance", "args": []}"#)).await;
+    assert_eq!(unknown.status, 400);
+}
+
+#[test]
+fn off_loopback_the_lab_refuses_to_start_without_a_token() {
+    let scratch = common::Scratch::new("lab-no-token");
+    let mut command = common::command(&common::topocomm_bin());
+    command.args(["lab", "--nodes", "1", "--http", "0.0.0.0:0", "--logs"]).arg(scratch.path.join("logs"));
+    let finished = common::run_bounded(command, &scratch, "lab", Duration::from_secs(30));
+    assert!(!finished.status.success());
+    assert!(finished.stderr.contains("the lab serves 0.0.0.0:"), "{}", finished.stderr);
+    assert!(finished.stderr.contains("only with a token"), "{}", finished.stderr);
+    assert!(!finished.stderr.contains("local cluster:"), "no node started: {}", finished.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn off_loopback_the_api_needs_the_token_and_the_page_asks_for_it() {
+    let lab = Lab::start_with("lab-token", 1, &["--http", "0.0.0.0:0"], Some("s3cret-token"));
+    let port = lab.address.rsplit_once(':').unwrap().1;
+    // Only loopback is spoken to: the lab listens everywhere, the test connects here.
+    let address = format!("127.0.0.1:{port}");
+    let host = ("Host", address.as_str());
+    let page = http(&address, "GET", "/", &[host], None).await;
+    assert_eq!(page.status, 200, "the page loads, to ask for the token");
+    assert!(page.body.contains(r#"id="token""#));
+    let api = http(&address, "GET", "/api/cluster", &[host], None).await;
+    assert_eq!(api.status, 401);
+    let wrong = http(&address, "GET", "/api/cluster", &[host, ("Authorization", "Bearer nope")], None).await;
+    assert_eq!(wrong.status, 401);
+    let right = http(&address, "GET", "/api/cluster", &[host, ("Authorization", "Bearer s3cret-token")], None).await;
+    assert_eq!(right.status, 200, "{}", right.body);
+    assert_eq!(right.json()["expected"], 1);
+    let index = http(&address, "GET", "/api", &[host, ("Authorization", "Bearer s3cret-token")], None).await.json();
+    assert_eq!(index["needs_token"], true);
+}
