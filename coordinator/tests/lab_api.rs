@@ -138,3 +138,103 @@ async fn off_loopback_the_api_needs_the_token_and_the_page_asks_for_it() {
     let index = http(&address, "GET", "/api", &[host, ("Authorization", "Bearer s3cret-token")], None).await.json();
     assert_eq!(index["needs_token"], true);
 }
+
+/// Child processes killed and reaped on drop, even when the test fails.
+struct Children(Vec<std::process::Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            common::kill_and_reap(child);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_http_runs_from_the_page_on_the_registered_nodes() {
+    let scratch = common::Scratch::new("lab-serve");
+    let token = format!("lab-serve-{}", std::process::id());
+    let stderr = scratch.path.join("serve.stderr");
+    let mut serve = common::command(&common::topocomm_bin());
+    serve
+        .args(["serve", "--nodes", "2", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        .env("TOPOCOMM_TOKEN", &token);
+    let mut children = Children(vec![common::spawn_logged(&mut serve, &scratch.path.join("serve.stdout"), &stderr)]);
+    let announced = |marker: &str| {
+        common::poll(Duration::from_secs(30), || {
+            let text = common::read_text(&stderr);
+            let rest = text.split(marker).nth(1)?;
+            Some(rest.split_whitespace().next()?.trim_end_matches('/').to_owned())
+        })
+        .unwrap_or_else(|| panic!("serve did not announce {marker:?}: {}", common::read_text(&stderr)))
+    };
+    let control = announced("topocomm coordinator on ");
+    let page = announced("lab: http://");
+    let host = ("Host", page.as_str());
+    // Before any node registers, the page shows an empty cluster of 2 expected.
+    let cluster = http(&page, "GET", "/api/cluster", &[host], None).await.json();
+    assert_eq!(cluster["expected"], 2);
+    for index in 0..2 {
+        let mut node = common::command(&common::topocomm_bin());
+        node.args(["node", "--coordinator", &control, "--name", &format!("node-{index}"), "--listen", "127.0.0.1:0"])
+            .env("TOPOCOMM_TOKEN", &token);
+        let out = scratch.path.join(format!("node-{index}.stdout"));
+        let err = scratch.path.join(format!("node-{index}.stderr"));
+        children.0.push(common::spawn_logged(&mut node, &out, &err));
+    }
+    let start =
+        r#"{"kind": "run", "args": ["allreduce", "--topology", "ring", "--size", "4KiB", "--iterations", "2"]}"#;
+    let accepted = http(&page, "POST", "/api/runs", &[host], Some(start)).await;
+    assert_eq!(accepted.status, 202, "{}", accepted.body);
+    let id = accepted.json()["id"].as_u64().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let document = loop {
+        let document = http(&page, "GET", &format!("/api/runs/{id}"), &[host], None).await.json();
+        if document.get("flow").is_some() || document["status"] == "failed" {
+            break document;
+        }
+        assert!(Instant::now() < deadline, "the run did not finish: {document}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(document["result"]["verified"], true, "{document}");
+    assert_eq!(document["result"]["nodes"], 2);
+    assert!(!document["flow"]["messages"].as_array().unwrap().is_empty(), "the run was traced");
+    // The nodes registered and the cluster is wired as the run asked.
+    let cluster = http(&page, "GET", "/api/cluster", &[host], None).await.json();
+    let names: Vec<&str> = cluster["nodes"].as_array().unwrap().iter().map(|n| n["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["node-0", "node-1"]);
+    assert_eq!(cluster["topology"]["kind"], "ring");
+    assert!(!cluster["traffic"].as_array().unwrap().is_empty(), "the last run's traffic is shown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simulation_over_a_range_of_node_counts_gives_every_point_to_plot() {
+    let lab = Lab::start("lab-api-scaling", 1);
+    let address = lab.address.as_str();
+    let host = ("Host", address);
+    let body = r#"{"kind": "simulate", "args": ["broadcast", "--topology", "hypercube", "--nodes", "4..64", "--size", "1KiB"]}"#;
+    let accepted = http(address, "POST", "/api/runs", &[host], Some(body)).await;
+    assert_eq!(accepted.status, 202, "{}", accepted.body);
+    let id = accepted.json()["id"].as_u64().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let document = loop {
+        let document = http(address, "GET", &format!("/api/runs/{id}"), &[host], None).await.json();
+        if document.get("result").is_some() || document["status"] == "failed" {
+            break document;
+        }
+        assert!(Instant::now() < deadline, "the simulations did not finish: {document}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(document["kind"], "scaling", "{document}");
+    let points = document["result"]["points"].as_array().unwrap();
+    let nodes: Vec<u64> = points.iter().map(|p| p["nodes"].as_u64().unwrap()).collect();
+    assert_eq!(nodes, [4, 8, 16, 32, 64]);
+    for point in points {
+        assert_eq!(point["verified"], true, "{point}");
+        // The binomial broadcast meets the textbook's (t_s + t_w m) log p exactly.
+        let (time, closed) = (point["time_us"]["median"].as_f64().unwrap(), point["closed_form_us"].as_f64().unwrap());
+        assert!((time - closed).abs() < 1e-6, "{point}");
+    }
+    let times: Vec<f64> = points.iter().map(|p| p["time_us"]["median"].as_f64().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] < w[1]), "a broadcast takes longer on more nodes: {times:?}");
+}

@@ -98,6 +98,27 @@ async fn screenshots_of_a_hypercube_broadcast() {
         browser.screenshot(&images.join(name)).await;
         println!("wrote docs/images/{name} at {:.1} µs", at / 1e3);
     }
+
+    // The schedule of an all-gather on a 4x4 torus, halfway, and a scaling plot.
+    let explain = [
+        ("collective", "allgather"),
+        ("topology", "torus"),
+        ("nodes-count", "16"),
+        ("size", "4KiB"),
+        ("ts", ""),
+        ("tw", ""),
+    ];
+    let document = run_from_form(&browser, "explain", &explain).await;
+    browser.eval(&format!("window.topocommLab.seek({})", document["flow"]["span_ns"].as_f64().unwrap() * 0.4)).await;
+    browser.screenshot(&images.join("lab-torus-allgather-explained.png")).await;
+    println!("wrote docs/images/lab-torus-allgather-explained.png");
+    let scaling =
+        [("collective", "broadcast"), ("topology", "hypercube"), ("nodes-count", "2..1024"), ("size", "64KiB")];
+    run_from_form(&browser, "simulate", &scaling).await;
+    browser.screenshot(&images.join("lab-broadcast-scaling.png")).await;
+    println!("wrote docs/images/lab-broadcast-scaling.png");
+    let errors = browser.errors();
+    assert!(errors.is_empty(), "the page logged errors: {errors:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

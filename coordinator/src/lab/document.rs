@@ -23,6 +23,8 @@ pub enum Kind {
     Explain,
     /// A run on the simulator's virtual network (`simulate`).
     Simulate,
+    /// Simulations at several points (`simulate --nodes a..b`), plotted.
+    Scaling,
 }
 
 impl Kind {
@@ -31,6 +33,7 @@ impl Kind {
             Kind::Run => "run",
             Kind::Explain => "explain",
             Kind::Simulate => "simulate",
+            Kind::Scaling => "scaling",
         }
     }
 }

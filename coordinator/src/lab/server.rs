@@ -504,7 +504,7 @@ async fn prepare(lab: &Lab, kind: Kind, args: &[String]) -> Result<Job, String> 
             Ok(Job::Run(planned))
         }
         Kind::Explain => Ok(Job::Explain(Box::new(words::<ExplainWords>("explain", args)?.args))),
-        Kind::Simulate => {
+        Kind::Simulate | Kind::Scaling => {
             let parsed = words::<SimulateWords>("simulate", args)?.args;
             if parsed.links.dilation.is_some() {
                 return Err(cli(anyhow::anyhow!(simulate::SIMULATED_TIME_UNDILATED)));
@@ -567,17 +567,16 @@ async fn carry_out(lab: Arc<Lab>, id: u64, args: Vec<String>, job: Job) {
     }
 }
 
-/// One point of `simulate` with its message flow.
+/// `simulate`: one point with its message flow, or (a range of node counts, several
+/// topologies or algorithms) every point's figures, for the page's scaling plot.
 fn simulated(args: &SimulateArgs, words: &[String]) -> anyhow::Result<(Value, bool, Option<String>)> {
     let (_, predict_with) = request::link_models(&args.links)?;
     let (links, _) = explain::physics(predict_with, &args.links)?;
     let planned = simulate::plan(args)?;
-    let [point] = planned.as_slice() else {
-        anyhow::bail!("the lab animates one point: give one topology, one node count and one algorithm")
-    };
+    let [point] = planned.as_slice() else { return scaling(args, &planned, links, words) };
     anyhow::ensure!(
         point.topology.p() <= simulate::MOST_NODES_DRAWN,
-        "the lab animates at most {} nodes",
+        "the lab animates at most {} nodes (several node counts, `--nodes a..b`, are plotted instead)",
         simulate::MOST_NODES_DRAWN
     );
     let options = Options { run: 1, record: true, wall_limit: Some(args.timeout) };
@@ -592,6 +591,36 @@ fn simulated(args: &SimulateArgs, words: &[String]) -> anyhow::Result<(Value, bo
     let flow = document::flow(&ran.events, &source);
     let result = schema::versioned_json(&described)?;
     Ok((document::document(Kind::Simulate, &point.spec, &point.topology, words, result, flow), true, None))
+}
+
+/// Every point of a `simulate` of several points, as `simulate --json` gives them.
+fn scaling(
+    args: &SimulateArgs,
+    planned: &[simulate::Planned],
+    links: topocomm_proto::spec::LinkModel,
+    words: &[String],
+) -> anyhow::Result<(Value, bool, Option<String>)> {
+    let mut points = Vec::new();
+    let mut failures = Vec::new();
+    for point in planned {
+        let options = Options { run: 1, record: false, wall_limit: Some(args.timeout) };
+        match simulator::spec::run(&point.spec, &point.topology, links, point.inputs, options) {
+            Ok(ran) => points.push(simulate::describe(point, &ran, &links)),
+            Err(error) => failures.push(format!("{} on a {}: {error}", point.spec.collective, point.topology)),
+        }
+    }
+    let title = format!(
+        "{} simulated at {} points, {}",
+        args.collective,
+        planned.len(),
+        crate::render::trace::describe_links(&links)
+    );
+    let failure = (!failures.is_empty()).then(|| format!("error: {}", failures.join("; ")));
+    let document = schema::versioned(json!({
+        "kind": Kind::Scaling.name(), "title": title, "args": words,
+        "result": { "points": points, "failures": failures },
+    }));
+    Ok((document, failures.is_empty(), failure))
 }
 
 /// Runs `work` on the blocking pool (the model and the simulator compute for a while).

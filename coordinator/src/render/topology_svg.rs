@@ -462,6 +462,43 @@ mod tests {
     }
 
     #[test]
+    fn hypercubes_up_to_64_nodes_are_nested_cubes_with_every_node_apart() {
+        for p in [8, 16, 32, 64] {
+            let topology = Topology::new(TopologyKind::Hypercube, p, None).unwrap();
+            let layout = layout(&topology);
+            assert_eq!(layout.binary_digits, Some(topology.dimension()), "binary labels: {topology}");
+            for a in &layout.nodes {
+                for b in layout.nodes.iter().filter(|b| b.id > a.id) {
+                    let apart = (a.x - b.x).hypot(a.y - b.y);
+                    assert!(apart > 3.0 * NODE_R, "{topology}: nodes {} and {} {apart} apart", a.id, b.id);
+                }
+            }
+        }
+        let beyond = layout(&Topology::new(TopologyKind::Hypercube, 128, None).unwrap());
+        assert_eq!(beyond.binary_digits, None, "128 nodes go on the Gray-code circle");
+    }
+
+    #[test]
+    fn every_link_of_the_layout_runs_from_its_first_node_to_its_second() {
+        let at = |text: &str| -> (f64, f64) {
+            let (x, y) = text.split_once(',').unwrap();
+            (x.parse().unwrap(), y.parse().unwrap())
+        };
+        for (kind, p) in [(TopologyKind::Ring, 8), (TopologyKind::Torus, 16), (TopologyKind::Torus3d, 27)] {
+            let topology = Topology::new(kind, p, None).unwrap();
+            let layout = layout(&topology);
+            assert_eq!(layout.links.len(), topology.edges().len());
+            for link in &layout.links {
+                let words: Vec<&str> = link.path.split([' ', 'M', 'L', 'A', 'C']).filter(|w| w.contains(',')).collect();
+                let (start, end) = (at(words[0]), at(words[words.len() - 1]));
+                let (from, to) = (&layout.nodes[link.from], &layout.nodes[link.to]);
+                assert!((start.0 - from.x).abs() < 0.01 && (start.1 - from.y).abs() < 0.01, "{topology}: {link:?}");
+                assert!((end.0 - to.x).abs() < 0.01 && (end.1 - to.y).abs() < 0.01, "{topology}: {link:?}");
+            }
+        }
+    }
+
+    #[test]
     fn torus_wraparounds_are_marked() {
         let (_, text) = parsed(TopologyKind::Torus, 16, Some(&[4, 4]));
         assert_eq!(count_class(&text, "wrap"), 8);

@@ -337,6 +337,10 @@
   }
 
   function showDocument(doc, id) {
+    if (doc.kind === 'scaling') { showScaling(doc, id); return; }
+    $('.pictures').classList.remove('single');
+    $('#controls').hidden = false;
+    $('#heat-caption').textContent = 'links: thicker and red while busy; nodes: yellow once they have received, ringed red while they send';
     state.doc = doc; state.docId = id;
     setPlaying(false);
     showTopology(doc.topology, null, doc.title, `${doc.kind}: ${doc.flow.source}`);
@@ -381,6 +385,79 @@
       row(key.replace(/_/g, ' '), typeof value === 'object' ? JSON.stringify(value) : String(value));
     }
     row('messages in the flow', `${doc.flow.messages.length} (${doc.flow.source})`);
+    $('#result-buttons').hidden = embedded != null || state.docId == null;
+  }
+
+  // ---- scaling: simulations at several points, time against p, log-log ----
+  function showScaling(doc, id) {
+    setPlaying(false);
+    state.doc = doc; state.docId = id; state.anim = null; state.view = null;
+    $('#stage-title').textContent = doc.title;
+    $('#stage-source').textContent = 'time against p, log-log; hover a point for its numbers; dashed: the textbook\'s closed form';
+    for (const layer of ['#picture-overlay', '#spacetime', '#spacetime-overlay']) $(layer).replaceChildren();
+    // The plot takes the whole stage; there is no flow to play.
+    $('.pictures').classList.add('single');
+    $('#controls').hidden = true;
+    $('#heat-caption').textContent = 'solid: simulated time; dashed: the closed form; hover a point for its numbers';
+    const svg = $('#picture');
+    svg.replaceChildren();
+    const points = doc.result.points;
+    const W = 900; const H = 420; const left = 64; const right = 230; const top = 16; const bottom = 40;
+    svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
+    svg.setAttribute('preserveAspectRatio', 'xMidYMid meet');
+    const times = points.flatMap((q) => [q.time_us.median, q.closed_form_us]).filter((v) => v > 0);
+    const ps = points.map((q) => q.nodes);
+    const lx = (v) => Math.log10(v);
+    const [p0, p1] = [lx(Math.min(...ps)), lx(Math.max(...ps)) + 1e-9];
+    const [t0, t1] = [Math.floor(lx(Math.min(...times))), Math.ceil(lx(Math.max(...times)) + 1e-9)];
+    const x = (p) => left + (W - left - right) * ((lx(p) - p0) / Math.max(p1 - p0, 1e-9));
+    const y = (t) => H - bottom - (H - top - bottom) * ((lx(t) - t0) / Math.max(t1 - t0, 1e-9));
+    el('line', { x1: left, x2: W - right, y1: H - bottom, y2: H - bottom, class: 'axis' }, svg);
+    el('line', { x1: left, x2: left, y1: top, y2: H - bottom, class: 'axis' }, svg);
+    for (const p of [...new Set(ps)]) el('text', { x: x(p) - 8, y: H - bottom + 16, class: 'tick' }, svg).textContent = p;
+    el('text', { x: (W - right) / 2, y: H - 6, class: 'tick' }, svg).textContent = 'p (nodes)';
+    for (let e = t0; e <= t1; e += 1) {
+      el('line', { x1: left, x2: W - right, y1: y(10 ** e), y2: y(10 ** e), stroke: '#eee' }, svg);
+      el('text', { x: 4, y: y(10 ** e) + 4, class: 'tick' }, svg).textContent = `${10 ** e} µs`;
+    }
+    const series = new Map();
+    for (const q of points) {
+      const name = `${q.topology} (${q.algorithm})`;
+      if (!series.has(name)) series.set(name, []);
+      series.get(name).push(q);
+    }
+    const palette = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'];
+    [...series.entries()].forEach(([name, list], i) => {
+      const colour = palette[i % palette.length];
+      list.sort((a, b) => a.nodes - b.nodes);
+      el('polyline', { points: list.map((q) => `${x(q.nodes)},${y(q.time_us.median)}`).join(' '), fill: 'none', stroke: colour, 'stroke-width': 2 }, svg);
+      const closed = list.filter((q) => q.closed_form_us > 0);
+      if (closed.length) {
+        el('polyline', { points: closed.map((q) => `${x(q.nodes)},${y(q.closed_form_us)}`).join(' '), fill: 'none', stroke: colour, 'stroke-width': 1.5, 'stroke-dasharray': '6 4' }, svg);
+      }
+      for (const q of list) {
+        const dot = el('circle', { cx: x(q.nodes), cy: y(q.time_us.median), r: 4.5, fill: colour, 'data-testid': 'point' }, svg);
+        el('title', {}, dot).textContent = `${name}, p = ${q.nodes}: ${q.time_us.median.toFixed(1)} µs` +
+          (q.closed_form_us != null ? `; closed form ${q.closed_form_us.toFixed(1)} µs (${q.closed_form})` : '') +
+          `; ${q.steps} steps, ${q.frames_sent} messages${q.verified ? ', verified' : ', lengths only'}`;
+      }
+      el('line', { x1: W - right + 10, x2: W - right + 34, y1: top + 10 + 18 * i, y2: top + 10 + 18 * i, stroke: colour, 'stroke-width': 2 }, svg);
+      el('text', { x: W - right + 38, y: top + 14 + 18 * i, class: 'tick' }, svg).textContent = name;
+    });
+    const verdict = $('#verdict');
+    const failures = doc.result.failures || [];
+    const verified = points.every((q) => q.verified);
+    verdict.textContent = `${points.length} points simulated${verified ? ', every result verified' : ' (some with lengths only)'}` +
+      (failures.length ? `; ${failures.length} failed` : '');
+    verdict.className = failures.length ? 'bad' : 'ok';
+    const body = $('#stats tbody');
+    body.replaceChildren();
+    for (const q of points) {
+      const tr = html('tr', {}, body);
+      html('td', {}, tr).textContent = `${q.topology} (${q.algorithm}), p = ${q.nodes}`;
+      html('td', {}, tr).textContent = `${q.time_us.median.toFixed(1)} µs` +
+        (q.closed_form_us != null ? ` · closed form ${q.closed_form_us.toFixed(1)} µs` : '') + ` · ${q.steps} steps`;
+    }
     $('#result-buttons').hidden = embedded != null || state.docId == null;
   }
 
@@ -498,7 +575,7 @@
       if (run.status === 'failed' && run.note) showError(run.note);
       try {
         const doc = await api(`/api/runs/${run.id}`);
-        if (doc.flow) showDocument(doc, run.id);
+        if (doc.flow || doc.kind === 'scaling') showDocument(doc, run.id);
       } catch (error) { showError(error.message); }
     } else {
       // The dilation's announcement up to its reason ("dilation ×K (--dilation auto)").
@@ -515,7 +592,7 @@
       const button = html('button', { type: 'button' }, item);
       button.textContent = `#${run.id} ${run.kind} ${run.args.join(' ')} — ${run.status}`;
       button.onclick = async () => {
-        try { const doc = await api(`/api/runs/${run.id}`); if (doc.flow) showDocument(doc, run.id); else showError(run.note || 'not finished'); } catch (error) { showError(error.message); }
+        try { const doc = await api(`/api/runs/${run.id}`); if (doc.flow || doc.kind === 'scaling') showDocument(doc, run.id); else showError(run.note || 'not finished'); } catch (error) { showError(error.message); }
       };
     }
   }
