@@ -102,6 +102,7 @@ fn topology(args: &TopologyArgs) -> anyhow::Result<()> {
 
 async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     render::check_pictures_built("--diagram", args.diagram.as_deref())?;
+    lab::check_built("--html", args.html.as_deref())?;
     let repetition = args.repeat.repetition(args.dump.is_some());
     let mut planned = request::plan(&args.what, repetition)?;
     // Traces and diagrams draw the run's own message flow, gathered from every node.

@@ -274,6 +274,7 @@ impl Cluster {
     }
 
     /// Every registered node, connected or not (the lab's page shows them all).
+    #[cfg_attr(not(feature = "lab"), allow(dead_code))]
     pub fn members(&self) -> Vec<Member> {
         self.roster.lock().expect("roster lock").members.clone()
     }

@@ -71,7 +71,8 @@ impl Access {
             return true;
         }
         let Ok(ip) = name.parse::<IpAddr>() else { return false };
-        ip.is_loopback() || self.bound.is_none_or(|bound| bound == ip) && (self.bound.is_some() || self.token.is_some())
+        // Bound to every address (`bound` is `None`) only with a token: any literal then.
+        ip.is_loopback() || self.bound.is_none_or(|bound| bound == ip)
     }
 
     /// Checks a request's `Host`, `Origin` and `Sec-Fetch-Site` headers, and, for the API

@@ -49,6 +49,16 @@ pub struct LabArgs {
 #[cfg(not(feature = "lab"))]
 const LEFT_OUT: &str = "this topocomm was built without the lab (cargo feature `lab`)";
 
+/// Refuses `option` (`--html`) when it names a file and this binary was built without
+/// the lab, before anything runs.
+pub fn check_built(option: &'static str, path: Option<&Path>) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        cfg!(feature = "lab") || path.is_none(),
+        "{option} writes the lab's page, but this topocomm was built without the lab (cargo feature `lab`)"
+    );
+    Ok(())
+}
+
 /// Runs `topocomm lab` until interrupted.
 #[cfg(feature = "lab")]
 pub async fn run(args: LabArgs) -> anyhow::Result<()> {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -638,10 +638,7 @@ fn remember_traffic(lab: &Lab, outcome: &RunOutcome) {
 }
 
 /// Server-sent events: the cluster now, then every change and every run's progress.
-async fn events(
-    State(lab): State<Arc<Lab>>,
-    _headers: HeaderMap,
-) -> Sse<impl Stream<Item = Result<Event, std::convert::Infallible>>> {
+async fn events(State(lab): State<Arc<Lab>>) -> Sse<impl Stream<Item = Result<Event, std::convert::Infallible>>> {
     let receiver = lab.events.subscribe();
     let first = lab.cluster().await;
     let stream = futures::stream::unfold((Some(first), receiver), |(first, mut receiver)| async move {
