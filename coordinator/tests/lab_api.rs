@@ -205,6 +205,20 @@ async fn serve_http_runs_from_the_page_on_the_registered_nodes() {
     assert_eq!(names, ["node-0", "node-1"]);
     assert_eq!(cluster["topology"]["kind"], "ring");
     assert!(!cluster["traffic"].as_array().unwrap().is_empty(), "the last run's traffic is shown");
+
+    // A node that fails is shown as gone, still listed under its name.
+    common::kill_and_reap(&mut children.0[2]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let cluster = http(&page, "GET", "/api/cluster", &[host], None).await.json();
+        let nodes = cluster["nodes"].as_array().unwrap();
+        if nodes.len() == 2 && nodes[0]["connected"] == true && nodes[1]["connected"] == false {
+            assert_eq!(nodes[1]["name"], "node-1");
+            break;
+        }
+        assert!(Instant::now() < deadline, "node-1's end was not shown within 30 s: {cluster}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
