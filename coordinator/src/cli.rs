@@ -10,6 +10,7 @@ use topocomm_node::security::SecurityArgs;
 
 use crate::control::client::RemoteArgs;
 use crate::control::request::{CollectiveArgs, IterationArgs};
+use crate::lab::LabArgs;
 use crate::render::topology_view::{ListArgs, TopologyArgs};
 use crate::tools::bench_model::BenchModelArgs;
 use crate::tools::calibrate::CalibrateArgs;
@@ -57,6 +58,9 @@ pub enum Command {
     Simulate(SimulateArgs),
     /// Ask a serving coordinator how the cluster stands.
     Status(StatusArgs),
+    /// Start a local cluster of --nodes daemons and the lab, its page in a browser: the
+    /// cluster drawn on its topology, runs from a form, every message animated.
+    Lab(LabArgs),
     /// Run a node daemon (the same daemon as `topocomm-node`; local clusters use it).
     #[command(hide = true)]
     Node(NodeArgs),
@@ -89,6 +93,10 @@ pub struct RunArgs {
     /// With --diagram: place the messages by step number instead of time (the textbook figure).
     #[arg(long, requires = "diagram")]
     pub steps: bool,
+    /// Write the run as one self-contained HTML page (data inline) that plays its message
+    /// flow offline, as the lab does: for slides and course pages.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     #[command(flatten)]
     pub remote: RemoteArgs,
 }
@@ -109,6 +117,11 @@ pub struct ServeArgs {
     /// printing it.
     #[arg(long, value_name = "FILE")]
     pub write_token: Option<PathBuf>,
+    /// Also serve the lab, the cluster's page in a browser, on ADDR (HOST:PORT). Any
+    /// address but loopback needs the cluster token (--token-file or TOPOCOMM_TOKEN),
+    /// which the page asks for.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -12,12 +12,13 @@
 
 mod cli;
 mod control;
+mod lab;
 mod render;
 mod tools;
 
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 use clap::Parser;
@@ -32,15 +33,14 @@ use crate::control::request::{self, Planned};
 use crate::control::run::Coordinator;
 use crate::control::target::Target;
 use crate::control::{client, server};
-use crate::render::dilation::Dilated;
 use crate::render::output::{self, StdoutClosed, outln};
 use crate::render::report;
 #[cfg(feature = "pictures")]
 use crate::render::topology_svg;
 use crate::render::topology_view::{self, TopologyArgs};
 use crate::render::trace::{self, FlowOutputs};
-use crate::tools::model::{self, Prediction};
-use crate::tools::{bench_model, calibrate, dilation, explain, simulate, sweep};
+use crate::tools::model;
+use crate::tools::{bench_model, calibrate, execute, explain, simulate, sweep};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -68,7 +68,7 @@ fn main() -> ExitCode {
 
 async fn command(cli: Cli) -> ExitCode {
     let default_level = match &cli.command {
-        Command::Serve(_) | Command::Node(_) => "info",
+        Command::Serve(_) | Command::Node(_) | Command::Lab(_) => "info",
         _ => "error",
     };
     topocomm_node::logging::init_with_default(default_level);
@@ -83,6 +83,7 @@ async fn command(cli: Cli) -> ExitCode {
         Command::Sweep(args) => sweep::run(&args).await.map(|()| ExitCode::SUCCESS),
         Command::Simulate(args) => simulate::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Status(args) => status(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Lab(args) => lab::run(args).await.map(|()| ExitCode::SUCCESS),
         Command::Node(_) => unreachable!("the node role runs on its own runtime"),
     };
     result.unwrap_or_else(|error| {
@@ -107,10 +108,11 @@ fn topology(args: &TopologyArgs) -> anyhow::Result<()> {
 async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     render::check_pictures_built("--diagram", args.diagram.as_deref())?;
     check_outputs(&args)?;
+    lab::check_built("--html", args.html.as_deref())?;
     let repetition = args.repeat.repetition(args.dump.is_some());
     let mut planned = request::plan(&args.what, repetition)?;
     // Traces and diagrams draw the run's own message flow, gathered from every node.
-    planned.request.spec.trace = args.trace.is_some() || args.diagram.is_some();
+    planned.request.spec.trace = args.trace.is_some() || args.diagram.is_some() || args.html.is_some();
     let target = open_target(&args, &planned.request).await?;
     let interrupted = match target {
         Target::Local(_) => "interrupted; every node process was stopped",
@@ -137,6 +139,9 @@ fn check_outputs(args: &RunArgs) -> anyhow::Result<()> {
     }
     if let Some(folder) = &args.dump {
         output::check_folder_writable("--dump", folder)?;
+    }
+    if let Some(path) = &args.html {
+        output::check_file_writable("--html", path)?;
     }
     Ok(())
 }
@@ -166,57 +171,17 @@ async fn open_target(args: &RunArgs, request: &RunRequest) -> anyhow::Result<Tar
 /// Runs the planned request on `target` (dilated as `--dilation` says, after the probe
 /// when it says `auto`), then reports, dumps and draws as asked.
 async fn run_on(target: &Target, args: &RunArgs, planned: Planned) -> anyhow::Result<ExitCode> {
-    let Planned { mut request, predict_with, auto_dilation } = planned;
-    let mut predicted: Option<(RunSpec, Topology, Prediction)> = None;
-    let mut auto = None;
-    if let (true, Some(links)) = (auto_dilation, request.spec.emulation) {
-        let mut probe = dilation::Probe::measure(target, &request, links).await?;
-        let topology = probe.topology().clone();
-        let spec = dilation::resolved(&request.spec, &topology);
-        let prediction = model::predict(&spec, &topology, links)?;
-        let longest = dilation::Messages::of(&prediction).map(|m| m.longest);
-        probe.measure_long(target, &request, links, longest).await?;
-        let (factor, choice) = probe.choose_for(&spec, &links, &prediction);
-        request.spec.dilation = factor;
-        let chosen = Dilated { factor: factor.factor(), auto: Some(choice), wall_s: None };
-        eprintln!("{}", chosen.announcement().unwrap_or_default());
-        auto = chosen.auto;
-        predicted = Some((spec, topology, prediction));
-    }
-    let began = Instant::now();
-    let outcome = target.execute(request).await?;
-    let wall_s = began.elapsed().as_secs_f64();
-    let prediction = match predict_with {
-        Some(links) if outcome.reports.iter().all(|r| r.error.is_none()) => {
-            let topology = Topology::new(outcome.topology.kind, outcome.topology.p, Some(&outcome.topology.dims))?;
-            // The probe's prediction, when it was of what ran.
-            match predicted {
-                Some((spec, on, prediction)) if spec.algorithm == outcome.spec.algorithm && on == topology => {
-                    Some(prediction)
-                }
-                _ => Some(model::predict(&outcome.spec, &topology, links)?),
-            }
-        }
-        _ => None,
-    };
-    let mut summary = report::summarize(&outcome, prediction.as_ref().map(Prediction::time_us).zip(predict_with));
-    if let Ok(summary) = &mut summary {
-        summary.encrypted = args.remote.security.encrypt;
-        if let Some(dilated) = &mut summary.dilation {
-            dilated.auto = auto;
-            dilated.wall_s = Some(wall_s);
-        }
-    }
-    let json = match &summary {
-        Ok(summary) => render::schema::versioned_json(summary)?,
-        Err(failure) => {
-            render::schema::versioned(serde_json::json!({ "verified": false, "error": failure.to_string() }))
+    let announce = |stage: execute::Stage| {
+        if let execute::Stage::Dilated(line) = stage {
+            eprintln!("{line}");
         }
     };
+    let executed = execute::run(target, planned, &announce).await?;
+    let execute::Executed { outcome, summary, prediction, predict_with, json } = &executed;
     // The results first, then the files: a file that cannot be written after all (the
     // paths were checked before the run) loses nothing of what was measured.
-    let shown = match &summary {
-        Ok(_) if args.json => outln!("{}", serde_json::to_string_pretty(&json)?),
+    let shown = match summary {
+        Ok(_) if args.json => outln!("{}", serde_json::to_string_pretty(json)?),
         Ok(summary) => outln!("{}\n{}", report::headline(summary), report::table(summary)),
         Err(failure) => {
             eprintln!("error: {failure}");
@@ -224,7 +189,7 @@ async fn run_on(target: &Target, args: &RunArgs, planned: Planned) -> anyhow::Re
         }
     };
     if let Some(dir) = &args.dump {
-        report::dump(dir, &outcome, &json)?;
+        report::dump(dir, outcome, json)?;
         eprintln!("dumped inputs, outputs and run.json to {}", dir.display());
     }
     if summary.is_ok() {
@@ -234,7 +199,11 @@ async fn run_on(target: &Target, args: &RunArgs, planned: Planned) -> anyhow::Re
         let schedule = |spec: &RunSpec, topology: &Topology, links: LinkModel| {
             model::predict(spec, topology, links).map(|p| p.events).map_err(anyhow::Error::from)
         };
-        trace::write_run_outputs(outputs, &outcome, predicted, predict_with, &schedule)?;
+        trace::write_run_outputs(outputs, outcome, predicted, *predict_with, &schedule)?;
+    }
+    if let Some(path) = &args.html {
+        lab::write_run_html(&executed, path)?;
+        eprintln!("wrote the run's page to {} (open it in a browser: it plays offline)", path.display());
     }
     shown?;
     Ok(if summary.is_ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
@@ -264,6 +233,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         (Some(_), _) => {}
     }
+    let _page = match &args.http {
+        Some(http) => {
+            Some(lab::serve_beside(http, given.as_deref(), coordinator.clone(), listener.local_addr()?, &token).await?)
+        }
+        None => None,
+    };
     tokio::select! {
         () = server::serve(listener, coordinator) => Ok(()),
         signal = topocomm_node::daemon::stop_signal() => {

@@ -273,6 +273,12 @@ impl Cluster {
         *self.wiring.lock().expect("wiring lock") = wiring;
     }
 
+    /// Every registered node, connected or not (the lab's page shows them all).
+    #[cfg_attr(not(feature = "lab"), allow(dead_code))]
+    pub fn members(&self) -> Vec<Member> {
+        self.roster.lock().expect("roster lock").members.clone()
+    }
+
     /// Connected nodes and the wiring, for `topocomm status`.
     pub fn status(&self) -> ClusterStatus {
         let roster = self.roster.lock().expect("roster lock");

@@ -34,6 +34,14 @@ impl Target {
         }
     }
 
+    /// Whether every control and data link of this cluster is encrypted (`--encrypt`).
+    pub fn encrypted(&self) -> bool {
+        match self {
+            Target::Local(local) => local.coordinator.encrypted(),
+            Target::Remote { credentials, .. } => credentials.encrypted,
+        }
+    }
+
     /// Stops the node processes of a local cluster (a served one keeps serving).
     pub async fn shutdown(self) {
         if let Target::Local(local) = self {

@@ -2,8 +2,9 @@
 //! fully connected network is a circle with every chord; a mesh or torus is a grid
 //! whose wraparound links are curves that leave the grid's ends; a 3-D mesh or torus
 //! is a stack of such grids (layers, one per first coordinate) in oblique view; a
-//! hypercube of up to 16 nodes is the usual projection (square, cube, two cubes) with
-//! each node's binary label, and a larger one a circle in Gray-code order, so that
+//! hypercube of up to 64 nodes is the usual projection (square, cube, two cubes, rows
+//! and blocks of cubes) with each node's binary label, and a larger one a circle in
+//! Gray-code order, so that
 //! neighbours on the circle are neighbours in the cube. Links are coloured by
 //! dimension where that helps. Every link of [`Topology::edges`] is drawn exactly
 //! once, and every node is labelled with its id.
@@ -11,6 +12,7 @@
 use std::f64::consts::PI;
 use std::path::Path;
 
+use serde::Serialize;
 use topocomm_proto::topology::NodeId;
 use topocomm_proto::{Topology, TopologyKind};
 
@@ -66,15 +68,60 @@ struct Drawing {
     binary: Option<usize>,
 }
 
-/// The picture as SVG text. Elements carry classes: `node` (one per node), `edge`
-/// (one per link; `wrap` too for wraparound links), `legend`.
-pub fn svg(topology: &Topology) -> String {
+/// A node placed on the picture.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlacedNode {
+    pub id: NodeId,
+    pub x: f64,
+    pub y: f64,
+}
+
+/// A link placed on the picture: its SVG path from `from` to `to`, its colour, and
+/// whether it is dashed (a wraparound link).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlacedLink {
+    pub from: NodeId,
+    pub to: NodeId,
+    pub path: String,
+    pub colour: &'static str,
+    pub dashed: bool,
+}
+
+/// One entry of the legend, at the left end of its sample line.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LegendEntry {
+    pub colour: &'static str,
+    pub text: String,
+    pub dashed: bool,
+    pub x: f64,
+    pub y: f64,
+}
+
+/// The picture of a topology as data, in the picture's coordinates: what [`svg`] draws
+/// and what the lab's page draws (and animates) in the browser.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Layout {
+    pub width: f64,
+    pub height: f64,
+    pub title: String,
+    pub subtitle: String,
+    pub node_radius: f64,
+    pub nodes: Vec<PlacedNode>,
+    /// Every link of [`Topology::edges`], once.
+    pub links: Vec<PlacedLink>,
+    pub legend: Vec<LegendEntry>,
+    /// Digits of the binary labels beside the nodes (small hypercubes).
+    pub binary_digits: Option<usize>,
+}
+
+/// Where everything of `topology`'s picture goes.
+pub fn layout(topology: &Topology) -> Layout {
     let mut drawing = match topology.kind() {
         TopologyKind::Ring => circle(topology, true),
         TopologyKind::Full => circle(topology, false),
         TopologyKind::Mesh | TopologyKind::Torus => grid(topology),
         TopologyKind::Mesh3d | TopologyKind::Torus3d => layers(topology),
-        TopologyKind::Hypercube if topology.dimension() <= 4 => cube(topology),
+        TopologyKind::Hypercube if topology.dimension() <= MOST_CUBE_DIMENSIONS => cube(topology),
         TopologyKind::Hypercube => gray_circle(topology),
     };
     // Legend items, laid out in lines under the drawing.
@@ -100,35 +147,83 @@ pub fn svg(topology: &Topology) -> String {
     for p in &mut drawing.at {
         *p = shift(*p);
     }
-
-    let mut svg = Svg::new(width, height);
-    let edges = topology.edges().len();
-    svg.text((20.0, 32.0), 19.0, &topology.to_string(), r##"font-weight="bold" fill="#222""##);
     let note = match topology.kind() {
         TopologyKind::Hypercube => "; bit k of an id is its coordinate in dimension k",
         TopologyKind::Ring | TopologyKind::Full => "",
         _ => "; ids row-major (the last coordinate varies fastest)",
     };
-    let subtitle = format!("{edges} links, diameter {}{note}", topology.diameter());
-    svg.text((20.0, 52.0), 12.5, &subtitle, r##"fill="#555""##);
+    let subtitle = format!("{} links, diameter {}{note}", topology.edges().len(), topology.diameter());
+    let links = drawing
+        .links
+        .iter()
+        .map(|link| {
+            let (a, b) = (drawing.at[link.a], drawing.at[link.b]);
+            let path = match link.shape {
+                Shape::Line => format!("M{},{} L{},{}", n(a.0), n(a.1), n(b.0), n(b.1)),
+                Shape::Arc(r) => format!("M{},{} A{},{} 0 0 1 {},{}", n(a.0), n(a.1), n(r), n(r), n(b.0), n(b.1)),
+                Shape::Curve(c1, c2) => {
+                    let (c1, c2) = (shift(c1), shift(c2));
+                    format!(
+                        "M{},{} C{},{} {},{} {},{}",
+                        n(a.0),
+                        n(a.1),
+                        n(c1.0),
+                        n(c1.1),
+                        n(c2.0),
+                        n(c2.1),
+                        n(b.0),
+                        n(b.1)
+                    )
+                }
+            };
+            let (colour, _, dashed) = drawing.legend.get(link.kind).cloned().unwrap_or(("#555", String::new(), false));
+            PlacedLink { from: link.a, to: link.b, path, colour, dashed }
+        })
+        .collect();
+    let legend_top = height - legend_height + 4.0;
+    let legend = drawing
+        .legend
+        .iter()
+        .zip(legend_at)
+        .map(|((colour, text, dashed), (x, line))| LegendEntry {
+            colour,
+            text: text.clone(),
+            dashed: *dashed,
+            x,
+            y: legend_top + 24.0 * line as f64 + 8.0,
+        })
+        .collect();
+    Layout {
+        width,
+        height,
+        title: topology.to_string(),
+        subtitle,
+        node_radius: NODE_R,
+        nodes: drawing.at.iter().enumerate().map(|(id, &(x, y))| PlacedNode { id, x, y }).collect(),
+        links,
+        legend,
+        binary_digits: drawing.binary,
+    }
+}
 
-    for link in &drawing.links {
-        let (a, b) = (drawing.at[link.a], drawing.at[link.b]);
-        let d = match link.shape {
-            Shape::Line => format!("M{},{} L{},{}", n(a.0), n(a.1), n(b.0), n(b.1)),
-            Shape::Arc(r) => format!("M{},{} A{},{} 0 0 1 {},{}", n(a.0), n(a.1), n(r), n(r), n(b.0), n(b.1)),
-            Shape::Curve(c1, c2) => {
-                let (c1, c2) = (shift(c1), shift(c2));
-                format!("M{},{} C{},{} {},{} {},{}", n(a.0), n(a.1), n(c1.0), n(c1.1), n(c2.0), n(c2.1), n(b.0), n(b.1))
-            }
-        };
-        let (ink, _, dashed) = &drawing.legend.get(link.kind).cloned().unwrap_or(("#555", String::new(), false));
-        let class = if *dashed { "edge wrap" } else { "edge" };
-        let dash = if *dashed { r#" stroke-dasharray="7 4""# } else { "" };
-        svg.path(&d, &format!(r#"class="{class}" fill="none" stroke="{ink}" stroke-width="2"{dash}"#));
+/// The picture as SVG text. Elements carry classes: `node` (one per node), `edge`
+/// (one per link; `wrap` too for wraparound links), `legend`.
+pub fn svg(topology: &Topology) -> String {
+    let layout = layout(topology);
+    let mut svg = Svg::new(layout.width, layout.height);
+    svg.text((20.0, 32.0), 19.0, &layout.title, r##"font-weight="bold" fill="#222""##);
+    svg.text((20.0, 52.0), 12.5, &layout.subtitle, r##"fill="#555""##);
+    for link in &layout.links {
+        let class = if link.dashed { "edge wrap" } else { "edge" };
+        let dash = if link.dashed { r#" stroke-dasharray="7 4""# } else { "" };
+        svg.path(
+            &link.path,
+            &format!(r#"class="{class}" fill="none" stroke="{}" stroke-width="2"{dash}"#, link.colour),
+        );
     }
     let font = if topology.p() > 99 { 10.0 } else { 12.5 };
-    for (id, &(x, y)) in drawing.at.iter().enumerate() {
+    for node in &layout.nodes {
+        let (id, x, y) = (node.id, node.x, node.y);
         svg.open(r#"class="node""#);
         svg.circle((x, y), NODE_R, r##"fill="#eaf1fb" stroke="#1f4e79" stroke-width="1.6""##);
         svg.text(
@@ -137,19 +232,18 @@ pub fn svg(topology: &Topology) -> String {
             &id.to_string(),
             r##"text-anchor="middle" font-weight="bold" fill="#10304f""##,
         );
-        if let Some(bits) = drawing.binary {
+        if let Some(bits) = layout.binary_digits {
             let label = format!("({id:0bits$b})");
             svg.text((x + NODE_R + 3.0, y - NODE_R + 1.0), 11.0, &label, r##"fill="#555""##);
         }
         svg.close();
     }
-    let legend_top = height - legend_height + 4.0;
-    for ((ink, text, dashed), (x, line)) in drawing.legend.iter().zip(legend_at) {
-        let y = legend_top + 24.0 * line as f64 + 8.0;
+    for entry in &layout.legend {
+        let (x, y) = (entry.x, entry.y);
         svg.open(r#"class="legend""#);
-        let dash = if *dashed { r#" stroke-dasharray="7 4""# } else { "" };
-        svg.line((x, y), (x + 30.0, y), &format!(r#"stroke="{ink}" stroke-width="2"{dash}"#));
-        svg.text((x + 36.0, y + 4.5), 12.5, text, r##"fill="#222""##);
+        let dash = if entry.dashed { r#" stroke-dasharray="7 4""# } else { "" };
+        svg.line((x, y), (x + 30.0, y), &format!(r#"stroke="{}" stroke-width="2"{dash}"#, entry.colour));
+        svg.text((x + 36.0, y + 4.5), 12.5, &entry.text, r##"fill="#222""##);
         svg.close();
     }
     svg.finish("")
@@ -276,15 +370,23 @@ fn layers(topology: &Topology) -> Drawing {
     Drawing { at, links, legend, binary: None }
 }
 
-/// A hypercube of up to 16 nodes: bit 0 across, bit 1 down, bit 2 into the page (the
-/// back square up and to the right), bit 3 a second cube beside the first.
+/// The largest hypercube drawn as nested cubes (64 nodes); larger ones go on a circle.
+const MOST_CUBE_DIMENSIONS: usize = 6;
+
+/// A hypercube of up to 64 nodes as nested cubes: bit 0 across, bit 1 down, bit 2 into
+/// the page (the back square up and to the right), bit 3 a second cube beside the
+/// first, bit 4 a second row of cubes below, bit 5 a second block of cubes beside the
+/// first block.
 fn cube(topology: &Topology) -> Drawing {
     let d = topology.dimension();
     let s = 120.0;
     let at: Vec<(f64, f64)> = (0..topology.p())
         .map(|id| {
             let bit = |k: usize| ((id >> k) & 1) as f64;
-            (bit(0) * s + bit(2) * 0.5 * s + bit(3) * 2.3 * s, bit(1) * s - bit(2) * 0.42 * s + bit(3) * 0.55 * s)
+            (
+                bit(0) * s + bit(2) * 0.5 * s + bit(3) * 2.3 * s + bit(5) * 4.9 * s,
+                bit(1) * s - bit(2) * 0.42 * s + bit(3) * 0.55 * s + bit(4) * 2.6 * s + bit(5) * 0.3 * s,
+            )
         })
         .collect();
     let links = topology
@@ -295,7 +397,8 @@ fn cube(topology: &Topology) -> Drawing {
     Drawing { at, links, legend: dimension_legend(d), binary: Some(d.max(1)) }
 }
 
-/// A larger hypercube on a circle in Gray-code order.
+/// A hypercube of more than 64 nodes on a circle in Gray-code order: each run of 64
+/// consecutive positions is a 6-dimensional sub-cube.
 fn gray_circle(topology: &Topology) -> Drawing {
     let p = topology.p();
     let radius = (p as f64 * 48.0 / (2.0 * PI)).max(200.0);
@@ -354,6 +457,43 @@ mod tests {
             let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).collect();
             for id in 0..p {
                 assert!(texts.contains(&id.to_string().as_str()), "{topology}: no label {id}");
+            }
+        }
+    }
+
+    #[test]
+    fn hypercubes_up_to_64_nodes_are_nested_cubes_with_every_node_apart() {
+        for p in [8, 16, 32, 64] {
+            let topology = Topology::new(TopologyKind::Hypercube, p, None).unwrap();
+            let layout = layout(&topology);
+            assert_eq!(layout.binary_digits, Some(topology.dimension()), "binary labels: {topology}");
+            for a in &layout.nodes {
+                for b in layout.nodes.iter().filter(|b| b.id > a.id) {
+                    let apart = (a.x - b.x).hypot(a.y - b.y);
+                    assert!(apart > 3.0 * NODE_R, "{topology}: nodes {} and {} {apart} apart", a.id, b.id);
+                }
+            }
+        }
+        let beyond = layout(&Topology::new(TopologyKind::Hypercube, 128, None).unwrap());
+        assert_eq!(beyond.binary_digits, None, "128 nodes go on the Gray-code circle");
+    }
+
+    #[test]
+    fn every_link_of_the_layout_runs_from_its_first_node_to_its_second() {
+        let at = |text: &str| -> (f64, f64) {
+            let (x, y) = text.split_once(',').unwrap();
+            (x.parse().unwrap(), y.parse().unwrap())
+        };
+        for (kind, p) in [(TopologyKind::Ring, 8), (TopologyKind::Torus, 16), (TopologyKind::Torus3d, 27)] {
+            let topology = Topology::new(kind, p, None).unwrap();
+            let layout = layout(&topology);
+            assert_eq!(layout.links.len(), topology.edges().len());
+            for link in &layout.links {
+                let words: Vec<&str> = link.path.split([' ', 'M', 'L', 'A', 'C']).filter(|w| w.contains(',')).collect();
+                let (start, end) = (at(words[0]), at(words[words.len() - 1]));
+                let (from, to) = (&layout.nodes[link.from], &layout.nodes[link.to]);
+                assert!((start.0 - from.x).abs() < 0.01 && (start.1 - from.y).abs() < 0.01, "{topology}: {link:?}");
+                assert!((end.0 - to.x).abs() < 0.01 && (end.1 - to.y).abs() < 0.01, "{topology}: {link:?}");
             }
         }
     }

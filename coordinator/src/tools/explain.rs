@@ -105,21 +105,21 @@ struct LinkLoad {
 
 /// Everything `explain` shows.
 #[derive(Debug)]
-struct Explained {
+pub(crate) struct Explained {
     /// The spec with its algorithm resolved.
-    spec: RunSpec,
+    pub(crate) spec: RunSpec,
     /// The algorithm as the user named it (`auto` before it was resolved).
     requested: Algorithm,
-    topology: Topology,
-    links: LinkModel,
+    pub(crate) topology: Topology,
+    pub(crate) links: LinkModel,
     source: PhysicsSource,
-    prediction: Prediction,
+    pub(crate) prediction: Prediction,
     schedule: Vec<Message>,
     busiest: Option<LinkLoad>,
 }
 
 /// Plans, validates and predicts the run `what` describes.
-fn explain(what: &CollectiveArgs) -> anyhow::Result<Explained> {
+pub(crate) fn explain(what: &CollectiveArgs) -> anyhow::Result<Explained> {
     let planned = request::plan(what, ONCE)?;
     let request = planned.request;
     let topology = Topology::new(request.topology, what.nodes, request.dims.as_deref())?;
@@ -315,7 +315,7 @@ fn totals(x: &Explained) -> String {
 }
 
 /// The JSON explanation: the header fields, the model's numbers and every message.
-fn to_json(x: &Explained) -> serde_json::Value {
+pub(crate) fn to_json(x: &Explained) -> serde_json::Value {
     let links = &x.links;
     let schedule: Vec<serde_json::Value> = x
         .schedule

@@ -7,6 +7,7 @@ pub mod bench_model;
 pub mod calibrate;
 pub mod closed_form;
 pub mod dilation;
+pub mod execute;
 pub mod explain;
 pub mod model;
 pub mod simulate;

@@ -98,7 +98,7 @@ pub enum PayloadMode {
 }
 
 /// The most nodes `--trace` and `--diagram` draw.
-const MOST_NODES_DRAWN: usize = 1024;
+pub(crate) const MOST_NODES_DRAWN: usize = 1024;
 
 /// The simulator's bytes per node beyond the data: the node's future and its state.
 const OVERHEAD_PER_NODE: u64 = 4096;
@@ -161,15 +161,15 @@ pub struct Cost {
 }
 
 /// One point to simulate.
-struct Planned {
-    topology: Topology,
-    spec: RunSpec,
-    inputs: Inputs,
+pub(crate) struct Planned {
+    pub(crate) topology: Topology,
+    pub(crate) spec: RunSpec,
+    pub(crate) inputs: Inputs,
     estimate: u64,
 }
 
 /// Why `simulate` refuses `--dilation`.
-const SIMULATED_TIME_UNDILATED: &str = "--dilation stretches emulated links on the wall clock; simulate runs on no clock (its times are emulated time already), so there is nothing to dilate";
+pub(crate) const SIMULATED_TIME_UNDILATED: &str = "--dilation stretches emulated links on the wall clock; simulate runs on no clock (its times are emulated time already), so there is nothing to dilate";
 
 /// Runs `topocomm simulate`.
 pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
@@ -261,7 +261,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
 /// Every point to simulate, in order (topology, algorithm, p), each checked and with its
 /// memory estimated; a point whose data would not fit runs with lengths only when the
 /// payload is `auto`, and is refused otherwise.
-fn plan(args: &SimulateArgs) -> anyhow::Result<Vec<Planned>> {
+pub(crate) fn plan(args: &SimulateArgs) -> anyhow::Result<Vec<Planned>> {
     anyhow::ensure!(
         args.dims.is_none() || (args.topology.len() == 1 && args.nodes.len() == 1),
         "--dims gives the shape of one topology: give one --topology and one --nodes with it"
@@ -338,7 +338,7 @@ fn estimate(spec: &RunSpec, p: usize) -> (u64, u64) {
     (overhead.saturating_add(data), overhead)
 }
 
-fn describe(point: &Planned, simulated: &SimulatedRun, links: &LinkModel) -> Point {
+pub(crate) fn describe(point: &Planned, simulated: &SimulatedRun, links: &LinkModel) -> Point {
     let spec = &point.spec;
     let time_us = simulated.time_ns as f64 / 1e3;
     let closed_form_ns = closed_form::time_ns(spec.collective, spec.algorithm, &point.topology, spec.size_bytes, links);

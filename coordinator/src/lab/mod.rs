@@ -1,0 +1,111 @@
+//! The lab: the cluster's page in a browser. `topocomm lab` starts a local cluster and
+//! serves the page; `topocomm serve --http ADDR` serves it beside a long-lived
+//! coordinator. The page draws the cluster on its topology, runs collectives from a form
+//! through the same code path as `topocomm run` (and `explain` and `simulate`), and
+//! animates every message of a run along its links; `run --html FILE` writes one run
+//! as a page that plays offline.
+//!
+//! - `access`: who may use the page (loopback, Host and Origin checks, the token);
+//! - `document`: a run, a schedule or a simulation as the JSON document the page plays;
+//! - `assets`: the page itself (HTML, CSS, JavaScript), embedded in the binary;
+//! - `server`: the HTTP server and its JSON API.
+//!
+//! Behind the `lab` cargo feature (default on; the container image is built without it).
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use topocomm_node::security::SecurityArgs;
+
+#[cfg(feature = "lab")]
+pub mod access;
+#[cfg(feature = "lab")]
+pub mod assets;
+#[cfg(feature = "lab")]
+pub mod document;
+#[cfg(feature = "lab")]
+pub mod server;
+
+/// `topocomm lab`: a local cluster and its page.
+#[derive(Debug, Clone, Args)]
+pub struct LabArgs {
+    /// Nodes of the local cluster.
+    #[arg(long, short = 'n', default_value_t = 8)]
+    pub nodes: usize,
+    /// Address to serve the page on, HOST:PORT (port 0: any free port). Any address
+    /// but loopback needs a token (--token-file or TOPOCOMM_TOKEN), which the page asks for.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7780")]
+    pub http: String,
+    /// Folder for the node daemons' logs (default: a topocomm-logs folder in the system's
+    /// temporary directory).
+    #[arg(long)]
+    pub logs: Option<PathBuf>,
+    /// The page's token off loopback, and whether the cluster's links are encrypted.
+    #[command(flatten)]
+    pub security: SecurityArgs,
+}
+
+/// The lab was asked of a binary built without it.
+#[cfg(not(feature = "lab"))]
+const LEFT_OUT: &str = "this topocomm was built without the lab (cargo feature `lab`)";
+
+/// Refuses `option` (`--html`) when it names a file and this binary was built without
+/// the lab, before anything runs.
+pub fn check_built(option: &'static str, path: Option<&Path>) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        cfg!(feature = "lab") || path.is_none(),
+        "{option} writes the lab's page, but this topocomm was built without the lab (cargo feature `lab`)"
+    );
+    Ok(())
+}
+
+/// Runs `topocomm lab` until interrupted.
+#[cfg(feature = "lab")]
+pub async fn run(args: LabArgs) -> anyhow::Result<()> {
+    server::lab(args).await
+}
+
+/// Runs `topocomm lab` until interrupted.
+#[cfg(not(feature = "lab"))]
+pub async fn run(_args: LabArgs) -> anyhow::Result<()> {
+    anyhow::bail!(LEFT_OUT)
+}
+
+/// Serves the page on `http` beside the serving coordinator of `serve --http`; refuses,
+/// before anything is served, an address off loopback without a token.
+#[cfg(feature = "lab")]
+pub async fn serve_beside(
+    http: &str,
+    token: Option<&str>,
+    coordinator: std::sync::Arc<crate::control::run::Coordinator>,
+    control: std::net::SocketAddr,
+    cluster_token: &str,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    server::beside_coordinator(http, token, coordinator, control, cluster_token).await
+}
+
+/// Serves the page on `http` beside the serving coordinator of `serve --http`.
+#[cfg(not(feature = "lab"))]
+pub async fn serve_beside(
+    _http: &str,
+    _token: Option<&str>,
+    _coordinator: std::sync::Arc<crate::control::run::Coordinator>,
+    _control: std::net::SocketAddr,
+    _cluster_token: &str,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    anyhow::bail!("--http: {LEFT_OUT}")
+}
+
+/// Writes the run `executed` as one self-contained page that plays it offline.
+#[cfg(feature = "lab")]
+pub fn write_run_html(executed: &crate::tools::execute::Executed, path: &Path) -> anyhow::Result<()> {
+    let document = document::of_run(executed, &[])?;
+    let page = assets::standalone(&document)?;
+    std::fs::write(path, page).map_err(|error| anyhow::anyhow!("writing {}: {error}", path.display()))
+}
+
+/// Writes the run `executed` as one self-contained page that plays it offline.
+#[cfg(not(feature = "lab"))]
+pub fn write_run_html(_executed: &crate::tools::execute::Executed, _path: &Path) -> anyhow::Result<()> {
+    anyhow::bail!("--html: {LEFT_OUT}")
+}

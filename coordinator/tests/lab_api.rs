@@ -1,0 +1,254 @@
+//! The lab's JSON API as programs and attackers meet it: `topocomm lab` as a child
+//! process on loopback, asked with plain HTTP requests whose Host and Origin the tests
+//! forge. Refusals of other hosts (DNS rebinding), other origins and cross-site
+//! requests; the token off loopback; bad words answered with the CLI's own error text;
+//! an `explain` through the API.
+
+mod common;
+mod lab_support;
+
+use std::time::{Duration, Instant};
+
+use lab_support::{Lab, http};
+use serde_json::Value;
+
+/// The CLI's standard error for `topocomm <words>`.
+fn cli_error(words: &[&str]) -> String {
+    let scratch = common::Scratch::new("lab-cli-error");
+    let mut command = common::command(&common::topocomm_bin());
+    command.args(words).arg("--logs").arg(scratch.path.join("logs"));
+    let finished = common::run_bounded(command, &scratch, "cli", Duration::from_secs(60));
+    assert!(!finished.status.success(), "{words:?} should fail");
+    finished.stderr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_hosts_origins_and_cross_site_requests_are_refused() {
+    let lab = Lab::start("lab-api", 2);
+    let address = lab.address.as_str();
+    let host = ("Host", address);
+    let ok = http(address, "GET", "/api/cluster", &[host], None).await;
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    let cluster = ok.json();
+    assert_eq!(cluster["schema_version"], 1);
+    assert_eq!(cluster["expected"], 2);
+    let policy = ok.headers.get("content-security-policy").expect("a content security policy");
+    assert!(policy.contains("default-src 'self'") && policy.contains("frame-ancestors 'none'"), "{policy}");
+
+    // A page of another site that has its name resolve to this address (DNS rebinding).
+    let port = address.rsplit_once(':').unwrap().1;
+    let rebound = format!("attacker.example:{port}");
+    let refused = http(address, "GET", "/api/cluster", &[("Host", &rebound)], None).await;
+    assert_eq!(refused.status, 403);
+    assert!(refused.json()["error"].as_str().unwrap().contains("does not name this server"), "{}", refused.body);
+    let page = http(address, "GET", "/", &[("Host", &rebound)], None).await;
+    assert_eq!(page.status, 403, "the page itself is refused under another name");
+
+    // A cross-origin request to start a run is refused, and starts nothing.
+    let start = r#"{"kind": "run", "args": ["allreduce", "--size", "1KiB", "--iterations", "1"]}"#;
+    let forged = http(address, "POST", "/api/runs", &[host, ("Origin", "http://attacker.example")], Some(start)).await;
+    assert_eq!(forged.status, 403);
+    assert!(forged.json()["error"].as_str().unwrap().contains("another origin"), "{}", forged.body);
+    let cross = http(address, "POST", "/api/runs", &[host, ("Sec-Fetch-Site", "cross-site")], Some(start)).await;
+    assert_eq!(cross.status, 403);
+    let runs = http(address, "GET", "/api/runs", &[host], None).await.json();
+    assert_eq!(runs["runs"], Value::Array(Vec::new()), "nothing ran");
+
+    // The page's own origin may.
+    let origin = format!("http://{address}");
+    let explain =
+        r#"{"kind": "explain", "args": ["broadcast", "--topology", "ring", "--nodes", "6", "--size", "1KiB"]}"#;
+    let accepted = http(address, "POST", "/api/runs", &[host, ("Origin", &origin)], Some(explain)).await;
+    assert_eq!(accepted.status, 202, "{}", accepted.body);
+    let id = accepted.json()["id"].as_u64().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let document = loop {
+        let document = http(address, "GET", &format!("/api/runs/{id}"), &[host], None).await.json();
+        if document.get("flow").is_some() {
+            break document;
+        }
+        assert!(Instant::now() < deadline, "the explanation did not finish: {document}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(document["kind"], "explain");
+    assert_eq!(document["topology"]["p"], 6);
+    assert_eq!(document["topology"]["edges"].as_array().unwrap().len(), 6);
+    assert_eq!(document["topology"]["layout"]["links"].as_array().unwrap().len(), 6);
+    assert_eq!(document["flow"]["messages"].as_array().unwrap().len(), 5, "a ring broadcast informs 5 others");
+    assert_eq!(document["result"]["steps"], 3, "the ring broadcast of 6 takes 3 steps each way");
+    let saved = http(address, "GET", &format!("/api/runs/{id}/page"), &[host], None).await;
+    assert_eq!(saved.status, 200);
+    assert!(saved.body.contains(r#"id="lab-data""#) && !saved.body.contains(r#"src="lab.js""#));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_words_get_the_cli_error_text() {
+    let lab = Lab::start("lab-api-words", 2);
+    let address = lab.address.as_str();
+    let host = ("Host", address);
+    for (words, cli) in [
+        (r#"["allreduce", "--size", "banana"]"#, vec!["run", "allreduce", "--size", "banana"]),
+        (r#"["broadcast", "--root", "7"]"#, vec!["run", "broadcast", "--nodes", "2", "--root", "7"]),
+        (
+            r#"["allreduce", "--algorithm", "ring-pipelined-nonsense"]"#,
+            vec!["run", "allreduce", "--algorithm", "ring-pipelined-nonsense"],
+        ),
+    ] {
+        let body = format!(r#"{{"kind": "run", "args": {words}}}"#);
+        let refused = http(address, "POST", "/api/runs", &[host], Some(&body)).await;
+        assert_eq!(refused.status, 400, "{words}: {}", refused.body);
+        let text = refused.json()["error"].as_str().unwrap().to_owned();
+        let expected = cli_error(&cli);
+        let first = |text: &str| text.lines().next().unwrap_or("").to_owned();
+        assert_eq!(first(&text), first(&expected), "{words}: the page's error is the CLI's");
+    }
+    let unknown = http(address, "POST", "/api/runs", &[host], Some(r#"{"kind": "dance", "args": []}"#)).await;
+    assert_eq!(unknown.status, 400);
+}
+
+#[test]
+fn off_loopback_the_lab_refuses_to_start_without_a_token() {
+    let scratch = common::Scratch::new("lab-no-token");
+    let mut command = common::command(&common::topocomm_bin());
+    command.args(["lab", "--nodes", "1", "--http", "0.0.0.0:0", "--logs"]).arg(scratch.path.join("logs"));
+    let finished = common::run_bounded(command, &scratch, "lab", Duration::from_secs(30));
+    assert!(!finished.status.success());
+    assert!(finished.stderr.contains("the lab serves 0.0.0.0:"), "{}", finished.stderr);
+    assert!(finished.stderr.contains("only with a token"), "{}", finished.stderr);
+    assert!(!finished.stderr.contains("local cluster:"), "no node started: {}", finished.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn off_loopback_the_api_needs_the_token_and_the_page_asks_for_it() {
+    let lab = Lab::start_with("lab-token", 1, &["--http", "0.0.0.0:0"], Some("s3cret-token"));
+    let port = lab.address.rsplit_once(':').unwrap().1;
+    // Only loopback is spoken to: the lab listens everywhere, the test connects here.
+    let address = format!("127.0.0.1:{port}");
+    let host = ("Host", address.as_str());
+    let page = http(&address, "GET", "/", &[host], None).await;
+    assert_eq!(page.status, 200, "the page loads, to ask for the token");
+    assert!(page.body.contains(r#"id="token""#));
+    let api = http(&address, "GET", "/api/cluster", &[host], None).await;
+    assert_eq!(api.status, 401);
+    let wrong = http(&address, "GET", "/api/cluster", &[host, ("Authorization", "Bearer nope")], None).await;
+    assert_eq!(wrong.status, 401);
+    let right = http(&address, "GET", "/api/cluster", &[host, ("Authorization", "Bearer s3cret-token")], None).await;
+    assert_eq!(right.status, 200, "{}", right.body);
+    assert_eq!(right.json()["expected"], 1);
+    let index = http(&address, "GET", "/api", &[host, ("Authorization", "Bearer s3cret-token")], None).await.json();
+    assert_eq!(index["needs_token"], true);
+}
+
+/// Child processes killed and reaped on drop, even when the test fails.
+struct Children(Vec<std::process::Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            common::kill_and_reap(child);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_http_runs_from_the_page_on_the_registered_nodes() {
+    let scratch = common::Scratch::new("lab-serve");
+    let token = format!("lab-serve-{}", std::process::id());
+    let stderr = scratch.path.join("serve.stderr");
+    let mut serve = common::command(&common::topocomm_bin());
+    serve
+        .args(["serve", "--nodes", "2", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        .env("TOPOCOMM_TOKEN", &token);
+    let mut children = Children(vec![common::spawn_logged(&mut serve, &scratch.path.join("serve.stdout"), &stderr)]);
+    let announced = |marker: &str| {
+        common::poll(Duration::from_secs(30), || {
+            let text = common::read_text(&stderr);
+            let rest = text.split(marker).nth(1)?;
+            Some(rest.split_whitespace().next()?.trim_end_matches('/').to_owned())
+        })
+        .unwrap_or_else(|| panic!("serve did not announce {marker:?}: {}", common::read_text(&stderr)))
+    };
+    let control = announced("topocomm coordinator on ");
+    let page = announced("lab: http://");
+    let host = ("Host", page.as_str());
+    // Before any node registers, the page shows an empty cluster of 2 expected.
+    let cluster = http(&page, "GET", "/api/cluster", &[host], None).await.json();
+    assert_eq!(cluster["expected"], 2);
+    for index in 0..2 {
+        let mut node = common::command(&common::topocomm_bin());
+        node.args(["node", "--coordinator", &control, "--name", &format!("node-{index}"), "--listen", "127.0.0.1:0"])
+            .env("TOPOCOMM_TOKEN", &token);
+        let out = scratch.path.join(format!("node-{index}.stdout"));
+        let err = scratch.path.join(format!("node-{index}.stderr"));
+        children.0.push(common::spawn_logged(&mut node, &out, &err));
+    }
+    let start =
+        r#"{"kind": "run", "args": ["allreduce", "--topology", "ring", "--size", "4KiB", "--iterations", "2"]}"#;
+    let accepted = http(&page, "POST", "/api/runs", &[host], Some(start)).await;
+    assert_eq!(accepted.status, 202, "{}", accepted.body);
+    let id = accepted.json()["id"].as_u64().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let document = loop {
+        let document = http(&page, "GET", &format!("/api/runs/{id}"), &[host], None).await.json();
+        if document.get("flow").is_some() || document["status"] == "failed" {
+            break document;
+        }
+        assert!(Instant::now() < deadline, "the run did not finish: {document}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(document["result"]["verified"], true, "{document}");
+    assert_eq!(document["result"]["nodes"], 2);
+    assert!(!document["flow"]["messages"].as_array().unwrap().is_empty(), "the run was traced");
+    // The nodes registered and the cluster is wired as the run asked.
+    let cluster = http(&page, "GET", "/api/cluster", &[host], None).await.json();
+    let names: Vec<&str> = cluster["nodes"].as_array().unwrap().iter().map(|n| n["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["node-0", "node-1"]);
+    assert_eq!(cluster["topology"]["kind"], "ring");
+    assert!(!cluster["traffic"].as_array().unwrap().is_empty(), "the last run's traffic is shown");
+
+    // A node that fails is shown as gone, still listed under its name.
+    common::kill_and_reap(&mut children.0[2]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let cluster = http(&page, "GET", "/api/cluster", &[host], None).await.json();
+        let nodes = cluster["nodes"].as_array().unwrap();
+        if nodes.len() == 2 && nodes[0]["connected"] == true && nodes[1]["connected"] == false {
+            assert_eq!(nodes[1]["name"], "node-1");
+            break;
+        }
+        assert!(Instant::now() < deadline, "node-1's end was not shown within 30 s: {cluster}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simulation_over_a_range_of_node_counts_gives_every_point_to_plot() {
+    let lab = Lab::start("lab-api-scaling", 1);
+    let address = lab.address.as_str();
+    let host = ("Host", address);
+    let body = r#"{"kind": "simulate", "args": ["broadcast", "--topology", "hypercube", "--nodes", "4..64", "--size", "1KiB"]}"#;
+    let accepted = http(address, "POST", "/api/runs", &[host], Some(body)).await;
+    assert_eq!(accepted.status, 202, "{}", accepted.body);
+    let id = accepted.json()["id"].as_u64().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let document = loop {
+        let document = http(address, "GET", &format!("/api/runs/{id}"), &[host], None).await.json();
+        if document.get("result").is_some() || document["status"] == "failed" {
+            break document;
+        }
+        assert!(Instant::now() < deadline, "the simulations did not finish: {document}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(document["kind"], "scaling", "{document}");
+    let points = document["result"]["points"].as_array().unwrap();
+    let nodes: Vec<u64> = points.iter().map(|p| p["nodes"].as_u64().unwrap()).collect();
+    assert_eq!(nodes, [4, 8, 16, 32, 64]);
+    for point in points {
+        assert_eq!(point["verified"], true, "{point}");
+        // The binomial broadcast meets the textbook's (t_s + t_w m) log p exactly.
+        let (time, closed) = (point["time_us"]["median"].as_f64().unwrap(), point["closed_form_us"].as_f64().unwrap());
+        assert!((time - closed).abs() < 1e-6, "{point}");
+    }
+    let times: Vec<f64> = points.iter().map(|p| p["time_us"]["median"].as_f64().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] < w[1]), "a broadcast takes longer on more nodes: {times:?}");
+}

@@ -1,0 +1,179 @@
+//! The lab's page in a real browser: headless chromium, driven over the DevTools
+//! protocol, against `topocomm lab` with a local cluster of 8 daemons. Skipped, saying
+//! so, where no chromium binary exists (`apt-get install chromium`).
+
+mod common;
+mod lab_support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use lab_support::{Browser, Lab, chromium, fill_form};
+use serde_json::Value;
+use topocomm_proto::{Topology, TopologyKind};
+
+/// How long a run from the form may take, the cluster's forming included.
+const RUN_PATIENCE: Duration = Duration::from_secs(180);
+
+fn skip_without_chromium() -> Option<std::path::PathBuf> {
+    let found = chromium();
+    if found.is_none() {
+        eprintln!("SKIPPED: no chromium binary on this machine (apt-get install chromium, or set CHROMIUM)");
+    }
+    found
+}
+
+/// The edges the page draws, as (lower id, higher id).
+async fn drawn_edges(browser: &Browser) -> BTreeSet<(usize, usize)> {
+    let edges = browser
+        .eval("[...document.querySelectorAll('[data-testid=edge]')].map(e => [Number(e.dataset.from), Number(e.dataset.to)])")
+        .await;
+    edges
+        .as_array()
+        .expect("a list of edges")
+        .iter()
+        .map(|pair| {
+            let (a, b) = (pair[0].as_u64().unwrap() as usize, pair[1].as_u64().unwrap() as usize);
+            (a.min(b), a.max(b))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allreduce_from_the_form_is_verified_drawn_and_played_to_the_end() {
+    let Some(chromium) = skip_without_chromium() else { return };
+    let lab = Lab::start("lab-browser", 8);
+    let browser = Browser::launch(&chromium).await;
+    browser.navigate(&lab.url).await;
+    browser
+        .wait_for(
+            "document.querySelector('#cluster-line').textContent.startsWith('8 of 8 nodes connected')",
+            RUN_PATIENCE,
+        )
+        .await;
+    browser.wait_for("document.querySelectorAll('#collective option').length > 10", Duration::from_secs(10)).await;
+
+    // A bad size gets the CLI's own error text, in the page.
+    let bad = [("collective", "allreduce"), ("topology", "hypercube"), ("size", "banana")];
+    browser.eval(&fill_form("run", &bad)).await;
+    browser.eval("document.querySelector('[data-testid=run]').click()").await;
+    browser.wait_for("!document.querySelector('[data-testid=error]').hidden", Duration::from_secs(20)).await;
+    let error = browser.eval("document.querySelector('[data-testid=error]').textContent").await;
+    let error = error.as_str().unwrap();
+    assert!(error.contains("invalid value 'banana' for '--size <SIZE>'"), "{error}");
+
+    // An all-reduce on a hypercube of the 8 nodes, from the form.
+    let fields = [("collective", "allreduce"), ("topology", "hypercube"), ("size", "16KiB"), ("iterations", "3")];
+    browser.eval(&fill_form("run", &fields)).await;
+    let words = browser.eval("document.querySelector('#words').textContent").await;
+    assert_eq!(words, "topocomm run allreduce --topology hypercube --size 16KiB --dtype f64 --op sum --iterations 3");
+    browser.eval("document.querySelector('[data-testid=run]').click()").await;
+    browser
+        .wait_for(
+            "document.querySelector('[data-testid=verdict]').textContent.includes('verified on all 8 nodes')",
+            RUN_PATIENCE,
+        )
+        .await;
+    assert!(browser.eval("document.querySelector('[data-testid=error]').hidden").await == Value::Bool(true));
+
+    // Every link of the hypercube is drawn, once.
+    let hypercube = Topology::new(TopologyKind::Hypercube, 8, None).unwrap();
+    let expected: BTreeSet<(usize, usize)> = hypercube.edges().into_iter().map(|(a, b)| (a.min(b), a.max(b))).collect();
+    assert_eq!(browser.eval("document.querySelectorAll('[data-testid=edge]').length").await, expected.len());
+    assert_eq!(drawn_edges(&browser).await, expected);
+
+    // The run's document, as the API gives it: 8 nodes exchange in each of 3 steps.
+    let document = browser.eval("fetch(`/api/runs/${window.topocommLab.state.docId}`).then(r => r.json())").await;
+    assert_eq!(document["schema_version"], 1);
+    assert_eq!(document["result"]["verified"], true);
+    let messages = document["flow"]["messages"].as_array().expect("the flow's messages");
+    assert_eq!(messages.len(), 24, "recursive doubling on 8 nodes: 3 steps of 8 messages");
+    assert!(messages.iter().all(|m| !m["delivered_ns"].is_null()), "every message was delivered");
+    for message in messages {
+        let hops = message["hops"].as_array().unwrap();
+        assert_eq!(hops.len(), 1, "hypercube neighbours only: {message}");
+        let (from, to) = (hops[0][0].as_u64().unwrap() as usize, hops[0][1].as_u64().unwrap() as usize);
+        assert!(expected.contains(&(from.min(to), from.max(to))), "{message} crosses no link");
+    }
+    let span_us = document["flow"]["span_ns"].as_f64().unwrap() / 1e3;
+
+    // At the start nothing is delivered; scrubbed to the end, every delivery was drawn.
+    browser.eval("window.topocommLab.seek(0)").await;
+    assert_eq!(browser.eval("document.querySelector('[data-testid=delivered]').dataset.count").await, "0");
+    browser
+        .eval("(() => { const s = document.querySelector('#scrub'); s.value = 1000; s.dispatchEvent(new Event('input')); })()")
+        .await;
+    let counter = browser.eval("Object.assign({}, document.querySelector('[data-testid=delivered]').dataset)").await;
+    assert_eq!(counter["count"], "24", "{counter}");
+    assert_eq!(counter["total"], "24", "{counter}");
+    let got = browser.eval("document.querySelectorAll('#picture-overlay .ring.got').length").await;
+    assert_eq!(got, 8, "every node received its partners' vectors");
+    let clock: f64 = browser
+        .eval("document.querySelector('[data-testid=clock]').dataset.us")
+        .await
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((clock - span_us).abs() < 0.01, "the clock ends at the flow's span: {clock} µs against {span_us} µs");
+    // Halfway through, some message is on a link and drawn as a moving mark.
+    let busiest_instant = messages
+        .iter()
+        .map(|m| (m["hops"][0][2].as_f64().unwrap() + m["hops"][0][3].as_f64().unwrap()) / 2.0)
+        .next()
+        .unwrap();
+    browser.eval(&format!("window.topocommLab.seek({busiest_instant})")).await;
+    let marks = browser.eval("[...document.querySelectorAll('#picture-overlay .mark')].filter(m => m.getAttribute('visibility') !== 'hidden').length").await;
+    assert!(marks.as_u64().unwrap() >= 1, "a message in flight is drawn: {marks}");
+
+    // Played at 4x it runs to the end by itself.
+    browser.eval("window.topocommLab.seek(0)").await;
+    browser.eval("(() => { const s = document.querySelector('#speed'); s.value = '4'; s.dispatchEvent(new Event('change')); })()").await;
+    browser.eval("document.querySelector('#play').click()").await;
+    browser
+        .wait_for("document.querySelector('[data-testid=delivered]').dataset.count === '24'", Duration::from_secs(30))
+        .await;
+
+    // The browser logs the API's refusal of the bad size (a 400) as a failed load: that
+    // one is expected, and nothing else may be there.
+    let errors: Vec<String> = browser
+        .errors()
+        .into_iter()
+        .filter(|e| !(e.contains("status of 400 (Bad Request)") && e.contains("/api/runs\"")))
+        .collect();
+    assert!(errors.is_empty(), "the page logged errors: {errors:#?}");
+    assert_eq!(browser.errors().len(), 1, "the bad size's refusal was logged once: {:#?}", browser.errors());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_saved_by_run_html_plays_offline() {
+    let Some(chromium) = skip_without_chromium() else { return };
+    let scratch = common::Scratch::new("lab-html");
+    let page = scratch.path.join("broadcast.html");
+    let mut command = common::command(&common::topocomm_bin());
+    command
+        .args(["run", "broadcast", "--nodes", "4", "--topology", "hypercube", "--size", "1KiB", "--iterations", "2"])
+        .args(["--logs"])
+        .arg(scratch.path.join("logs"))
+        .arg("--html")
+        .arg(&page);
+    let finished = common::run_bounded(command, &scratch, "run-html", RUN_PATIENCE);
+    assert!(finished.status.success(), "{}", finished.stderr);
+    let text = std::fs::read_to_string(&page).unwrap();
+    assert!(!text.contains("src=\"lab.js\"") && !text.contains("href=\"lab.css\""), "the page is self-contained");
+    let browser = Browser::launch(&chromium).await;
+    browser.navigate(&format!("file://{}", page.display())).await;
+    browser
+        .wait_for(
+            "document.querySelector('[data-testid=verdict]').textContent.includes('verified on all 4 nodes')",
+            Duration::from_secs(20),
+        )
+        .await;
+    assert_eq!(browser.eval("document.querySelectorAll('[data-testid=edge]').length").await, 4);
+    browser.eval("window.topocommLab.seek(1e18)").await;
+    let counter = browser.eval("Object.assign({}, document.querySelector('[data-testid=delivered]').dataset)").await;
+    assert_eq!(counter["count"], "3", "a binomial broadcast on 4 nodes sends 3 messages: {counter}");
+    assert_eq!(counter["total"], "3", "{counter}");
+    let errors = browser.errors();
+    assert!(errors.is_empty(), "the page logged errors: {errors:#?}");
+}
