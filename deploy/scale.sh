@@ -24,7 +24,6 @@ source "$ROOT/deploy/lib.sh"
 N=${1:-128}
 IMAGE=${TOPOCOMM_IMAGE:-topocomm:latest}
 PROJECT=topocomm-scale-$$
-TOKEN=scale-$$-$RANDOM$RANDOM
 SIZE=${SCALE_SIZE:-1KiB}
 ITERATIONS=${SCALE_ITERATIONS:-3}
 RUN_TIMEOUT=${SCALE_RUN_TIMEOUT:-30s}
@@ -38,7 +37,7 @@ for tool in docker jq timeout; do
 done
 detect_compose scale || exit 2
 compose() {
-  NODES=$N TOPOCOMM_TOKEN=$TOKEN TOPOCOMM_IMAGE=$IMAGE \
+  NODES=$N TOPOCOMM_IMAGE=$IMAGE \
     timeout --kill-after=5 900 "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker-compose.yml" "$@"
 }
 cleanup() {
