@@ -504,16 +504,14 @@ async fn accept_links(listener: TcpListener, shared: Arc<Shared>) {
         tokio::spawn(async move {
             let _ = stream.set_nodelay(true);
             let gate = shared.as_ref();
-            match handshake::accept_pending(stream, from, &shared.pending, &refusals, gate, shared.encrypted).await {
-                Ok((hello, channel)) => {
-                    let Purpose::Link { epoch, from: peer, .. } = hello.purpose else { return };
-                    let admission = shared.admission.lock().expect("admission lock");
-                    if let Some(admission) = admission.as_ref().filter(|a| a.epoch == epoch) {
-                        let _ = admission.linked.send((peer, channel));
-                    }
-                }
-                // Counted in the refusal log.
-                Err(_) => {}
+            let accepted =
+                handshake::accept_pending(stream, from, &shared.pending, &refusals, gate, shared.encrypted).await;
+            // A refusal is counted in the refusal log.
+            let Ok((hello, channel)) = accepted else { return };
+            let Purpose::Link { epoch, from: peer, .. } = hello.purpose else { return };
+            let admission = shared.admission.lock().expect("admission lock");
+            if let Some(admission) = admission.as_ref().filter(|a| a.epoch == epoch) {
+                let _ = admission.linked.send((peer, channel));
             }
         });
     }
