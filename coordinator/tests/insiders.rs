@@ -78,9 +78,10 @@ fn reports_no_run_asked_for_close_the_session_naming_the_node() {
     assert!(closed, "the coordinator kept the session of a node that sent a report no run asked for");
     let named = poll(Duration::from_secs(5), || {
         let log = cluster.serve_stderr();
-        log.lines().any(|l| l.contains("node-2") && l.contains("no run")).then_some(())
+        log.lines().find(|l| l.contains("node-2") && l.contains("no run")).map(str::to_owned)
     });
     assert!(named.is_some(), "the coordinator did not say which node it closed and why:\n{}", cluster.serve_stderr());
+    eprintln!("the coordinator logged: {}", named.unwrap_or_default());
     // Twelve reports of 8 MiB out of turn (the probe sent 200 MiB each): the coordinator
     // refuses the first by its length prefix and reads none of them.
     let report = NodeReport { times_us: vec![0.5; 1 << 20], ..NodeReport::empty(99, 2) };
@@ -98,6 +99,12 @@ fn reports_no_run_asked_for_close_the_session_naming_the_node() {
         (taken, closed_within(&mut link, Duration::from_secs(8)).await)
     });
     eprintln!("the coordinator took {taken} of 12 unsolicited reports of {} bytes", body.len());
+    let oversized = poll(Duration::from_secs(5), || {
+        let log = cluster.serve_stderr();
+        log.lines().find(|l| l.contains("node-2") && l.contains("longer than")).map(str::to_owned)
+    });
+    assert!(oversized.is_some(), "the oversized report was not logged:\n{}", cluster.serve_stderr());
+    eprintln!("the coordinator logged: {}", oversized.unwrap_or_default());
     assert!(taken <= 1, "the coordinator took {taken} unsolicited reports of 8 MiB");
     assert!(closed, "the session stayed open");
     cluster.restart_node(2);
