@@ -381,7 +381,7 @@ say "   $IMAGE: $size bytes, $layers layers, compose: ${COMPOSE[*]} ($("${COMPOS
 section "manifests: compose file, swarm stack, Kubernetes (deploy/k8s)"
 if compose config -q >"$TMP/config.log"; then pass "docker-compose.yml: '${COMPOSE[*]} config' accepts it"; else fail "docker-compose.yml: $(head -c 300 "$TMP/config.log")"; fi
 if docker stack config --help >/dev/null 2>&1; then
-  if NODES=8 docker stack config -c deploy/swarm/stack.yml >/dev/null 2>"$TMP/stack-config.log"; then
+  if NODES=8 TOPOCOMM_TOKEN=$TOKEN docker stack config -c deploy/swarm/stack.yml >/dev/null 2>"$TMP/stack-config.log"; then
     pass "deploy/swarm/stack.yml: 'docker stack config' accepts it"
   else
     fail "deploy/swarm/stack.yml: $(head -c 300 "$TMP/stack-config.log")"
