@@ -38,7 +38,7 @@ done
 
 context=$(mktemp -d "${TMPDIR:-/tmp}/topocomm-image.XXXXXX")
 trap 'rm -rf "$context"' EXIT
-mkdir -p "$context/etc"
+mkdir -p "$context/etc" "$context/run/topocomm"
 cp "$out/topocomm" "$out/topocomm-node" "$context/"
 # What the static glibc resolver needs to find compose/swarm/k8s service names: the
 # runtime mounts /etc/hosts, /etc/resolv.conf and /etc/hostname; this says to use them.
@@ -47,6 +47,9 @@ printf 'root:x:0:0:root:/:/sbin/nologin\nnobody:x:65534:65534:nobody:/:/sbin/nol
 printf 'root:x:0:\nnobody:x:65534:\n' >"$context/etc/group"
 chmod 0755 "$context/topocomm" "$context/topocomm-node"
 chmod 0644 "$context"/etc/*
+# Where compose's coordinator writes the cluster token for the nodes (a volume there
+# starts out with this folder's owner, the image's user).
+chmod 0755 "$context/run/topocomm"
 # Fixed timestamps, so the staged files do not differ from one build to the next.
 find "$context" -exec touch -h -d @0 {} +
 

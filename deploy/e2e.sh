@@ -24,7 +24,9 @@ source "$ROOT/deploy/lib.sh"
 IMAGE=${TOPOCOMM_IMAGE:-topocomm:latest}
 PROJECT=topocomm-e2e-$$
 STACK=topocomm-e2e-swarm-$$
-TOKEN=e2e-$$-$RANDOM$RANDOM
+# The swarm's token (compose's coordinator makes its own, on its token volume): 128
+# random bits, as a coordinator that other hosts can reach requires.
+TOKEN=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
 COLLECTIVES=(broadcast reduce allgather reduce-scatter allreduce scan scatter gather alltoall shift barrier)
 TOPOLOGIES=(ring torus hypercube)
 ITERATIONS=${E2E_ITERATIONS:-20} # the CLI's defaults: 20 timed iterations after 3 warm-up ones
@@ -82,13 +84,13 @@ detect_compose e2e || exit 2
 
 # Compose on this test's project, with this test's settings.
 compose() {
-  NODES=$NODES TOPOCOMM_TOKEN=$TOKEN TOPOCOMM_ENCRYPT=$ENCRYPT TOPOCOMM_IMAGE=$IMAGE TOPOCOMM_LOG=$LOG_FORMAT RUST_LOG=$NODE_LOG \
+  NODES=$NODES TOPOCOMM_ENCRYPT=$ENCRYPT TOPOCOMM_IMAGE=$IMAGE TOPOCOMM_LOG=$LOG_FORMAT RUST_LOG=$NODE_LOG \
     timeout --kill-after=5 240 "${COMPOSE[@]}" --no-ansi -p "$PROJECT" -f "$ROOT/docker-compose.yml" "$@" 2>&1
 }
 # v2 dropped --no-ansi.
 if ! "${COMPOSE[@]}" --no-ansi version >/dev/null 2>&1; then
   compose() {
-    NODES=$NODES TOPOCOMM_TOKEN=$TOKEN TOPOCOMM_ENCRYPT=$ENCRYPT TOPOCOMM_IMAGE=$IMAGE TOPOCOMM_LOG=$LOG_FORMAT RUST_LOG=$NODE_LOG \
+    NODES=$NODES TOPOCOMM_ENCRYPT=$ENCRYPT TOPOCOMM_IMAGE=$IMAGE TOPOCOMM_LOG=$LOG_FORMAT RUST_LOG=$NODE_LOG \
       timeout --kill-after=5 240 "${COMPOSE[@]}" --ansi never -p "$PROJECT" -f "$ROOT/docker-compose.yml" "$@" 2>&1
   }
 fi
@@ -379,7 +381,7 @@ say "   $IMAGE: $size bytes, $layers layers, compose: ${COMPOSE[*]} ($("${COMPOS
 section "manifests: compose file, swarm stack, Kubernetes (deploy/k8s)"
 if compose config -q >"$TMP/config.log"; then pass "docker-compose.yml: '${COMPOSE[*]} config' accepts it"; else fail "docker-compose.yml: $(head -c 300 "$TMP/config.log")"; fi
 if docker stack config --help >/dev/null 2>&1; then
-  if NODES=8 docker stack config -c deploy/swarm/stack.yml >/dev/null 2>"$TMP/stack-config.log"; then
+  if NODES=8 TOPOCOMM_TOKEN=$TOKEN docker stack config -c deploy/swarm/stack.yml >/dev/null 2>"$TMP/stack-config.log"; then
     pass "deploy/swarm/stack.yml: 'docker stack config' accepts it"
   else
     fail "deploy/swarm/stack.yml: $(head -c 300 "$TMP/stack-config.log")"

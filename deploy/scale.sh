@@ -30,8 +30,6 @@ source "$ROOT/deploy/lib.sh"
 N=${1:-128}
 IMAGE=${TOPOCOMM_IMAGE:-topocomm:latest}
 PROJECT=topocomm-scale-$$
-# 128 random bits, as a cluster reachable beyond loopback needs.
-TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 SIZE=${SCALE_SIZE:-1KiB}
 ITERATIONS=${SCALE_ITERATIONS:-3}
 RUN_TIMEOUT=${SCALE_RUN_TIMEOUT:-30s}
@@ -52,7 +50,7 @@ if [ -z "${SCALE_SKIP_PREPARE:-}" ]; then
   fi
 fi
 compose() {
-  NODES=$N TOPOCOMM_TOKEN=$TOKEN TOPOCOMM_IMAGE=$IMAGE \
+  NODES=$N TOPOCOMM_IMAGE=$IMAGE \
     timeout --kill-after=5 900 "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker-compose.yml" "$@"
 }
 cleanup() {

@@ -23,6 +23,7 @@ use std::time::Duration;
 use anyhow::{Context, anyhow, bail};
 use clap::Parser;
 use tokio::net::TcpListener;
+use topocomm_node::security;
 use topocomm_proto::Topology;
 use topocomm_proto::control::{ClientRequest, ClientResponse, RunRequest};
 use topocomm_proto::spec::{LinkModel, RunSpec};
@@ -211,12 +212,23 @@ async fn run_on(target: &Target, args: &RunArgs, planned: Planned) -> anyhow::Re
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.nodes >= 1, "--nodes must be at least 1");
-    let given = args.security.token()?;
+    let given = args.security.writing_to(args.write_token.as_deref()).token()?;
     anyhow::ensure!(
         given.is_none() || args.write_token.is_none(),
         "--write-token writes a random token made for this cluster, but a token was given already (--token, \
          --token-file, TOPOCOMM_TOKEN or TOPOCOMM_TOKEN_FILE): give one or the other"
     );
+    if let Some(token) = &given
+        && !security::loopback_only(&args.listen).await
+        && let Err(weak) = security::check_token_strength(token)
+    {
+        bail!(
+            "the cluster token is too weak for a coordinator that other hosts can reach ({}): {weak}. Let the \
+             coordinator make one (`topocomm serve --write-token FILE` writes 128 random bits to FILE, for nodes \
+             and clients to read with --token-file FILE), or make one with `openssl rand -hex 16`",
+            args.listen
+        );
+    }
     let token = given.clone().unwrap_or_else(local::random_token);
     let listener = TcpListener::bind(&args.listen).await.with_context(|| format!("binding {}", args.listen))?;
     let key = topocomm_proto::auth::Key::from_token(&token);

@@ -322,7 +322,7 @@ fn strangers_are_refused_and_the_cluster_carries_on() {
     }
     let logged = poll(Duration::from_secs(5), || {
         let log = cluster.node_stderr(id);
-        (log.matches("refused a data link").count() >= 4).then_some(())
+        (common::refusals_logged(&log, "data links") >= 4).then_some(())
     });
     assert!(logged.is_some(), "node {id} did not log four refusals:\n{}", cluster.node_stderr(id));
 

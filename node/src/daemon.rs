@@ -24,11 +24,11 @@ use topocomm_proto::control::{MAX_ORDER_FRAME, NodeReport, ToCoordinator, ToNode
 use topocomm_proto::frame::DEFAULT_MAX_FRAME;
 use topocomm_proto::{NodeId, Topology};
 
-use crate::handshake::{self, Gate, GateRefusal, HandshakeError, Refusal};
+use crate::handshake::{self, Gate, GateRefusal, HandshakeError};
 use crate::pacing::Timeline;
 use crate::router::Router;
 use crate::secure::Channel;
-use crate::security::{PendingHandshakes, SecurityArgs};
+use crate::security::{PendingHandshakes, RefusalLog, SecurityArgs};
 use crate::transport::stream::StreamLink;
 use crate::transport::tcp::Congestion;
 use crate::{memory, run, timebase};
@@ -131,7 +131,7 @@ pub async fn stop_signal() -> &'static str {
 /// Runs the daemon until the coordinator refuses it (or, with `exit_with_coordinator`,
 /// until the control link closes).
 pub async fn run(args: NodeArgs) -> anyhow::Result<()> {
-    let cluster_key = args.security.cluster_key()?;
+    let cluster_key = args.security.cluster_key_waiting(args.connect_timeout).await?;
     let name = args.name.clone().unwrap_or_else(host_name);
     auth::check_name(&name).with_context(|| format!("--name {}", auth::shown(&name)))?;
     // One descriptor per link: a node of a large full topology needs many.
@@ -243,7 +243,7 @@ async fn session(
     };
     let channel = match handshake::initiate(stream, cluster_key, purpose, args.security.encrypt).await {
         Ok(channel) => channel,
-        Err(error @ (HandshakeError::Refused(_) | HandshakeError::Impostor)) => {
+        Err(error @ (HandshakeError::Refused(_) | HandshakeError::Impostor)) if !error.is_transient() => {
             return SessionEnd::Refused(error.to_string());
         }
         Err(error) => {
@@ -518,6 +518,7 @@ async fn dial(
 
 /// Admits data links that fit the current wiring; refuses and logs every other.
 async fn accept_links(listener: TcpListener, shared: Arc<Shared>) {
+    let refusals = RefusalLog::start("data links");
     loop {
         let (stream, from) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -527,24 +528,18 @@ async fn accept_links(listener: TcpListener, shared: Arc<Shared>) {
                 continue;
             }
         };
-        let shared = shared.clone();
+        let (shared, refusals) = (shared.clone(), refusals.clone());
         tokio::spawn(async move {
             let _ = stream.set_nodelay(true);
-            let ticket = shared.pending.enter();
-            let accepted = tokio::select! {
-                accepted = handshake::accept(stream, shared.as_ref(), shared.encrypted) => accepted,
-                _ = ticket.evicted.cancelled() => Err(HandshakeError::Refusing(Refusal::Evicted)),
-            };
-            drop(ticket);
-            match accepted {
-                Ok((hello, channel)) => {
-                    let Purpose::Link { epoch, from: peer, .. } = hello.purpose else { return };
-                    let admission = shared.admission.lock().expect("admission lock");
-                    if let Some(admission) = admission.as_ref().filter(|a| a.epoch == epoch) {
-                        let _ = admission.linked.send((peer, channel));
-                    }
-                }
-                Err(error) => tracing::warn!(%from, %error, "refused a data link"),
+            let gate = shared.as_ref();
+            let accepted =
+                handshake::accept_pending(stream, from, &shared.pending, &refusals, gate, shared.encrypted).await;
+            // A refusal is counted in the refusal log.
+            let Ok((hello, channel)) = accepted else { return };
+            let Purpose::Link { epoch, from: peer, .. } = hello.purpose else { return };
+            let admission = shared.admission.lock().expect("admission lock");
+            if let Some(admission) = admission.as_ref().filter(|a| a.epoch == epoch) {
+                let _ = admission.linked.send((peer, channel));
             }
         });
     }

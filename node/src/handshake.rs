@@ -16,16 +16,22 @@
 //! Each message is `u32 length | bincode`, at most `auth::MAX_HANDSHAKE_MESSAGE` bytes,
 //! read with exact-length reads (no data byte is swallowed by a buffer), and the whole
 //! exchange has [`HANDSHAKE_TIMEOUT`]: nothing a stranger does before authentication
-//! costs more than a few KiB or more than a few seconds.
+//! costs more than a few KiB or more than a few seconds. A listener admits connections
+//! through [`accept_pending`], which holds each in the capped `PendingHandshakes` and,
+//! when a newer one takes its place, tells the other side it was dropped (busy) before
+//! closing: a client or node retries such a refusal ([`HandshakeError::is_transient`]).
 
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
 use topocomm_proto::NodeId;
 use topocomm_proto::auth::{self, Answer, Challenge, Hello, Key, NameError, Purpose, Side, Verdict};
 use topocomm_proto::control::PROTOCOL_VERSION;
 
 use crate::secure::{self, Channel};
+use crate::security::{PendingHandshakes, RefusalLog};
 
 /// How long a whole handshake may take, on either side.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -57,6 +63,32 @@ pub enum HandshakeError {
     Encryption(String),
 }
 
+impl HandshakeError {
+    /// The cause, in a word or two, that refusals are counted by in the log.
+    pub fn cause(&self) -> &'static str {
+        match self {
+            HandshakeError::Io(_) => "connection closed or reset",
+            HandshakeError::TooLong(_) => "oversized hello",
+            HandshakeError::Malformed(_) => "malformed hello",
+            HandshakeError::Timeout(_) => "no handshake in time",
+            HandshakeError::Refused(_) => "refused by the other side",
+            HandshakeError::Refusing(refusal) => refusal.cause(),
+            HandshakeError::Impostor => "other side without the key",
+            HandshakeError::Encryption(_) => "encryption failed",
+        }
+    }
+
+    /// Whether trying again may succeed: the other side was busy and said so, or the
+    /// connection broke mid-way (as an older acceptor drops a busy one, without a word).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            HandshakeError::Io(_) => true,
+            HandshakeError::Refused(reason) => auth::is_busy(reason),
+            _ => false,
+        }
+    }
+}
+
 /// Why this side refused the other; its text is the reason the other side is sent.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
@@ -76,8 +108,25 @@ pub enum Refusal {
     #[error(transparent)]
     Gate(#[from] GateRefusal),
     /// Dropped before it finished, to make room for newer connections.
-    #[error("dropped for newer connections")]
-    Evicted,
+    #[error(
+        "{}too many connections from {from} are in their handshake here at once; this one was dropped for a newer one (try again)",
+        auth::BUSY
+    )]
+    Evicted { from: IpAddr },
+}
+
+impl Refusal {
+    /// The cause, in a word or two, that refusals are counted by in the log.
+    pub fn cause(&self) -> &'static str {
+        match self {
+            Refusal::Version { .. } => "other protocol version",
+            Refusal::NotEncrypting | Refusal::EncryptingOnly => "other encryption mode",
+            Refusal::WrongKey => "wrong key",
+            Refusal::Gate(GateRefusal::Name(_)) => "bad name or address",
+            Refusal::Gate(_) => "not admitted here",
+            Refusal::Evicted { .. } => "busy (dropped for newer)",
+        }
+    }
 }
 
 /// Why a [`Gate`] turns a hello away: a node's data port (`daemon`) or the
@@ -162,9 +211,73 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
     G: Gate + ?Sized,
 {
+    accept_in_place(stream, gate, encrypted, None).await
+}
+
+/// Accepts a connection from `peer` as [`accept`] does, holding a place among `pending`
+/// meanwhile: if newer connections push it out, the other side is told so (a busy
+/// refusal it can print and retry) and the handshake ends. A refusal is counted in
+/// `refusals`, not logged on its own.
+pub async fn accept_pending<S, G>(
+    stream: S,
+    peer: SocketAddr,
+    pending: &PendingHandshakes,
+    refusals: &RefusalLog,
+    gate: &G,
+    encrypted: bool,
+) -> Result<(Hello, Channel<S>), HandshakeError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    G: Gate + ?Sized,
+{
+    let ticket = pending.enter(peer.ip());
+    let place = Place { evicted: &ticket.evicted, source: peer.ip() };
+    let accepted = accept_in_place(stream, gate, encrypted, Some(&place)).await;
+    drop(ticket);
+    if let Err(error) = &accepted {
+        refusals.refused(peer, error);
+    }
+    accepted
+}
+
+/// A connection's place among the pending handshakes: cancelled when it is pushed out.
+struct Place<'a> {
+    evicted: &'a CancellationToken,
+    source: IpAddr,
+}
+
+/// Runs one read of the handshake, unless the connection is pushed out of its `place`
+/// first (then [`Refusal::Evicted`]).
+async fn unless_evicted<T>(
+    place: Option<&Place<'_>>,
+    step: impl Future<Output = Result<T, HandshakeError>>,
+) -> Result<T, HandshakeError> {
+    let Some(place) = place else { return step.await };
+    tokio::select! {
+        result = step => result,
+        () = place.evicted.cancelled() => Err(HandshakeError::Refusing(Refusal::Evicted { from: place.source })),
+    }
+}
+
+async fn accept_in_place<S, G>(
+    stream: S,
+    gate: &G,
+    encrypted: bool,
+    place: Option<&Place<'_>>,
+) -> Result<(Hello, Channel<S>), HandshakeError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    G: Gate + ?Sized,
+{
     with_deadline(async move {
         let mut stream = stream;
-        let hello_bytes = read_body(&mut stream).await?;
+        let hello_bytes = match unless_evicted(place, read_body(&mut stream)).await {
+            Err(HandshakeError::Refusing(refusal)) => {
+                let _ = write_message(&mut stream, &Challenge::Refused(refusal.to_string())).await;
+                return Err(HandshakeError::Refusing(refusal));
+            }
+            read => read?,
+        };
         let hello: Hello = auth::decode(&hello_bytes).map_err(|e| HandshakeError::Malformed(e.to_string()))?;
         let key = match first_look(&hello, encrypted).and_then(|()| gate.key_for(&hello).map_err(Refusal::Gate)) {
             Ok(key) => key,
@@ -176,7 +289,13 @@ where
         let nonce = auth::nonce();
         let proof = key.prove(Side::Acceptor, &hello_bytes, &nonce);
         write_message(&mut stream, &Challenge::Proceed { nonce, proof }).await?;
-        let answer: Answer = read_message(&mut stream).await?;
+        let answer: Answer = match unless_evicted(place, read_message(&mut stream)).await {
+            Err(HandshakeError::Refusing(refusal)) => {
+                let _ = write_message(&mut stream, &Verdict::Refused(refusal.to_string())).await;
+                return Err(HandshakeError::Refusing(refusal));
+            }
+            read => read?,
+        };
         let verdict = if key.verify(Side::Initiator, &hello_bytes, &nonce, &answer.proof) {
             gate.admit(&hello).map_err(Refusal::Gate)
         } else {
@@ -418,6 +537,33 @@ mod tests {
         let (mut a, b) = tokio::io::duplex(1 << 16);
         a.write_all(&[0, 0, 0, 3, 0xff, 0xff, 0xff]).await.unwrap();
         assert!(matches!(accept(b, &gate, false).await, Err(HandshakeError::Malformed(_))));
+    }
+
+    #[tokio::test]
+    async fn a_connection_pushed_out_by_newer_ones_is_told_it_was_busy() {
+        use crate::security::MAX_PENDING_PER_SOURCE;
+        let gate = OneKey::new("k");
+        let pending = PendingHandshakes::default();
+        let refusals = RefusalLog::start("test connections");
+        let peer: SocketAddr = "127.0.0.9:4000".parse().unwrap();
+        let (mut a, b) = tokio::io::duplex(1 << 16);
+        let initiator = async {
+            // The acceptor has taken its place and waits for the hello: push it out,
+            // then read what it says.
+            tokio::task::yield_now().await;
+            let newer: Vec<_> = (0..MAX_PENDING_PER_SOURCE).map(|_| pending.enter(peer.ip())).collect();
+            let said = read_message::<_, Challenge>(&mut a).await;
+            drop(newer);
+            said
+        };
+        let (accepted, said) = tokio::join!(accept_pending(b, peer, &pending, &refusals, &gate, false), initiator);
+        assert!(matches!(&accepted, Err(HandshakeError::Refusing(Refusal::Evicted { .. }))), "{accepted:?}");
+        let Ok(Challenge::Refused(reason)) = said else { panic!("the pushed-out party read {said:?}") };
+        assert!(reason.starts_with("busy: too many connections from 127.0.0.9"), "{reason}");
+        // An initiator takes it for a refusal worth trying again.
+        assert!(HandshakeError::Refused(reason).is_transient());
+        assert!(!HandshakeError::Impostor.is_transient());
+        assert!(!HandshakeError::Refused(Refusal::WrongKey.to_string()).is_transient());
     }
 
     #[tokio::test(start_paused = true)]

@@ -29,6 +29,15 @@ use crate::topology::NodeId;
 /// The most a handshake message may hold: anything longer is a stranger talking.
 pub const MAX_HANDSHAKE_MESSAGE: usize = 4096;
 
+/// How a refusal that may pass if tried again begins: the acceptor had too many
+/// connections in their handshake and dropped this one for a newer one.
+pub const BUSY: &str = "busy: ";
+
+/// Whether a refusal's reason says the other side was busy (so trying again may pass).
+pub fn is_busy(reason: &str) -> bool {
+    reason.starts_with(BUSY)
+}
+
 /// The longest node name accepted, in bytes.
 pub const MAX_NAME_LEN: usize = 128;
 

@@ -530,17 +530,29 @@ enum WireOutcome {
 /// Names the node(s) at fault for a failed wiring, most certain first: those that never
 /// answered (paused, or stuck); else those a neighbour dialled and could not reach (an
 /// address nobody listens on); else those that never dialled in. Each culprit is named
-/// with the neighbours that reported it; every node's own report follows.
+/// with the neighbours that reported it; every node's own report follows. A node knows
+/// only its own links: a node it names that it does not link to is ignored, and logged
+/// against it.
 fn blame(participants: &[Participant], outcomes: &[Option<WireOutcome>], topology: &Topology) -> WiringFailure {
     let silent: Vec<bool> = outcomes.iter().map(Option::is_none).collect();
     let mut named_unreachable: BTreeMap<NodeId, Vec<NodeId>> = BTreeMap::new();
     let mut named_missing: BTreeMap<NodeId, Vec<NodeId>> = BTreeMap::new();
     for (reporter, outcome) in outcomes.iter().enumerate() {
         if let Some(WireOutcome::Failed { unreachable, missing, .. }) = outcome {
-            for &n in unreachable.iter().filter(|&&n| n < participants.len()) {
+            let neighbours = topology.neighbours(reporter);
+            let foreign: Vec<NodeId> =
+                unreachable.iter().chain(missing).copied().filter(|n| !neighbours.contains(n)).collect();
+            if !foreign.is_empty() {
+                tracing::warn!(
+                    reporter = %describe(&participants[reporter]),
+                    named = ?foreign,
+                    "ignored the nodes a wiring failure names that the reporter does not link to"
+                );
+            }
+            for &n in unreachable.iter().filter(|n| neighbours.contains(n)) {
                 named_unreachable.entry(n).or_default().push(reporter);
             }
-            for &n in missing.iter().filter(|&&n| n < participants.len()) {
+            for &n in missing.iter().filter(|n| neighbours.contains(n)) {
                 named_missing.entry(n).or_default().push(reporter);
             }
         }
@@ -819,6 +831,19 @@ mod tests {
         let text = blame(&participants, &no_route, &ring).to_string();
         assert!(text.ends_with(NEIGHBOUR_TABLE_HINT), "{text}");
         assert!(text.contains("gc_thresh3") && text.contains("deploy/prepare-host.sh"), "{text}");
+        // Node 3 of a ring of 4 links to 0 and 2: what it says of node 1 is not its to say.
+        let foreign = [
+            Some(WireOutcome::Linked),
+            Some(WireOutcome::Linked),
+            Some(WireOutcome::Linked),
+            failed("could not link to neighbour 1", vec![1], vec![1]),
+        ];
+        let failure = blame(&participants, &foreign, &ring);
+        assert_eq!(failure.culprits, Culprits::Unknown, "a healthy node was blamed by a node not linked to it");
+        assert_eq!(
+            failure.to_string(),
+            format!("wiring the {ring} failed\n  node 3 (n3): could not link to neighbour 1")
+        );
     }
 
     #[test]

@@ -482,3 +482,13 @@ impl Drop for Cluster {
         kill_and_reap(&mut self.serve);
     }
 }
+
+/// How many refusals of `what` ("control connections", "data links") a daemon's log
+/// counts: the refusal log writes one line a second with the window's `total=`.
+pub fn refusals_logged(log: &str, what: &str) -> usize {
+    let line = format!("refused {what} in the last second");
+    log.lines()
+        .filter(|l| l.contains(&line))
+        .filter_map(|l| l.split("total=").nth(1)?.split_whitespace().next()?.parse::<usize>().ok())
+        .sum()
+}
