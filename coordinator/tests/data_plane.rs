@@ -240,6 +240,7 @@ async fn rogue_node_0(address: String, token: String, big_frames: usize) -> u64 
     let mut control = Framed::new(channel, LengthDelimitedCodec::new());
     // Every link is kept open: one that closed would end the run before the attack.
     let mut links = Vec::new();
+    let mut written = 0;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     while let Ok(Some(Ok(body))) = tokio::time::timeout_at(deadline, control.next()).await {
         let reply = match codec::decode::<ToNode>(&body).expect("a control message") {
@@ -269,7 +270,6 @@ async fn rogue_node_0(address: String, token: String, big_frames: usize) -> u64 
                 for _ in 0..big_frames {
                     link.write_all(&frame(u64::MAX, 0, 1, 7, &big)).await.expect("node 1 reads past them");
                 }
-                let mut written = 0;
                 for tag in 0..FLOOD_MESSAGES {
                     if link.write_all(&frame(spec.run, 0, 1, tag, &[3; 1024])).await.is_err() {
                         break;
@@ -277,14 +277,16 @@ async fn rogue_node_0(address: String, token: String, big_frames: usize) -> u64 
                     let _ = link.flush().await;
                     written += 1024;
                 }
-                return written;
+                continue;
             }
+            // It stays registered until the coordinator gives up on the run.
+            ToNode::Abort { .. } => return written,
             _ => continue,
         };
         let body = Bytes::from(codec::encode(&reply).expect("encodes"));
         control.send(body).await.expect("the coordinator reads");
     }
-    panic!("the run never started");
+    panic!("the run never started, or was never aborted");
 }
 
 #[test]

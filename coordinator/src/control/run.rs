@@ -32,6 +32,10 @@ const PROBE_DEADLINE: Duration = Duration::from_secs(5);
 /// After the first node reports a failure, how much longer the others get.
 const FAILURE_GRACE: Duration = Duration::from_secs(2);
 
+/// How long a run that a node reported a broken link in waits to hear the link's other
+/// end (whose view may name the cause better: a tampered record, say) before it fails.
+const LINK_FAULT_HEARING: Duration = Duration::from_millis(300);
+
 /// Why a run gave no outcome: refused before any node was asked, or failed on the way
 /// (naming the nodes at fault).
 #[derive(Debug, thiserror::Error)]
@@ -372,12 +376,17 @@ impl Driver {
         let whole = spec.run_deadline().unwrap_or(Duration::MAX);
         let mut deadline = limits::deadline_after(Instant::now(), whole.saturating_add(FAILURE_GRACE));
         let mut reports: Vec<Option<NodeReport>> = vec![None; participants.len()];
+        let mut link_faults: Vec<String> = Vec::new();
         while reports.iter().any(Option::is_none) {
             let Some(event) = self.next(deadline).await else {
                 break;
             };
             match event {
                 Event::Closed { session } => {
+                    if by_session.contains_key(&session) && !link_faults.is_empty() {
+                        // The broken link is what ended the run.
+                        break;
+                    }
                     if let Some(node) = by_session.get(&session) {
                         return Err(RunError::Disconnected { node: describe(node), stage: Stage::Run(spec.run) });
                     }
@@ -403,29 +412,31 @@ impl Driver {
                 Event::Message { session, message: ToCoordinator::LinkFault { epoch, peer, cause }, .. }
                     if epoch == self.epoch =>
                 {
-                    // A broken link ends the run now: its nodes would wait out their deadline.
+                    // A broken link ends the run now (its nodes would wait out their
+                    // deadline), once the other end has had a moment to say what it saw.
                     let Some(node) = by_session.get(&session) else { continue };
                     let Some(other) = participants.get(peer).filter(|other| other.id != node.id) else {
                         tracing::warn!(node = %describe(node), peer, "ignored a link fault naming no other node");
                         continue;
                     };
-                    let failure = format!(
+                    if link_faults.is_empty() {
+                        deadline = deadline.min(Instant::now() + LINK_FAULT_HEARING);
+                    }
+                    link_faults.push(format!(
                         "the link between {} and {} failed, as {} saw it: {cause}",
                         describe(node),
                         describe(other),
                         describe(node)
-                    );
-                    let error = RunError::Failed {
-                        run: spec.run,
-                        collective: spec.collective,
-                        silent: None,
-                        failures: vec![failure],
-                    };
-                    tracing::error!(message = %error);
-                    return Err(error);
+                    ));
                 }
                 Event::Message { .. } => {}
             }
+        }
+        if !link_faults.is_empty() {
+            let error =
+                RunError::Failed { run: spec.run, collective: spec.collective, silent: None, failures: link_faults };
+            tracing::error!(message = %error);
+            return Err(error);
         }
         let failures: Vec<String> = reports
             .iter()
