@@ -232,6 +232,7 @@ pub fn run_spec(
         probe: false,
         trace: false,
         clock_offsets_ns: Vec::new(),
+        schedule: None,
     })
 }
 
