@@ -88,6 +88,10 @@ pub struct RunArgs {
     /// With --diagram: place the messages by step number instead of time (the textbook figure).
     #[arg(long, requires = "diagram")]
     pub steps: bool,
+    /// Run a GOAL schedule (LogGOPSim's text: sends, receives and their dependencies per
+    /// rank) instead of the collective: sizes only, nothing can be verified.
+    #[arg(long, value_name = "FILE", conflicts_with = "schedule")]
+    pub goal: Option<PathBuf>,
     #[command(flatten)]
     pub remote: RemoteArgs,
 }

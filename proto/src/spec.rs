@@ -540,6 +540,19 @@ impl RunSpec {
         self.validate_timing()
     }
 
+    /// Whether the spec runs a GOAL schedule (sizes only: no result can be verified).
+    pub fn runs_goal(&self) -> bool {
+        matches!(self.schedule.as_deref(), Some(Schedule::Goal(_)))
+    }
+
+    /// What runs: the algorithm's name, or the schedule's.
+    pub fn what_runs(&self) -> String {
+        match &self.schedule {
+            None => self.algorithm.to_string(),
+            Some(schedule) => schedule.describe(),
+        }
+    }
+
     /// Checks the schedule the spec carries, if any, for `p` nodes: its structure, and
     /// for an MSCCL-IR program its collective and how `size_bytes` cuts into its chunks.
     pub fn validate_schedule(&self, p: usize) -> Result<(), SpecError> {

@@ -193,7 +193,7 @@ pub fn summarize(
     Ok(RunSummary {
         run: spec.run,
         collective: spec.collective.to_string(),
-        algorithm: spec.algorithm.to_string(),
+        algorithm: spec.what_runs(),
         topology: outcome.topology.kind.to_string(),
         dims: outcome.topology.dims.clone(),
         nodes: outcome.topology.p,
@@ -203,7 +203,7 @@ pub fn summarize(
         op: spec.op.to_string(),
         warmup: spec.warmup,
         iterations: spec.iterations,
-        verified: true,
+        verified: !spec.runs_goal(),
         time_us,
         iteration_us,
         frames_sent: outcome.reports.iter().map(|r| r.frames_sent).sum(),
@@ -252,7 +252,8 @@ pub fn table(summary: &RunSummary) -> String {
         format!("{:.1}", t.p50),
         format!("{:.1}", t.p90),
         format!("{:.1}", t.p99),
-        if summary.verified { "yes".into() } else { "NO".into() },
+        // A summary exists only for a run every node passed: unverified means sizes only.
+        if summary.verified { "yes".into() } else { "no (sizes only)".into() },
     ]);
     let model = match (summary.model_us, summary.model_ratio, &summary.links) {
         (Some(model), ratio, Some(links)) => format!(
@@ -303,9 +304,13 @@ pub fn headline(summary: &RunSummary) -> String {
         Some(c) if c.has_root() => format!(", root {}", summary.root),
         _ => String::new(),
     };
+    let verdict = match summary.verified {
+        true => format!("verified on all {} nodes", summary.nodes),
+        false => format!("ran on all {} nodes; sizes only: nothing could be verified", summary.nodes),
+    };
     format!(
-        "{} ({}) on a {shape}: {data}{root}, {} iterations after {} warm-up — verified on all {} nodes",
-        summary.collective, summary.algorithm, summary.iterations, summary.warmup, summary.nodes
+        "{} ({}) on a {shape}: {data}{root}, {} iterations after {} warm-up — {verdict}",
+        summary.collective, summary.algorithm, summary.iterations, summary.warmup
     )
 }
 

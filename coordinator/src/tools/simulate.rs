@@ -197,7 +197,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
             point.topology,
             size_text(point.spec.size_bytes)
         );
-        let options = Options { run: 1, record: drawn, wall_limit: Some(args.timeout) };
+        let options = Options { run: 1, record: drawn, wall_limit: Some(args.timeout), ..Options::default() };
         let began = Instant::now();
         match simulator::spec::run(&point.spec, &point.topology, links, point.inputs, options) {
             Ok(simulated) => {

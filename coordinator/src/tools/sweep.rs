@@ -272,6 +272,7 @@ fn what(args: &SweepArgs, algorithm: Algorithm, size: u64) -> CollectiveArgs {
         size,
         data: args.data.clone(),
         links: args.links.clone(),
+        schedule: None,
     }
 }
 

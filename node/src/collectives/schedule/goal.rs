@@ -19,7 +19,7 @@ use tokio::sync::Notify;
 use topocomm_proto::schedule::{Goal, GoalKind, GoalOp, GoalRank};
 
 use crate::collectives::phases::{Phase, SCHEDULE};
-use crate::comm::{Comm, CommError};
+use crate::comm::{Comm, CommError, Operation};
 
 /// Why a GOAL file could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -210,6 +210,55 @@ pub fn write(goal: &Goal) -> String {
         text.push_str("}\n");
     }
     text
+}
+
+/// The GOAL schedule of what every node did (`operations[node]`, in the order the node
+/// did it, as the simulator records it): each receive `requires` the node's receive
+/// before it and each send the node's last receive before it (the send follows from what
+/// the node had taken, as in the algorithm), and each send `irequires` the node's send
+/// before it (same-instant sends keep their order). Tags are numbered densely in the
+/// order they first appear, so they fit GOAL's range and match as the originals did.
+pub fn from_operations(operations: &[Vec<Operation>]) -> Goal {
+    let mut tags: HashMap<u32, u32> = HashMap::new();
+    let mut dense = |tag: u32| {
+        let next = tags.len() as u32;
+        *tags.entry(tag).or_insert(next)
+    };
+    let ranks = operations
+        .iter()
+        .map(|done| {
+            let (mut last_recv, mut last_send) = (None, None);
+            let ops = done
+                .iter()
+                .enumerate()
+                .map(|(i, operation)| {
+                    let i = i as u32;
+                    match *operation {
+                        Operation::Send { dst, tag, bytes } => {
+                            let op = GoalOp {
+                                kind: GoalKind::Send { bytes: bytes as u64, peer: dst as u32, tag: dense(tag) },
+                                requires: last_recv.into_iter().collect(),
+                                irequires: last_send.into_iter().collect(),
+                            };
+                            last_send = Some(i);
+                            op
+                        }
+                        Operation::Recv { src, tag, bytes } => {
+                            let op = GoalOp {
+                                kind: GoalKind::Recv { bytes: bytes as u64, peer: src as u32, tag: dense(tag) },
+                                requires: last_recv.into_iter().collect(),
+                                irequires: Vec::new(),
+                            };
+                            last_recv = Some(i);
+                            op
+                        }
+                    }
+                })
+                .collect();
+            GoalRank { ops }
+        })
+        .collect();
+    Goal { ranks }
 }
 
 /// For each operation of rank `me`, the place of its message in the stream between its
