@@ -8,6 +8,7 @@ pub mod calibrate;
 pub mod closed_form;
 pub mod dilation;
 pub mod explain;
+pub mod goal_out;
 pub mod model;
 pub mod simulate;
 pub mod sweep;
