@@ -1,0 +1,86 @@
+//! Schedules users bring, on real daemons: topocomm's own MSCCL-IR programs on clusters
+//! of 8 and 16 `topocomm-node` processes re-wired as a ring, a torus and a hypercube, each
+//! run verified on every node and sending the messages `simulate` counts for it; a GOAL schedule that `explain --goal` wrote, run with sizes only and said so; a
+//! program for another node count refused with its message.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::{Cluster, Scratch, command, run_bounded, topocomm_bin};
+use serde_json::Value;
+
+fn schedule(name: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../node/tests/schedules").join(name);
+    path.to_str().expect("a UTF-8 path").to_owned()
+}
+
+/// Each program of `node/tests/schedules/make.py` with its collective and a --size that
+/// cuts into its chunks on p nodes.
+fn programs(p: usize) -> [(&'static str, &'static str, usize); 5] {
+    [
+        ("ring_allgather_2ch", "allgather", 768),
+        ("ring_allreduce_4ch", "allreduce", 96 * p * 16),
+        ("alltoall", "alltoall", 384),
+        ("allgather_deps", "allgather", 384),
+        ("allreduce_scratch", "allreduce", 384),
+    ]
+}
+
+/// `topocomm simulate` of the same point, as JSON.
+fn simulated(scratch: &Scratch, words: &str) -> Value {
+    let mut simulate = command(&topocomm_bin());
+    simulate.arg("simulate").args(words.split_whitespace()).arg("--json");
+    run_bounded(simulate, scratch, "simulate", Duration::from_secs(60)).json()
+}
+
+#[test]
+fn the_projects_own_programs_run_verified_on_8_and_16_daemons_as_the_simulator_counts() {
+    for p in [8, 16] {
+        let cluster = Cluster::start(&format!("schedules-{p}"), p);
+        let scratch = Scratch::new(&format!("schedules-simulate-{p}"));
+        for topology in ["ring", "torus", "hypercube"] {
+            for (name, collective, size) in programs(p) {
+                let file = schedule(&format!("{name}_p{p}.xml"));
+                let point = format!("{collective} --topology {topology} --size {size} --schedule {file}");
+                let json = cluster.run_ok(&format!("{point} --iterations 1 --warmup 0 --dtype i64"));
+                assert!(json["algorithm"].as_str().unwrap().starts_with("MSCCL-IR program"), "{point}: {json:#}");
+                let model = simulated(&scratch, &format!("{point} --nodes {p} --dtype i64"));
+                assert_eq!(model["verified"], true, "{point}: {model:#}");
+                assert_eq!(json["frames_sent"], model["frames_sent"], "{point}: messages on daemons and simulated");
+                // A daemon counts the frames it relayed until it reports, and it may report
+                // while it still relays others' last messages: at most the simulated count.
+                let relayed = |json: &Value| json["frames_forwarded"].as_u64().unwrap();
+                assert!(relayed(&json) <= relayed(&model), "{point}: relays {json:#} {model:#}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_goal_schedule_explain_wrote_runs_on_daemons_with_sizes_only() {
+    let cluster = Cluster::start("schedules-goal", 8);
+    let scratch = Scratch::new("schedules-goal-explain");
+    let goal = scratch.file("allreduce", "goal");
+    let goal = goal.to_str().unwrap();
+    let mut explain = command(&topocomm_bin());
+    explain.args(["explain", "allreduce", "--nodes", "8", "--topology", "ring", "--size", "4KiB", "--goal", goal]);
+    let explained = run_bounded(explain, &scratch, "explain", Duration::from_secs(60));
+    assert!(explained.status.success(), "{}", explained.stderr);
+    assert!(explained.stderr.contains("wrote the schedule as GOAL"), "{}", explained.stderr);
+    let json = cluster.run(&format!("allreduce --topology ring --goal {goal} --iterations 2 --warmup 1")).json();
+    assert_eq!(json["verified"], false, "{json:#}");
+    assert_eq!(json["algorithm"], "GOAL schedule", "{json:#}");
+    assert!(json["frames_sent"].as_u64().unwrap() > 0, "{json:#}");
+}
+
+#[test]
+fn a_program_for_another_node_count_is_refused_with_its_message() {
+    let cluster = Cluster::start("schedules-refused", 8);
+    let file = schedule("ring_allreduce_4ch_p16.xml");
+    let finished = cluster.run(&format!("allreduce --topology ring --size 24KiB --schedule {file}"));
+    assert!(!finished.status.success());
+    let said = format!("{}{}", finished.stdout, finished.stderr);
+    assert!(said.contains("the schedule is written for 16 ranks, but the cluster has 8 nodes"), "{said}");
+}
