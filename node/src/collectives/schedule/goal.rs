@@ -1,4 +1,4 @@
-//! GOAL schedules (the text LogGOPSim's `txt2bin` reads and Schedgen writes: `num_ranks
+//! GOAL schedules ([GOAL]; the text LogGOPSim's `txt2bin` reads and Schedgen writes: `num_ranks
 //! N`, then per rank `rank R { ... }` with `label: send Nb to R tag T`, `recv Nb from R
 //! tag T`, `calc N` and `A requires B` / `A irequires B` lines): reading one into
 //! `topocomm_proto::schedule::Goal`, writing one, and running it over `Comm`.

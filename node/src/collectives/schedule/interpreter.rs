@@ -1,4 +1,4 @@
-//! Runs an MSCCL-IR program on one node over `Comm`, with the MSCCL executor's
+//! Runs an MSCCL-IR program on one node over `Comm`, with the MSCCL executor's ([MSCCL])
 //! semantics: the node is rank `comm.id()`; each of its thread blocks is a sequential
 //! task, all of them run at once (`try_join_all`); a step starts once the block's
 //! previous step is done and, if it has one, the step of another block it depends on
