@@ -200,8 +200,16 @@ impl Memory {
             (true, Collective::ReduceScatter) => (input_len, 0, me * output_len),
             (true, _) => (input_len.max(output_len), 0, 0),
         };
-        let scratch_len = scratch_chunks * layout.chunk_bytes;
-        let mut arena = vec![0u8; len + scratch_len];
+        // The scratch chunks are the program's to size: an arena that cannot be had is
+        // refused, not allowed to abort the node.
+        let total = scratch_chunks.checked_mul(layout.chunk_bytes).and_then(|scratch| scratch.checked_add(len));
+        let total =
+            total.ok_or_else(|| format!("{scratch_chunks} scratch chunks of {} B overflow", layout.chunk_bytes))?;
+        let mut arena = Vec::new();
+        arena
+            .try_reserve_exact(total)
+            .map_err(|error| format!("the program's buffers need {total} B, which this node cannot have ({error})"))?;
+        arena.resize(total, 0);
         match input.len() {
             0 => {}
             n if n == input_len => arena[input_at..input_at + n].copy_from_slice(input),
