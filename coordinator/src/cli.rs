@@ -97,6 +97,10 @@ pub struct RunArgs {
     /// flow offline, as the lab does: for slides and course pages.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Run a GOAL schedule (LogGOPSim's text: sends, receives and their dependencies per
+    /// rank) instead of the collective: sizes only, nothing can be verified.
+    #[arg(long, value_name = "FILE", conflicts_with = "schedule")]
+    pub goal: Option<PathBuf>,
     #[command(flatten)]
     pub remote: RemoteArgs,
 }

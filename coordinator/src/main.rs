@@ -114,6 +114,13 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut planned = request::plan(&args.what, repetition)?;
     // Traces and diagrams draw the run's own message flow, gathered from every node.
     planned.request.spec.trace = args.trace.is_some() || args.diagram.is_some() || args.html.is_some();
+    if let Some(path) = &args.goal {
+        let goal = topocomm_node::collectives::schedule::read_goal(path).map_err(anyhow::Error::msg)?;
+        planned.request.spec.schedule = Some(Box::new(goal));
+    }
+    if let Some(schedule) = &planned.request.spec.schedule {
+        eprintln!("{}", topocomm_node::collectives::schedule::summary(schedule));
+    }
     let target = open_target(&args, &planned.request).await?;
     let interrupted = match target {
         Target::Local(_) => "interrupted; every node process was stopped",

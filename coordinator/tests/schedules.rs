@@ -1,104 +1,86 @@
-//! The exact message schedule of every algorithm in the catalogue, held as golden files:
-//! who sends how many bytes to whom, in which step, over which route, and when, as
-//! `explain --json` gives it, at p = 8 and at an odd p (7, or 9 on a grid), each on the
-//! topology the algorithm is made for (a fully connected network for the hypercube
-//! algorithms at 7 nodes, where the extra nodes fold into partners).
-//!
-//! A change to any algorithm's schedule fails here, naming the algorithm; after a
-//! deliberate one, `INSTA_UPDATE=always cargo test -p topocomm-coordinator --test
-//! schedules` rewrites the files, and the diff of `tests/snapshots/schedules__*.snap`
-//! shows what moved.
+//! Schedules users bring, on real daemons: topocomm's own MSCCL-IR programs on clusters
+//! of 8 and 16 `topocomm-node` processes re-wired as a ring, a torus and a hypercube, each
+//! run verified on every node and sending the messages `simulate` counts for it; a GOAL schedule that `explain --goal` wrote, run with sizes only and said so; a
+//! program for another node count refused with its message.
 
 mod common;
 
-use common::{Scratch, command, run_bounded, topocomm_bin};
-use std::fmt::Write;
+use std::path::PathBuf;
 use std::time::Duration;
-use topocomm_proto::catalogue::{ENTRIES, Entry};
-use topocomm_proto::topology::TopologyKind;
 
-/// The shift of the shift and ping-pong schedules (`--shift`).
-const SHIFT: u64 = 3;
+use common::{Cluster, Scratch, command, run_bounded, topocomm_bin};
+use serde_json::Value;
 
-/// The two shapes every algorithm's schedule is held on: (topology, p) at p = 8 and at
-/// an odd p.
-fn shapes(entry: &Entry) -> [(TopologyKind, usize); 2] {
-    use TopologyKind as T;
-    match entry.made_for.first() {
-        T::Mesh | T::Torus | T::Mesh3d | T::Torus3d => [(T::Torus, 8), (T::Torus, 9)],
-        T::Hypercube => [(T::Hypercube, 8), (T::Full, 7)],
-        other => [(other, 8), (other, 7)],
-    }
+fn schedule(name: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../node/tests/schedules").join(name);
+    path.to_str().expect("a UTF-8 path").to_owned()
 }
 
-fn number(value: &serde_json::Value) -> u64 {
-    value.as_u64().unwrap_or_else(|| panic!("{value} is not a count"))
+/// Each program of `node/tests/schedules/make.py` with its collective and a --size that
+/// cuts into its chunks on p nodes.
+fn programs(p: usize) -> [(&'static str, &'static str, usize); 5] {
+    [
+        ("ring_allgather_2ch", "allgather", 768),
+        ("ring_allreduce_4ch", "allreduce", 96 * p * 16),
+        ("alltoall", "alltoall", 384),
+        ("allgather_deps", "allgather", 384),
+        ("allreduce_scratch", "allreduce", 384),
+    ]
 }
 
-fn microseconds(value: &serde_json::Value) -> f64 {
-    value.as_f64().unwrap_or_else(|| panic!("{value} is not a time"))
-}
-
-/// One line per message, in the order `explain` gives them (by step, then by send).
-fn schedule_lines(explained: &serde_json::Value) -> String {
-    let mut text = String::new();
-    for key in ["collective", "algorithm", "topology", "p", "routing", "steps", "messages", "forwarded", "model_us"] {
-        writeln!(text, "{key}: {}", explained[key]).ok();
-    }
-    let messages = explained["schedule"].as_array().expect("explain --json lists the schedule");
-    for message in messages {
-        let route: Vec<String> = message["route"]
-            .as_array()
-            .expect("every message has its route")
-            .iter()
-            .map(|hop| hop.to_string())
-            .collect();
-        writeln!(
-            text,
-            "step {:>2}: {:>2} -> {:<2} {:>6} B  route {:<16} sent {:>10.3} us  delivered {:>10.3} us",
-            number(&message["step"]),
-            number(&message["src"]),
-            number(&message["dst"]),
-            number(&message["bytes"]),
-            route.join("-"),
-            microseconds(&message["sent_us"]),
-            microseconds(&message["delivered_us"]),
-        )
-        .ok();
-    }
-    text
+/// `topocomm simulate` of the same point, as JSON.
+fn simulated(scratch: &Scratch, words: &str) -> Value {
+    let mut simulate = command(&topocomm_bin());
+    simulate.arg("simulate").args(words.split_whitespace()).arg("--json");
+    run_bounded(simulate, scratch, "simulate", Duration::from_secs(60)).json()
 }
 
 #[test]
-fn every_algorithm_s_exact_schedule_at_p_8_and_an_odd_p() {
-    let scratch = Scratch::new("schedules");
-    let mut held = 0;
-    for entry in ENTRIES {
-        for (topology, p) in shapes(entry) {
-            let routing = match entry.made_for.routing {
-                Some("cut-through") => "ct",
-                _ => "sf",
-            };
-            let words = format!(
-                "explain {} --algorithm {} --topology {topology} --nodes {p} --size 1KiB --root 3 --shift {SHIFT} \
-                 --routing {routing} --json",
-                entry.collective, entry.algorithm
-            );
-            let mut explain = command(&topocomm_bin());
-            explain.args(words.split_whitespace()).current_dir(&scratch.path);
-            let finished = run_bounded(explain, &scratch, "explain", Duration::from_secs(60));
-            assert!(finished.status.success(), "topocomm {words} failed:\n{}{}", finished.stdout, finished.stderr);
-            let explained: serde_json::Value =
-                serde_json::from_str(&finished.stdout).unwrap_or_else(|error| panic!("{words}: not JSON ({error})"));
-            assert_eq!(explained["algorithm"], entry.algorithm.to_string(), "{words} ran another algorithm");
-            let name = format!("{}_{}_{topology}_{p}", entry.collective, entry.algorithm);
-            let mut settings = insta::Settings::clone_current();
-            settings.set_description(format!("topocomm {words}"));
-            settings.set_omit_expression(true);
-            settings.set_prepend_module_to_snapshot(true);
-            settings.bind(|| insta::assert_snapshot!(name, schedule_lines(&explained)));
-            held += 1;
+fn the_projects_own_programs_run_verified_on_8_and_16_daemons_as_the_simulator_counts() {
+    for p in [8, 16] {
+        let cluster = Cluster::start(&format!("schedules-{p}"), p);
+        let scratch = Scratch::new(&format!("schedules-simulate-{p}"));
+        for topology in ["ring", "torus", "hypercube"] {
+            for (name, collective, size) in programs(p) {
+                let file = schedule(&format!("{name}_p{p}.xml"));
+                let point = format!("{collective} --topology {topology} --size {size} --schedule {file}");
+                let json = cluster.run_ok(&format!("{point} --iterations 1 --warmup 0 --dtype i64"));
+                assert!(json["algorithm"].as_str().unwrap().starts_with("MSCCL-IR program"), "{point}: {json:#}");
+                let model = simulated(&scratch, &format!("{point} --nodes {p} --dtype i64"));
+                assert_eq!(model["verified"], true, "{point}: {model:#}");
+                assert_eq!(json["frames_sent"], model["frames_sent"], "{point}: messages on daemons and simulated");
+                // A daemon counts the frames it relayed until it reports, and it may report
+                // while it still relays others' last messages: at most the simulated count.
+                let relayed = |json: &Value| json["frames_forwarded"].as_u64().unwrap();
+                assert!(relayed(&json) <= relayed(&model), "{point}: relays {json:#} {model:#}");
+            }
         }
     }
-    assert_eq!(held, 2 * ENTRIES.len(), "every algorithm's schedule is held twice");
+}
+
+#[test]
+fn a_goal_schedule_explain_wrote_runs_on_daemons_with_sizes_only() {
+    let cluster = Cluster::start("schedules-goal", 8);
+    let scratch = Scratch::new("schedules-goal-explain");
+    let goal = scratch.file("allreduce", "goal");
+    let goal = goal.to_str().unwrap();
+    let mut explain = command(&topocomm_bin());
+    explain.args(["explain", "allreduce", "--nodes", "8", "--topology", "ring", "--size", "4KiB", "--goal", goal]);
+    let explained = run_bounded(explain, &scratch, "explain", Duration::from_secs(60));
+    assert!(explained.status.success(), "{}", explained.stderr);
+    assert!(explained.stderr.contains("wrote the schedule as GOAL"), "{}", explained.stderr);
+    let json = cluster.run(&format!("allreduce --topology ring --goal {goal} --iterations 2 --warmup 1")).json();
+    assert_eq!(json["verified"], false, "{json:#}");
+    assert_eq!(json["algorithm"], "GOAL schedule", "{json:#}");
+    assert!(json["frames_sent"].as_u64().unwrap() > 0, "{json:#}");
+}
+
+#[test]
+fn a_program_for_another_node_count_is_refused_with_its_message() {
+    let cluster = Cluster::start("schedules-refused", 8);
+    let file = schedule("ring_allreduce_4ch_p16.xml");
+    let finished = cluster.run(&format!("allreduce --topology ring --size 24KiB --schedule {file}"));
+    assert!(!finished.status.success());
+    let said = format!("{}{}", finished.stdout, finished.stderr);
+    assert!(said.contains("the schedule is written for 16 ranks, but the cluster has 8 nodes"), "{said}");
 }

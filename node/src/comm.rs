@@ -52,11 +52,33 @@ pub enum CommError {
     Unsupported { me: NodeId, algorithm: String, reason: String },
 }
 
+/// One operation of a node, in the order the node did it: what `explain --goal` writes
+/// as a GOAL schedule (recorded only when asked, see [`Comm::logged`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// A message handed to the network.
+    Send { dst: NodeId, tag: Tag, bytes: usize },
+    /// A message taken by a receive (when the schedule took it, not when it arrived).
+    Recv { src: NodeId, tag: Tag, bytes: usize },
+}
+
+/// Where a node's operations are recorded.
+pub type OperationLog = Arc<std::sync::Mutex<Vec<Operation>>>;
+
 /// A receive posted with [`Comm::post_into`] (or by `recv`), to [`Comm::wait`] for.
 pub struct Posted(Pending);
 
+impl Posted {
+    /// The message it waits for.
+    fn key(&self) -> MessageKey {
+        match &self.0 {
+            Pending::Ready(key, ..) | Pending::Waiting { key, .. } | Pending::Simulated { key, .. } => *key,
+        }
+    }
+}
+
 enum Pending {
-    Ready(Delivery, Option<Place>),
+    Ready(MessageKey, Delivery, Option<Place>),
     Waiting {
         key: MessageKey,
         waiting: tokio::sync::oneshot::Receiver<Result<Arrival, LinkFault>>,
@@ -86,6 +108,8 @@ pub struct Comm {
     timeout_ms: u64,
     /// Where this node's schedule stands (shared by clones of the handle).
     progress: Arc<Progress>,
+    /// Where this node's operations are recorded, when asked.
+    log: Option<OperationLog>,
 }
 
 /// How far one node's schedule has come.
@@ -106,7 +130,15 @@ impl Comm {
     pub fn new(router: Arc<Router>, run: u64, iteration: u32, deadline: Instant) -> Self {
         let timeout_ms =
             u64::try_from(deadline.saturating_duration_since(Instant::now()).as_millis()).unwrap_or(u64::MAX);
-        Comm { network: Network::Routed(router), run, iteration, deadline, timeout_ms, progress: Arc::default() }
+        Comm {
+            network: Network::Routed(router),
+            run,
+            iteration,
+            deadline,
+            timeout_ms,
+            progress: Arc::default(),
+            log: None,
+        }
     }
 
     /// The handle of a node of the simulator's virtual network (see `crate::simulator`):
@@ -119,6 +151,19 @@ impl Comm {
             deadline: Instant::now(),
             timeout_ms: 0,
             progress: Arc::default(),
+            log: None,
+        }
+    }
+
+    /// This handle, recording every send and every receive taken into `log`, in order.
+    pub fn logged(mut self, log: OperationLog) -> Self {
+        self.log = Some(log);
+        self
+    }
+
+    fn record(&self, operation: Operation) {
+        if let Some(log) = &self.log {
+            log.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(operation);
         }
     }
 
@@ -216,6 +261,7 @@ impl Comm {
         written: Option<Written>,
     ) -> Result<(), CommError> {
         self.check_peer(dst)?;
+        self.record(Operation::Send { dst, tag, bytes: data.len() });
         let header = FrameHeader {
             run: self.run,
             iteration: self.iteration,
@@ -270,13 +316,13 @@ impl Comm {
             Network::Routed(router) => router,
             Network::Simulated(port) => {
                 return Ok(Posted(match port.take(src, tag) {
-                    Some(delivery) => Pending::Ready(delivery, place),
+                    Some(delivery) => Pending::Ready(key, delivery, place),
                     None => Pending::Simulated { key, place },
                 }));
             }
         };
         match router.mailbox().take_into(key, place) {
-            Ok(Take::Ready(delivery, place)) => Ok(Posted(Pending::Ready(delivery, place))),
+            Ok(Take::Ready(delivery, place)) => Ok(Posted(Pending::Ready(key, delivery, place))),
             Ok(Take::Wait(waiting)) => Ok(Posted(Pending::Waiting { key, waiting })),
             Err(fault) => Err(CommError::Fault { me: self.id(), fault }),
         }
@@ -284,10 +330,17 @@ impl Comm {
 
     /// Waits for a posted receive: the message, or its part of the assembly.
     pub async fn wait(&self, posted: Posted) -> Result<Bytes, CommError> {
+        let key = posted.key();
+        let message = self.wait_unrecorded(posted).await?;
+        self.record(Operation::Recv { src: key.src, tag: key.tag, bytes: message.len() });
+        Ok(message)
+    }
+
+    async fn wait_unrecorded(&self, posted: Posted) -> Result<Bytes, CommError> {
         let (key, waiting) = match posted.0 {
             // Taken in at the wait, not the post: the message counts as received (its
             // step too) when the schedule takes it.
-            Pending::Ready(delivery, place) => return self.arrived(delivery, place),
+            Pending::Ready(_, delivery, place) => return self.arrived(delivery, place),
             Pending::Waiting { key, waiting } => (key, waiting),
             Pending::Simulated { key, place } => {
                 let Network::Simulated(port) = &self.network else {

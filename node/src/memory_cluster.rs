@@ -145,7 +145,10 @@ impl MemoryCluster {
                 Some(expected) => expected.check(&output),
                 None => reference::check(spec, p, node, &output),
             };
-            checked.map_err(|mismatch| RunFailure::Mismatch { node, reason: mismatch.to_string() })?;
+            checked.map_err(|mismatch| RunFailure::Mismatch {
+                node,
+                reason: format!("{mismatch}{}", collectives::schedule::locate(spec, p, &mismatch)),
+            })?;
             steps = steps.max(node_steps);
         }
         for (node, router) in self.routers.iter().enumerate() {

@@ -11,6 +11,7 @@ pub mod elements;
 pub mod flow;
 pub mod frame;
 pub mod reference;
+pub mod schedule;
 pub mod spec;
 pub mod topology;
 

@@ -7,6 +7,7 @@ use bytesize::ByteSize;
 use serde::{Deserialize, Serialize};
 use strum::{Display, EnumIter, EnumString, IntoStaticStr, VariantNames};
 
+use crate::schedule::{Schedule, ScheduleError};
 use crate::topology::NodeId;
 
 /// A basic communication operation (Grama et al., "Basic Communication Operations").
@@ -423,6 +424,8 @@ pub enum SpecError {
     Dilation(#[from] DilationError),
     #[error("a dilation of {0} needs emulated links: raw links run at the machine's own speed and are never dilated")]
     RawLinksDilated(Dilation),
+    #[error(transparent)]
+    Schedule(#[from] ScheduleError),
 }
 
 /// The longest `timeout_ms` a spec may have: one day per iteration. Longer waits are no
@@ -473,6 +476,8 @@ pub struct RunSpec {
     /// coordinator). When present, every iteration starts at one common instant, as
     /// the cost model assumes, instead of when each node leaves the barrier.
     pub clock_offsets_ns: Vec<i64>,
+    /// A schedule the user brought (`--schedule`, `--goal`), run instead of `algorithm`.
+    pub schedule: Option<Box<Schedule>>,
 }
 
 impl RunSpec {
@@ -499,6 +504,7 @@ impl RunSpec {
             probe: false,
             trace: false,
             clock_offsets_ns: Vec::new(),
+            schedule: None,
         }
     }
 
@@ -530,7 +536,35 @@ impl RunSpec {
         if self.emulation.is_none() && self.dilation != Dilation::NONE {
             return Err(SpecError::RawLinksDilated(self.dilation));
         }
+        self.validate_schedule(p)?;
         self.validate_timing()
+    }
+
+    /// Whether the spec runs a GOAL schedule (sizes only: no result can be verified).
+    pub fn runs_goal(&self) -> bool {
+        matches!(self.schedule.as_deref(), Some(Schedule::Goal(_)))
+    }
+
+    /// What runs: the algorithm's name, or the schedule's.
+    pub fn what_runs(&self) -> String {
+        match &self.schedule {
+            None => self.algorithm.to_string(),
+            Some(schedule) => schedule.describe(),
+        }
+    }
+
+    /// Checks the schedule the spec carries, if any, for `p` nodes: its structure, and
+    /// for an MSCCL-IR program its collective and how `size_bytes` cuts into its chunks.
+    pub fn validate_schedule(&self, p: usize) -> Result<(), SpecError> {
+        let Some(schedule) = &self.schedule else { return Ok(()) };
+        schedule.check(p)?;
+        if let Schedule::Msccl(program) = schedule.as_ref() {
+            if program.collective != self.collective {
+                return Err(ScheduleError::Collective { schedule: program.collective, asked: self.collective }.into());
+            }
+            program.layout(p, self.size_bytes, self.dtype)?;
+        }
+        Ok(())
     }
 
     /// Checks the timeout and the iteration counts, which do not depend on the cluster:
@@ -684,6 +718,7 @@ mod tests {
             probe: false,
             trace: false,
             clock_offsets_ns: Vec::new(),
+            schedule: None,
         };
         let err = spec.validate(4).unwrap_err();
         assert!(err.to_string().contains("try 8 or 16"), "{err}");

@@ -239,6 +239,7 @@ fn longest_message(spec: &RunSpec, topology: &Topology) -> Option<FlowEvent> {
         record: true,
         wall_limit: Some(MESSAGE_CHECK_PATIENCE),
         raw_links: spec.emulation.is_none(),
+        ..Options::default()
     };
     let simulated = simulator::spec::run(spec, topology, links, Inputs::Lengths, options).ok()?;
     simulated.events.into_iter().filter(|event| event.kind == FlowKind::Send).max_by_key(|event| event.bytes)

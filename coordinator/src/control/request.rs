@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, anyhow};
 use clap::Args;
 use topocomm_proto::control::RunRequest;
+use topocomm_proto::schedule::Schedule;
 use topocomm_proto::spec::{
     Algorithm, Collective, Dilation, DilationError, Dtype, LinkModel, ReduceOp, Routing, RunSpec,
 };
@@ -55,6 +56,11 @@ pub struct CollectiveArgs {
     pub data: DataArgs,
     #[command(flatten)]
     pub links: LinkArgs,
+    /// Run an MSCCL-IR program (the XML MSCCLang and msccl-tools write) instead of an
+    /// algorithm: its `coll` must be the collective given, its `ngpus` --nodes, and
+    /// --size (per node, as the collective lays it out) must cut into its chunks.
+    #[arg(long, value_name = "FILE.xml", conflicts_with = "algorithm")]
+    pub schedule: Option<std::path::PathBuf>,
 }
 
 /// The data of a run: the root, the element type, the reduction operator, the shift,
@@ -195,10 +201,29 @@ pub fn plan(what: &CollectiveArgs, repetition: Repetition) -> anyhow::Result<Pla
         (Some(Dilating::By(factor)), Some(_)) => (factor, false),
         (Some(Dilating::Auto) | None, Some(_)) => (Dilation::NONE, true),
     };
-    let spec =
+    let mut spec =
         RunSpec { emulation, dilation, ..run_spec(what.collective, algorithm, what.size, &what.data, repetition)? };
+    if let Some(path) = &what.schedule {
+        spec.schedule = Some(Box::new(read_schedule(path, what.collective)?));
+    }
     let request = RunRequest { topology: what.shape.topology, dims: what.shape.dims.clone(), spec };
     Ok(Planned { request, predict_with, auto_dilation })
+}
+
+/// The MSCCL-IR program at `path`, played with no data first (it must finish), for
+/// `collective`.
+pub fn read_schedule(path: &std::path::Path, collective: Collective) -> anyhow::Result<Schedule> {
+    let schedule = topocomm_node::collectives::schedule::read_msccl(path).map_err(anyhow::Error::msg)?;
+    if let Schedule::Msccl(program) = &schedule {
+        anyhow::ensure!(
+            program.collective == collective,
+            "{}: the program is for {} (coll=\"{}\"), but the command asks for {collective}",
+            path.display(),
+            program.collective,
+            topocomm_node::collectives::schedule::msccl::coll_name(program.collective)
+        );
+    }
+    Ok(schedule)
 }
 
 /// The spec of `collective` by `algorithm` on `size_bytes` per node with `data`,
@@ -233,6 +258,7 @@ pub fn run_spec(
         probe: false,
         trace: false,
         clock_offsets_ns: Vec::new(),
+        schedule: None,
     })
 }
 

@@ -579,7 +579,7 @@ fn simulated(args: &SimulateArgs, words: &[String]) -> anyhow::Result<(Value, bo
         "the lab animates at most {} nodes (several node counts, `--nodes a..b`, are plotted instead)",
         simulate::MOST_NODES_DRAWN
     );
-    let options = Options { run: 1, record: true, wall_limit: Some(args.timeout), raw_links: false };
+    let options = Options { run: 1, record: true, wall_limit: Some(args.timeout), ..Options::default() };
     let ran = simulator::spec::run(&point.spec, &point.topology, links, point.inputs, options)?;
     let described = simulate::describe(point, &ran, &links);
     let verified = described.verified;
@@ -603,7 +603,7 @@ fn scaling(
     let mut points = Vec::new();
     let mut failures = Vec::new();
     for point in planned {
-        let options = Options { run: 1, record: false, wall_limit: Some(args.timeout), raw_links: false };
+        let options = Options { run: 1, record: false, wall_limit: Some(args.timeout), ..Options::default() };
         match simulator::spec::run(&point.spec, &point.topology, links, point.inputs, options) {
             Ok(ran) => points.push(simulate::describe(point, &ran, &links)),
             Err(error) => failures.push(format!("{} on a {}: {error}", point.spec.collective, point.topology)),

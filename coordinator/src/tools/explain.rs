@@ -19,6 +19,7 @@ use topocomm_proto::{NodeId, Topology, catalogue};
 
 use crate::control::request::{self, CollectiveArgs, Emulated, LinkArgs, Repetition};
 use crate::render::output;
+use crate::tools::goal_out;
 use crate::tools::model::{self, Prediction};
 
 #[derive(Debug, Clone, Args)]
@@ -28,6 +29,10 @@ pub struct ExplainArgs {
     /// Print JSON (the schedule's messages and the model's time) instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Also write the schedule as GOAL (LogGOPSim's text: per node, its sends and
+    /// receives in order, with the dependencies that order them) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub goal: Option<std::path::PathBuf>,
 }
 
 /// One iteration, nothing to dump: the model runs the schedule once.
@@ -45,6 +50,10 @@ const LINES_PER_STEP: usize = 12;
 /// Prints the schedule `args` describes, as text or (`--json`) one JSON object.
 pub fn print(args: &ExplainArgs) -> anyhow::Result<()> {
     let explained = explain(&args.what)?;
+    if let Some(path) = &args.goal {
+        let written = goal_out::write(&explained.spec, &explained.topology, explained.links, path)?;
+        eprintln!("{written}");
+    }
     let text = if args.json {
         serde_json::to_string_pretty(&crate::render::schema::versioned(to_json(&explained)))? + "\n"
     } else {
@@ -215,11 +224,13 @@ fn to_text(x: &Explained) -> String {
 /// What runs where, with which physics.
 fn header(x: &Explained) -> String {
     let spec = &x.spec;
-    let mut text = format!("{} by {}", spec.collective, spec.algorithm);
-    if x.requested != spec.algorithm {
+    let mut text = format!("{} by {}", spec.collective, spec.what_runs());
+    if let Some(schedule) = &spec.schedule {
+        write!(text, "\n{}", topocomm_node::collectives::schedule::summary(schedule)).ok();
+    } else if x.requested != spec.algorithm {
         write!(text, " (picked by {})", x.requested).ok();
     }
-    if let Some(entry) = catalogue::find(spec.collective, spec.algorithm) {
+    if let Some(entry) = catalogue::find(spec.collective, spec.algorithm).filter(|_| spec.schedule.is_none()) {
         write!(text, ", made for {}", entry.made_for).ok();
     }
     write!(text, "\non a {}: p = {}, --size {}", x.topology, x.topology.p(), size(spec.size_bytes)).ok();
@@ -334,7 +345,7 @@ pub(crate) fn to_json(x: &Explained) -> serde_json::Value {
         .collect();
     json!({
         "collective": x.spec.collective.to_string(),
-        "algorithm": x.spec.algorithm.to_string(),
+        "algorithm": x.spec.what_runs(),
         "requested_algorithm": x.requested.to_string(),
         "topology": x.topology.kind().to_string(),
         "dims": x.topology.dims(),

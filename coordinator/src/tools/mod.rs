@@ -9,6 +9,7 @@ pub mod closed_form;
 pub mod dilation;
 pub mod execute;
 pub mod explain;
+pub mod goal_out;
 pub mod model;
 pub mod simulate;
 pub mod sweep;

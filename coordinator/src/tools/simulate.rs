@@ -81,6 +81,14 @@ pub struct SimulateArgs {
     /// With --diagram: place the messages by step number instead of time.
     #[arg(long, requires = "diagram")]
     pub steps: bool,
+    /// Simulate an MSCCL-IR program (the XML MSCCLang and msccl-tools write) instead of an
+    /// algorithm: its `coll` must be the collective given and its `ngpus` the node count.
+    #[arg(long, value_name = "FILE.xml", conflicts_with_all = ["algorithm", "goal"])]
+    pub schedule: Option<PathBuf>,
+    /// Simulate a GOAL schedule (LogGOPSim's text) instead of the collective: sizes only,
+    /// nothing can be verified; its num_ranks must be the node count.
+    #[arg(long, value_name = "FILE", conflicts_with = "algorithm")]
+    pub goal: Option<PathBuf>,
     /// Wall time one simulation may take before it is given up (1ms to 24h).
     #[arg(long, default_value = "10m", value_parser = parse_timeout)]
     pub timeout: Duration,
@@ -199,11 +207,11 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
         let what = format!(
             "{} ({}) on a {}, {} per node",
             point.spec.collective,
-            point.spec.algorithm,
+            point.spec.what_runs(),
             point.topology,
             size_text(point.spec.size_bytes)
         );
-        let options = Options { run: 1, record: drawn, wall_limit: Some(args.timeout), raw_links: false };
+        let options = Options { run: 1, record: drawn, wall_limit: Some(args.timeout), ..Options::default() };
         let began = Instant::now();
         match simulator::spec::run(&point.spec, &point.topology, links, point.inputs, options) {
             Ok(simulated) => {
@@ -267,6 +275,16 @@ pub(crate) fn plan(args: &SimulateArgs) -> anyhow::Result<Vec<Planned>> {
         "--dims gives the shape of one topology: give one --topology and one --nodes with it"
     );
     let available = topocomm_node::memory::available_bytes();
+    let schedule = match (&args.schedule, &args.goal) {
+        (Some(path), _) => Some(Box::new(request::read_schedule(path, args.collective)?)),
+        (None, Some(path)) => {
+            Some(Box::new(topocomm_node::collectives::schedule::read_goal(path).map_err(anyhow::Error::msg)?))
+        }
+        (None, None) => None,
+    };
+    if let Some(schedule) = &schedule {
+        eprintln!("{}", topocomm_node::collectives::schedule::summary(schedule));
+    }
     let mut planned = Vec::new();
     for &kind in &args.topology {
         let algorithms: Vec<Algorithm> = match &args.algorithm {
@@ -281,8 +299,11 @@ pub(crate) fn plan(args: &SimulateArgs) -> anyhow::Result<Vec<Planned>> {
                     Topology::new(kind, p, args.dims.as_deref()).with_context(|| format!("{kind} of {p} nodes"))?;
                 let resolved = catalogue::resolve(args.collective, algorithm, kind, p, args.size);
                 let once = Repetition { warmup: 0, iterations: 1, timeout: args.timeout, dump: false };
-                let spec =
-                    RunSpec { run: 1, ..request::run_spec(args.collective, resolved, args.size, &args.data, once)? };
+                let spec = RunSpec {
+                    run: 1,
+                    schedule: schedule.clone(),
+                    ..request::run_spec(args.collective, resolved, args.size, &args.data, once)?
+                };
                 spec.validate(p).with_context(|| format!("{} on a {topology}", args.collective))?;
                 let (inputs, estimate) = fit(&spec, &topology, args.payload, available)?;
                 planned.push(Planned { topology, spec, inputs, estimate });
@@ -341,10 +362,13 @@ fn estimate(spec: &RunSpec, p: usize) -> (u64, u64) {
 pub(crate) fn describe(point: &Planned, simulated: &SimulatedRun, links: &LinkModel) -> Point {
     let spec = &point.spec;
     let time_us = simulated.time_ns as f64 / 1e3;
-    let closed_form_ns = closed_form::time_ns(spec.collective, spec.algorithm, &point.topology, spec.size_bytes, links);
+    let closed_form_ns = match spec.schedule {
+        None => closed_form::time_ns(spec.collective, spec.algorithm, &point.topology, spec.size_bytes, links),
+        Some(_) => None,
+    };
     Point {
         collective: spec.collective.to_string(),
-        algorithm: spec.algorithm.to_string(),
+        algorithm: spec.what_runs(),
         topology: point.topology.kind().to_string(),
         dims: point.topology.dims().to_vec(),
         nodes: point.topology.p(),

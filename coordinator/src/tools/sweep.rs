@@ -67,6 +67,10 @@ pub struct SweepArgs {
     /// one made for the topology.
     #[arg(long, short = 'a', value_parser = parse_algorithms)]
     pub algorithm: Option<Algorithms>,
+    /// Sweep an MSCCL-IR program instead of algorithms (sizes that do not cut into its
+    /// chunks are left out, with the reason).
+    #[arg(long, value_name = "FILE.xml", conflicts_with = "algorithm")]
+    pub schedule: Option<PathBuf>,
     /// Bytes per node: `8B..8MiB` (doubling from the first) or a comma list (`1KiB,64KiB`).
     // `std::vec::Vec`, not `Vec`: clap would read `Vec<_>` as many values of u64.
     #[arg(long, default_value = "8B..1MiB", value_parser = parse_sizes)]
@@ -275,6 +279,7 @@ fn what(args: &SweepArgs, algorithm: Algorithm, size: u64) -> CollectiveArgs {
         size,
         data: args.data.clone(),
         links: args.links.clone(),
+        schedule: args.schedule.clone(),
     }
 }
 

@@ -17,6 +17,7 @@ pub mod reduce;
 pub mod reduce_scatter;
 pub mod scan;
 pub mod scatter_gather;
+pub mod schedule;
 pub mod shift;
 pub mod tree;
 
@@ -32,6 +33,9 @@ use patterns::Reduction;
 pub async fn run(comm: &Comm, spec: &RunSpec, input: Bytes) -> Result<Bytes, CommError> {
     let (algorithm, root, block) = (spec.algorithm, spec.root, spec.size_bytes as usize);
     let reduction = Reduction { dtype: spec.dtype, op: spec.op };
+    if let Some(schedule) = &spec.schedule {
+        return Box::pin(schedule::run(comm, spec, schedule, input)).await;
+    }
     // Each family's schedule in a box of its own size: a node's future is then as large
     // as its own collective's state, not the largest of all (the simulator holds one
     // per node, a million at a time). Each family's `run` boxes its algorithms the same

@@ -17,6 +17,7 @@
 //! 0x00..=0x03   ALLTOALL_FOLD_IN, _EXCHANGE,   one another (hypercube all-to-all)
 //!               _UNFOLD, _PASS_ON
 //! 0x00..=0x01   BARRIER_BUTTERFLY, _FOLD       one another (hypercube barrier)
+//! 0x06          SCHEDULE                       nothing else (a schedule users bring)
 //! ------------  below 0x20: schedules that run alone, or beside phases from 0x20 up
 //! 0x20          BROADCAST_LENGTH               the scatter (SINGLE) and the all-gather
 //!                                              of the scatter-allgather broadcast
@@ -35,7 +36,7 @@
 //! 0x63          ALLREDUCE_GATHER
 //! 0x64, 0x65    ALLREDUCE_RING
 //! 0x66..=0x6B   allreduce_grid_dimension(i)
-//! the rest     free: 0x06..=0x1F, 0x21..=0x3F, 0x47..=0x4F, 0x54..=0x5F, 0x6C..=0xFE
+//! the rest     free: 0x07..=0x1F, 0x21..=0x3F, 0x47..=0x4F, 0x54..=0x5F, 0x6C..=0xFE
 //! 0xFF          never: its last steps are the runtime's tags
 //! ```
 //!
@@ -107,6 +108,10 @@ pub const ALLTOALL_PASS_ON: Phase = Phase(3);
 pub const BARRIER_BUTTERFLY: Phase = Phase(0);
 /// The hypercube barrier's fold: an extra node's signal and its release.
 pub const BARRIER_FOLD: Phase = Phase(1);
+
+/// A schedule users bring (an MSCCL-IR program, a GOAL schedule): the step is the
+/// message's place in its stream (see `schedule::interpreter` and `schedule::goal`).
+pub const SCHEDULE: Phase = Phase(0x06);
 
 /// The length broadcast that opens the scatter-allgather broadcast.
 pub const BROADCAST_LENGTH: Phase = Phase(0x20);
@@ -204,6 +209,7 @@ mod tests {
             .collect();
         vec![
             named(&[("SINGLE", SINGLE)]),
+            named(&[("SCHEDULE", SCHEDULE)]),
             grid,
             shift,
             named(&[

@@ -26,7 +26,7 @@ use topocomm_proto::frame::{FrameHeader, Tag};
 use topocomm_proto::spec::LinkModel;
 use topocomm_proto::{NodeId, Topology};
 
-use crate::comm::{Comm, CommError};
+use crate::comm::{Comm, CommError, Operation, OperationLog};
 use crate::mailbox::Delivery;
 use crate::transport::Payload;
 use network::{Network, Totals, UnknownNode};
@@ -150,6 +150,8 @@ impl Wake for NodeWaker {
 pub struct Options {
     pub run: u64,
     pub record: bool,
+    /// Record every node's operations in order (`Simulation::operations`).
+    pub operations: bool,
     /// The simulation gives up past this much wall time (`None`: never).
     pub wall_limit: Option<Duration>,
     /// Send as on a real cluster's raw links ([`Comm::raw_links`]): long vectors in
@@ -160,7 +162,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { run: 1, record: false, wall_limit: None, raw_links: false }
+        Options { run: 1, record: false, operations: false, wall_limit: None, raw_links: false }
     }
 }
 
@@ -182,6 +184,8 @@ pub struct Simulation<T> {
     pub events: Vec<FlowEvent>,
     /// Times a node's future was polled.
     pub polls: u64,
+    /// Each node's operations in the order it did them, when asked (`Options::operations`).
+    pub operations: Vec<Vec<Operation>>,
 }
 
 /// Why a simulation did not finish.
@@ -220,9 +224,16 @@ where
         network: Mutex::new(Network::new(topology.clone(), model, options.record)),
         ready: ReadyQueue::all(p),
     });
+    let logs: Vec<OperationLog> = match options.operations {
+        true => (0..p).map(|_| OperationLog::default()).collect(),
+        false => Vec::new(),
+    };
     let mut futures: Vec<Option<NodeFuture<T>>> = (0..p)
         .map(|id| {
-            let comm = Comm::simulated(Port { shared: shared.clone(), id }, options.run, 0);
+            let mut comm = Comm::simulated(Port { shared: shared.clone(), id }, options.run, 0);
+            if let Some(log) = logs.get(id) {
+                comm = comm.logged(log.clone());
+            }
             Some(Box::pin(per_node(comm)) as NodeFuture<T>)
         })
         .collect();
@@ -280,6 +291,10 @@ where
         unclaimed: network.unclaimed(),
         events: network.take_recording(),
         polls,
+        operations: logs
+            .iter()
+            .map(|log| std::mem::take(&mut *log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())))
+            .collect(),
     };
     drop(network);
     // The futures are done; wakers and ports hold the network until they go.

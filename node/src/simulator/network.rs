@@ -33,12 +33,13 @@ pub struct LinkState {
     pub bytes: u64,
 }
 
-/// What a node holds: messages nobody took yet, the receive it waits in (if any), and
-/// the packets of messages whose last packet has not come.
+/// What a node holds: messages nobody took yet, the receives it waits in (usually one at
+/// most; a schedule's concurrent blocks wait in several), and the packets of messages
+/// whose last packet has not come.
 #[derive(Default)]
 struct NodeState {
     mailbox: Vec<(NodeId, Tag, Delivery)>,
-    waiting: Option<(NodeId, Tag, Waker)>,
+    waiting: Vec<(NodeId, Tag, Waker)>,
     partial: Vec<(NodeId, Tag, Vec<Bytes>)>,
 }
 
@@ -205,11 +206,14 @@ impl Network {
     pub fn take(&mut self, me: NodeId, src: NodeId, tag: Tag, waker: Option<&Waker>) -> Option<Delivery> {
         let node = &mut self.nodes[me];
         if let Some(index) = node.mailbox.iter().position(|(from, t, _)| (*from, *t) == (src, tag)) {
-            node.waiting = None;
+            node.waiting.retain(|(s, t, _)| (*s, *t) != (src, tag));
             return Some(node.mailbox.remove(index).2);
         }
         if let Some(waker) = waker {
-            node.waiting = Some((src, tag, waker.clone()));
+            match node.waiting.iter_mut().find(|(s, t, _)| (*s, *t) == (src, tag)) {
+                Some(waiting) => waiting.2.clone_from(waker),
+                None => node.waiting.push((src, tag, waker.clone())),
+            }
         }
         None
     }
@@ -226,7 +230,7 @@ impl Network {
 
     /// What node `me` waits for, if it waits: (source, tag).
     pub fn waiting_for(&self, me: NodeId) -> Option<(NodeId, Tag)> {
-        self.nodes[me].waiting.as_ref().map(|(src, tag, _)| (*src, *tag))
+        self.nodes[me].waiting.first().map(|(src, tag, _)| (*src, *tag))
     }
 
     pub fn totals(&self) -> Totals {
@@ -306,8 +310,8 @@ impl Network {
         self.record(FlowKind::Deliver, me, &header, payload.len(), None);
         let node = &mut self.nodes[me];
         node.mailbox.push((src, tag, Delivery { payload, step: header.step, due_ns: header.due_ns }));
-        if node.waiting.as_ref().is_some_and(|(s, t, _)| (*s, *t) == (src, tag)) {
-            let (_, _, waker) = node.waiting.take().expect("checked");
+        if let Some(index) = node.waiting.iter().position(|(s, t, _)| (*s, *t) == (src, tag)) {
+            let (_, _, waker) = node.waiting.swap_remove(index);
             waker.wake();
         }
     }
