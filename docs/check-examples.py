@@ -3,7 +3,8 @@
 
 A command is a line inside a fenced block that starts with `topocomm` (or `$ topocomm`, or
 such a line behind `VAR=value` assignments), joined with its `\\` continuation lines. Each
-runs in a scratch folder with the built `topocomm` first on PATH, under a deadline, and
+runs in a scratch folder (where the repository's node/, docs/, deploy/ and bench/ are
+linked, as examples name them from the root) with the built `topocomm` first on PATH, under a deadline, and
 must exit 0 (a pipe into jq or grep runs as written, through the shell). Commands that
 need more than one machine's worth of set-up are not run here; each is listed with the
 test or script that runs its like, so nothing is skipped silently.
@@ -114,6 +115,9 @@ def main():
                 print(f"RUN       {where}: {command}")
                 continue
             scratch = tempfile.mkdtemp(prefix="topocomm-example-")
+            # Examples name the repository's own files (node/tests/schedules/...) as from its root.
+            for name in ("node", "docs", "deploy", "bench"):
+                os.symlink(os.path.join(ROOT, name), os.path.join(scratch, name))
             began = time.monotonic()
             try:
                 result = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=scratch, env=env,
