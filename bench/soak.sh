@@ -59,7 +59,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 if [[ -n ${TOPOCOMM_BIN_DIR:-} ]]; then
     BIN=$TOPOCOMM_BIN_DIR
 else
-    BIN=$ROOT/target/release
+    BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release
     if [[ ! -x $BIN/topocomm || ! -x $BIN/topocomm-node ]]; then
         echo "soak: building the release binaries (cargo build --release --workspace)" >&2
         (cd "$ROOT" && cargo build --release --workspace) >&2

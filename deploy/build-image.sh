@@ -15,7 +15,7 @@ root=$PWD
 
 image=${TOPOCOMM_IMAGE:-topocomm:latest}
 target=x86_64-unknown-linux-gnu # named even on this host: proc-macros then build for the host, without crt-static
-out=target/$target/release
+out=${CARGO_TARGET_DIR:-target}/$target/release
 
 for tool in cargo docker; do
   command -v "$tool" >/dev/null || { echo "build-image: $tool is not installed" >&2; exit 1; }
