@@ -14,6 +14,7 @@ mod cli;
 mod control;
 mod render;
 mod tools;
+mod tuning;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -39,7 +40,8 @@ use crate::render::topology_svg;
 use crate::render::topology_view::{self, TopologyArgs};
 use crate::render::trace::{self, FlowOutputs};
 use crate::tools::model::{self, Prediction};
-use crate::tools::{bench_model, calibrate, dilation, explain, simulate, sweep};
+use crate::tools::{bench_model, calibrate, dilation, explain, simulate, sweep, tune};
+use crate::tuning::Tuning;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -82,6 +84,7 @@ async fn command(cli: Cli) -> ExitCode {
         Command::Sweep(args) => sweep::run(&args).await.map(|()| ExitCode::SUCCESS),
         Command::Simulate(args) => simulate::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Status(args) => status(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Tune(args) => tune::run(&args).await.map(|()| ExitCode::SUCCESS),
         Command::Node(_) => unreachable!("the node role runs on its own runtime"),
     };
     result.unwrap_or_else(|error| {
@@ -105,13 +108,14 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut planned = request::plan(&args.what, repetition)?;
     // Traces and diagrams draw the run's own message flow, gathered from every node.
     planned.request.spec.trace = args.trace.is_some() || args.diagram.is_some();
-    let target = open_target(&args, &planned.request).await?;
+    let tuning = args.tuning.load()?;
+    let target = open_target(&args, &planned.request, &tuning).await?;
     let interrupted = match target {
         Target::Local(_) => "interrupted; every node process was stopped",
         Target::Remote { .. } => "interrupted",
     };
     let result = tokio::select! {
-        result = run_on(&target, &args, planned) => result,
+        result = run_on(&target, &args, planned, &tuning) => result,
         _ = tokio::signal::ctrl_c() => Err(anyhow!(interrupted)),
     };
     target.shutdown().await;
@@ -121,15 +125,21 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 /// The cluster `args` asks for: the serving coordinator `--coordinator` names, or a local
 /// one started for this run (after refusing a bad shape or size, or more than this
 /// machine holds, before any process starts).
-async fn open_target(args: &RunArgs, request: &RunRequest) -> anyhow::Result<Target> {
+async fn open_target(args: &RunArgs, request: &RunRequest, tuning: &Arc<Tuning>) -> anyhow::Result<Target> {
     if let Some(address) = &args.remote.coordinator {
+        if let Some(file) = &args.tuning.tuning {
+            eprintln!(
+                "note: the serving coordinator resolves auto by its own rules (serve --tuning); {} only shapes the prediction here",
+                file.display()
+            );
+        }
         return Ok(Target::Remote { address: address.clone(), credentials: args.remote.credentials()? });
     }
     Topology::new(request.topology, args.what.nodes, request.dims.as_deref())?;
     request.spec.validate(args.what.nodes)?;
-    Capacity::of_this_machine().check_run(&request.spec, request.topology, args.what.nodes)?;
+    Capacity::of_this_machine().check_run(&request.spec, request.topology, args.what.nodes, tuning)?;
     let logs = args.logs.clone().unwrap_or_else(|| std::env::temp_dir().join("topocomm-logs"));
-    let local = LocalCluster::start(args.what.nodes, &logs, args.remote.security.encrypt).await?;
+    let local = LocalCluster::start(args.what.nodes, &logs, args.remote.security.encrypt, tuning.clone()).await?;
     eprintln!(
         "local cluster: {} node processes, coordinator on {}, node logs in {}/node-*.log",
         args.what.nodes,
@@ -141,14 +151,14 @@ async fn open_target(args: &RunArgs, request: &RunRequest) -> anyhow::Result<Tar
 
 /// Runs the planned request on `target` (dilated as `--dilation` says, after the probe
 /// when it says `auto`), then reports, dumps and draws as asked.
-async fn run_on(target: &Target, args: &RunArgs, planned: Planned) -> anyhow::Result<ExitCode> {
+async fn run_on(target: &Target, args: &RunArgs, planned: Planned, tuning: &Tuning) -> anyhow::Result<ExitCode> {
     let Planned { mut request, predict_with, auto_dilation } = planned;
     let mut predicted: Option<(RunSpec, Topology, Prediction)> = None;
     let mut auto = None;
     if let (true, Some(links)) = (auto_dilation, request.spec.emulation) {
         let mut probe = dilation::Probe::measure(target, &request, links).await?;
         let topology = probe.topology().clone();
-        let spec = dilation::resolved(&request.spec, &topology);
+        let spec = dilation::resolved(&request.spec, &topology, tuning);
         let prediction = model::predict(&spec, &topology, links)?;
         let longest = dilation::Messages::of(&prediction).map(|m| m.longest);
         probe.measure_long(target, &request, links, longest).await?;
@@ -218,7 +228,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let token = given.clone().unwrap_or_else(local::random_token);
     let listener = TcpListener::bind(&args.listen).await.with_context(|| format!("binding {}", args.listen))?;
     let key = topocomm_proto::auth::Key::from_token(&token);
-    let coordinator = Arc::new(Coordinator::new(args.nodes, key, args.security.encrypt));
+    let coordinator = Arc::new(Coordinator::new(args.nodes, key, args.security.encrypt).tuned(args.tuning.load()?));
     let mode = if args.security.encrypt { "every link encrypted" } else { "links authenticated, not encrypted" };
     eprintln!("topocomm coordinator on {} for {} nodes ({mode})", listener.local_addr()?, args.nodes);
     match (&given, &args.write_token) {

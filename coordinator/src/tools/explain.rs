@@ -20,6 +20,7 @@ use topocomm_proto::{NodeId, Topology, catalogue};
 use crate::control::request::{self, CollectiveArgs, Emulated, LinkArgs, Repetition};
 use crate::render::topology_view::emit;
 use crate::tools::model::{self, Prediction};
+use crate::tuning::{Tuning, TuningArgs};
 
 #[derive(Debug, Clone, Args)]
 pub struct ExplainArgs {
@@ -28,6 +29,8 @@ pub struct ExplainArgs {
     /// Print JSON (the schedule's messages and the model's time) instead of text.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub tuning: TuningArgs,
 }
 
 /// One iteration, nothing to dump: the model runs the schedule once.
@@ -44,7 +47,7 @@ const LINES_PER_STEP: usize = 12;
 
 /// Prints the schedule `args` describes, as text or (`--json`) one JSON object.
 pub fn print(args: &ExplainArgs) -> anyhow::Result<()> {
-    let explained = explain(&args.what)?;
+    let explained = explain(&args.what, &*args.tuning.load()?)?;
     let text = if args.json {
         serde_json::to_string_pretty(&crate::render::schema::versioned(to_json(&explained)))? + "\n"
     } else {
@@ -119,13 +122,13 @@ struct Explained {
 }
 
 /// Plans, validates and predicts the run `what` describes.
-fn explain(what: &CollectiveArgs) -> anyhow::Result<Explained> {
+fn explain(what: &CollectiveArgs, tuning: &Tuning) -> anyhow::Result<Explained> {
     let planned = request::plan(what, ONCE)?;
     let request = planned.request;
     let topology = Topology::new(request.topology, what.nodes, request.dims.as_deref())?;
     let p = topology.p();
     let requested = request.spec.algorithm;
-    let algorithm = catalogue::resolve(request.spec.collective, requested, topology.kind(), p, request.spec.size_bytes);
+    let algorithm = tuning.resolve(request.spec.collective, requested, topology.kind(), p, request.spec.size_bytes);
     let spec = RunSpec { algorithm, ..request.spec };
     spec.validate(p)?;
     let (links, source) = physics(planned.predict_with, &what.links)?;
@@ -424,7 +427,7 @@ mod tests {
     fn explained(args: &[&str]) -> Explained {
         let cli = Cli::try_parse_from(["topocomm", "explain"].iter().chain(args)).expect("a valid command line");
         let Command::Explain(args) = cli.command else { panic!("not explain") };
-        explain(&args.what).expect("an explanation")
+        explain(&args.what, &Tuning::built_in()).expect("an explanation")
     }
 
     #[test]
@@ -512,7 +515,7 @@ mod tests {
         let cli = |args: &[&str]| {
             let cli = Cli::try_parse_from(["topocomm", "explain"].iter().chain(args)).expect("parses");
             let Command::Explain(args) = cli.command else { panic!("not explain") };
-            explain(&args.what).map(|_| ()).unwrap_err().to_string()
+            explain(&args.what, &Tuning::built_in()).map(|_| ()).unwrap_err().to_string()
         };
         assert!(cli(&["broadcast", "-t", "hypercube", "-n", "6"]).contains("power-of-two"));
         assert!(cli(&["broadcast", "-n", "8", "-s", "10B"]).contains("try 8 or 16"));

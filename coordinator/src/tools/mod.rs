@@ -11,3 +11,4 @@ pub mod explain;
 pub mod model;
 pub mod simulate;
 pub mod sweep;
+pub mod tune;

@@ -49,6 +49,7 @@ use crate::render::report::{self, LinkPhysics};
 use crate::render::{self, trace};
 use crate::tools::dilation::{self, Messages, Probe};
 use crate::tools::model::{self, Prediction};
+use crate::tuning::TuningArgs;
 
 /// `topocomm sweep`: the collective options of `run`, with sizes and algorithms as lists.
 #[derive(Debug, Clone, Args)]
@@ -90,6 +91,8 @@ pub struct SweepArgs {
     pub logs: Option<PathBuf>,
     #[command(flatten)]
     pub remote: RemoteArgs,
+    #[command(flatten)]
+    pub tuning: TuningArgs,
 }
 
 /// `--algorithm` of a sweep: every algorithm of the collective, or these.
@@ -298,6 +301,7 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
     }
     // A local cluster must fit on this machine, and so must each size's run.
     let capacity = (!remote).then(Capacity::of_this_machine);
+    let tuning = args.tuning.load()?;
     if let Some(capacity) = &capacity {
         capacity.check_nodes(args.nodes)?;
     }
@@ -310,7 +314,7 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
             Some(capacity) => spec
                 .validate(args.nodes)
                 .map_err(CapacityError::from)
-                .and_then(|()| capacity.check_run(spec, request.topology, args.nodes)),
+                .and_then(|()| capacity.check_run(spec, request.topology, args.nodes, &tuning)),
             None => spec.validate(usize::MAX).map_err(CapacityError::from),
         };
         match checked {
@@ -325,7 +329,7 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
         Some(address) => Target::Remote { address: address.clone(), credentials: args.remote.credentials()? },
         None => {
             let logs = args.logs.clone().unwrap_or_else(|| std::env::temp_dir().join("topocomm-logs"));
-            let local = LocalCluster::start(args.nodes, &logs, args.remote.security.encrypt).await?;
+            let local = LocalCluster::start(args.nodes, &logs, args.remote.security.encrypt, tuning).await?;
             eprintln!(
                 "local cluster: {} node processes, coordinator on {}, node logs in {}/node-*.log",
                 args.nodes,
@@ -394,8 +398,9 @@ async fn plan_points(
     let (Some(links), Some(first)) = (auto, plans.first().map(|plan| plan.request.clone())) else { return Ok(plans) };
     let mut probe = Probe::measure(cluster, &first, links).await?;
     let topology = probe.topology().clone();
+    let tuning = args.tuning.load()?;
     for plan in &mut plans {
-        let spec = dilation::resolved(&plan.request.spec, &topology);
+        let spec = dilation::resolved(&plan.request.spec, &topology, &tuning);
         let prediction = model::predict(&spec, &topology, links)?;
         plan.predicted = Some((spec, topology.clone(), prediction));
     }
