@@ -1,12 +1,13 @@
 //! `topocomm`: the coordinator and the user's command line.
 //!
-//! Three layers, the arrows going one way (a layer uses only those to its right):
+//! The layers, the arrows going one way (a layer uses only those to its right):
 //!
-//! `main`, `cli` → `tools` → `render` → `control` → (`topocomm-node`, `topocomm-proto`)
+//! `main`, `cli` → `tools` → `render` → `control` → `tuning` → (`topocomm-node`, `topocomm-proto`)
 //!
 //! - `control`: the control plane (clusters, the server and client, run requests);
 //! - `render`: reports, traces and (feature `pictures`) SVG/PNG pictures;
-//! - `tools`: the cost model, `explain`, calibration, `bench-model` and sweeps.
+//! - `tools`: the cost model, `explain`, calibration, `bench-model`, sweeps and `tune`;
+//! - `tuning`: the rules `--algorithm auto` picks by, as data.
 //!
 //! Each layer declares the options of its own commands; `cli` only assembles them.
 

@@ -161,7 +161,7 @@ impl<'de> Deserialize<'de> for Bytes {
     }
 }
 
-impl<T: Copy + PartialOrd> Bounds<T> {
+impl<T: Limit> Bounds<T> {
     /// No end given: every value.
     pub fn is_open(&self) -> bool {
         self.min.is_none() && self.max.is_none()
@@ -198,14 +198,34 @@ impl<T: Copy + PartialOrd> Bounds<T> {
     }
 }
 
-impl<T: Copy + fmt::Display> fmt::Display for Bounds<T> {
+/// A bound's value, and how an inclusive maximum reads better as an exclusive one.
+pub trait Limit: Copy + PartialOrd + fmt::Display {
+    /// The least value above `self`, where it reads better than `self` (`512 KiB` for
+    /// 524287 B): the maximum is then written "under" it.
+    fn under(&self) -> Option<String> {
+        None
+    }
+}
+
+impl Limit for u64 {}
+
+impl Limit for Bytes {
+    fn under(&self) -> Option<String> {
+        let (this, next) = (self.to_string(), Bytes(self.0.saturating_add(1)).to_string());
+        (this.ends_with(" B") && !next.ends_with(" B")).then_some(next)
+    }
+}
+
+impl<T: Limit> fmt::Display for Bounds<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.min, self.max) {
+        match (self.min, self.max.map(|max| (max, max.under()))) {
             (None, None) => f.write_str("any"),
             (Some(min), None) => write!(f, "≥ {min}"),
-            (None, Some(max)) => write!(f, "≤ {max}"),
-            (Some(min), Some(max)) if min.to_string() == max.to_string() => write!(f, "{min}"),
-            (Some(min), Some(max)) => write!(f, "{min} - {max}"),
+            (None, Some((_, Some(under)))) => write!(f, "under {under}"),
+            (None, Some((max, None))) => write!(f, "≤ {max}"),
+            (Some(min), Some((max, _))) if min == max => write!(f, "{min}"),
+            (Some(min), Some((_, Some(under)))) => write!(f, "{min} to under {under}"),
+            (Some(min), Some((max, None))) => write!(f, "{min} - {max}"),
         }
     }
 }

@@ -296,4 +296,11 @@ fn sizes_read_as_numbers_or_with_units_and_print_exactly() {
     assert_eq!(Bytes(65535).to_string(), "65535 B");
     assert_eq!(Bytes(3 << 20).to_string(), "3 MiB");
     assert_eq!(Bytes(0).to_string(), "0 B");
+    let bounds = |min: Option<u64>, max: Option<u64>| Bounds { min: min.map(Bytes), max: max.map(Bytes) }.to_string();
+    assert_eq!(bounds(Some(64 << 10), Some((512 << 10) - 1)), "64 KiB to under 512 KiB");
+    assert_eq!(bounds(None, Some((64 << 10) - 1)), "under 64 KiB");
+    assert_eq!(bounds(None, Some(1 << 20)), "≤ 1 MiB");
+    assert_eq!(bounds(Some(8), Some(1 << 20)), "8 B - 1 MiB");
+    assert_eq!(bounds(Some(1 << 10), Some(1 << 10)), "1 KiB");
+    assert_eq!(bounds(Some(64 << 10), None), "≥ 64 KiB");
 }
