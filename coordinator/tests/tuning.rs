@@ -93,6 +93,25 @@ fn a_served_cluster_resolves_auto_by_its_own_file() {
     assert_eq!(json["algorithm"], "linear", "{json:#}");
     let json = cluster.run_ok("scatter --topology full --algorithm auto --size 512B --iterations 2");
     assert_eq!(json["algorithm"], "hypercube", "{json:#}");
+    // tune measures the served cluster through its coordinator, as run does.
+    let tuned = scratch.path.join("tuned.json");
+    let words =
+        ["tune", "--topology", "full", "--sizes", "64KiB", "--iterations", "1", "--warmup", "0", "--repeat", "1"];
+    let mut tune = cluster.cli(&words);
+    tune.arg("--output").arg(&tuned);
+    let finished = run_bounded(tune, &scratch, "tune-served", PATIENCE);
+    assert!(finished.status.success(), "tune failed:\n{}\n{}", finished.stderr, finished.stdout);
+    assert!(!finished.stderr.contains("local cluster"), "{}", finished.stderr);
+    let tuned: Value = serde_json::from_str(&read_text(&tuned)).expect("the file is JSON");
+    // On 4 fully connected nodes: the all-reduce, scan and scatter rules, each measured at 64 KiB.
+    let measured: Vec<&str> = tuned["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|rule| rule["nodes"] == json!({ "min": 4, "max": 4 }) && rule["topologies"] == json!(["full"]))
+        .map(|rule| rule["collective"].as_str().unwrap())
+        .collect();
+    assert_eq!(measured, ["allreduce", "scan", "scatter"], "{tuned:#}");
 }
 
 #[test]
