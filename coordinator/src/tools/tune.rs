@@ -135,9 +135,12 @@ async fn tune(args: &TuneArgs, target: &Target, base: &Arc<Tuning>) -> anyhow::R
         "median µs",
         "ahead",
     ]);
+    let mut sizes = args.sizes.clone();
+    sizes.sort_unstable();
+    sizes.dedup();
     for pair in &pairs {
         let mut measured = Vec::new();
-        for &size in &args.sizes {
+        for &size in &sizes {
             let mut times = [Vec::new(), Vec::new()];
             let mut refused = None;
             for _ in 0..args.repeat {
@@ -238,15 +241,14 @@ fn crossing(measured: &[Measured]) -> Option<usize> {
 
 /// The rules for p nodes of `kind` that `measured` says, over the sizes measured: the
 /// default below the crossing, the alternative from it on.
+/// `measured` is in order of size, each size once.
 fn rules_of(pair: &Pair, kind: TopologyKind, p: usize, measured: &[Measured], args: &TuneArgs) -> Vec<Rule> {
-    let mut measured = measured.to_vec();
-    measured.sort_by_key(|point| point.size);
     let (Some(first), Some(last)) = (measured.first(), measured.last()) else { return Vec::new() };
     let medians: Vec<String> = measured
         .iter()
         .map(|point| format!("{} {:.1} against {:.1}", size_text(point.size), point.default_us, point.alternative_us))
         .collect();
-    let found = crossing(&measured);
+    let found = crossing(measured);
     let verdict = match found {
         Some(index) => format!("{} ahead from {} on", pair.alternative, size_text(measured[index].size)),
         None => format!("{} never ahead up to the largest size", pair.alternative),
