@@ -36,6 +36,8 @@ ELSEWHERE = [
     (r"^topocomm serve ", "serves until stopped: coordinator/tests/cluster.rs runs serve"),
     (r"^topocomm-node ", "a daemon that runs until stopped: coordinator/tests/cluster.rs starts them"),
     (r"^topocomm status --coordinator", "coordinator/tests/cluster.rs asks a served cluster's status"),
+    (r"--tuning (my-tuning|tuning|bad)\.json", "reads a tuning file written or edited beforehand: "
+     "coordinator/tests/tuning.rs writes such files (by hand, and by tune) and runs run, explain, list and serve with them"),
 ]
 # Benchmarks that take minutes: run with --full.
 LONG = [r"^topocomm bench-model "]

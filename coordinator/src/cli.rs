@@ -17,6 +17,8 @@ use crate::tools::calibrate::CalibrateArgs;
 use crate::tools::explain::ExplainArgs;
 use crate::tools::simulate::SimulateArgs;
 use crate::tools::sweep::SweepArgs;
+use crate::tools::tune::TuneArgs;
+use crate::tuning::TuningArgs;
 
 /// Run, measure and understand collective communication on interconnection networks.
 #[derive(Debug, Parser)]
@@ -36,7 +38,7 @@ pub enum Command {
     /// Print a topology's ids, neighbours, edges and diameter (nothing is run).
     Topology(TopologyArgs),
     /// Print every collective's algorithms: the topology each is made for, the node
-    /// counts it serves, its steps and its source.
+    /// counts it serves, its steps and its source; and the rules `auto` picks by.
     List(ListArgs),
     /// Print an algorithm's schedule step by step (who sends how many bytes to whom,
     /// over which hops) and the cost model's time, without running anything.
@@ -61,6 +63,10 @@ pub enum Command {
     /// Start a local cluster of --nodes daemons and the lab, its page in a browser: the
     /// cluster drawn on its topology, runs from a form, every message animated.
     Lab(LabArgs),
+    /// Measure where `--algorithm auto` should switch on this cluster (each rule's
+    /// alternative against the default it replaces, over doubling sizes) and write the
+    /// rules as a file for `--tuning`.
+    Tune(TuneArgs),
     /// Run a node daemon (the same daemon as `topocomm-node`; local clusters use it).
     #[command(hide = true)]
     Node(NodeArgs),
@@ -103,6 +109,8 @@ pub struct RunArgs {
     pub goal: Option<PathBuf>,
     #[command(flatten)]
     pub remote: RemoteArgs,
+    #[command(flatten)]
+    pub tuning: TuningArgs,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -126,6 +134,9 @@ pub struct ServeArgs {
     /// which the page asks for.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
+    /// The rules `--algorithm auto` picks by for every client.
+    #[command(flatten)]
+    pub tuning: TuningArgs,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -1,12 +1,13 @@
 //! `topocomm`: the coordinator and the user's command line.
 //!
-//! Three layers, the arrows going one way (a layer uses only those to its right):
+//! The layers, the arrows going one way (a layer uses only those to its right):
 //!
-//! `main`, `cli` → `tools` → `render` → `control` → (`topocomm-node`, `topocomm-proto`)
+//! `main`, `cli` → `tools` → `render` → `control` → `tuning` → (`topocomm-node`, `topocomm-proto`)
 //!
 //! - `control`: the control plane (clusters, the server and client, run requests);
 //! - `render`: reports, traces and (feature `pictures`) SVG/PNG pictures;
-//! - `tools`: the cost model, `explain`, calibration, `bench-model` and sweeps.
+//! - `tools`: the cost model, `explain`, calibration, `bench-model`, sweeps and `tune`;
+//! - `tuning`: the rules `--algorithm auto` picks by, as data.
 //!
 //! Each layer declares the options of its own commands; `cli` only assembles them.
 
@@ -15,6 +16,7 @@ mod control;
 mod lab;
 mod render;
 mod tools;
+mod tuning;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -41,7 +43,8 @@ use crate::render::topology_svg;
 use crate::render::topology_view::{self, TopologyArgs};
 use crate::render::trace::{self, FlowOutputs};
 use crate::tools::model;
-use crate::tools::{bench_model, calibrate, execute, explain, simulate, sweep};
+use crate::tools::{bench_model, calibrate, execute, explain, simulate, sweep, tune};
+use crate::tuning::Tuning;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -85,6 +88,7 @@ async fn command(cli: Cli) -> ExitCode {
         Command::Simulate(args) => simulate::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Status(args) => status(args).await.map(|()| ExitCode::SUCCESS),
         Command::Lab(args) => lab::run(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Tune(args) => tune::run(&args).await.map(|()| ExitCode::SUCCESS),
         Command::Node(_) => unreachable!("the node role runs on its own runtime"),
     };
     result.unwrap_or_else(|error| {
@@ -121,13 +125,14 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(schedule) = &planned.request.spec.schedule {
         eprintln!("{}", topocomm_node::collectives::schedule::summary(schedule));
     }
-    let target = open_target(&args, &planned.request).await?;
+    let tuning = args.tuning.load()?;
+    let target = open_target(&args, &planned.request, &tuning).await?;
     let interrupted = match target {
         Target::Local(_) => "interrupted; every node process was stopped",
         Target::Remote { .. } => "interrupted",
     };
     let result = tokio::select! {
-        result = run_on(&target, &args, planned) => result,
+        result = run_on(&target, &args, planned, &tuning) => result,
         _ = tokio::signal::ctrl_c() => Err(anyhow!(interrupted)),
     };
     target.shutdown().await;
@@ -157,16 +162,22 @@ fn check_outputs(args: &RunArgs) -> anyhow::Result<()> {
 /// The cluster `args` asks for: the serving coordinator `--coordinator` names, or a local
 /// one started for this run (after refusing a bad shape or size, more than this machine
 /// holds, or a message longer than its links carry, before any process starts).
-async fn open_target(args: &RunArgs, request: &RunRequest) -> anyhow::Result<Target> {
+async fn open_target(args: &RunArgs, request: &RunRequest, tuning: &Arc<Tuning>) -> anyhow::Result<Target> {
     if let Some(address) = &args.remote.coordinator {
+        if let Some(file) = &args.tuning.tuning {
+            eprintln!(
+                "note: the serving coordinator resolves auto by its own rules (serve --tuning); {} only shapes the prediction here",
+                file.display()
+            );
+        }
         return Ok(Target::Remote { address: address.clone(), credentials: args.remote.credentials()? });
     }
     let topology = Topology::new(request.topology, args.what.nodes, request.dims.as_deref())?;
     request.spec.validate(args.what.nodes)?;
-    let resolved = Capacity::of_this_machine().check_run(&request.spec, request.topology, args.what.nodes)?;
+    let resolved = Capacity::of_this_machine().check_run(&request.spec, request.topology, args.what.nodes, tuning)?;
     local::check_messages(&resolved, &topology)?;
     let logs = local::log_folder(args.logs.as_deref())?;
-    let local = LocalCluster::start(args.what.nodes, &logs, args.remote.security.encrypt).await?;
+    let local = LocalCluster::start(args.what.nodes, &logs, args.remote.security.encrypt, tuning.clone()).await?;
     eprintln!(
         "local cluster: {} node processes, coordinator on {}, node logs in {}/node-*.log",
         args.what.nodes,
@@ -178,13 +189,13 @@ async fn open_target(args: &RunArgs, request: &RunRequest) -> anyhow::Result<Tar
 
 /// Runs the planned request on `target` (dilated as `--dilation` says, after the probe
 /// when it says `auto`), then reports, dumps and draws as asked.
-async fn run_on(target: &Target, args: &RunArgs, planned: Planned) -> anyhow::Result<ExitCode> {
+async fn run_on(target: &Target, args: &RunArgs, planned: Planned, tuning: &Tuning) -> anyhow::Result<ExitCode> {
     let announce = |stage: execute::Stage| {
         if let execute::Stage::Dilated(line) = stage {
             eprintln!("{line}");
         }
     };
-    let executed = execute::run(target, planned, &announce).await?;
+    let executed = execute::run(target, planned, tuning, &announce).await?;
     let execute::Executed { outcome, summary, prediction, predict_with, json } = &executed;
     // The results first, then the files: a file that cannot be written after all (the
     // paths were checked before the run) loses nothing of what was measured.
@@ -239,7 +250,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let token = given.clone().unwrap_or_else(local::random_token);
     let listener = TcpListener::bind(&args.listen).await.with_context(|| format!("binding {}", args.listen))?;
     let key = topocomm_proto::auth::Key::from_token(&token);
-    let coordinator = Arc::new(Coordinator::new(args.nodes, key, args.security.encrypt));
+    let coordinator = Arc::new(Coordinator::new(args.nodes, key, args.security.encrypt).tuned(args.tuning.load()?));
     let mode = if args.security.encrypt { "every link encrypted" } else { "links authenticated, not encrypted" };
     eprintln!("topocomm coordinator on {} for {} nodes ({mode})", listener.local_addr()?, args.nodes);
     match (&given, &args.write_token) {

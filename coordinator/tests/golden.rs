@@ -84,6 +84,7 @@ fn help_of_every_command() {
         ("help_simulate", "simulate --help"),
         ("help_serve", "serve --help"),
         ("help_status", "status --help"),
+        ("help_tune", "tune --help"),
         ("help_subcommand", "help run"),
     ];
     for (name, words) in cases {

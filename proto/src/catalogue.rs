@@ -1,10 +1,10 @@
 //! Which algorithms serve which collective: for each, the topology it is made for, the
-//! node counts it serves, its step count and its source; the default algorithm of each
-//! (collective, topology) pair and the size-based choice of `auto`. `topocomm list`
-//! prints this table, and the node refuses a pair that is not in it.
+//! node counts it serves, its step count and its source; and the default algorithm of
+//! each (collective, topology) pair: what a topology is. `topocomm list` prints this
+//! table, and the node refuses a pair that is not in it. What `auto` picks by size and p
+//! is tuning, not contract: the coordinator keeps it as data (`coordinator/src/tuning/`).
 
-use crate::frame::CUT_FRAMES_UP_TO;
-use crate::spec::{Algorithm, Collective, RunSpec};
+use crate::spec::{Algorithm, Collective};
 use crate::topology::TopologyKind;
 use std::ops::RangeInclusive;
 
@@ -303,215 +303,10 @@ pub fn default_algorithm(collective: Collective, topology: TopologyKind) -> Algo
     }
 }
 
-/// What `auto` picks, in one line (`topocomm list` prints it).
-pub const AUTO_RULE: &str = "--algorithm auto picks halving-doubling all-reduce where the cost model, with a start-up \
-     worth 128 KiB, says it beats the topology's own (from about 200-500 KiB per node on 4 or more nodes; never on a \
-     ring), the reduce-then-broadcast all-reduce below that from 64 KiB on 16 or more nodes where the default is \
-     recursive doubling, the segmented pipeline scan on a hypercube or a fully connected network from 256 KiB (on 4 to \
-     8 nodes from 128 KiB on a hypercube, 64 KiB fully connected), the linear scatter from 64 KiB on a fully \
-     connected network, and the pairwise-xor all-to-all on a \
-     hypercube for blocks up to 1 MiB where a node's blocks take 4 to 16 MiB together; the topology's default \
-     everywhere else; and where its pick does not fit in the nodes' memory, the pairwise-xor all-to-all instead of the \
-     hypercube's";
-
-/// What one message's start-up costs, in the bytes a node could move in that time:
-/// the t_s / t_w that puts the all-reduce crossings where they were measured on a
-/// local cluster (recursive doubling ahead at 256 KiB on 8 nodes, halving-doubling
-/// ahead at 256 KiB on 16 and 32; docs/PERFORMANCE-NOTES.md).
-pub const STARTUP_BYTES: u64 = 128 * 1024;
-
-/// Message size from which `auto` scans by the segmented pipeline where the default is
-/// Algorithm 4.9, on more than [`SMALL_CLUSTER_NODES`]: measured ahead from 256 KiB on 4
-/// to 32 nodes, behind at 64 KiB on 16 and 32.
-pub const LARGE_SCAN: u64 = 256 * 1024;
-
-/// Message size from which `auto` scans by the segmented pipeline on a hypercube of 4
-/// to [`SMALL_CLUSTER_NODES`] nodes, where the chain is routed (11 hops for 8 nodes):
-/// measured ahead at 128 KiB on 4 and 8 nodes, ahead in 10 of 14 passes at 64 KiB.
-pub const SMALL_CLUSTER_SCAN: u64 = 128 * 1024;
-
-/// Message size from which `auto` scans by the segmented pipeline on a fully connected
-/// network of 4 to [`SMALL_CLUSTER_NODES`] nodes, where the chain is p - 1 direct sends:
-/// measured ahead at 64 and 128 KiB on 4, 5, 6 and 8 nodes, even or behind below.
-pub const SMALL_CLUSTER_SCAN_FULL: u64 = 64 * 1024;
-
-/// The most nodes on which `auto` scans by the pipeline from [`SMALL_CLUSTER_SCAN`]
-/// (hypercube) or [`SMALL_CLUSTER_SCAN_FULL`] (fully connected) rather than from
-/// [`LARGE_SCAN`].
-pub const SMALL_CLUSTER_NODES: usize = 8;
-
-/// Message size from which `auto` scans by the segmented pipeline on p nodes of
-/// `topology`, where the default is Algorithm 4.9 ([`LARGE_SCAN`]; on small clusters
-/// [`SMALL_CLUSTER_SCAN`] and [`SMALL_CLUSTER_SCAN_FULL`]).
-pub fn pipeline_scan_from(topology: TopologyKind, p: usize) -> u64 {
-    match topology {
-        _ if p > SMALL_CLUSTER_NODES => LARGE_SCAN,
-        TopologyKind::Full => SMALL_CLUSTER_SCAN_FULL,
-        _ => SMALL_CLUSTER_SCAN,
-    }
-}
-
-/// Vector size from which `auto` all-reduces by a reduce then a broadcast, on 16 nodes
-/// or more, where the default is recursive doubling and halving-doubling does not pay
-/// yet ([`auto`]).
-pub const TREE_ALLREDUCE: u64 = 64 * 1024;
-
-/// Nodes from which `auto` all-reduces by a reduce then a broadcast ([`TREE_ALLREDUCE`]).
-pub const TREE_ALLREDUCE_NODES: usize = 16;
-
-/// Block size from which `auto` scatters by the root's direct sends on a fully
-/// connected network.
-pub const LARGE_SCATTER: u64 = 64 * 1024;
-
-/// The bytes a node's p blocks take together, from and up to which `auto` runs Algorithm
-/// 4.10 on a hypercube ([`pairwise_xor_pays`]): measured ahead of the hypercube schedule in
-/// every pass from 4 MiB (256 KiB blocks on 16 nodes, 512 KiB on 8, 1 MiB on 4) to 16 MiB
-/// (1 MiB on 16, 512 KiB on 32); behind at 2 MiB (256 KiB on 8 nodes) and even at 32 MiB
-/// (1 MiB on 32; docs/PERFORMANCE-NOTES.md).
-pub const PAIRWISE_XOR_NODE_BYTES: RangeInclusive<u64> = (4 << 20)..=(16 << 20);
-
-/// Whether Algorithm 4.10's p - 1 direct (E-cube routed) sends of `block_bytes` beat the
-/// hypercube all-to-all's log p exchanges of p/2 blocks on p nodes: where its blocks are
-/// frames a link cuts into writes ([`CUT_FRAMES_UP_TO`]: each of its p - 1 messages goes
-/// out in cut writes, the schedule's p/2-block messages do not) and a node's blocks
-/// together are in [`PAIRWISE_XOR_NODE_BYTES`]. Both move the same block-hops; the fewer, larger messages
-/// win while start-ups count, the cut writes of many messages once the bytes do.
-pub fn pairwise_xor_pays(p: usize, block_bytes: u64) -> bool {
-    block_bytes <= CUT_FRAMES_UP_TO as u64 && PAIRWISE_XOR_NODE_BYTES.contains(&(p as u64 * block_bytes))
-}
-
-/// Whether halving-doubling all-reduce beats recursive doubling for `size_bytes` per
-/// node on p nodes, by the cost model with t_s = [`STARTUP_BYTES`] t_w ([Thakur 2005]):
-/// recursive doubling takes log p (t_s + t_w m), halving-doubling 2 log p t_s +
-/// 2 (p - 1)/p t_w m, on the power-of-two core the extra nodes fold into.
-pub fn halving_doubling_pays(p: usize, size_bytes: u64) -> bool {
-    let Some(dimension) = p.checked_ilog2() else { return false };
-    let core = 1u64 << dimension;
-    let steps = f64::from(dimension);
-    let bytes_saved = steps - 2.0 * (core - 1) as f64 / core as f64;
-    bytes_saved > 0.0 && size_bytes as f64 * bytes_saved >= STARTUP_BYTES as f64 * steps
-}
-
-/// What `auto` runs: the large-message algorithm where it was measured ahead of the
-/// topology's default on a local cluster, the default everywhere else ([`AUTO_RULE`]).
-///
-/// Broadcast by scatter-allgather and reduction by reduce-scatter-gather are not
-/// picked: with the nodes sharing the machine's cores, the bytes copied through TCP
-/// decide, and those move 1.2-2 times the binomial tree's; they were behind it on 8, 16
-/// and 32 nodes at 1 and 8 MiB (docs/PERFORMANCE-NOTES.md). Nor is the pipeline scan on
-/// a ring or grid, whose default is already a chain.
-pub fn auto(collective: Collective, topology: TopologyKind, p: usize, size_bytes: u64) -> Algorithm {
-    use TopologyKind as T;
-    let textbook = default_algorithm(collective, topology);
-    match collective {
-        C::Allreduce if topology != T::Ring && halving_doubling_pays(p, size_bytes) => A::HalvingDoubling,
-        // Recursive doubling sends the whole vector log p times, p log p vectors in all;
-        // the tree sends 2 (p - 1), in twice the steps. With the nodes sharing the
-        // machine's cores the bytes decide from 64 KiB on 16 and 32 nodes (measured ahead
-        // at 64 and 128 KiB on 16, 32 and 64 KiB on 32; behind at 32 KiB on 16, even on 8;
-        // README, "Fully connected, p = 16 and p = 32").
-        C::Allreduce
-            if textbook == A::RecursiveDoubling && p >= TREE_ALLREDUCE_NODES && size_bytes >= TREE_ALLREDUCE =>
-        {
-            A::ReduceBroadcast
-        }
-        // The chain moves the vector p - 1 times in all, Algorithm 4.9 p log p times: on 4
-        // to 8 nodes the chain's bytes win over its length from 64 KiB where its sends are
-        // direct, from 128 KiB where they are routed over a hypercube; on 16 and 32 nodes
-        // only from 256 KiB (docs/PERFORMANCE-NOTES.md).
-        C::Scan if textbook == A::Hypercube && p >= 4 && size_bytes >= pipeline_scan_from(topology, p) => A::Pipeline,
-        // The root's direct sends, as Open MPI scatters large blocks: the binomial tree
-        // saves only p - 1 - log p start-ups on a fully connected network, and its relays
-        // pass on blocks again (12 block transfers against 7 for p = 8; the measurement:
-        // docs/PERFORMANCE-NOTES.md).
-        C::Scatter if topology == T::Full && p >= 4 && size_bytes >= LARGE_SCATTER => A::Linear,
-        // Not on a hypercube: there the direct sends cross the same block-hops as the
-        // tree's relays, and with the links unpaced they were even with the tree on 16
-        // and 32 nodes (docs/PERFORMANCE-NOTES.md).
-        // Algorithm 4.10 on the same hypercube, made for it: the same block-hops in p - 1
-        // messages of one block rather than log p of p/2 blocks ([`pairwise_xor_pays`]).
-        C::Alltoall if textbook == A::Hypercube && pairwise_xor_pays(p, size_bytes) => A::PairwiseXor,
-        _ => textbook,
-    }
-}
-
-/// The algorithm `auto` turns to where its pick ([`auto`]) would need more memory than
-/// the nodes have: one of the same collective that holds less. The hypercube's
-/// all-to-all keeps every message it receives until the last step (about 3.5 times a
-/// node's p blocks on 32 nodes); Algorithm 4.10, made for the same hypercube, sends and
-/// receives one block at a time (2.2 times; docs/PERFORMANCE-NOTES.md, "The all-to-all of
-/// 8 MiB on 32 nodes").
-pub fn leaner(collective: Collective, picked: Algorithm) -> Option<Algorithm> {
-    match (collective, picked) {
-        (C::Alltoall, A::Hypercube) => Some(A::PairwiseXor),
-        _ => None,
-    }
-}
-
-/// `spec` with `auto` resolved ([`resolve`]) and held to `check` (the memory its nodes
-/// have): `auto`'s pick when it passes, else its [`leaner`] alternative when that
-/// passes, else the pick's refusal. A named algorithm is checked as named.
-pub fn resolve_checked<E>(
-    spec: &RunSpec,
-    topology: TopologyKind,
-    p: usize,
-    check: impl Fn(&RunSpec) -> Result<(), E>,
-) -> Result<RunSpec, E> {
-    let with = |algorithm| RunSpec { algorithm, ..spec.clone() };
-    let picked = with(resolve(spec.collective, spec.algorithm, topology, p, spec.size_bytes));
-    let Err(refusal) = check(&picked) else { return Ok(picked) };
-    let lean = match spec.algorithm {
-        Algorithm::Auto => leaner(spec.collective, picked.algorithm).map(with),
-        _ => None,
-    };
-    match lean {
-        Some(lean) if check(&lean).is_ok() => Ok(lean),
-        _ => Err(refusal),
-    }
-}
-
-/// The algorithm a run uses: `auto` resolved, anything else as named.
-pub fn resolve(
-    collective: Collective,
-    algorithm: Algorithm,
-    topology: TopologyKind,
-    p: usize,
-    size_bytes: u64,
-) -> Algorithm {
-    match algorithm {
-        Algorithm::Auto => auto(collective, topology, p, size_bytes),
-        named => named,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use strum::IntoEnumIterator;
-
-    #[test]
-    fn auto_turns_leaner_only_where_its_pick_does_not_fit() {
-        let cube = TopologyKind::Hypercube;
-        let spec = |collective, algorithm| RunSpec { size_bytes: 8 << 20, ..RunSpec::new(collective, algorithm) };
-        // A check that names the algorithm it refused.
-        let everything = |_: &RunSpec| Ok(());
-        let only_pairwise = |run: &RunSpec| if run.algorithm == A::PairwiseXor { Ok(()) } else { Err(run.algorithm) };
-        let nothing = |run: &RunSpec| Err(run.algorithm);
-        let ran = |resolved: Result<RunSpec, Algorithm>| resolved.map(|run| run.algorithm);
-        let auto = spec(C::Alltoall, A::Auto);
-        assert_eq!(ran(resolve_checked(&auto, cube, 32, everything)), Ok(A::Hypercube));
-        assert_eq!(ran(resolve_checked(&auto, cube, 32, only_pairwise)), Ok(A::PairwiseXor));
-        // Neither fits: the pick's refusal.
-        assert_eq!(ran(resolve_checked(&auto, cube, 32, nothing)), Err(A::Hypercube));
-        // A named algorithm is never swapped, nor a collective without a leaner one.
-        let named = spec(C::Alltoall, A::Hypercube);
-        assert_eq!(ran(resolve_checked(&named, cube, 32, only_pairwise)), Err(A::Hypercube));
-        assert_eq!(ran(resolve_checked(&spec(C::Allgather, A::Auto), cube, 32, nothing)), Err(A::Hypercube));
-        assert_eq!(ran(resolve_checked(&auto, TopologyKind::Ring, 32, only_pairwise)), Err(A::Ring));
-        // The rest of the spec goes through untouched.
-        let resolved = resolve_checked(&auto, cube, 32, only_pairwise).expect("pairwise-xor fits");
-        assert_eq!(resolved, RunSpec { algorithm: A::PairwiseXor, ..auto });
-    }
 
     #[test]
     fn every_collective_has_algorithms_and_its_defaults_are_in_the_table() {
@@ -520,10 +315,6 @@ mod tests {
             for topology in TopologyKind::iter() {
                 let default = default_algorithm(collective, topology);
                 assert!(find(collective, default).is_some(), "{collective} on {topology}: {default}");
-                for size in [8, 1 << 20] {
-                    let auto = auto(collective, topology, 16, size);
-                    assert!(find(collective, auto).is_some(), "{collective} auto on {topology}: {auto}");
-                }
             }
         }
     }
@@ -543,93 +334,5 @@ mod tests {
         assert!(error.starts_with("scan has no algorithm bruck; choose one of: auto, "), "{error}");
         assert!(error.contains("hypercube") && error.contains("linear"), "{error}");
         assert!(check(Collective::Scan, Algorithm::Auto).is_ok());
-    }
-
-    #[test]
-    fn auto_picks_large_message_algorithms() {
-        use Algorithm as A;
-        use TopologyKind as T;
-        // The measured crossings: recursive doubling ahead at 256 KiB on 8 nodes,
-        // halving-doubling from 256 KiB on 16 and 32, at 64 KiB on none.
-        assert_eq!(auto(C::Allreduce, T::Hypercube, 8, 256 << 10), A::RecursiveDoubling);
-        assert_eq!(auto(C::Allreduce, T::Hypercube, 8, 1 << 20), A::HalvingDoubling);
-        assert_eq!(auto(C::Allreduce, T::Hypercube, 16, 256 << 10), A::HalvingDoubling);
-        assert_eq!(auto(C::Allreduce, T::Hypercube, 32, 256 << 10), A::HalvingDoubling);
-        assert_eq!(auto(C::Allreduce, T::Hypercube, 32, 32 << 10), A::RecursiveDoubling);
-        // The tree from 64 KiB on 16 nodes or more, until halving-doubling pays.
-        assert_eq!(auto(C::Allreduce, T::Hypercube, 32, 64 << 10), A::ReduceBroadcast);
-        assert_eq!(auto(C::Allreduce, T::Full, 16, 128 << 10), A::ReduceBroadcast);
-        assert_eq!(auto(C::Allreduce, T::Hypercube, 8, 64 << 10), A::RecursiveDoubling);
-        assert_eq!(auto(C::Allreduce, T::Torus, 16, 128 << 10), A::Mesh);
-        assert_eq!(auto(C::Allreduce, T::Torus, 16, 1 << 20), A::HalvingDoubling);
-        assert_eq!(auto(C::Allreduce, T::Torus, 16, 64 << 10), A::Mesh);
-        assert_eq!(auto(C::Allreduce, T::Ring, 16, 8 << 20), A::Ring);
-        // Two and three nodes: halving saves nothing.
-        assert_eq!(auto(C::Allreduce, T::Full, 2, 1 << 30), A::RecursiveDoubling);
-        assert_eq!(auto(C::Allreduce, T::Full, 3, 1 << 30), A::RecursiveDoubling);
-        // The tree stays for broadcast and reduce at every size.
-        assert_eq!(auto(C::Broadcast, T::Hypercube, 8, 8 << 20), A::Hypercube);
-        assert_eq!(auto(C::Broadcast, T::Torus, 16, 8 << 20), A::Mesh);
-        assert_eq!(auto(C::Reduce, T::Hypercube, 16, 8 << 20), A::Hypercube);
-        assert_eq!(auto(C::Scan, T::Hypercube, 8, 1 << 20), A::Pipeline);
-        assert_eq!(auto(C::Scan, T::Hypercube, 16, 64 << 10), A::Hypercube);
-        assert_eq!(auto(C::Scan, T::Hypercube, 16, 128 << 10), A::Hypercube);
-        assert_eq!(auto(C::Scan, T::Hypercube, 32, 256 << 10), A::Pipeline);
-        assert_eq!(auto(C::Scan, T::Full, 8, 256 << 10), A::Pipeline);
-        // On 4 to 8 nodes from 128 KiB on a hypercube, 64 KiB fully connected; not
-        // below, nor on fewer than 4.
-        assert_eq!(auto(C::Scan, T::Hypercube, 8, 128 << 10), A::Pipeline);
-        assert_eq!(auto(C::Scan, T::Hypercube, 4, 128 << 10), A::Pipeline);
-        assert_eq!(auto(C::Scan, T::Hypercube, 8, 64 << 10), A::Hypercube);
-        assert_eq!(auto(C::Scan, T::Full, 6, 64 << 10), A::Pipeline);
-        assert_eq!(auto(C::Scan, T::Full, 8, 32 << 10), A::Hypercube);
-        assert_eq!(auto(C::Scan, T::Full, 3, 1 << 20), A::Hypercube);
-        assert_eq!(auto(C::Scan, T::Full, 9, 128 << 10), A::Hypercube);
-        assert_eq!(auto(C::Scan, T::Torus, 16, 1 << 20), A::Linear);
-        assert_eq!(auto(C::Scatter, T::Full, 8, 1 << 20), A::Linear);
-        assert_eq!(auto(C::Scatter, T::Full, 8, 8), A::Hypercube);
-        // The tree stays on a hypercube at every size and p.
-        for p in [8, 16, 32] {
-            assert_eq!(auto(C::Scatter, T::Hypercube, p, 1 << 20), A::Hypercube);
-            assert_eq!(auto(C::Scatter, T::Hypercube, p, 8 << 20), A::Hypercube);
-        }
-        assert_eq!(auto(C::Scatter, T::Torus, 16, 8 << 20), A::Mesh);
-        // Algorithm 4.10 on a hypercube where a node's blocks of up to 1 MiB take 4 to
-        // 16 MiB together; the hypercube schedule on either side, and elsewhere the
-        // topology's own.
-        assert_eq!(auto(C::Alltoall, T::Hypercube, 8, 1 << 20), A::PairwiseXor);
-        assert_eq!(auto(C::Alltoall, T::Hypercube, 8, 512 << 10), A::PairwiseXor);
-        assert_eq!(auto(C::Alltoall, T::Hypercube, 16, 256 << 10), A::PairwiseXor);
-        assert_eq!(auto(C::Alltoall, T::Hypercube, 32, 512 << 10), A::PairwiseXor);
-        assert_eq!(auto(C::Alltoall, T::Hypercube, 4, 1 << 20), A::PairwiseXor);
-        assert_eq!(auto(C::Alltoall, T::Hypercube, 8, 256 << 10), A::Hypercube);
-        assert_eq!(auto(C::Alltoall, T::Hypercube, 32, 1 << 20), A::Hypercube);
-        assert_eq!(auto(C::Alltoall, T::Hypercube, 8, 2 << 20), A::Hypercube);
-        assert_eq!(auto(C::Alltoall, T::Hypercube, 16, 8 << 20), A::Hypercube);
-        assert_eq!(auto(C::Alltoall, T::Full, 8, 1 << 20), A::Pairwise);
-        assert_eq!(auto(C::Alltoall, T::Torus, 16, 1 << 20), A::Mesh);
-    }
-
-    #[test]
-    fn pairwise_xor_pays_only_for_blocks_the_links_cut() {
-        // 16 blocks of 1 MiB fit the node bytes; 8 of 2 MiB would too, but are not cut.
-        assert!(pairwise_xor_pays(16, CUT_FRAMES_UP_TO as u64));
-        assert!(!pairwise_xor_pays(8, 2 * CUT_FRAMES_UP_TO as u64));
-        // The edges of the node bytes belong to the range.
-        assert!(pairwise_xor_pays(4, 1 << 20) && pairwise_xor_pays(16, 1 << 20));
-        assert!(!pairwise_xor_pays(4, (1 << 20) - 1));
-        assert!(!pairwise_xor_pays(2, 1 << 20));
-    }
-
-    #[test]
-    fn halving_doubling_pays_from_a_size_that_falls_with_p() {
-        let crossing = |p| (1u64..).map(|kib| kib << 10).find(|&m| halving_doubling_pays(p, m)).unwrap();
-        let crossings: Vec<u64> = [4, 8, 16, 32, 64].into_iter().map(crossing).collect();
-        assert!(crossings.windows(2).all(|w| w[0] > w[1]), "{crossings:?}");
-        // log p t_s / (log p - 2 (p-1)/p) t_w: 4 t_s/t_w on 4 nodes, 2.4 on 8.
-        assert_eq!(crossings[0], 512 << 10);
-        assert_eq!(crossings[1], (2.4f64 * 128.0).ceil() as u64 * 1024);
-        // A folded p runs on its power-of-two core.
-        assert_eq!(crossing(12), crossings[1]);
     }
 }

@@ -30,8 +30,8 @@ pub const DEFAULT_MAX_FRAME: usize = 256 * 1024 * 1024;
 /// topology's scatter and all-to-all, the trees' sends) took a fifth to a half off their
 /// time; cutting 8 MiB frames came out anywhere from 0.93x to 1.26x
 /// (docs/PERFORMANCE-NOTES.md, "How much one write may carry"). Open MPI's TCP transport
-/// writes fragments of at most 128 KiB. `auto` counts on it too
-/// (`catalogue::pairwise_xor_pays`).
+/// writes fragments of at most 128 KiB. `auto`'s built-in all-to-all rule counts on it
+/// too (its blocks of at most 1 MiB: coordinator/src/tuning/default.json).
 pub const CUT_FRAMES_UP_TO: usize = 1024 * 1024;
 
 /// Who a frame is from and for, and how far it has come.

@@ -20,7 +20,6 @@ use topocomm_node::limits;
 use topocomm_node::simulator::spec::Inputs;
 use topocomm_node::simulator::{self, Options};
 use topocomm_proto::auth::Key;
-use topocomm_proto::catalogue;
 use topocomm_proto::flow::{FlowEvent, FlowKind};
 use topocomm_proto::frame::{DEFAULT_MAX_FRAME, FrameHeader};
 use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Routing, RunSpec, SpecError};
@@ -29,6 +28,7 @@ use topocomm_proto::{NodeId, Topology};
 
 use crate::control::run::Coordinator;
 use crate::control::server;
+use crate::tuning::Tuning;
 
 /// What one node daemon process costs before any run: its resident memory. Measured on
 /// Linux x86-64 (release build): the VmRSS of every daemon while `topocomm run allreduce
@@ -163,10 +163,16 @@ impl Capacity {
     /// ([`RunSpec::memory_of_nodes`]: the root of a scatter or gather needs more than the
     /// others), exceeds what this machine has available once every process has its base.
     /// `auto` is resolved as the coordinator will, a leaner algorithm where its pick does
-    /// not fit ([`catalogue::resolve_checked`]); returns the spec so resolved.
-    pub fn check_run(&self, spec: &RunSpec, topology: TopologyKind, nodes: usize) -> Result<RunSpec, CapacityError> {
+    /// not fit ([`Tuning::resolve_checked`]); returns the spec so resolved.
+    pub fn check_run(
+        &self,
+        spec: &RunSpec,
+        topology: TopologyKind,
+        nodes: usize,
+        tuning: &Tuning,
+    ) -> Result<RunSpec, CapacityError> {
         self.check_nodes(nodes)?;
-        catalogue::resolve_checked(spec, topology, nodes, |spec| self.check_memory(spec, nodes))
+        tuning.resolve_checked(spec, topology, nodes, |spec| self.check_memory(spec, nodes))
     }
 
     /// Refuses `spec` if `nodes` local node processes cannot hold it together.
@@ -365,18 +371,18 @@ pub fn node_name(index: usize, nodes: usize) -> String {
 }
 
 impl LocalCluster {
-    /// Starts the coordinator and `nodes` daemons, logging to `logs/node-<i>.log`, every
-    /// link encrypted if asked; refuses, before anything starts, more nodes than this
-    /// machine allows ([`Capacity::check_nodes`]). The random token reaches the children
-    /// in their environment, never on a command line.
-    pub async fn start(nodes: usize, logs: &Path, encrypted: bool) -> anyhow::Result<Self> {
+    /// Starts the coordinator (resolving `auto` by `tuning`) and `nodes` daemons, logging
+    /// to `logs/node-<i>.log`, every link encrypted if asked; refuses, before anything
+    /// starts, more nodes than this machine allows ([`Capacity::check_nodes`]). The random
+    /// token reaches the children in their environment, never on a command line.
+    pub async fn start(nodes: usize, logs: &Path, encrypted: bool, tuning: Arc<Tuning>) -> anyhow::Result<Self> {
         anyhow::ensure!(nodes >= 1, "--nodes must be at least 1");
         Capacity::of_this_machine().check_nodes(nodes)?;
         std::fs::create_dir_all(logs).with_context(|| format!("creating the log folder {}", logs.display()))?;
         let token = random_token();
         let listener = TcpListener::bind("127.0.0.1:0").await.context("binding the coordinator on 127.0.0.1")?;
         let address = listener.local_addr()?.to_string();
-        let coordinator = Arc::new(Coordinator::new(nodes, Key::from_token(&token), encrypted));
+        let coordinator = Arc::new(Coordinator::new(nodes, Key::from_token(&token), encrypted).tuned(tuning));
         let server = tokio::spawn(server::serve(listener, coordinator.clone()));
         let executable = std::env::current_exe().context("finding this executable to start nodes")?;
         let mut children = Vec::with_capacity(nodes);
@@ -428,6 +434,7 @@ impl LocalCluster {
 mod tests {
     use super::*;
     use TopologyKind::Hypercube;
+    use topocomm_proto::catalogue;
     use topocomm_proto::spec::{Algorithm, Collective};
 
     const GIB: u64 = 1 << 30;
@@ -557,34 +564,38 @@ mod tests {
     #[test]
     fn a_run_must_fit_in_the_memory_its_nodes_share() {
         let machine = machine();
+        let tuning = Tuning::built_in();
         let spec = |size| RunSpec { size_bytes: size, ..RunSpec::new(Collective::Allreduce, Algorithm::Hypercube) };
-        machine.check_run(&spec(64 << 10), Hypercube, 1024).unwrap();
-        machine.check_run(&spec(GIB / 2), Hypercube, 8).unwrap();
-        let error = machine.check_run(&spec(100 * GIB), Hypercube, 8).unwrap_err().to_string();
+        machine.check_run(&spec(64 << 10), Hypercube, 1024, &tuning).unwrap();
+        machine.check_run(&spec(GIB / 2), Hypercube, 8, &tuning).unwrap();
+        let error = machine.check_run(&spec(100 * GIB), Hypercube, 8, &tuning).unwrap_err().to_string();
         assert!(error.starts_with("the run needs about 3.1 TiB at the 8 local nodes"), "{error}");
         assert!(error.contains("23.0 GiB on this machine"), "{error}");
         // 1 GiB each fits one node, not 8 of them.
-        machine.check_run(&spec(GIB), Hypercube, 1).unwrap();
+        machine.check_run(&spec(GIB), Hypercube, 1, &tuning).unwrap();
         assert!(matches!(
-            machine.check_run(&spec(GIB), Hypercube, 8),
+            machine.check_run(&spec(GIB), Hypercube, 8, &tuning),
             Err(CapacityError::Spec(SpecError::TooMuchMemory { .. }))
         ));
         // The root of a scatter holds its 32 blocks, the others pass on up to all of them:
         // 23 GiB less the bases fits 32 nodes of an 8 MiB scatter (about 16.9 GiB) or
         // all-gather (about 20.3 GiB), not of an 8 MiB all-to-all (about 32 GiB).
         let at_32 = |collective| RunSpec { size_bytes: 8 << 20, ..RunSpec::new(collective, Algorithm::Hypercube) };
-        machine.check_run(&at_32(Collective::Scatter), Hypercube, 32).unwrap();
-        machine.check_run(&at_32(Collective::Gather), Hypercube, 32).unwrap();
-        machine.check_run(&at_32(Collective::Allgather), Hypercube, 32).unwrap();
-        machine.check_run(&at_32(Collective::ReduceScatter), Hypercube, 32).unwrap();
-        let error = machine.check_run(&at_32(Collective::Alltoall), Hypercube, 32).unwrap_err().to_string();
+        machine.check_run(&at_32(Collective::Scatter), Hypercube, 32, &tuning).unwrap();
+        machine.check_run(&at_32(Collective::Gather), Hypercube, 32, &tuning).unwrap();
+        machine.check_run(&at_32(Collective::Allgather), Hypercube, 32, &tuning).unwrap();
+        machine.check_run(&at_32(Collective::ReduceScatter), Hypercube, 32, &tuning).unwrap();
+        let error = machine.check_run(&at_32(Collective::Alltoall), Hypercube, 32, &tuning).unwrap_err().to_string();
         assert!(error.starts_with("the run needs about 32.0 GiB at the 32 local nodes"), "{error}");
         // `auto` runs that all-to-all by Algorithm 4.10, which fits (about 20 GiB).
         let auto = |size| RunSpec { size_bytes: size, ..RunSpec::new(Collective::Alltoall, Algorithm::Auto) };
-        machine.check_run(&auto(8 << 20), Hypercube, 32).unwrap();
-        let error = machine.check_run(&auto(8 << 20), TopologyKind::Ring, 32).unwrap_err().to_string();
+        machine.check_run(&auto(8 << 20), Hypercube, 32, &tuning).unwrap();
+        let error = machine.check_run(&auto(8 << 20), TopologyKind::Ring, 32, &tuning).unwrap_err().to_string();
         assert!(error.starts_with("the run needs about 32.0 GiB"), "{error}");
         // Too many nodes is said first.
-        assert!(matches!(machine.check_run(&spec(8), Hypercube, 100_000), Err(CapacityError::TooManyNodes { .. })));
+        assert!(matches!(
+            machine.check_run(&spec(8), Hypercube, 100_000, &tuning),
+            Err(CapacityError::TooManyNodes { .. })
+        ));
     }
 }

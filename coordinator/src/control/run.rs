@@ -3,6 +3,7 @@
 //! with the names of the nodes at fault when anything goes wrong or runs out of time.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytesize::ByteSize;
@@ -19,6 +20,7 @@ use topocomm_proto::spec::{Collective, Dilation, RunSpec, SpecError};
 use topocomm_proto::{Topology, TopologyError};
 
 use crate::control::cluster::{Cluster, Event, Incomplete, Participant, SessionId};
+use crate::tuning::Tuning;
 
 /// How long every node has to bring its links up.
 const WIRE_DEADLINE: Duration = Duration::from_secs(20);
@@ -156,6 +158,8 @@ pub struct Coordinator {
     pub cluster: Cluster,
     key: Key,
     encrypted: bool,
+    /// The rules `auto` picks by for every request.
+    tuning: Arc<Tuning>,
     driver: Mutex<Driver>,
 }
 
@@ -169,7 +173,18 @@ impl Coordinator {
     /// A coordinator for `expected` nodes proving `key`, every link encrypted if asked.
     pub fn new(expected: usize, key: Key, encrypted: bool) -> Self {
         let (cluster, events) = Cluster::new(expected);
-        Coordinator { cluster, key, encrypted, driver: Mutex::new(Driver { events, epoch: 0, run: 0 }) }
+        let tuning = Arc::new(Tuning::built_in());
+        Coordinator { cluster, key, encrypted, tuning, driver: Mutex::new(Driver { events, epoch: 0, run: 0 }) }
+    }
+
+    /// This coordinator resolving `auto` by `tuning` rather than the built-in rules.
+    pub fn tuned(self, tuning: Arc<Tuning>) -> Self {
+        Coordinator { tuning, ..self }
+    }
+
+    /// The rules `--algorithm auto` resolves by for this coordinator's runs.
+    pub fn tuning(&self) -> &Tuning {
+        &self.tuning
     }
 
     /// The cluster key every connection must prove.
@@ -196,7 +211,7 @@ impl Coordinator {
         request.spec.validate(p)?;
         catalogue::check(request.spec.collective, request.spec.algorithm)?;
         let spec =
-            catalogue::resolve_checked(&request.spec, topology.kind(), p, |spec| check_memory(spec, &participants))?;
+            self.tuning.resolve_checked(&request.spec, topology.kind(), p, |spec| check_memory(spec, &participants))?;
         let topology_spec = TopologySpec { kind: topology.kind(), p, dims: topology.dims().to_vec() };
         let sessions: Vec<SessionId> = participants.iter().map(|p| p.session).collect();
         if driver.drain() {

@@ -36,13 +36,16 @@ pub struct LabArgs {
     /// but loopback needs a token (--token-file or TOPOCOMM_TOKEN), which the page asks for.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7780")]
     pub http: String,
-    /// Folder for the node daemons' logs (default: a topocomm-logs folder in the system's
-    /// temporary directory).
+    /// Folder for the node daemons' logs (default: a folder of this lab's own, named when
+    /// it starts, as for `run`).
     #[arg(long)]
     pub logs: Option<PathBuf>,
     /// The page's token off loopback, and whether the cluster's links are encrypted.
     #[command(flatten)]
     pub security: SecurityArgs,
+    /// The rules `--algorithm auto` picks by for the page's runs.
+    #[command(flatten)]
+    pub tuning: crate::tuning::TuningArgs,
 }
 
 /// The lab was asked of a binary built without it.

@@ -136,8 +136,9 @@ async fn bind(address: &str, token: Option<&str>) -> anyhow::Result<(TcpListener
 pub async fn lab(args: LabArgs) -> anyhow::Result<()> {
     let token = args.security.token()?;
     let (listener, access) = bind(&args.http, token.as_deref()).await?;
-    let logs = args.logs.clone().unwrap_or_else(|| std::env::temp_dir().join("topocomm-logs"));
-    let local = LocalCluster::start(args.nodes, &logs, args.security.encrypt).await?;
+    let tuning = args.tuning.load()?;
+    let logs = crate::control::local::log_folder(args.logs.as_deref())?;
+    let local = LocalCluster::start(args.nodes, &logs, args.security.encrypt, tuning).await?;
     let coordinator = local.coordinator.clone();
     let url = format!("http://{}/", listener.local_addr()?);
     eprintln!(
@@ -499,7 +500,9 @@ async fn prepare(lab: &Lab, kind: Kind, args: &[String]) -> Result<Job, String> 
             Topology::new(request.topology, p, request.dims.as_deref()).map_err(|e| cli(e.into()))?;
             request.spec.validate(p).map_err(|e| cli(e.into()))?;
             if let Some(Target::Local(_)) = lab.target.read().await.as_ref() {
-                Capacity::of_this_machine().check_run(&request.spec, request.topology, p).map_err(|e| cli(e.into()))?;
+                Capacity::of_this_machine()
+                    .check_run(&request.spec, request.topology, p, lab.coordinator.tuning())
+                    .map_err(|e| cli(e.into()))?;
             }
             Ok(Job::Run(planned))
         }
@@ -531,7 +534,7 @@ async fn carry_out(lab: Arc<Lab>, id: u64, args: Vec<String>, job: Job) {
                 };
                 lab.update(id, status, note, None);
             };
-            match execute::run(target, planned, &on_stage).await {
+            match execute::run(target, planned, lab.coordinator.tuning(), &on_stage).await {
                 Ok(executed) => {
                     remember_traffic(&lab, &executed.outcome);
                     let verified = executed.summary.is_ok();
@@ -543,8 +546,9 @@ async fn carry_out(lab: Arc<Lab>, id: u64, args: Vec<String>, job: Job) {
         }
         Job::Explain(words) => {
             lab.update(id, "running", None, None);
+            let coordinator = lab.coordinator.clone();
             blocking(move || {
-                let explained = explain::explain(&words.what)?;
+                let explained = explain::explain(&words.what, coordinator.tuning())?;
                 let flow = document::flow(
                     &explained.prediction.events,
                     &format!("cost model's schedule, {}", crate::render::trace::describe_links(&explained.links)),

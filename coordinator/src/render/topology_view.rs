@@ -1,17 +1,20 @@
 //! `topocomm topology`: a topology's ids, coordinates, neighbours, edges and diameter,
-//! as text or JSON, so a user can see what will be wired.
+//! as text or JSON, so a user can see what will be wired; `topocomm list`: the
+//! catalogue of algorithms and the rules `auto` picks by.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use clap::Args;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use strum::IntoEnumIterator;
 use topocomm_proto::spec::Collective;
-use topocomm_proto::{Topology, catalogue};
+use topocomm_proto::{Topology, TopologyKind, catalogue};
 
 use crate::control::parse::parse_collective;
 use crate::control::request::ShapeArgs;
 use crate::render::output;
+use crate::tuning::{Rule, TuningArgs};
 
 #[derive(Debug, Clone, Args)]
 pub struct TopologyArgs {
@@ -36,6 +39,12 @@ pub struct ListArgs {
     /// Print a Markdown table (as in the README).
     #[arg(long)]
     pub markdown: bool,
+    /// Print the tuning file `auto` picks by (the built-in one without --tuning), each
+    /// rule with its reason: a start for your own.
+    #[arg(long, conflicts_with_all = ["collective", "markdown"])]
+    pub tuning_json: bool,
+    #[command(flatten)]
+    pub tuning: TuningArgs,
 }
 
 /// Prints the topology `args` describes.
@@ -69,6 +78,10 @@ pub fn print(args: &TopologyArgs) -> anyhow::Result<()> {
 
 /// Prints the algorithm catalogue: `topocomm list`.
 pub fn list(args: &ListArgs) -> anyhow::Result<()> {
+    let tuning = args.tuning.load()?;
+    if args.tuning_json {
+        return output::print(tuning.to_json());
+    }
     let entries = catalogue::ENTRIES.iter().filter(|e| args.collective.is_none_or(|c| c == e.collective));
     let header = ["collective", "algorithm", "made for", "nodes", "steps", "source"];
     let rows: Vec<[String; 6]> = entries
@@ -83,17 +96,83 @@ pub fn list(args: &ListArgs) -> anyhow::Result<()> {
             ]
         })
         .collect();
-    if args.markdown {
-        let mut text = format!("| {} |\n|{}\n", header.join(" | "), " --- |".repeat(header.len()));
-        for row in &rows {
-            writeln!(text, "| {} |", row.join(" | "))?;
+    let rules: Vec<[String; 8]> = tuning
+        .rules
+        .iter()
+        .enumerate()
+        .filter(|(_, rule)| args.collective.is_none_or(|c| c == rule.collective))
+        .map(|(index, rule)| rule_row(index, rule))
+        .collect();
+    let leaner: Vec<String> = tuning
+        .leaner
+        .iter()
+        .filter(|leaner| args.collective.is_none_or(|c| c == leaner.collective))
+        .map(|leaner| format!("{} by {} instead of {}", leaner.collective, leaner.algorithm, leaner.instead_of))
+        .collect();
+    let auto = format!(
+        "default: the algorithm made for the topology. --algorithm auto: the first rule below that matches the run, \
+         else the default; where its pick does not fit in the nodes' memory, {}. Rules from {} (each with the \
+         measurement behind it: `topocomm list --tuning-json`).",
+        if leaner.is_empty() { "nothing leaner".to_owned() } else { leaner.join(", ") },
+        tuning.source_name(),
+    );
+    output::print(format!(
+        "{}\n{auto}\n{}",
+        render_table(args.markdown, &header, &rows),
+        render_table(args.markdown, &RULE_HEADER, &rules)
+    ))
+}
+
+/// The columns of `auto`'s rules.
+const RULE_HEADER: [&str; 8] = ["#", "collective", "auto runs", "instead of", "on", "nodes", "size", "and where"];
+
+/// One rule as a row of [`RULE_HEADER`].
+fn rule_row(index: usize, rule: &Rule) -> [String; 8] {
+    let mut conditions = Vec::new();
+    if !rule.node_bytes.is_open() {
+        conditions.push(format!("p × size {}", rule.node_bytes));
+    }
+    if let Some(model) = rule.cost_model {
+        conditions.push(format!("the cost model says it pays (t_s = {} t_w)", model.startup_bytes));
+    }
+    [
+        (index + 1).to_string(),
+        rule.collective.to_string(),
+        rule.algorithm.to_string(),
+        rule.replaces.map_or_else(|| "the default".to_owned(), |replaced| replaced.to_string()),
+        topologies_text(&rule.topologies),
+        rule.nodes.to_string(),
+        rule.size.to_string(),
+        if conditions.is_empty() { "-".to_owned() } else { conditions.join("; ") },
+    ]
+}
+
+/// The topologies a rule names: `any`, the list, or every one but a few.
+fn topologies_text(topologies: &[TopologyKind]) -> String {
+    let names = |kinds: Vec<TopologyKind>| kinds.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+    let missing: Vec<TopologyKind> = TopologyKind::iter().filter(|kind| !topologies.contains(kind)).collect();
+    if topologies.is_empty() || missing.is_empty() {
+        "any".to_owned()
+    } else if missing.len() < topologies.len() {
+        format!("all but {}", names(missing))
+    } else {
+        names(topologies.to_vec())
+    }
+}
+
+/// A table as text (box-drawn), or as Markdown.
+fn render_table<const N: usize>(markdown: bool, header: &[&str; N], rows: &[[String; N]]) -> String {
+    if markdown {
+        let mut text = format!("| {} |\n|{}\n", header.join(" | "), " --- |".repeat(N));
+        for row in rows {
+            text.push_str(&format!("| {} |\n", row.join(" | ")));
         }
-        return output::print(text);
+        return text;
     }
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED).set_header(header.to_vec());
     for row in rows {
         table.add_row(row.to_vec());
     }
-    output::print(format!("{table}\ndefault: the algorithm made for the topology; {}\n", catalogue::AUTO_RULE))
+    format!("{table}\n")
 }

@@ -15,6 +15,7 @@
 //! This file plans, runs and tabulates; it does not touch the model or the cluster code.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
@@ -37,6 +38,7 @@ use crate::render::quantity::size_text;
 use crate::render::report::{self, TimeStats};
 use crate::tools::dilation::{Messages, Probe};
 use crate::tools::model::{self, ModelError, Prediction};
+use crate::tuning::Tuning;
 
 #[derive(Debug, Clone, Args)]
 pub struct BenchModelArgs {
@@ -309,7 +311,8 @@ pub async fn run(args: &BenchModelArgs) -> anyhow::Result<()> {
     let log_root = local::log_folder(args.logs.as_deref())?;
     for p in node_counts {
         let logs = log_root.join(format!("p{p}"));
-        let local = LocalCluster::start(p, &logs, false).await?;
+        // Every run names its algorithm (the topology's default): no `auto` to tune.
+        let local = LocalCluster::start(p, &logs, false, Arc::new(Tuning::built_in())).await?;
         eprintln!("local cluster of {p} nodes up, node logs in {}/node-*.log", local.logs.display());
         let target = Target::Local(local);
         let ours: Vec<&mut Case> = cases.iter_mut().filter(|c| c.p() == p).collect();

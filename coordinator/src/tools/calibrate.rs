@@ -12,6 +12,7 @@
 //! This file measures and fits; it does not touch the cluster's wiring or the model.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::anyhow;
 use bytesize::ByteSize;
@@ -28,6 +29,7 @@ use crate::control::parse::parse_size;
 use crate::control::request::{Dilating, parse_dilation};
 use crate::render::output::outln;
 use crate::render::report;
+use crate::tuning::Tuning;
 
 #[derive(Debug, Clone, Args)]
 pub struct CalibrateArgs {
@@ -278,7 +280,8 @@ pub async fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
     anyhow::ensure!(sizes.len() >= 2, "--sizes needs at least two different sizes to tell t_h from t_w");
 
     let logs = local::log_folder(args.logs.as_deref())?;
-    let local = LocalCluster::start(p, &logs, false).await?;
+    // Ping-pong names its algorithm: no `auto` to tune.
+    let local = LocalCluster::start(p, &logs, false, Arc::new(Tuning::built_in())).await?;
     eprintln!("calibrating on a ring of {p} local nodes (raw links), node logs in {}/node-*.log", local.logs.display());
     let result = tokio::select! {
         result = measure(&local, &sizes, p, &spec_of) => result,

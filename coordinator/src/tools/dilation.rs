@@ -40,16 +40,17 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use topocomm_proto::Topology;
 use topocomm_proto::control::RunRequest;
 use topocomm_proto::flow::FlowKind;
 use topocomm_proto::spec::{Algorithm, Collective, Dilation, LinkModel, RunSpec};
-use topocomm_proto::{Topology, catalogue};
 
 use crate::control::target::Target;
 use crate::render::dilation::{AutoDilation, Binding, MessageTime, ProbeFigures, Steps, factor_text, seconds_text};
 use crate::render::quantity::size_text;
 use crate::render::report;
 use crate::tools::model::Prediction;
+use crate::tuning::Tuning;
 
 /// The share of a message's dilated time its release may come late by: a few per cent,
 /// so that the run is late by no more than that against the model.
@@ -153,9 +154,9 @@ impl Probe {
 }
 
 /// `spec` with its algorithm as the coordinator will resolve it on `topology` (`auto`
-/// picks by p and size), so that the model predicts what will run.
-pub fn resolved(spec: &RunSpec, topology: &Topology) -> RunSpec {
-    let algorithm = catalogue::resolve(spec.collective, spec.algorithm, topology.kind(), topology.p(), spec.size_bytes);
+/// picks by p and size as `tuning` says), so that the model predicts what will run.
+pub fn resolved(spec: &RunSpec, topology: &Topology, tuning: &Tuning) -> RunSpec {
+    let algorithm = tuning.resolve(spec.collective, spec.algorithm, topology.kind(), topology.p(), spec.size_bytes);
     RunSpec { algorithm, ..spec.clone() }
 }
 

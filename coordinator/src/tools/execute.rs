@@ -15,6 +15,7 @@ use crate::render::dilation::Dilated;
 use crate::render::report::{self, RunSummary, VerificationFailure};
 use crate::tools::dilation;
 use crate::tools::model::{self, Prediction};
+use crate::tuning::Tuning;
 
 /// A run that came back from its nodes (verified or not).
 pub struct Executed {
@@ -40,9 +41,14 @@ pub enum Stage {
     Running,
 }
 
-/// Runs `planned` on `target` (dilated as it says, after the probe when it says `auto`),
-/// telling `on_stage` where it is, and summarises what came back.
-pub async fn run(target: &Target, planned: Planned, on_stage: &(dyn Fn(Stage) + Sync)) -> anyhow::Result<Executed> {
+/// Runs `planned` on `target` (dilated as it says, after the probe when it says `auto`;
+/// `auto` algorithms resolved by `tuning` for the probe's prediction), telling `on_stage` where it is, and summarises what came back.
+pub async fn run(
+    target: &Target,
+    planned: Planned,
+    tuning: &Tuning,
+    on_stage: &(dyn Fn(Stage) + Sync),
+) -> anyhow::Result<Executed> {
     let Planned { mut request, predict_with, auto_dilation } = planned;
     let mut predicted: Option<(RunSpec, Topology, Prediction)> = None;
     let mut auto = None;
@@ -50,7 +56,7 @@ pub async fn run(target: &Target, planned: Planned, on_stage: &(dyn Fn(Stage) + 
         on_stage(Stage::Probing);
         let mut probe = dilation::Probe::measure(target, &request, links).await?;
         let topology = probe.topology().clone();
-        let spec = dilation::resolved(&request.spec, &topology);
+        let spec = dilation::resolved(&request.spec, &topology, tuning);
         let prediction = model::predict(&spec, &topology, links)?;
         let longest = dilation::Messages::of(&prediction).map(|m| m.longest);
         probe.measure_long(target, &request, links, longest).await?;

@@ -21,6 +21,7 @@ use crate::control::request::{self, CollectiveArgs, Emulated, LinkArgs, Repetiti
 use crate::render::output;
 use crate::tools::goal_out;
 use crate::tools::model::{self, Prediction};
+use crate::tuning::{Tuning, TuningArgs};
 
 #[derive(Debug, Clone, Args)]
 pub struct ExplainArgs {
@@ -33,6 +34,8 @@ pub struct ExplainArgs {
     /// receives in order, with the dependencies that order them) to FILE.
     #[arg(long, value_name = "FILE")]
     pub goal: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub tuning: TuningArgs,
 }
 
 /// One iteration, nothing to dump: the model runs the schedule once.
@@ -49,7 +52,7 @@ const LINES_PER_STEP: usize = 12;
 
 /// Prints the schedule `args` describes, as text or (`--json`) one JSON object.
 pub fn print(args: &ExplainArgs) -> anyhow::Result<()> {
-    let explained = explain(&args.what)?;
+    let explained = explain(&args.what, &*args.tuning.load()?)?;
     if let Some(path) = &args.goal {
         let written = goal_out::write(&explained.spec, &explained.topology, explained.links, path)?;
         eprintln!("{written}");
@@ -128,13 +131,13 @@ pub(crate) struct Explained {
 }
 
 /// Plans, validates and predicts the run `what` describes.
-pub(crate) fn explain(what: &CollectiveArgs) -> anyhow::Result<Explained> {
+pub(crate) fn explain(what: &CollectiveArgs, tuning: &Tuning) -> anyhow::Result<Explained> {
     let planned = request::plan(what, ONCE)?;
     let request = planned.request;
     let topology = Topology::new(request.topology, what.nodes, request.dims.as_deref())?;
     let p = topology.p();
     let requested = request.spec.algorithm;
-    let algorithm = catalogue::resolve(request.spec.collective, requested, topology.kind(), p, request.spec.size_bytes);
+    let algorithm = tuning.resolve(request.spec.collective, requested, topology.kind(), p, request.spec.size_bytes);
     let spec = RunSpec { algorithm, ..request.spec };
     spec.validate(p)?;
     let (links, source) = physics(planned.predict_with, &what.links)?;
@@ -435,7 +438,7 @@ mod tests {
     fn explained(args: &[&str]) -> Explained {
         let cli = Cli::try_parse_from(["topocomm", "explain"].iter().chain(args)).expect("a valid command line");
         let Command::Explain(args) = cli.command else { panic!("not explain") };
-        explain(&args.what).expect("an explanation")
+        explain(&args.what, &Tuning::built_in()).expect("an explanation")
     }
 
     #[test]
@@ -523,7 +526,7 @@ mod tests {
         let cli = |args: &[&str]| {
             let cli = Cli::try_parse_from(["topocomm", "explain"].iter().chain(args)).expect("parses");
             let Command::Explain(args) = cli.command else { panic!("not explain") };
-            explain(&args.what).map(|_| ()).unwrap_err().to_string()
+            explain(&args.what, &Tuning::built_in()).map(|_| ()).unwrap_err().to_string()
         };
         assert!(cli(&["broadcast", "-t", "hypercube", "-n", "6"]).contains("power-of-two"));
         assert!(cli(&["broadcast", "-n", "8", "-s", "10B"]).contains("try 8 or 16"));

@@ -13,3 +13,4 @@ pub mod goal_out;
 pub mod model;
 pub mod simulate;
 pub mod sweep;
+pub mod tune;

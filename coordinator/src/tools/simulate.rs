@@ -27,6 +27,7 @@ use crate::render::trace::{self, FlowOutputs};
 use crate::tools::closed_form;
 use crate::tools::explain;
 use crate::tools::sweep::{Algorithms, parse_algorithms};
+use crate::tuning::TuningArgs;
 
 /// `topocomm simulate`: what `run` takes, with node counts, topologies and algorithms as
 /// lists.
@@ -92,6 +93,8 @@ pub struct SimulateArgs {
     /// Wall time one simulation may take before it is given up (1ms to 24h).
     #[arg(long, default_value = "10m", value_parser = parse_timeout)]
     pub timeout: Duration,
+    #[command(flatten)]
+    pub tuning: TuningArgs,
 }
 
 /// What the simulated messages carry.
@@ -285,6 +288,7 @@ pub(crate) fn plan(args: &SimulateArgs) -> anyhow::Result<Vec<Planned>> {
     if let Some(schedule) = &schedule {
         eprintln!("{}", topocomm_node::collectives::schedule::summary(schedule));
     }
+    let tuning = args.tuning.load()?;
     let mut planned = Vec::new();
     for &kind in &args.topology {
         let algorithms: Vec<Algorithm> = match &args.algorithm {
@@ -297,7 +301,7 @@ pub(crate) fn plan(args: &SimulateArgs) -> anyhow::Result<Vec<Planned>> {
             for &p in &args.nodes {
                 let topology =
                     Topology::new(kind, p, args.dims.as_deref()).with_context(|| format!("{kind} of {p} nodes"))?;
-                let resolved = catalogue::resolve(args.collective, algorithm, kind, p, args.size);
+                let resolved = tuning.resolve(args.collective, algorithm, kind, p, args.size);
                 let once = Repetition { warmup: 0, iterations: 1, timeout: args.timeout, dump: false };
                 let spec = RunSpec {
                     run: 1,

@@ -50,6 +50,7 @@ use crate::render::report::{self, LinkPhysics};
 use crate::render::{self, trace};
 use crate::tools::dilation::{self, Messages, Probe};
 use crate::tools::model::{self, Prediction};
+use crate::tuning::TuningArgs;
 
 /// `topocomm sweep`: the collective options of `run`, with sizes and algorithms as lists.
 #[derive(Debug, Clone, Args)]
@@ -97,6 +98,8 @@ pub struct SweepArgs {
     pub logs: Option<PathBuf>,
     #[command(flatten)]
     pub remote: RemoteArgs,
+    #[command(flatten)]
+    pub tuning: TuningArgs,
 }
 
 /// `--algorithm` of a sweep: every algorithm of the collective, or these.
@@ -317,6 +320,7 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
         }
         true => None,
     };
+    let tuning = args.tuning.load()?;
     // Sizes that cannot run (not whole elements, too large, ...) are left out, once, with the reason.
     let mut sizes = Vec::new();
     for &size in &args.sizes {
@@ -326,7 +330,7 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
             Some((capacity, topology)) => spec
                 .validate(args.nodes)
                 .map_err(CapacityError::from)
-                .and_then(|()| capacity.check_run(spec, request.topology, args.nodes))
+                .and_then(|()| capacity.check_run(spec, request.topology, args.nodes, &tuning))
                 .and_then(|resolved| local::check_messages(&resolved, topology)),
             None => spec.validate(usize::MAX).map_err(CapacityError::from),
         };
@@ -342,7 +346,7 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
         Some(address) => Target::Remote { address: address.clone(), credentials: args.remote.credentials()? },
         None => {
             let logs = local::log_folder(args.logs.as_deref())?;
-            let local = LocalCluster::start(args.nodes, &logs, args.remote.security.encrypt).await?;
+            let local = LocalCluster::start(args.nodes, &logs, args.remote.security.encrypt, tuning).await?;
             eprintln!(
                 "local cluster: {} node processes, coordinator on {}, node logs in {}/node-*.log",
                 args.nodes,
@@ -411,8 +415,9 @@ async fn plan_points(
     let (Some(links), Some(first)) = (auto, plans.first().map(|plan| plan.request.clone())) else { return Ok(plans) };
     let mut probe = Probe::measure(cluster, &first, links).await?;
     let topology = probe.topology().clone();
+    let tuning = args.tuning.load()?;
     for plan in &mut plans {
-        let spec = dilation::resolved(&plan.request.spec, &topology);
+        let spec = dilation::resolved(&plan.request.spec, &topology, &tuning);
         let prediction = model::predict(&spec, &topology, links)?;
         plan.predicted = Some((spec, topology.clone(), prediction));
     }

@@ -27,6 +27,7 @@ const STEERING_ENV: &[&str] = &[
     "TOPOCOMM_ADVERTISE",
     "TOPOCOMM_NODE_NAME",
     "TOPOCOMM_TCP_CONGESTION",
+    "TOPOCOMM_TUNING",
     "TOPOCOMM_LOG",
     "RUST_LOG",
 ];
@@ -253,21 +254,26 @@ impl Cluster {
     /// Starts a coordinator for `size` nodes and `size` daemons, and waits until every
     /// one is registered. The token travels in the environment, as the README says.
     pub fn start(label: &str, size: usize) -> Self {
-        Self::start_with(label, size, false)
+        Self::start_with(label, size, false, &[])
     }
 
     /// [`Cluster::start`] with every link encrypted.
     pub fn start_encrypted(label: &str, size: usize) -> Self {
-        Self::start_with(label, size, true)
+        Self::start_with(label, size, true, &[])
     }
 
-    fn start_with(label: &str, size: usize, encrypt: bool) -> Self {
+    /// [`Cluster::start`] with a coordinator that resolves `auto` by the tuning file `tuning`.
+    pub fn start_tuned(label: &str, size: usize, tuning: &Path) -> Self {
+        Self::start_with(label, size, false, &["--tuning".as_ref(), tuning.as_os_str()])
+    }
+
+    fn start_with(label: &str, size: usize, encrypt: bool, serve_args: &[&std::ffi::OsStr]) -> Self {
         let node_bin = node_bin();
         let scratch = Scratch::new(label);
         let token = format!("it-token-{label}-{}", std::process::id());
         let serve_stderr = scratch.path.join("serve.stderr");
         let mut serve = command(&topocomm_bin());
-        serve.args(["serve", "--nodes", &size.to_string(), "--listen", "127.0.0.1:0"]);
+        serve.args(["serve", "--nodes", &size.to_string(), "--listen", "127.0.0.1:0"]).args(serve_args);
         serve.env("TOPOCOMM_TOKEN", &token);
         if encrypt {
             serve.arg("--encrypt");
