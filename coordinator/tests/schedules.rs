@@ -84,3 +84,41 @@ fn a_program_for_another_node_count_is_refused_with_its_message() {
     let said = format!("{}{}", finished.stdout, finished.stderr);
     assert!(said.contains("the schedule is written for 16 ranks, but the cluster has 8 nodes"), "{said}");
 }
+
+/// `bench-model --schedule`: the program's runs on emulated links, each held against the
+/// cost model of its own schedule and named by the program; a --collectives the program is
+/// not for is refused before any daemon starts.
+#[test]
+fn bench_model_holds_a_program_against_its_model() {
+    let scratch = Scratch::new("schedules-bench-model");
+    let file = schedule("ring_allreduce_4ch_p8.xml");
+    let mut bench = command(&topocomm_bin());
+    bench.args(
+        format!(
+            "bench-model --nodes 8 --topologies ring --sizes 768B --routings sf --iterations 2 --warmup 1 --json \
+             --schedule {file}"
+        )
+        .split_whitespace(),
+    );
+    let finished = run_bounded(bench, &scratch, "bench-model", Duration::from_secs(120));
+    assert!(finished.status.success(), "{}", finished.stderr);
+    let rows: Vec<Value> =
+        finished.stdout.lines().map(|line| serde_json::from_str(line).expect("JSON lines")).collect();
+    let run = rows.iter().find(|row| row.get("algorithm").is_some()).expect("one run's line");
+    assert_eq!(run["algorithm"], "MSCCL-IR program \"ring_allreduce_4ch\"", "{run}");
+    assert_eq!(run["collective"], "allreduce");
+    assert!(run["error"].is_null(), "the program's run failed: {run}");
+    assert!(run["measured_us"].as_f64().is_some_and(|us| us > 0.0), "{run}");
+    assert!(run["model_us"].as_f64().is_some_and(|us| us > 0.0), "{run}");
+
+    let mut wrong = command(&topocomm_bin());
+    wrong.args(format!("bench-model --nodes 8 --collectives allgather --schedule {file}").split_whitespace());
+    let refused = run_bounded(wrong, &scratch, "bench-model-wrong", Duration::from_secs(30));
+    assert!(!refused.status.success());
+    assert!(
+        refused.stderr.contains("the program is for allreduce, but --collectives names allgather"),
+        "{}",
+        refused.stderr
+    );
+    assert!(!refused.stderr.contains("local cluster"), "refused before any daemon started: {}", refused.stderr);
+}

@@ -14,7 +14,7 @@
 //!
 //! This file plans, runs and tabulates; it does not touch the model or the cluster code.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,7 @@ use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 use strum::IntoEnumIterator;
 use topocomm_proto::control::RunRequest;
+use topocomm_proto::schedule::Schedule;
 use topocomm_proto::spec::{Algorithm, Collective, Dilation, LinkModel, MAX_TIMEOUT, MAX_TIMEOUT_MS, Routing, RunSpec};
 use topocomm_proto::{Topology, TopologyKind, catalogue};
 
@@ -87,6 +88,26 @@ pub struct BenchModelArgs {
     /// Print JSON lines instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Benchmark an MSCCL-IR program instead of the topologies' default algorithms: its
+    /// collective (the file's `coll`; --collectives may name only it), at the node count it
+    /// is written for, on every topology, size and routing given.
+    #[arg(long, value_name = "FILE.xml")]
+    pub schedule: Option<PathBuf>,
+}
+
+/// The MSCCL-IR program at `path`, checked against the collectives the command names (none,
+/// or only the program's own).
+fn read_program(path: &Path, collectives: &[Collective]) -> anyhow::Result<(Schedule, Collective)> {
+    let schedule = topocomm_node::collectives::schedule::read_msccl(path).map_err(anyhow::Error::msg)?;
+    let own = match &schedule {
+        Schedule::Msccl(program) => program.collective,
+        _ => anyhow::bail!("{}: not an MSCCL-IR program", path.display()),
+    };
+    if let Some(other) = collectives.iter().find(|&&c| c != own) {
+        anyhow::bail!("{}: the program is for {own}, but --collectives names {other}", path.display());
+    }
+    eprintln!("{}", topocomm_node::collectives::schedule::summary(&schedule));
+    Ok((schedule, own))
 }
 
 /// The shortest deadline of one iteration's waits.
@@ -154,7 +175,8 @@ impl Case {
 #[derive(Debug, Clone, Serialize)]
 struct Row {
     collective: Collective,
-    algorithm: Algorithm,
+    /// The algorithm, or the schedule that ran in its place.
+    algorithm: String,
     topology: TopologyKind,
     dims: Vec<usize>,
     p: usize,
@@ -180,7 +202,7 @@ impl Row {
     fn of(case: &Case) -> Self {
         Row {
             collective: case.spec.collective,
-            algorithm: case.spec.algorithm,
+            algorithm: case.spec.what_runs(),
             topology: case.topology.kind(),
             dims: case.topology.dims().to_vec(),
             p: case.p(),
@@ -264,10 +286,14 @@ pub async fn run(args: &BenchModelArgs) -> anyhow::Result<()> {
     let packet_bytes = u32::try_from(args.packet.unwrap_or(0)).map_err(|_| anyhow!("--packet must be below 4 GiB"))?;
     let links =
         |routing| LinkModel { ts_ns: args.ts / 1000, th_ns: args.th / 1000, tw_ps: args.tw, routing, packet_bytes };
-    let collectives: Vec<Collective> = if args.collectives.is_empty() {
-        Collective::iter().filter(|&c| c != Collective::Barrier).collect()
-    } else {
-        args.collectives.clone()
+    let schedule = match &args.schedule {
+        Some(path) => Some(read_program(path, &args.collectives)?),
+        None => None,
+    };
+    let collectives: Vec<Collective> = match &schedule {
+        Some((_, collective)) => vec![*collective],
+        None if args.collectives.is_empty() => Collective::iter().filter(|&c| c != Collective::Barrier).collect(),
+        None => args.collectives.clone(),
     };
     let link_text = format!(
         "t_s {} µs, t_h {} µs, t_w {} ns/B, cut-through {}",
@@ -277,7 +303,7 @@ pub async fn run(args: &BenchModelArgs) -> anyhow::Result<()> {
         if packet_bytes == 0 { "in whole frames".to_owned() } else { format!("in {packet_bytes} B packets") }
     );
 
-    let (mut cases, skipped) = plan(args, &collectives, links)?;
+    let (mut cases, skipped) = plan(args, &collectives, schedule.as_ref().map(|(schedule, _)| schedule), links)?;
     anyhow::ensure!(!cases.is_empty(), "nothing to run: every shape or size was skipped");
     if let Dilating::By(factor) = args.dilation {
         cases.iter_mut().for_each(|case| case.dilate(factor));
@@ -358,6 +384,7 @@ pub async fn run(args: &BenchModelArgs) -> anyhow::Result<()> {
 fn plan(
     args: &BenchModelArgs,
     collectives: &[Collective],
+    schedule: Option<&Schedule>,
     links: impl Fn(Routing) -> LinkModel,
 ) -> anyhow::Result<(Vec<Case>, Vec<String>)> {
     let mut shapes = Vec::new();
@@ -386,6 +413,7 @@ fn plan(
                         iterations: args.iterations,
                         shift: 1,
                         emulation: Some(links(routing)),
+                        schedule: schedule.map(|schedule| Box::new(schedule.clone())),
                         ..RunSpec::new(collective, catalogue::default_algorithm(collective, topology.kind()))
                     };
                     match spec.validate(topology.p()) {
@@ -749,7 +777,7 @@ mod tests {
     fn a_case_names_everything_that_tells_it_from_the_others() {
         let row = Row {
             collective: Collective::Allgather,
-            algorithm: Algorithm::Mesh,
+            algorithm: Algorithm::Mesh.to_string(),
             topology: TopologyKind::Torus,
             dims: vec![4, 4],
             p: 16,
