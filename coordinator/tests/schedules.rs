@@ -1,7 +1,9 @@
 //! Schedules users bring, on real daemons: topocomm's own MSCCL-IR programs on clusters
 //! of 8 and 16 `topocomm-node` processes re-wired as a ring, a torus and a hypercube, each
-//! run verified on every node and sending the messages `simulate` counts for it; a GOAL schedule that `explain --goal` wrote, run with sizes only and said so; a
-//! program for another node count refused with its message.
+//! run verified on every node and sending the messages `simulate` counts for it; a GOAL
+//! schedule that `explain --goal` wrote, run with sizes only and said so; a program for
+//! another node count refused with its message; `bench-model --schedule` holding a
+//! program against its model.
 
 mod common;
 
