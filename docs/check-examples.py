@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Runs every `topocomm` command the README and the book show, so that they stay true.
 
-A command is a line inside a fenced block that starts with `topocomm` (or `$ topocomm`, or
+A command is a line inside a fenced block (not a ```text one: those are pictures and
+outputs) that starts with `topocomm` (or `$ topocomm`, or
 such a line behind `VAR=value` assignments), joined with its `\\` continuation lines. Each
 runs in a scratch folder (where the repository's node/, docs/, deploy/ and bench/ are
 linked, as examples name them from the root) with the built `topocomm` first on PATH, under a deadline, and
@@ -47,13 +48,15 @@ DEADLINE_S = 600
 def commands(path):
     """(line number, command, refused) of every topocomm command in the fenced blocks of
     path; refused: the block shows it answered by an `error:` line (it must fail so)."""
-    found, fence, pending, start = [], False, None, 0
+    found, fence, pending, start, drawing = [], False, None, 0, False
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             if line.startswith("```"):
                 fence = not fence
+                # A ```text block is a picture or an output, never commands.
+                drawing = fence and line.strip() == "```text"
                 continue
-            if not fence:
+            if not fence or drawing:
                 continue
             text = line.rstrip("\n")
             if found and found[-1][0] == number - 1 and text.startswith("error:"):
