@@ -35,6 +35,7 @@ ELSEWHERE = [
     (r"--coordinator ", "needs a served cluster (other hosts, containers, or a serve started beside it): "
      "coordinator/tests/cluster.rs serves one on loopback, deploy/e2e.sh in containers"),
     (r"^topocomm serve ", "serves until stopped: coordinator/tests/cluster.rs runs serve"),
+    (r"^topocomm lab ", "serves its page until stopped: coordinator/tests/lab_browser.rs starts it and drives it"),
     (r"^topocomm-node ", "a daemon that runs until stopped: coordinator/tests/cluster.rs starts them"),
     (r"^topocomm status --coordinator", "coordinator/tests/cluster.rs asks a served cluster's status"),
     (r"--tuning (my-tuning|tuning|bad)\.json", "reads a tuning file written or edited beforehand: "
