@@ -25,6 +25,8 @@ pub enum Kind {
     Simulate,
     /// Simulations at several points (`simulate --nodes a..b`), plotted.
     Scaling,
+    /// Runs on the cluster over a range of sizes and algorithms (`sweep`), plotted.
+    Sweep,
 }
 
 impl Kind {
@@ -34,6 +36,7 @@ impl Kind {
             Kind::Explain => "explain",
             Kind::Simulate => "simulate",
             Kind::Scaling => "scaling",
+            Kind::Sweep => "sweep",
         }
     }
 }
