@@ -566,6 +566,9 @@ async fn prepare(lab: &Lab, kind: Kind, args: &[String]) -> Result<Job, String> 
             };
             let (sizes, skipped) =
                 sweep::runnable_sizes(&args, algorithms[0], repetition, capacity.as_ref()).map_err(cli)?;
+            if sizes.is_empty() {
+                return Err(format!("error: no size of --sizes can run ({})", skipped.join("; ")));
+            }
             let predict_with = request::link_models(&args.links).map_err(cli)?.1;
             Ok(Job::Sweep(Box::new(SweepJob { args, algorithms, sizes, skipped, predict_with, repetition })))
         }

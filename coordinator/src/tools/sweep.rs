@@ -301,8 +301,8 @@ pub fn algorithms(args: &SweepArgs) -> anyhow::Result<Vec<Algorithm>> {
     Ok(algorithms)
 }
 
-/// The sizes of `--sizes` that can run on `args.nodes` nodes, and why each other one
-/// cannot (not whole elements, too large, ...). On a cluster of this machine (`local`:
+/// The sizes of `--sizes` that can run on `args.nodes` nodes (perhaps none), and why
+/// each other one cannot (not whole elements, too large, ...), a line each. On a cluster of this machine (`local`:
 /// its capacity) a size's run must fit on it and its links must carry its messages.
 pub fn runnable_sizes(
     args: &SweepArgs,
@@ -329,8 +329,6 @@ pub fn runnable_sizes(
             Err(error) => skipped.push(format!("skipping {}: {error}", size_text(size))),
         }
     }
-    let why = if skipped.is_empty() { String::new() } else { format!(" ({})", skipped.join("; ")) };
-    anyhow::ensure!(!sizes.is_empty(), "no size of --sizes can run{why}");
     Ok((sizes, skipped))
 }
 
@@ -362,6 +360,7 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
     for line in skipped {
         eprintln!("{line}");
     }
+    anyhow::ensure!(!sizes.is_empty(), "no size of --sizes can run");
     let predict_with = request::link_models(&args.links)?.1;
 
     let cluster = match &args.remote.coordinator {
@@ -520,7 +519,7 @@ pub async fn measure_points(
             dilated.wall_s = Some(wall_s);
         }
         sweep.points.push(Point::of(&summary, args.collective));
-        sweep.links = summary.links.clone();
+        sweep.links = summary.links;
         on_step(Step::Measured { index, summary: &summary, topology: &topology, dilation: sweep.dilation.as_deref() })?;
         sweep.topology = Some(topology);
     }
