@@ -516,7 +516,8 @@
       (failed ? '; the sweep stopped at a failed point' : '');
     verdict.className = failed ? 'bad' : 'ok';
     const rows = [];
-    if (result.links) rows.push(['links', JSON.stringify(result.links)]);
+    const l = result.links;
+    if (l) rows.push(['links', `${l.emulated ? 'emulated' : 'full-speed, the model from the calibration'}: ${l.routing.toUpperCase()}, t_s ${l.ts_us} µs, t_h ${l.th_us} µs, t_w ${l.tw_ns_per_byte} ns/B`]);
     if (result.dilation) rows.push(['dilation', result.dilation]);
     for (const skipped of doc.skipped || []) rows.push(['left out', skipped]);
     for (const q of points) {
