@@ -345,3 +345,44 @@ async fn a_sweep_through_the_api_gives_verified_points_as_the_cli_writes_them() 
     let missing = http(address, "GET", &format!("/api/sweeps/{other}"), &[host], None).await;
     assert_eq!(missing.status, 404, "{}", missing.body);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simulation_too_large_to_animate_is_aggregated_by_step() {
+    let lab = Lab::start("lab-api-steps", 1);
+    let address = lab.address.as_str();
+    let host = ("Host", address);
+    let body = r#"{"kind": "simulate", "args": ["broadcast", "--topology", "hypercube", "--nodes", "2048", "--size", "1KiB"]}"#;
+    let accepted = http(address, "POST", "/api/runs", &[host], Some(body)).await;
+    assert_eq!(accepted.status, 202, "{}", accepted.body);
+    let id = accepted.json()["id"].as_u64().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let document = loop {
+        let document = http(address, "GET", &format!("/api/runs/{id}"), &[host], None).await.json();
+        if document.get("result").is_some() || document["status"] == "failed" {
+            break document;
+        }
+        assert!(Instant::now() < deadline, "the simulation did not finish: {document}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(document["kind"], "steps", "{document}");
+    assert_eq!(document["schema_version"], 1);
+    let result = &document["result"];
+    assert_eq!(result["nodes"], 2048);
+    assert_eq!(result["verified"], true);
+    let steps = document["steps"].as_array().expect("the flow by step");
+    // The binomial broadcast on a hypercube of 2^11: 11 steps (as the flow numbers them,
+    // the step of each message's sender) and 2,047 messages, every node informed once.
+    assert_eq!(steps.len() as u64, result["steps"].as_u64().unwrap(), "{result}");
+    assert_eq!(steps.len(), 11);
+    let messages: Vec<u64> = steps.iter().map(|s| s["messages"].as_u64().unwrap()).collect();
+    assert_eq!(messages.iter().sum::<u64>(), 2047, "{messages:?}");
+    assert_eq!(result["frames_sent"], 2047);
+    for step in steps {
+        assert_eq!(step["bytes"].as_u64().unwrap(), step["messages"].as_u64().unwrap() * 1024, "{step}");
+        let busiest = step["busiest_link"].as_array().unwrap();
+        assert_eq!(busiest[2], 1024, "one message a link in each step: {step}");
+        assert!(step["end_ns"].as_u64().unwrap() > step["start_ns"].as_u64().unwrap(), "{step}");
+    }
+    let starts: Vec<u64> = steps.iter().map(|s| s["start_ns"].as_u64().unwrap()).collect();
+    assert!(starts.windows(2).all(|w| w[0] < w[1]), "the steps follow one another: {starts:?}");
+}

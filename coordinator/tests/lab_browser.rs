@@ -245,3 +245,30 @@ async fn a_sweep_from_the_form_is_plotted_a_line_per_algorithm() {
     let errors = browser.errors();
     assert!(errors.is_empty(), "the page logged errors: {errors:#?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simulation_of_2048_nodes_from_the_form_is_shown_by_step() {
+    let Some(chromium) = skip_without_chromium() else { return };
+    let lab = Lab::start("lab-browser-steps", 1);
+    let browser = Browser::launch(&chromium).await;
+    browser.navigate(&lab.url).await;
+    browser.wait_for("document.querySelectorAll('#collective option').length > 10", RUN_PATIENCE).await;
+    let fields = [("collective", "broadcast"), ("topology", "hypercube"), ("nodes-count", "2048"), ("size", "1KiB")];
+    browser.eval(&fill_form("simulate", &fields)).await;
+    browser.eval("document.querySelector('[data-testid=run]').click()").await;
+    browser
+        .wait_for(
+            "document.querySelector('[data-testid=verdict]').textContent.includes('simulated on 2048 nodes')",
+            RUN_PATIENCE,
+        )
+        .await;
+    let bars = browser
+        .eval("[...document.querySelectorAll('[data-testid=step-bar]')].map(b => Number(b.dataset.messages))")
+        .await;
+    let bars: Vec<u64> = bars.as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).collect();
+    assert_eq!(bars.len(), 11, "a bar per step of the hypercube broadcast: {bars:?}");
+    assert_eq!(bars.iter().sum::<u64>(), 2047, "{bars:?}");
+    assert_eq!(browser.eval("document.querySelector('#controls').hidden").await, Value::Bool(true), "nothing to play");
+    let errors = browser.errors();
+    assert!(errors.is_empty(), "the page logged errors: {errors:#?}");
+}

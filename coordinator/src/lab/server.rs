@@ -539,7 +539,7 @@ async fn prepare(lab: &Lab, kind: Kind, args: &[String]) -> Result<Job, String> 
             Ok(Job::Run(planned))
         }
         Kind::Explain => Ok(Job::Explain(Box::new(words::<ExplainWords>("explain", args)?.args))),
-        Kind::Simulate | Kind::Scaling => {
+        Kind::Simulate | Kind::Scaling | Kind::Steps => {
             let parsed = words::<SimulateWords>("simulate", args)?.args;
             if parsed.links.dilation.is_some() {
                 return Err(cli(anyhow::anyhow!(simulate::SIMULATED_TIME_UNDILATED)));
@@ -643,11 +643,9 @@ fn simulated(args: &SimulateArgs, words: &[String]) -> anyhow::Result<(Value, bo
     let (links, _) = explain::physics(predict_with, &args.links)?;
     let planned = simulate::plan(args)?;
     let [point] = planned.as_slice() else { return scaling(args, &planned, links, words) };
-    anyhow::ensure!(
-        point.topology.p() <= simulate::MOST_NODES_DRAWN,
-        "the lab animates at most {} nodes (several node counts, `--nodes a..b`, are plotted instead)",
-        simulate::MOST_NODES_DRAWN
-    );
+    if point.topology.p() > simulate::MOST_NODES_DRAWN {
+        return by_steps(args, point, links, words);
+    }
     let options = Options { run: 1, record: true, wall_limit: Some(args.timeout), ..Options::default() };
     let ran = simulator::spec::run(&point.spec, &point.topology, links, point.inputs, options)?;
     let described = simulate::describe(point, &ran, &links);
@@ -712,6 +710,49 @@ async fn swept(
         "skipped": skipped,
     }));
     Ok((document, failure.is_none(), failure))
+}
+
+/// Messages a simulation too large to animate may have for the page to aggregate them
+/// by step: the flow of each is held in memory while it is aggregated.
+const MOST_MESSAGES_AGGREGATED: u64 = 4_000_000;
+
+/// `simulate` of more nodes than the page animates: the point's figures (as
+/// `simulate --json`) and its flow aggregated by step (`document::by_step`). It is
+/// simulated first without its flow, whose number of messages says whether the flow
+/// may be recorded; one of more messages gets its figures only.
+fn by_steps(
+    args: &SimulateArgs,
+    point: &simulate::Planned,
+    links: topocomm_proto::spec::LinkModel,
+    words: &[String],
+) -> anyhow::Result<(Value, bool, Option<String>)> {
+    let options = |record| Options { run: 1, record, wall_limit: Some(args.timeout), ..Options::default() };
+    let ran = simulator::spec::run(&point.spec, &point.topology, links, point.inputs, options(false))?;
+    let described = simulate::describe(point, &ran, &links);
+    let steps = if described.frames_sent <= MOST_MESSAGES_AGGREGATED {
+        let recorded = simulator::spec::run(&point.spec, &point.topology, links, point.inputs, options(true))?;
+        Some(document::by_step(&recorded.events))
+    } else {
+        None
+    };
+    let title = format!(
+        "{} ({}) on a {}, {} per node, by step",
+        point.spec.collective,
+        point.spec.algorithm,
+        point.topology,
+        crate::render::quantity::size_text(point.spec.size_bytes)
+    );
+    let note = match &steps {
+        Some(_) => format!("more than {} nodes: aggregated by step instead of animated", simulate::MOST_NODES_DRAWN),
+        None => format!("{} messages: too many to aggregate by step here", described.frames_sent),
+    };
+    let document = schema::versioned(json!({
+        "kind": Kind::Steps.name(), "title": title, "args": words, "note": note,
+        "result": schema::versioned_json(&described)?,
+        "steps": steps,
+        "source": format!("simulated, {}", crate::render::trace::describe_links(&links)),
+    }));
+    Ok((document, true, None))
 }
 
 /// Every point of a `simulate` of several points, as `simulate --json` gives them.

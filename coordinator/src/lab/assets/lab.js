@@ -337,11 +337,12 @@
   }
 
   // Whether `doc` is something the stage shows (a finished run's document, not its entry).
-  function showable(doc) { return doc.flow || doc.kind === 'scaling' || doc.kind === 'sweep'; }
+  function showable(doc) { return doc.flow || ['scaling', 'sweep', 'steps'].includes(doc.kind); }
 
   function showDocument(doc, id) {
     if (doc.kind === 'scaling') { showScaling(doc, id); return; }
     if (doc.kind === 'sweep') { showSweep(doc, id, state.history.get(id)?.status); return; }
+    if (doc.kind === 'steps') { showSteps(doc, id); return; }
     $('.pictures').classList.remove('single');
     $('#controls').hidden = false;
     $('#heat-caption').textContent = 'links: thicker and red while busy; nodes: yellow once they have received, ringed red while they send';
@@ -396,7 +397,9 @@
   // Takes the whole stage (there is no flow to play) and draws `series`, each
   // {name, points: [{x, y, model, title}]}: a solid line through (x, y), the model's
   // (x, model) dashed, a dot per point with its numbers on hover.
-  function plotLogLog(doc, id, series, { xLabel, xTick, source, caption }) {
+  // The stage given to one chart (no flow to play): its title and captions set, the
+  // other layers cleared; returns the emptied picture, `W` by `H`.
+  function chartStage(doc, id, source, caption, W, H) {
     setPlaying(false);
     state.doc = doc; state.docId = id; state.anim = null; state.view = null;
     $('#stage-title').textContent = doc.title;
@@ -407,10 +410,15 @@
     $('#heat-caption').textContent = caption;
     const svg = $('#picture');
     svg.replaceChildren();
-    const points = series.flatMap((s) => s.points);
-    const W = 900; const H = 420; const left = 64; const right = 230; const top = 16; const bottom = 40;
     svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
     svg.setAttribute('preserveAspectRatio', 'xMidYMid meet');
+    return svg;
+  }
+
+  function plotLogLog(doc, id, series, { xLabel, xTick, source, caption }) {
+    const W = 900; const H = 420; const left = 64; const right = 230; const top = 16; const bottom = 40;
+    const svg = chartStage(doc, id, source, caption, W, H);
+    const points = series.flatMap((s) => s.points);
     const times = points.flatMap((q) => [q.y, q.model]).filter((v) => v > 0);
     const xs = points.map((q) => q.x);
     const lx = (v) => Math.log10(v);
@@ -527,6 +535,49 @@
     statsRows(rows);
   }
 
+  // A simulation of more nodes than the page animates: a step chart, each step a bar
+  // across the time its messages took, as high as the bytes they carried; hovering a
+  // step gives its messages, bytes, busiest link and span. The table holds the figures.
+  function showSteps(doc, id) {
+    const steps = doc.steps || [];
+    const W = 900; const H = 420; const left = 84; const right = 20; const top = 16; const bottom = 40;
+    const svg = chartStage(doc, id, `${doc.note}; ${doc.source}`,
+      'bars: each step across the time its messages took, as high as the bytes they carried; hover a step for its numbers', W, H);
+    el('line', { x1: left, x2: W - right, y1: H - bottom, y2: H - bottom, class: 'axis' }, svg);
+    el('line', { x1: left, x2: left, y1: top, y2: H - bottom, class: 'axis' }, svg);
+    const span = Math.max(1, ...steps.map((s) => s.end_ns));
+    const most = Math.max(1, ...steps.map((s) => s.bytes));
+    const x = (ns) => left + (W - left - right) * (ns / span);
+    const y = (b) => H - bottom - (H - top - bottom) * (b / most);
+    for (const f of [0, 0.5, 1]) {
+      el('text', { x: x(f * span) - 12, y: H - bottom + 16, class: 'tick' }, svg).textContent = micros(f * span);
+      el('text', { x: 4, y: y(f * most) + 4, class: 'tick' }, svg).textContent = bytes(Math.round(f * most));
+    }
+    el('text', { x: (W - right) / 2, y: H - 6, class: 'tick' }, svg).textContent = 'simulated time';
+    const palette = ['#1f77b4', '#ff7f0e'];
+    steps.forEach((s, i) => {
+      const bar = el('rect', {
+        x: x(s.start_ns), y: y(s.bytes), width: Math.max(1, x(s.end_ns) - x(s.start_ns)), height: Math.max(1, H - bottom - y(s.bytes)),
+        fill: palette[i % palette.length], 'fill-opacity': 0.7, 'data-testid': 'step-bar', 'data-step': s.step, 'data-messages': s.messages,
+      }, svg);
+      const busiest = s.busiest_link ? `; busiest link ${s.busiest_link[0]}→${s.busiest_link[1]} (${bytes(s.busiest_link[2])})` : '';
+      el('title', {}, bar).textContent = `step ${s.step}: ${s.messages} messages, ${bytes(s.bytes)}${busiest}; ${micros(s.start_ns)} to ${micros(s.end_ns)}`;
+    });
+    const result = doc.result;
+    const verdict = $('#verdict');
+    verdict.textContent = `simulated on ${result.nodes} nodes${result.verified ? ', every result verified' : ' with lengths only: nothing verified'}`;
+    verdict.className = 'ok';
+    const rows = [['time (µs)', `${result.time_us.median.toFixed(1)}` + (result.closed_form_us != null ? ` · closed form ${result.closed_form_us.toFixed(1)} (${result.closed_form})` : '')]];
+    for (const key of ['steps', 'frames_sent', 'frames_forwarded', 'busiest_link', 'cost']) {
+      if (result[key] != null) rows.push([key.replace(/_/g, ' '), typeof result[key] === 'object' ? JSON.stringify(result[key]) : String(result[key])]);
+    }
+    for (const s of steps) {
+      rows.push([`step ${s.step}`, `${s.messages} messages · ${bytes(s.bytes)} · ${micros(s.start_ns)} to ${micros(s.end_ns)}` +
+        (s.busiest_link ? ` · busiest ${s.busiest_link[0]}→${s.busiest_link[1]}` : '')]);
+    }
+    statsRows(rows);
+  }
+
   function showCluster(cluster) {
     state.cluster = cluster;
     const connected = cluster.nodes.filter((n) => n.connected).length;
@@ -550,6 +601,8 @@
     if (state.doc || !state.cluster) return;
     const topology = $('#topology').value || 'hypercube';
     const nodes = ['run', 'sweep'].includes(currentMode()) ? state.cluster.expected : Number($('#nodes-count').value || state.cluster.expected);
+    // More nodes than the page draws: no preview (a simulation of them is shown by step).
+    if (nodes > 1024) return;
     const query = new URLSearchParams({ topology, nodes: String(nodes), dims: $('#dims').value.trim() });
     try {
       const topologyDoc = await api(`/api/layout?${query}`);
