@@ -550,7 +550,8 @@
     const x = (ns) => left + (W - left - right) * (ns / span);
     const y = (b) => H - bottom - (H - top - bottom) * (b / most);
     for (const f of [0, 0.5, 1]) {
-      el('text', { x: x(f * span) - 12, y: H - bottom + 16, class: 'tick' }, svg).textContent = micros(f * span);
+      const anchor = f === 0 ? 'start' : f === 1 ? 'end' : 'middle';
+      el('text', { x: x(f * span), y: H - bottom + 16, class: 'tick', 'text-anchor': anchor }, svg).textContent = micros(f * span);
       el('text', { x: 4, y: y(f * most) + 4, class: 'tick' }, svg).textContent = bytes(Math.round(f * most));
     }
     el('text', { x: (W - right) / 2, y: H - 6, class: 'tick' }, svg).textContent = 'simulated time';
