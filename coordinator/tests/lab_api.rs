@@ -252,3 +252,137 @@ async fn a_simulation_over_a_range_of_node_counts_gives_every_point_to_plot() {
     let times: Vec<f64> = points.iter().map(|p| p["time_us"]["median"].as_f64().unwrap()).collect();
     assert!(times.windows(2).all(|w| w[0] < w[1]), "a broadcast takes longer on more nodes: {times:?}");
 }
+
+/// The top-level keys of a JSON object, and those of its first point.
+fn shape_of(sweep: &Value) -> (Vec<String>, Vec<String>) {
+    let keys = |value: &Value| value.as_object().expect("an object").keys().cloned().collect::<Vec<_>>();
+    (keys(sweep), keys(&sweep["points"][0]))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_through_the_api_gives_verified_points_as_the_cli_writes_them() {
+    let lab = Lab::start("lab-api-sweep", 4);
+    let address = lab.address.as_str();
+    let host = ("Host", address);
+    let words = [
+        "allreduce",
+        "--topology",
+        "hypercube",
+        "--algorithm",
+        "reduce-broadcast,recursive-doubling",
+        "--sizes",
+        "1KiB..4KiB",
+        "--iterations",
+        "2",
+        "--ts",
+        "20us",
+        "--tw",
+        "1ns",
+        "--dilation",
+        "1",
+    ];
+    let args = serde_json::to_string(&words).unwrap();
+
+    // The page writes no files on the lab's host.
+    let csv = format!(r#"{{"kind": "sweep", "args": {}}}"#, args.replacen('[', r#"["--csv", "/tmp/x.csv", "#, 1));
+    let refused = http(address, "POST", "/api/runs", &[host], Some(&csv)).await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(refused.json()["error"].as_str().unwrap().contains("writes no files"), "{}", refused.body);
+
+    let accepted =
+        http(address, "POST", "/api/runs", &[host], Some(&format!(r#"{{"kind": "sweep", "args": {args}}}"#))).await;
+    assert_eq!(accepted.status, 202, "{}", accepted.body);
+    let id = accepted.json()["id"].as_u64().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let document = loop {
+        let document = http(address, "GET", &format!("/api/runs/{id}"), &[host], None).await.json();
+        if document.get("result").is_some() || document["status"] == "failed" {
+            break document;
+        }
+        assert!(Instant::now() < deadline, "the sweep did not finish: {document}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(document["kind"], "sweep", "{document}");
+    assert_eq!(document["schema_version"], 1);
+    let runs = http(address, "GET", "/api/runs", &[host], None).await.json();
+    let entry = runs["runs"].as_array().unwrap().iter().find(|r| r["id"] == id).cloned().unwrap();
+    assert_eq!(entry["status"], "verified", "{entry}");
+    let result = &document["result"];
+    assert_eq!(result["schema_version"], 1);
+    assert_eq!(result["nodes"], 4, "the lab's cluster, whatever --nodes says");
+    let points = result["points"].as_array().unwrap();
+    let measured: Vec<(String, u64)> = points
+        .iter()
+        .map(|p| (p["algorithm"].as_str().unwrap().to_owned(), p["size_bytes"].as_u64().unwrap()))
+        .collect();
+    let expected: Vec<(String, u64)> = ["reduce-broadcast", "recursive-doubling"]
+        .iter()
+        .flat_map(|a| [1024, 2048, 4096].map(|s| (a.to_string(), s)))
+        .collect();
+    assert_eq!(measured, expected);
+    for point in points {
+        assert_eq!(point["iterations"], 2, "{point}");
+        let (avg, model) = (point["avg_us"].as_f64().unwrap(), point["model_us"].as_f64().unwrap());
+        // Emulated links: at least the model's start-ups, 20 µs a step.
+        assert!(avg >= 20.0 && model >= 20.0, "{point}");
+    }
+
+    // The sweep's own endpoint answers what `topocomm sweep --json` writes; nothing else
+    // is a sweep.
+    let own = http(address, "GET", &format!("/api/sweeps/{id}"), &[host], None).await;
+    assert_eq!(own.status, 200, "{}", own.body);
+    assert_eq!(&own.json(), result);
+    let scratch = common::Scratch::new("lab-api-sweep-cli");
+    let mut command = common::command(&common::topocomm_bin());
+    command.args(["sweep", "--nodes", "4"]).args(words).args(["--json", "-", "--logs"]).arg(scratch.path.join("logs"));
+    let finished = common::run_bounded(command, &scratch, "sweep", Duration::from_secs(180));
+    assert!(finished.status.success(), "{}", finished.stderr);
+    let cli: Value = serde_json::from_str(&finished.stdout).expect("the CLI's JSON");
+    assert_eq!(shape_of(&cli), shape_of(result), "the page's sweep has the CLI's schema");
+    assert_eq!(cli["points"].as_array().unwrap().len(), points.len());
+    let explain = r#"{"kind": "explain", "args": ["broadcast", "--nodes", "4", "--size", "1KiB"]}"#;
+    let other = http(address, "POST", "/api/runs", &[host], Some(explain)).await.json()["id"].as_u64().unwrap();
+    let missing = http(address, "GET", &format!("/api/sweeps/{other}"), &[host], None).await;
+    assert_eq!(missing.status, 404, "{}", missing.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simulation_too_large_to_animate_is_aggregated_by_step() {
+    let lab = Lab::start("lab-api-steps", 1);
+    let address = lab.address.as_str();
+    let host = ("Host", address);
+    let body = r#"{"kind": "simulate", "args": ["broadcast", "--topology", "hypercube", "--nodes", "2048", "--size", "1KiB"]}"#;
+    let accepted = http(address, "POST", "/api/runs", &[host], Some(body)).await;
+    assert_eq!(accepted.status, 202, "{}", accepted.body);
+    let id = accepted.json()["id"].as_u64().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let document = loop {
+        let document = http(address, "GET", &format!("/api/runs/{id}"), &[host], None).await.json();
+        if document.get("result").is_some() || document["status"] == "failed" {
+            break document;
+        }
+        assert!(Instant::now() < deadline, "the simulation did not finish: {document}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(document["kind"], "steps", "{document}");
+    assert_eq!(document["schema_version"], 1);
+    let result = &document["result"];
+    assert_eq!(result["nodes"], 2048);
+    assert_eq!(result["verified"], true);
+    let steps = document["steps"].as_array().expect("the flow by step");
+    // The binomial broadcast on a hypercube of 2^11: 11 steps (as the flow numbers them,
+    // the step of each message's sender) and 2,047 messages, every node informed once.
+    assert_eq!(steps.len() as u64, result["steps"].as_u64().unwrap(), "{result}");
+    assert_eq!(steps.len(), 11);
+    let messages: Vec<u64> = steps.iter().map(|s| s["messages"].as_u64().unwrap()).collect();
+    assert_eq!(messages.iter().sum::<u64>(), 2047, "{messages:?}");
+    assert_eq!(result["frames_sent"], 2047);
+    for step in steps {
+        assert_eq!(step["bytes"].as_u64().unwrap(), step["messages"].as_u64().unwrap() * 1024, "{step}");
+        let busiest = step["busiest_link"].as_array().unwrap();
+        assert_eq!(busiest[2], 1024, "one message a link in each step: {step}");
+        assert!(step["end_ns"].as_u64().unwrap() > step["start_ns"].as_u64().unwrap(), "{step}");
+    }
+    let starts: Vec<u64> = steps.iter().map(|s| s["start_ns"].as_u64().unwrap()).collect();
+    assert!(starts.windows(2).all(|w| w[0] < w[1]), "the steps follow one another: {starts:?}");
+}

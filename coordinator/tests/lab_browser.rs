@@ -177,3 +177,98 @@ async fn a_page_saved_by_run_html_plays_offline() {
     let errors = browser.errors();
     assert!(errors.is_empty(), "the page logged errors: {errors:#?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_from_the_form_is_plotted_a_line_per_algorithm() {
+    let Some(chromium) = skip_without_chromium() else { return };
+    let lab = Lab::start("lab-browser-sweep", 4);
+    let browser = Browser::launch(&chromium).await;
+    browser.navigate(&lab.url).await;
+    browser
+        .wait_for(
+            "document.querySelector('#cluster-line').textContent.startsWith('4 of 4 nodes connected')",
+            RUN_PATIENCE,
+        )
+        .await;
+    browser.wait_for("document.querySelectorAll('#collective option').length > 10", Duration::from_secs(10)).await;
+    let catalogue = browser.eval("fetch('/api/catalogue').then(r => r.json())").await;
+    let scan = catalogue["collectives"].as_array().unwrap().iter().find(|c| c["name"] == "scan").unwrap();
+    let algorithms: Vec<String> =
+        scan["algorithms"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect();
+    assert!(algorithms.len() >= 2, "{algorithms:?}");
+
+    let fields = [
+        ("collective", "scan"),
+        ("algorithm", "all"),
+        ("topology", "hypercube"),
+        ("sizes", "1KiB..4KiB"),
+        ("iterations", "2"),
+        ("ts", "10us"),
+        ("dilation", "1"),
+    ];
+    browser.eval(&fill_form("sweep", &fields)).await;
+    let words = browser.eval("document.querySelector('#words').textContent").await;
+    assert_eq!(
+        words,
+        "topocomm sweep scan --topology hypercube --algorithm all --sizes 1KiB..4KiB --dtype f64 --op sum \
+         --ts 10us --iterations 2 --dilation 1"
+    );
+    browser.eval("document.querySelector('[data-testid=run]').click()").await;
+    browser
+        .wait_for(
+            "document.querySelector('[data-testid=verdict]').textContent.includes('every one verified')",
+            RUN_PATIENCE,
+        )
+        .await;
+    let verdict = browser.eval("document.querySelector('[data-testid=verdict]').textContent").await;
+    let points = 3 * algorithms.len();
+    assert_eq!(verdict, format!("{points} points measured on 4 nodes, every one verified"));
+    // One solid line per algorithm, each through its three sizes, the model dashed beside it.
+    let lines = browser
+        .eval("[...document.querySelectorAll('[data-testid=series]')].map(l => [l.dataset.name, Number(l.dataset.points), l.getAttribute('points').split(' ').length])")
+        .await;
+    let lines: Vec<(String, u64, u64)> = lines
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l[0].as_str().unwrap().to_owned(), l[1].as_u64().unwrap(), l[2].as_u64().unwrap()))
+        .collect();
+    let expected: Vec<(String, u64, u64)> = algorithms.iter().map(|a| (a.clone(), 3, 3)).collect();
+    assert_eq!(lines, expected);
+    assert_eq!(browser.eval("document.querySelectorAll('[data-testid=point]').length").await, points);
+    assert_eq!(browser.eval("document.querySelectorAll('[data-testid=model]').length").await, algorithms.len());
+    let hover = browser.eval("document.querySelector('[data-testid=point] title').textContent").await;
+    assert!(
+        hover.as_str().unwrap().contains("per node: mean") && hover.as_str().unwrap().contains("verified"),
+        "{hover}"
+    );
+    let errors = browser.errors();
+    assert!(errors.is_empty(), "the page logged errors: {errors:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simulation_of_2048_nodes_from_the_form_is_shown_by_step() {
+    let Some(chromium) = skip_without_chromium() else { return };
+    let lab = Lab::start("lab-browser-steps", 1);
+    let browser = Browser::launch(&chromium).await;
+    browser.navigate(&lab.url).await;
+    browser.wait_for("document.querySelectorAll('#collective option').length > 10", RUN_PATIENCE).await;
+    let fields = [("collective", "broadcast"), ("topology", "hypercube"), ("nodes-count", "2048"), ("size", "1KiB")];
+    browser.eval(&fill_form("simulate", &fields)).await;
+    browser.eval("document.querySelector('[data-testid=run]').click()").await;
+    browser
+        .wait_for(
+            "document.querySelector('[data-testid=verdict]').textContent.includes('simulated on 2048 nodes')",
+            RUN_PATIENCE,
+        )
+        .await;
+    let bars = browser
+        .eval("[...document.querySelectorAll('[data-testid=step-bar]')].map(b => Number(b.dataset.messages))")
+        .await;
+    let bars: Vec<u64> = bars.as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).collect();
+    assert_eq!(bars.len(), 11, "a bar per step of the hypercube broadcast: {bars:?}");
+    assert_eq!(bars.iter().sum::<u64>(), 2047, "{bars:?}");
+    assert_eq!(browser.eval("document.querySelector('#controls').hidden").await, Value::Bool(true), "nothing to play");
+    let errors = browser.errors();
+    assert!(errors.is_empty(), "the page logged errors: {errors:#?}");
+}

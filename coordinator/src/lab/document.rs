@@ -25,6 +25,10 @@ pub enum Kind {
     Simulate,
     /// Simulations at several points (`simulate --nodes a..b`), plotted.
     Scaling,
+    /// Runs on the cluster over a range of sizes and algorithms (`sweep`), plotted.
+    Sweep,
+    /// A simulation of more nodes than the page animates, aggregated by step.
+    Steps,
 }
 
 impl Kind {
@@ -34,6 +38,8 @@ impl Kind {
             Kind::Explain => "explain",
             Kind::Simulate => "simulate",
             Kind::Scaling => "scaling",
+            Kind::Sweep => "sweep",
+            Kind::Steps => "steps",
         }
     }
 }
@@ -73,6 +79,52 @@ pub fn flow(events: &[FlowEvent], source: &str) -> Value {
         })
         .collect();
     json!({ "source": source, "span_ns": span, "messages": list, "palette": PALETTE })
+}
+
+/// The message flow of `events` aggregated by step, in step order: per step its
+/// messages, their bytes, the busiest link (`[from, to, bytes]`, the directed link that
+/// carried the most bytes in the step, the first such when several tie) and the time
+/// span its hops took (`start_ns`, `end_ns`, from the flow's first event).
+pub fn by_step(events: &[FlowEvent]) -> Vec<Value> {
+    use std::collections::BTreeMap;
+    let origin = events.iter().map(|e| e.at_ns).min().unwrap_or(0);
+    #[derive(Default)]
+    struct Step {
+        messages: u64,
+        bytes: u64,
+        start: Option<u64>,
+        end: u64,
+        links: BTreeMap<(usize, usize), u64>,
+    }
+    let mut steps: BTreeMap<u16, Step> = BTreeMap::new();
+    for message in messages(events) {
+        let step = steps.entry(message.step).or_default();
+        step.messages += 1;
+        step.bytes += message.bytes;
+        let sent = events[message.send].at_ns - origin;
+        step.start = Some(step.start.map_or(sent, |s| s.min(sent)));
+        for hop in &message.hops {
+            step.end = step.end.max(hop.arrive_ns - origin);
+            *step.links.entry((hop.from, hop.to)).or_default() += message.bytes;
+        }
+        if let Some(delivered) = message.deliver {
+            step.end = step.end.max(events[delivered].at_ns - origin);
+        }
+    }
+    steps
+        .into_iter()
+        .map(|(number, step)| {
+            let busiest = step.links.iter().fold(None, |best: Option<(&(usize, usize), &u64)>, link| match best {
+                Some((_, bytes)) if bytes >= link.1 => best,
+                _ => Some(link),
+            });
+            json!({
+                "step": number, "messages": step.messages, "bytes": step.bytes,
+                "busiest_link": busiest.map(|(&(from, to), &bytes)| json!([from, to, bytes])),
+                "start_ns": step.start.unwrap_or(0), "end_ns": step.end,
+            })
+        })
+        .collect()
 }
 
 /// A document: `kind`, its title, the command's words, the CLI's JSON of the result,

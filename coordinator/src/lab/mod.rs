@@ -1,9 +1,10 @@
 //! The lab: the cluster's page in a browser. `topocomm lab` starts a local cluster and
 //! serves the page; `topocomm serve --http ADDR` serves it beside a long-lived
 //! coordinator. The page draws the cluster on its topology, runs collectives from a form
-//! through the same code path as `topocomm run` (and `explain` and `simulate`), and
-//! animates every message of a run along its links; `run --html FILE` writes one run
-//! as a page that plays offline.
+//! through the same code path as `topocomm run` (and `explain`, `simulate` and
+//! `sweep`), and animates every message of a run along its links (plots sweeps and
+//! simulations at several points; shows a simulation too large to animate by step);
+//! `run --html FILE` writes one run as a page that plays offline.
 //!
 //! - `access`: who may use the page (loopback, Host and Origin checks, the token);
 //! - `document`: a run, a schedule or a simulation as the JSON document the page plays;

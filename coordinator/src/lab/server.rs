@@ -6,7 +6,8 @@
 //! A run from the page takes the words `topocomm run` takes and goes through the same
 //! code as the command line: clap parses them (a bad word gets the CLI's error text),
 //! `request::plan` plans them, `tools::execute` runs them on the lab's `Target`.
-//! `explain` and `simulate` take their commands' words the same way.
+//! `explain`, `simulate` and `sweep` take their commands' words the same way; a sweep
+//! runs through `tools::sweep::measure_points`, as `topocomm sweep` does.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -49,6 +50,7 @@ use crate::render::schema;
 use crate::tools::execute::{self, Stage};
 use crate::tools::explain::{self, ExplainArgs};
 use crate::tools::simulate::{self, SimulateArgs};
+use crate::tools::sweep::{self, SweepArgs};
 
 /// Runs the history keeps (the oldest go first).
 const MOST_KEPT: usize = 50;
@@ -81,6 +83,14 @@ struct ExplainWords {
 struct SimulateWords {
     #[command(flatten)]
     args: SimulateArgs,
+}
+
+/// The words of `topocomm sweep`.
+#[derive(Debug, Parser)]
+#[command(name = "sweep")]
+struct SweepWords {
+    #[command(flatten)]
+    args: SweepArgs,
 }
 
 /// One entry of the session's history.
@@ -282,6 +292,7 @@ async fn serve(listener: TcpListener, lab: Arc<Lab>) -> anyhow::Result<()> {
         .route("/api/runs", get(runs).post(start))
         .route("/api/runs/{id}", get(run_document))
         .route("/api/runs/{id}/page", get(run_page))
+        .route("/api/sweeps/{id}", get(sweep_json))
         .route("/api/events", get(events));
     let app = Router::new()
         .route("/", get(|| async { page(assets::INDEX, "text/html; charset=utf-8") }))
@@ -360,9 +371,10 @@ async fn api_index(State(lab): State<Arc<Lab>>) -> Json<Value> {
             "GET /api/catalogue": "collectives and their algorithms, topologies, element types, operators",
             "GET /api/layout?topology=T&nodes=N&dims=D": "a topology and the layout of its picture",
             "GET /api/runs": "the session's runs, newest last",
-            "POST /api/runs": "{\"kind\": \"run\"|\"explain\"|\"simulate\", \"args\": [words]}: starts one; 202 {id}, or 400 {error}",
+            "POST /api/runs": "{\"kind\": \"run\"|\"explain\"|\"simulate\"|\"sweep\", \"args\": [words]}: starts one; 202 {id}, or 400 {error}",
             "GET /api/runs/ID": "a run's document: its result (the CLI's JSON), topology and message flow",
             "GET /api/runs/ID/page": "the run as one self-contained HTML page that plays offline",
+            "GET /api/sweeps/ID": "a finished sweep as `topocomm sweep --json` writes it",
             "GET /api/events": "server-sent events: {type: cluster} on every change, {type: run} on every step of a run",
         },
     })))
@@ -428,6 +440,16 @@ async fn run_document(State(lab): State<Arc<Lab>>, Path(id): Path<u64>) -> Respo
     }
 }
 
+/// A finished sweep as `topocomm sweep --json` writes it.
+async fn sweep_json(State(lab): State<Arc<Lab>>, Path(id): Path<u64>) -> Response {
+    let history = lab.history.lock().expect("history lock");
+    let found = history.entries.iter().find(|e| e.id == id && e.kind == Kind::Sweep);
+    match found.and_then(|e| e.document.as_ref()).and_then(|d| d.get("result")) {
+        Some(result) => Json(result.clone()).into_response(),
+        None => not_found(&format!("finished sweep {id} in this session")),
+    }
+}
+
 async fn run_page(State(lab): State<Arc<Lab>>, Path(id): Path<u64>) -> Response {
     let document = {
         let history = lab.history.lock().expect("history lock");
@@ -461,7 +483,8 @@ async fn start(State(lab): State<Arc<Lab>>, Json(start): Json<Start>) -> Respons
         "run" => Kind::Run,
         "explain" => Kind::Explain,
         "simulate" => Kind::Simulate,
-        other => return bad_request(format!("error: no such kind {other:?}: run, explain or simulate")),
+        "sweep" => Kind::Sweep,
+        other => return bad_request(format!("error: no such kind {other:?}: run, explain, simulate or sweep")),
     };
     let job = match prepare(&lab, kind, &start.args).await {
         Ok(job) => job,
@@ -478,6 +501,18 @@ enum Job {
     Run(request::Planned),
     Explain(Box<ExplainArgs>),
     Simulate(Box<SimulateArgs>),
+    Sweep(Box<SweepJob>),
+}
+
+/// A sweep checked and ready to go, as `topocomm sweep` prepares it.
+struct SweepJob {
+    args: SweepArgs,
+    algorithms: Vec<topocomm_proto::spec::Algorithm>,
+    sizes: Vec<u64>,
+    /// Sizes left out, with the reason.
+    skipped: Vec<String>,
+    predict_with: Option<topocomm_proto::spec::LinkModel>,
+    repetition: request::Repetition,
 }
 
 /// Parses `args` as the command `kind` would, with `name` as the command's name; the
@@ -507,12 +542,39 @@ async fn prepare(lab: &Lab, kind: Kind, args: &[String]) -> Result<Job, String> 
             Ok(Job::Run(planned))
         }
         Kind::Explain => Ok(Job::Explain(Box::new(words::<ExplainWords>("explain", args)?.args))),
-        Kind::Simulate | Kind::Scaling => {
+        Kind::Simulate | Kind::Scaling | Kind::Steps => {
             let parsed = words::<SimulateWords>("simulate", args)?.args;
             if parsed.links.dilation.is_some() {
                 return Err(cli(anyhow::anyhow!(simulate::SIMULATED_TIME_UNDILATED)));
             }
             Ok(Job::Simulate(Box::new(parsed)))
+        }
+        Kind::Sweep => {
+            let mut args = words::<SweepWords>("sweep", args)?.args;
+            let writes = [("--csv", &args.csv), ("--json", &args.json), ("--plot", &args.plot)];
+            if let Some((option, _)) = writes.iter().find(|(_, path)| path.is_some()) {
+                return Err(format!(
+                    "error: {option}: the lab writes no files on its host; its page shows the sweep, and \
+                     \"Save JSON\" (or GET /api/sweeps/ID) gives what --json writes"
+                ));
+            }
+            // The sweep goes to the lab's cluster, whose size is fixed (as a run's).
+            args.nodes = lab.coordinator.cluster.status().expected;
+            Topology::new(args.shape.topology, args.nodes, args.shape.dims.as_deref()).map_err(|e| cli(e.into()))?;
+            let algorithms = sweep::algorithms(&args).map_err(cli)?;
+            let repetition = args.repeat.repetition(false);
+            let capacity = match lab.target.read().await.as_ref() {
+                Some(Target::Local(_)) => Some(Capacity::of_this_machine()),
+                _ => None,
+            };
+            let (sizes, skipped) =
+                sweep::runnable_sizes(&args, algorithms[0], repetition, capacity.as_ref(), lab.coordinator.tuning())
+                    .map_err(cli)?;
+            if sizes.is_empty() {
+                return Err(format!("error: no size of --sizes can run ({})", skipped.join("; ")));
+            }
+            let predict_with = request::link_models(&args.links).map_err(cli)?.1;
+            Ok(Job::Sweep(Box::new(SweepJob { args, algorithms, sizes, skipped, predict_with, repetition })))
         }
     }
 }
@@ -563,6 +625,14 @@ async fn carry_out(lab: Arc<Lab>, id: u64, args: Vec<String>, job: Job) {
             lab.update(id, "running", None, None);
             blocking(move || simulated(&words, &args)).await
         }
+        Job::Sweep(job) => {
+            let target = lab.target.read().await;
+            let Some(target) = target.as_ref() else {
+                lab.update(id, "failed", Some("the lab is stopping".into()), None);
+                return;
+            };
+            swept(&lab, id, target, &job, &args).await
+        }
     };
     match result {
         Ok((document, true, _)) => lab.update(id, "verified", None, Some(document)),
@@ -578,11 +648,9 @@ fn simulated(args: &SimulateArgs, words: &[String]) -> anyhow::Result<(Value, bo
     let (links, _) = explain::physics(predict_with, &args.links)?;
     let planned = simulate::plan(args)?;
     let [point] = planned.as_slice() else { return scaling(args, &planned, links, words) };
-    anyhow::ensure!(
-        point.topology.p() <= simulate::MOST_NODES_DRAWN,
-        "the lab animates at most {} nodes (several node counts, `--nodes a..b`, are plotted instead)",
-        simulate::MOST_NODES_DRAWN
-    );
+    if point.topology.p() > simulate::MOST_NODES_DRAWN {
+        return by_steps(args, point, links, words);
+    }
     let options = Options { run: 1, record: true, wall_limit: Some(args.timeout), ..Options::default() };
     let ran = simulator::spec::run(&point.spec, &point.topology, links, point.inputs, options)?;
     let described = simulate::describe(point, &ran, &links);
@@ -595,6 +663,101 @@ fn simulated(args: &SimulateArgs, words: &[String]) -> anyhow::Result<(Value, bo
     let flow = document::flow(&ran.events, &source);
     let result = schema::versioned_json(&described)?;
     Ok((document::document(Kind::Simulate, &point.spec, &point.topology, words, result, flow), true, None))
+}
+
+/// A sweep on the lab's cluster through the code of `topocomm sweep`, each point's
+/// progress told to the pages; its document holds what `sweep --json` writes. A failed
+/// point stops the sweep, and the points measured before it are kept.
+async fn swept(
+    lab: &Lab,
+    id: u64,
+    target: &Target,
+    job: &SweepJob,
+    words: &[String],
+) -> anyhow::Result<(Value, bool, Option<String>)> {
+    let SweepJob { args, algorithms, sizes, skipped, predict_with, repetition } = job;
+    lab.update(id, "running", skipped.first().cloned(), None);
+    let mut on_step = |step: sweep::Step<'_>| -> anyhow::Result<()> {
+        let note = match step {
+            sweep::Step::Starting { index, of, algorithm, size } => {
+                format!("point {} of {of}: {algorithm} at {}", index + 1, crate::render::quantity::size_text(size))
+            }
+            sweep::Step::Measured { index, summary, .. } => {
+                format!("point {} verified: {:.1} µs", index + 1, summary.time_us.mean)
+            }
+        };
+        lab.update(id, "running", Some(note), None);
+        Ok(())
+    };
+    let mut measured = sweep::Sweep::default();
+    let result =
+        sweep::measure_points(args, target, algorithms, sizes, *predict_with, *repetition, &mut measured, &mut on_step)
+            .await;
+    let Some(topology) = measured.topology.clone() else {
+        return Err(result.err().unwrap_or_else(|| anyhow::anyhow!("the sweep measured nothing")));
+    };
+    let failure = result.err().map(|error| format!("error: {error:#}"));
+    let links = match &measured.links {
+        Some(l) if l.emulated => "emulated links".to_owned(),
+        Some(_) => "full-speed links, the model from the calibration".to_owned(),
+        None => "full-speed links".to_owned(),
+    };
+    let title = format!(
+        "{} swept over {} sizes and {} algorithm{} on a {topology}, {links}",
+        args.collective,
+        sizes.len(),
+        algorithms.len(),
+        if algorithms.len() == 1 { "" } else { "s" }
+    );
+    let document = schema::versioned(json!({
+        "kind": Kind::Sweep.name(), "title": title, "args": words,
+        "result": sweep::json_of(args, &measured, &topology),
+        "skipped": skipped,
+    }));
+    Ok((document, failure.is_none(), failure))
+}
+
+/// Messages a simulation too large to animate may have for the page to aggregate them
+/// by step: the flow of each is held in memory while it is aggregated.
+const MOST_MESSAGES_AGGREGATED: u64 = 4_000_000;
+
+/// `simulate` of more nodes than the page animates: the point's figures (as
+/// `simulate --json`) and its flow aggregated by step (`document::by_step`). It is
+/// simulated first without its flow, whose number of messages says whether the flow
+/// may be recorded; one of more messages gets its figures only.
+fn by_steps(
+    args: &SimulateArgs,
+    point: &simulate::Planned,
+    links: topocomm_proto::spec::LinkModel,
+    words: &[String],
+) -> anyhow::Result<(Value, bool, Option<String>)> {
+    let options = |record| Options { run: 1, record, wall_limit: Some(args.timeout), ..Options::default() };
+    let ran = simulator::spec::run(&point.spec, &point.topology, links, point.inputs, options(false))?;
+    let described = simulate::describe(point, &ran, &links);
+    let steps = if described.frames_sent <= MOST_MESSAGES_AGGREGATED {
+        let recorded = simulator::spec::run(&point.spec, &point.topology, links, point.inputs, options(true))?;
+        Some(document::by_step(&recorded.events))
+    } else {
+        None
+    };
+    let title = format!(
+        "{} ({}) on a {}, {} per node, by step",
+        point.spec.collective,
+        point.spec.algorithm,
+        point.topology,
+        crate::render::quantity::size_text(point.spec.size_bytes)
+    );
+    let note = match &steps {
+        Some(_) => format!("more than {} nodes: aggregated by step instead of animated", simulate::MOST_NODES_DRAWN),
+        None => format!("{} messages: too many to aggregate by step here", described.frames_sent),
+    };
+    let document = schema::versioned(json!({
+        "kind": Kind::Steps.name(), "title": title, "args": words, "note": note,
+        "result": schema::versioned_json(&described)?,
+        "steps": steps,
+        "source": format!("simulated, {}", crate::render::trace::describe_links(&links)),
+    }));
+    Ok((document, true, None))
 }
 
 /// Every point of a `simulate` of several points, as `simulate --json` gives them.

@@ -20,6 +20,9 @@
 //! Also `--csv`, `--json` (`-`: standard output, instead of the table) and `--plot`
 //! (time against size, log-log, see [`crate::render::plot`]). A progress bar shows on the
 //! terminal (stderr) only.
+//!
+//! The lab's page sweeps through the same functions ([`algorithms`], [`runnable_sizes`],
+//! [`measure_points`]) and shows what [`json_of`] gives.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -50,7 +53,7 @@ use crate::render::report::{self, LinkPhysics};
 use crate::render::{self, trace};
 use crate::tools::dilation::{self, Messages, Probe};
 use crate::tools::model::{self, Prediction};
-use crate::tuning::TuningArgs;
+use crate::tuning::{Tuning, TuningArgs};
 
 /// `topocomm sweep`: the collective options of `run`, with sizes and algorithms as lists.
 #[derive(Debug, Clone, Args)]
@@ -286,8 +289,9 @@ fn what(args: &SweepArgs, algorithm: Algorithm, size: u64) -> CollectiveArgs {
     }
 }
 
-/// Runs the sweep `args` describes.
-pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
+/// The algorithms `--algorithm` names (default: the one made for the topology), each
+/// checked to compute the collective.
+pub fn algorithms(args: &SweepArgs) -> anyhow::Result<Vec<Algorithm>> {
     let collective = args.collective;
     let algorithms: Vec<Algorithm> = match &args.algorithm {
         None => vec![catalogue::default_algorithm(collective, args.shape.topology)],
@@ -297,6 +301,44 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
     for &algorithm in &algorithms {
         catalogue::check(collective, algorithm)?;
     }
+    Ok(algorithms)
+}
+
+/// The sizes of `--sizes` that can run on `args.nodes` nodes (perhaps none), and why
+/// each other one cannot (not whole elements, too large, ...), a line each. On a cluster of this machine (`local`:
+/// its capacity) a size's run must fit on it and its links must carry its messages.
+pub fn runnable_sizes(
+    args: &SweepArgs,
+    algorithm: Algorithm,
+    repetition: Repetition,
+    local: Option<&Capacity>,
+    tuning: &Tuning,
+) -> anyhow::Result<(Vec<u64>, Vec<String>)> {
+    let (mut sizes, mut skipped) = (Vec::new(), Vec::new());
+    for &size in &args.sizes {
+        let Planned { request, .. } = request::plan(&what(args, algorithm, size), repetition)?;
+        let spec = &request.spec;
+        let checked = match local {
+            Some(capacity) => {
+                let topology = Topology::new(args.shape.topology, args.nodes, args.shape.dims.as_deref())?;
+                spec.validate(args.nodes)
+                    .map_err(CapacityError::from)
+                    .and_then(|()| capacity.check_run(spec, request.topology, args.nodes, tuning))
+                    .and_then(|resolved| local::check_messages(&resolved, &topology))
+            }
+            None => spec.validate(usize::MAX).map_err(CapacityError::from),
+        };
+        match checked {
+            Ok(()) => sizes.push(size),
+            Err(error) => skipped.push(format!("skipping {}: {error}", size_text(size))),
+        }
+    }
+    Ok((sizes, skipped))
+}
+
+/// Runs the sweep `args` describes.
+pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
+    let algorithms = algorithms(args)?;
     render::check_pictures_built("--plot", args.plot.as_deref())?;
     #[cfg(feature = "pictures")]
     if let Some(path) = &args.plot {
@@ -308,36 +350,20 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
         }
     }
     let repetition = args.repeat.repetition(false);
-    let remote = args.remote.coordinator.is_some();
-    // A local cluster must fit on this machine, and so must each size's run, and its
-    // links must carry the run's messages.
-    let local_cluster = match remote {
-        false => {
-            let topology = Topology::new(args.shape.topology, args.nodes, args.shape.dims.as_deref())?;
+    // A local cluster must fit on this machine.
+    let capacity = match args.remote.coordinator {
+        None => {
+            Topology::new(args.shape.topology, args.nodes, args.shape.dims.as_deref())?;
             let capacity = Capacity::of_this_machine();
             capacity.check_nodes(args.nodes)?;
-            Some((capacity, topology))
+            Some(capacity)
         }
-        true => None,
+        Some(_) => None,
     };
     let tuning = args.tuning.load()?;
-    // Sizes that cannot run (not whole elements, too large, ...) are left out, once, with the reason.
-    let mut sizes = Vec::new();
-    for &size in &args.sizes {
-        let Planned { request, .. } = request::plan(&what(args, algorithms[0], size), repetition)?;
-        let spec = &request.spec;
-        let checked = match &local_cluster {
-            Some((capacity, topology)) => spec
-                .validate(args.nodes)
-                .map_err(CapacityError::from)
-                .and_then(|()| capacity.check_run(spec, request.topology, args.nodes, &tuning))
-                .and_then(|resolved| local::check_messages(&resolved, topology)),
-            None => spec.validate(usize::MAX).map_err(CapacityError::from),
-        };
-        match checked {
-            Ok(()) => sizes.push(size),
-            Err(error) => eprintln!("skipping {}: {error}", size_text(size)),
-        }
+    let (sizes, skipped) = runnable_sizes(args, algorithms[0], repetition, capacity.as_ref(), &tuning)?;
+    for line in skipped {
+        eprintln!("{line}");
     }
     anyhow::ensure!(!sizes.is_empty(), "no size of --sizes can run");
     let predict_with = request::link_models(&args.links)?.1;
@@ -373,13 +399,24 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
 }
 
 /// What the sweep measured.
-struct Sweep {
-    points: Vec<Point>,
+#[derive(Debug, Default)]
+pub struct Sweep {
+    pub points: Vec<Point>,
     /// The topology the runs reported, e.g. "hypercube of 8 nodes (d=3)".
-    topology: Option<Topology>,
-    links: Option<LinkPhysics>,
+    pub topology: Option<Topology>,
+    pub links: Option<LinkPhysics>,
     /// How `--dilation auto` chose each point's K, in words (`None`: not automatic).
-    dilation: Option<String>,
+    pub dilation: Option<String>,
+}
+
+/// Where a sweep is, for a front end that shows it (the terminal's table and progress
+/// bar, the lab's page).
+pub enum Step<'a> {
+    /// Point `index` of `of` goes to the cluster.
+    Starting { index: usize, of: usize, algorithm: Algorithm, size: u64 },
+    /// Point `index` came back verified: its summary, on the topology it ran on (the
+    /// point itself is the last of the sweep's points), and how `--dilation auto` chose.
+    Measured { index: usize, summary: &'a report::RunSummary, topology: &'a Topology, dilation: Option<&'a str> },
 }
 
 /// What a point runs with: its request, and (under `--dilation auto`) its prediction
@@ -451,23 +488,26 @@ async fn plan_points(
     Ok(plans)
 }
 
+/// Measures every point of the sweep on `cluster` (the dilation probe first under
+/// `--dilation auto`), in order, each a verified run, into `sweep`, telling `on_step`
+/// where it is; the first failed point stops the sweep. Both the command line and the
+/// lab's page sweep through here.
 #[allow(clippy::too_many_arguments)]
-async fn measure(
+pub async fn measure_points(
     args: &SweepArgs,
     cluster: &Target,
     algorithms: &[Algorithm],
     sizes: &[u64],
     predict_with: Option<LinkModel>,
     repetition: Repetition,
-    bar: &Progress,
-    table: bool,
     sweep: &mut Sweep,
+    on_step: &mut (dyn FnMut(Step<'_>) -> anyhow::Result<()> + Send),
 ) -> anyhow::Result<()> {
-    let show = |text: &str| if table { bar.suspend(|| outln!("{text}")) } else { Ok(()) };
     let plans = plan_points(args, cluster, algorithms, sizes, repetition, sweep).await?;
+    let of = plans.len();
     for (index, plan) in plans.into_iter().enumerate() {
         let PointPlan { algorithm, size, request, predicted } = plan;
-        bar.set_message(format!("{algorithm}, {}", size_text(size)));
+        on_step(Step::Starting { index, of, algorithm, size })?;
         let began = std::time::Instant::now();
         let outcome = cluster.execute(request).await.with_context(|| format!("{algorithm} at {}", size_text(size)))?;
         let wall_s = began.elapsed().as_secs_f64();
@@ -484,23 +524,50 @@ async fn measure(
         if let Some(dilated) = &mut summary.dilation {
             dilated.wall_s = Some(wall_s);
         }
-        if index == 0 {
-            show(&header(args, &topology, summary.links.as_ref(), sweep.dilation.as_deref()))?;
-        }
-        if index % sizes.len() == 0 {
-            show(&format!(
-                "#\n# Algorithm: {}\n{}",
-                summary.algorithm,
-                columns(predict_with.is_some(), summary.dilation.is_some())
-            ))?;
-        }
-        let point = Point::of(&summary, args.collective);
-        show(&row(&point, predict_with.is_some()))?;
-        sweep.topology = Some(topology);
+        sweep.points.push(Point::of(&summary, args.collective));
         sweep.links = summary.links;
-        sweep.points.push(point);
-        bar.inc();
+        on_step(Step::Measured { index, summary: &summary, topology: &topology, dilation: sweep.dilation.as_deref() })?;
+        sweep.topology = Some(topology);
     }
+    Ok(())
+}
+
+/// The terminal's sweep: the table (unless the JSON goes to standard output) and the
+/// progress bar.
+#[allow(clippy::too_many_arguments)]
+async fn measure(
+    args: &SweepArgs,
+    cluster: &Target,
+    algorithms: &[Algorithm],
+    sizes: &[u64],
+    predict_with: Option<LinkModel>,
+    repetition: Repetition,
+    bar: &Progress,
+    table: bool,
+    sweep: &mut Sweep,
+) -> anyhow::Result<()> {
+    let show = |text: &str| if table { bar.suspend(|| outln!("{text}")) } else { Ok(()) };
+    let mut on_step = |step: Step<'_>| -> anyhow::Result<()> {
+        match step {
+            Step::Starting { algorithm, size, .. } => bar.set_message(format!("{algorithm}, {}", size_text(size))),
+            Step::Measured { index, summary, topology, dilation } => {
+                if index == 0 {
+                    show(&header(args, topology, summary.links.as_ref(), dilation))?;
+                }
+                if index % sizes.len() == 0 {
+                    show(&format!(
+                        "#\n# Algorithm: {}\n{}",
+                        summary.algorithm,
+                        columns(predict_with.is_some(), summary.dilation.is_some())
+                    ))?;
+                }
+                show(&row(&Point::of(summary, args.collective), predict_with.is_some()))?;
+                bar.inc();
+            }
+        }
+        Ok(())
+    };
+    measure_points(args, cluster, algorithms, sizes, predict_with, repetition, sweep, &mut on_step).await?;
     if let Some(wall) = (!sweep.points.is_empty()).then(|| sweep.points.iter().map(|p| p.wall_s).sum::<f64>()) {
         show(&format!("# wall time of the runs: {}", seconds_text(wall)))?;
     }
@@ -615,8 +682,8 @@ pub fn csv(args: &SweepArgs, topology: &Topology, points: &[Point]) -> String {
     text
 }
 
-/// The sweep as one JSON object.
-fn json_of(args: &SweepArgs, sweep: &Sweep, topology: &Topology) -> serde_json::Value {
+/// The sweep as one JSON object (`sweep --json`).
+pub fn json_of(args: &SweepArgs, sweep: &Sweep, topology: &Topology) -> serde_json::Value {
     crate::render::schema::versioned(json!({
         "collective": args.collective,
         "topology": topology.kind(),

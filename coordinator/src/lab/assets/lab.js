@@ -336,8 +336,13 @@
     state.view = drawTopology($('#picture'), $('#picture-overlay'), topology, traffic);
   }
 
+  // Whether `doc` is something the stage shows (a finished run's document, not its entry).
+  function showable(doc) { return doc.flow || ['scaling', 'sweep', 'steps'].includes(doc.kind); }
+
   function showDocument(doc, id) {
     if (doc.kind === 'scaling') { showScaling(doc, id); return; }
+    if (doc.kind === 'sweep') { showSweep(doc, id, state.history.get(id)?.status); return; }
+    if (doc.kind === 'steps') { showSteps(doc, id); return; }
     $('.pictures').classList.remove('single');
     $('#controls').hidden = false;
     $('#heat-caption').textContent = 'links: thicker and red while busy; nodes: yellow once they have received, ringed red while they send';
@@ -388,61 +393,103 @@
     $('#result-buttons').hidden = embedded != null || state.docId == null;
   }
 
-  // ---- scaling: simulations at several points, time against p, log-log ----
-  function showScaling(doc, id) {
+  // ---- plots: time against p (simulations) or against size (sweeps), log-log ----
+  // Takes the whole stage (there is no flow to play) and draws `series`, each
+  // {name, points: [{x, y, model, title}]}: a solid line through (x, y), the model's
+  // (x, model) dashed, a dot per point with its numbers on hover.
+  // The stage given to one chart (no flow to play): its title and captions set, the
+  // other layers cleared; returns the emptied picture, `W` by `H`.
+  function chartStage(doc, id, source, caption, W, H) {
     setPlaying(false);
     state.doc = doc; state.docId = id; state.anim = null; state.view = null;
     $('#stage-title').textContent = doc.title;
-    $('#stage-source').textContent = 'time against p, log-log; hover a point for its numbers; dashed: the textbook\'s closed form';
+    $('#stage-source').textContent = source;
     for (const layer of ['#picture-overlay', '#spacetime', '#spacetime-overlay']) $(layer).replaceChildren();
-    // The plot takes the whole stage; there is no flow to play.
     $('.pictures').classList.add('single');
     $('#controls').hidden = true;
-    $('#heat-caption').textContent = 'solid: simulated time; dashed: the closed form; hover a point for its numbers';
+    $('#heat-caption').textContent = caption;
     const svg = $('#picture');
     svg.replaceChildren();
-    const points = doc.result.points;
-    const W = 900; const H = 420; const left = 64; const right = 230; const top = 16; const bottom = 40;
     svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
     svg.setAttribute('preserveAspectRatio', 'xMidYMid meet');
-    const times = points.flatMap((q) => [q.time_us.median, q.closed_form_us]).filter((v) => v > 0);
-    const ps = points.map((q) => q.nodes);
+    return svg;
+  }
+
+  function plotLogLog(doc, id, series, { xLabel, xTick, source, caption }) {
+    const W = 900; const H = 420; const left = 64; const right = 230; const top = 16; const bottom = 40;
+    const svg = chartStage(doc, id, source, caption, W, H);
+    const points = series.flatMap((s) => s.points);
+    const times = points.flatMap((q) => [q.y, q.model]).filter((v) => v > 0);
+    const xs = points.map((q) => q.x);
     const lx = (v) => Math.log10(v);
-    const [p0, p1] = [lx(Math.min(...ps)), lx(Math.max(...ps)) + 1e-9];
+    const [x0, x1] = [lx(Math.min(...xs)), lx(Math.max(...xs)) + 1e-9];
     const [t0, t1] = [Math.floor(lx(Math.min(...times))), Math.ceil(lx(Math.max(...times)) + 1e-9)];
-    const x = (p) => left + (W - left - right) * ((lx(p) - p0) / Math.max(p1 - p0, 1e-9));
+    const x = (v) => left + (W - left - right) * ((lx(v) - x0) / Math.max(x1 - x0, 1e-9));
     const y = (t) => H - bottom - (H - top - bottom) * ((lx(t) - t0) / Math.max(t1 - t0, 1e-9));
     el('line', { x1: left, x2: W - right, y1: H - bottom, y2: H - bottom, class: 'axis' }, svg);
     el('line', { x1: left, x2: left, y1: top, y2: H - bottom, class: 'axis' }, svg);
-    for (const p of [...new Set(ps)]) el('text', { x: x(p) - 8, y: H - bottom + 16, class: 'tick' }, svg).textContent = p;
-    el('text', { x: (W - right) / 2, y: H - 6, class: 'tick' }, svg).textContent = 'p (nodes)';
+    const ticks = [...new Set(xs)].sort((a, b) => a - b);
+    // At most about twelve labels along x; every point still has its dot.
+    const every = Math.max(1, Math.ceil(ticks.length / 12));
+    ticks.forEach((v, i) => { if (i % every === 0) el('text', { x: x(v) - 8, y: H - bottom + 16, class: 'tick' }, svg).textContent = xTick(v); });
+    el('text', { x: (W - right) / 2, y: H - 6, class: 'tick' }, svg).textContent = xLabel;
     for (let e = t0; e <= t1; e += 1) {
       el('line', { x1: left, x2: W - right, y1: y(10 ** e), y2: y(10 ** e), stroke: '#eee' }, svg);
       el('text', { x: 4, y: y(10 ** e) + 4, class: 'tick' }, svg).textContent = `${10 ** e} µs`;
     }
-    const series = new Map();
-    for (const q of points) {
-      const name = `${q.topology} (${q.algorithm})`;
-      if (!series.has(name)) series.set(name, []);
-      series.get(name).push(q);
-    }
     const palette = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'];
-    [...series.entries()].forEach(([name, list], i) => {
+    series.forEach(({ name, points: list }, i) => {
       const colour = palette[i % palette.length];
-      list.sort((a, b) => a.nodes - b.nodes);
-      el('polyline', { points: list.map((q) => `${x(q.nodes)},${y(q.time_us.median)}`).join(' '), fill: 'none', stroke: colour, 'stroke-width': 2 }, svg);
-      const closed = list.filter((q) => q.closed_form_us > 0);
-      if (closed.length) {
-        el('polyline', { points: closed.map((q) => `${x(q.nodes)},${y(q.closed_form_us)}`).join(' '), fill: 'none', stroke: colour, 'stroke-width': 1.5, 'stroke-dasharray': '6 4' }, svg);
+      list.sort((a, b) => a.x - b.x);
+      el('polyline', { points: list.map((q) => `${x(q.x)},${y(q.y)}`).join(' '), fill: 'none', stroke: colour, 'stroke-width': 2, 'data-testid': 'series', 'data-name': name, 'data-points': list.length }, svg);
+      const modelled = list.filter((q) => q.model > 0);
+      if (modelled.length) {
+        el('polyline', { points: modelled.map((q) => `${x(q.x)},${y(q.model)}`).join(' '), fill: 'none', stroke: colour, 'stroke-width': 1.5, 'stroke-dasharray': '6 4', 'data-testid': 'model' }, svg);
       }
       for (const q of list) {
-        const dot = el('circle', { cx: x(q.nodes), cy: y(q.time_us.median), r: 4.5, fill: colour, 'data-testid': 'point' }, svg);
-        el('title', {}, dot).textContent = `${name}, p = ${q.nodes}: ${q.time_us.median.toFixed(1)} µs` +
-          (q.closed_form_us != null ? `; closed form ${q.closed_form_us.toFixed(1)} µs (${q.closed_form})` : '') +
-          `; ${q.steps} steps, ${q.frames_sent} messages${q.verified ? ', verified' : ', lengths only'}`;
+        const dot = el('circle', { cx: x(q.x), cy: y(q.y), r: 4.5, fill: colour, 'data-testid': 'point' }, svg);
+        el('title', {}, dot).textContent = q.title;
       }
       el('line', { x1: W - right + 10, x2: W - right + 34, y1: top + 10 + 18 * i, y2: top + 10 + 18 * i, stroke: colour, 'stroke-width': 2 }, svg);
       el('text', { x: W - right + 38, y: top + 14 + 18 * i, class: 'tick' }, svg).textContent = name;
+    });
+    $('#result-buttons').hidden = embedded != null || state.docId == null;
+  }
+
+  // Points grouped into series by `name(point)`, in their first appearance's order.
+  function grouped(points, name, toPoint) {
+    const series = new Map();
+    for (const q of points) {
+      const key = name(q);
+      if (!series.has(key)) series.set(key, []);
+      series.get(key).push(toPoint(q, key));
+    }
+    return [...series.entries()].map(([key, list]) => ({ name: key, points: list }));
+  }
+
+  function statsRows(rows) {
+    const body = $('#stats tbody');
+    body.replaceChildren();
+    for (const [key, value] of rows) {
+      const tr = html('tr', {}, body);
+      html('td', {}, tr).textContent = key;
+      html('td', {}, tr).textContent = value;
+    }
+  }
+
+  // Simulations at several points: time against p, a line per topology and algorithm.
+  function showScaling(doc, id) {
+    const points = doc.result.points;
+    const series = grouped(points, (q) => `${q.topology} (${q.algorithm})`, (q, name) => ({
+      x: q.nodes, y: q.time_us.median, model: q.closed_form_us,
+      title: `${name}, p = ${q.nodes}: ${q.time_us.median.toFixed(1)} µs` +
+        (q.closed_form_us != null ? `; closed form ${q.closed_form_us.toFixed(1)} µs (${q.closed_form})` : '') +
+        `; ${q.steps} steps, ${q.frames_sent} messages${q.verified ? ', verified' : ', lengths only'}`,
+    }));
+    plotLogLog(doc, id, series, {
+      xLabel: 'p (nodes)', xTick: String,
+      source: 'time against p, log-log; hover a point for its numbers; dashed: the textbook\'s closed form',
+      caption: 'solid: simulated time; dashed: the closed form; hover a point for its numbers',
     });
     const verdict = $('#verdict');
     const failures = doc.result.failures || [];
@@ -450,15 +497,86 @@
     verdict.textContent = `${points.length} points simulated${verified ? ', every result verified' : ' (some with lengths only)'}` +
       (failures.length ? `; ${failures.length} failed` : '');
     verdict.className = failures.length ? 'bad' : 'ok';
-    const body = $('#stats tbody');
-    body.replaceChildren();
+    statsRows(points.map((q) => [`${q.topology} (${q.algorithm}), p = ${q.nodes}`, `${q.time_us.median.toFixed(1)} µs` +
+      (q.closed_form_us != null ? ` · closed form ${q.closed_form_us.toFixed(1)} µs` : '') + ` · ${q.steps} steps`]));
+  }
+
+  // A sweep on the cluster (`sweep --json`): mean time against bytes per node, a line per
+  // algorithm, the cost model dashed.
+  function showSweep(doc, id, status) {
+    const result = doc.result;
+    const points = result.points;
+    const gbps = (v) => (v == null ? '–' : `${v.toFixed(3)} GB/s`);
+    const series = grouped(points, (q) => q.algorithm, (q, name) => ({
+      x: q.size_bytes, y: q.avg_us, model: q.model_us,
+      title: `${name}, ${bytes(q.size_bytes)} per node: mean ${q.avg_us.toFixed(1)} µs (min ${q.min_us.toFixed(1)}, p99 ${q.p99_us.toFixed(1)})` +
+        (q.model_us != null ? `; model ${q.model_us.toFixed(1)} µs` : '') +
+        `; algbw ${gbps(q.algbw_gbps)}, busbw ${gbps(q.busbw_gbps)}; ${q.iterations} iterations, verified`,
+    }));
+    plotLogLog(doc, id, series, {
+      xLabel: 'bytes per node', xTick: bytes,
+      source: 'mean time against size, log-log; hover a point for its numbers; dashed: the cost model',
+      caption: 'solid: measured mean time, every point verified; dashed: the cost model',
+    });
+    const verdict = $('#verdict');
+    const failed = status === 'failed';
+    verdict.textContent = `${points.length} points measured on ${result.nodes} nodes, every one verified` +
+      (failed ? '; the sweep stopped at a failed point' : '');
+    verdict.className = failed ? 'bad' : 'ok';
+    const rows = [];
+    const l = result.links;
+    if (l) rows.push(['links', `${l.emulated ? 'emulated' : 'full-speed, the model from the calibration'}: ${l.routing.toUpperCase()}, t_s ${l.ts_us} µs, t_h ${l.th_us} µs, t_w ${l.tw_ns_per_byte} ns/B`]);
+    if (result.dilation) rows.push(['dilation', result.dilation]);
+    for (const skipped of doc.skipped || []) rows.push(['left out', skipped]);
     for (const q of points) {
-      const tr = html('tr', {}, body);
-      html('td', {}, tr).textContent = `${q.topology} (${q.algorithm}), p = ${q.nodes}`;
-      html('td', {}, tr).textContent = `${q.time_us.median.toFixed(1)} µs` +
-        (q.closed_form_us != null ? ` · closed form ${q.closed_form_us.toFixed(1)} µs` : '') + ` · ${q.steps} steps`;
+      rows.push([`${q.algorithm}, ${bytes(q.size_bytes)}`, `mean ${q.avg_us.toFixed(1)} µs` +
+        (q.model_us != null ? ` · model ${q.model_us.toFixed(1)} µs` : '') + ` · busbw ${gbps(q.busbw_gbps)}`]);
     }
-    $('#result-buttons').hidden = embedded != null || state.docId == null;
+    statsRows(rows);
+  }
+
+  // A simulation of more nodes than the page animates: a step chart, each step a bar
+  // across the time its messages took, as high as the bytes they carried; hovering a
+  // step gives its messages, bytes, busiest link and span. The table holds the figures.
+  function showSteps(doc, id) {
+    const steps = doc.steps || [];
+    const W = 900; const H = 420; const left = 84; const right = 20; const top = 16; const bottom = 40;
+    const svg = chartStage(doc, id, `${doc.note}; ${doc.source}`,
+      'bars: each step across the time its messages took, as high as the bytes they carried; hover a step for its numbers', W, H);
+    el('line', { x1: left, x2: W - right, y1: H - bottom, y2: H - bottom, class: 'axis' }, svg);
+    el('line', { x1: left, x2: left, y1: top, y2: H - bottom, class: 'axis' }, svg);
+    const span = Math.max(1, ...steps.map((s) => s.end_ns));
+    const most = Math.max(1, ...steps.map((s) => s.bytes));
+    const x = (ns) => left + (W - left - right) * (ns / span);
+    const y = (b) => H - bottom - (H - top - bottom) * (b / most);
+    for (const f of [0, 0.5, 1]) {
+      const anchor = f === 0 ? 'start' : f === 1 ? 'end' : 'middle';
+      el('text', { x: x(f * span), y: H - bottom + 16, class: 'tick', 'text-anchor': anchor }, svg).textContent = micros(f * span);
+      el('text', { x: 4, y: y(f * most) + 4, class: 'tick' }, svg).textContent = bytes(Math.round(f * most));
+    }
+    el('text', { x: (W - right) / 2, y: H - 6, class: 'tick' }, svg).textContent = 'simulated time';
+    const palette = ['#1f77b4', '#ff7f0e'];
+    steps.forEach((s, i) => {
+      const bar = el('rect', {
+        x: x(s.start_ns), y: y(s.bytes), width: Math.max(1, x(s.end_ns) - x(s.start_ns)), height: Math.max(1, H - bottom - y(s.bytes)),
+        fill: palette[i % palette.length], 'fill-opacity': 0.7, 'data-testid': 'step-bar', 'data-step': s.step, 'data-messages': s.messages,
+      }, svg);
+      const busiest = s.busiest_link ? `; busiest link ${s.busiest_link[0]}→${s.busiest_link[1]} (${bytes(s.busiest_link[2])})` : '';
+      el('title', {}, bar).textContent = `step ${s.step}: ${s.messages} messages, ${bytes(s.bytes)}${busiest}; ${micros(s.start_ns)} to ${micros(s.end_ns)}`;
+    });
+    const result = doc.result;
+    const verdict = $('#verdict');
+    verdict.textContent = `simulated on ${result.nodes} nodes${result.verified ? ', every result verified' : ' with lengths only: nothing verified'}`;
+    verdict.className = 'ok';
+    const rows = [['time (µs)', `${result.time_us.median.toFixed(1)}` + (result.closed_form_us != null ? ` · closed form ${result.closed_form_us.toFixed(1)} (${result.closed_form})` : '')]];
+    for (const key of ['steps', 'frames_sent', 'frames_forwarded', 'busiest_link', 'cost']) {
+      if (result[key] != null) rows.push([key.replace(/_/g, ' '), typeof result[key] === 'object' ? JSON.stringify(result[key]) : String(result[key])]);
+    }
+    for (const s of steps) {
+      rows.push([`step ${s.step}`, `${s.messages} messages · ${bytes(s.bytes)} · ${micros(s.start_ns)} to ${micros(s.end_ns)}` +
+        (s.busiest_link ? ` · busiest ${s.busiest_link[0]}→${s.busiest_link[1]}` : '')]);
+    }
+    statsRows(rows);
   }
 
   function showCluster(cluster) {
@@ -483,7 +601,9 @@
   async function previewShape() {
     if (state.doc || !state.cluster) return;
     const topology = $('#topology').value || 'hypercube';
-    const nodes = currentMode() === 'run' ? state.cluster.expected : Number($('#nodes-count').value || state.cluster.expected);
+    const nodes = ['run', 'sweep'].includes(currentMode()) ? state.cluster.expected : Number($('#nodes-count').value || state.cluster.expected);
+    // More nodes than the page draws: no preview (a simulation of them is shown by step).
+    if (nodes > 1024) return;
     const query = new URLSearchParams({ topology, nodes: String(nodes), dims: $('#dims').value.trim() });
     try {
       const topologyDoc = await api(`/api/layout?${query}`);
@@ -503,7 +623,9 @@
   function fillAlgorithms() {
     const collective = state.catalogue.collectives.find((c) => c.name === $('#collective').value);
     const keep = $('#algorithm').value;
-    fillSelect($('#algorithm'), [['', 'made for the topology (default)'], ['auto', 'auto (by size and p)'],
+    // A sweep takes several algorithms ("all"), not the choice by size ("auto").
+    const choose = currentMode() === 'sweep' ? ['all', 'all of them'] : ['auto', 'auto (by size and p)'];
+    fillSelect($('#algorithm'), [['', 'made for the topology (default)'], choose,
       ...collective.algorithms.map((a) => [a, a])], keep);
     $('#root').disabled = !collective.rooted;
     $('#op').disabled = !collective.reduces;
@@ -516,25 +638,29 @@
     const add = (flag, v) => { if (v !== '' && v != null) list.push(flag, v); };
     add('--topology', value('topology'));
     add('--dims', value('dims'));
-    if (mode !== 'run') add('--nodes', value('nodes-count'));
+    // Runs and sweeps go to the lab's cluster, whose size is fixed.
+    if (mode === 'explain' || mode === 'simulate') add('--nodes', value('nodes-count'));
     add('--algorithm', value('algorithm'));
-    add('--size', value('size'));
+    if (mode === 'sweep') add('--sizes', value('sizes')); else add('--size', value('size'));
     add('--dtype', value('dtype'));
     if (!$('#op').disabled) add('--op', value('op'));
     if (!$('#root').disabled) add('--root', value('root'));
     add('--ts', value('ts')); add('--th', value('th')); add('--tw', value('tw'));
     if (value('routing') !== 'sf') add('--routing', value('routing'));
-    if (mode === 'run') { add('--iterations', value('iterations')); add('--dilation', value('dilation')); }
+    if (mode === 'run' || mode === 'sweep') { add('--iterations', value('iterations')); add('--dilation', value('dilation')); }
     return list;
   }
 
   function showWords() {
     const mode = currentMode();
     $('#words').textContent = `topocomm ${mode} ${words().join(' ')}`;
-    $('#run').textContent = mode === 'run' ? 'Run' : mode === 'explain' ? 'Explain' : 'Simulate';
-    $('#iterations').disabled = mode !== 'run';
-    $('#dilation').disabled = mode !== 'run';
-    $('#nodes-count').disabled = mode === 'run';
+    $('#run').textContent = { run: 'Run', explain: 'Explain', simulate: 'Simulate', sweep: 'Sweep' }[mode];
+    const onCluster = mode === 'run' || mode === 'sweep';
+    $('#iterations').disabled = !onCluster;
+    $('#dilation').disabled = !onCluster;
+    $('#nodes-count').disabled = onCluster;
+    $('#size').disabled = mode === 'sweep';
+    $('#sizes').disabled = mode !== 'sweep';
     if (state.cluster) $('#nodes-count').placeholder = `${state.cluster.expected} (the cluster's)`;
   }
 
@@ -575,11 +701,12 @@
       if (run.status === 'failed' && run.note) showError(run.note);
       try {
         const doc = await api(`/api/runs/${run.id}`);
-        if (doc.flow || doc.kind === 'scaling') showDocument(doc, run.id);
+        if (showable(doc)) showDocument(doc, run.id);
       } catch (error) { showError(error.message); }
     } else {
-      // The dilation's announcement up to its reason ("dilation ×K (--dilation auto)").
-      const note = run.note ? ` — ${run.note.split(':')[0]}` : '';
+      // A sweep's point ("point 2 of 6: ring at 1.0 KiB"); the dilation's announcement up
+      // to its reason ("dilation ×K (--dilation auto)").
+      const note = !run.note ? '' : ` — ${run.kind === 'sweep' ? run.note : run.note.split(':')[0]}`;
       progress(`${run.kind} ${run.id}: ${run.status}${note}`);
     }
   }
@@ -592,7 +719,7 @@
       const button = html('button', { type: 'button' }, item);
       button.textContent = `#${run.id} ${run.kind} ${run.args.join(' ')} — ${run.status}`;
       button.onclick = async () => {
-        try { const doc = await api(`/api/runs/${run.id}`); if (doc.flow || doc.kind === 'scaling') showDocument(doc, run.id); else showError(run.note || 'not finished'); } catch (error) { showError(error.message); }
+        try { const doc = await api(`/api/runs/${run.id}`); if (showable(doc)) showDocument(doc, run.id); else showError(run.note || 'not finished'); } catch (error) { showError(error.message); }
       };
     }
   }
@@ -663,7 +790,10 @@
       return;
     }
     $('#save-page').onclick = () => download(`/api/runs/${state.docId}/page`, `topocomm-run-${state.docId}.html`, 'text/html');
-    $('#save-json').onclick = () => download(`/api/runs/${state.docId}`, `topocomm-run-${state.docId}.json`, 'application/json');
+    // A sweep's JSON is what `topocomm sweep --json` writes.
+    $('#save-json').onclick = () => (state.doc && state.doc.kind === 'sweep'
+      ? download(`/api/sweeps/${state.docId}`, `topocomm-sweep-${state.docId}.json`, 'application/json')
+      : download(`/api/runs/${state.docId}`, `topocomm-run-${state.docId}.json`, 'application/json'));
     $('#token-button').onclick = askToken;
     $('#token-form').onsubmit = () => {
       state.token = $('#token').value.trim();
@@ -675,7 +805,7 @@
     $('#run-form').oninput = () => { showWords(); };
     $('#collective').onchange = () => { fillAlgorithms(); showWords(); };
     $('#topology').onchange = () => { showWords(); previewShape(); };
-    for (const radio of document.querySelectorAll('input[name="mode"]')) radio.onchange = showWords;
+    for (const radio of document.querySelectorAll('input[name="mode"]')) radio.onchange = () => { fillAlgorithms(); showWords(); };
     await boot();
   }
 
