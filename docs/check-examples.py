@@ -4,8 +4,9 @@
 A command is a line inside a fenced block (not a ```text one: those are pictures and
 outputs) that starts with `topocomm` (or `$ topocomm`, or
 such a line behind `VAR=value` assignments), joined with its `\\` continuation lines. Each
-runs in a scratch folder (where the repository's node/, docs/, deploy/ and bench/ are
-linked, as examples name them from the root) with the built `topocomm` first on PATH, under a deadline, and
+runs in a scratch folder of its page (one per page, so a file one command makes is there
+for the next; the repository's node/, docs/, deploy/ and bench/ are linked there, as
+examples name them from the root) with the built `topocomm` first on PATH, under a deadline, and
 must exit 0 (a pipe into jq or grep runs as written, through the shell). Commands that
 need more than one machine's worth of set-up are not run here; each is listed with the
 test or script that runs its like, so nothing is skipped silently.
@@ -46,20 +47,37 @@ LONG = [r"^topocomm bench-model "]
 DEADLINE_S = 600
 
 
+COMMAND = re.compile(r"^([A-Z_]+=\S+ )*topocomm(-node)? ")
+
+
 def commands(path):
     """(line number, command, refused) of every topocomm command in the fenced blocks of
-    path; refused: the block shows it answered by an `error:` line (it must fail so)."""
+    path; refused: the block shows it answered by an `error:` line (it must fail so). A
+    ```sh block with other lines too (a loop, a file made first) is one script."""
     found, fence, pending, start, drawing = [], False, None, 0, False
+    script, script_start, script_needed = [], 0, False
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             if line.startswith("```"):
                 fence = not fence
                 # A ```text block is a picture or an output, never commands.
                 drawing = fence and line.strip() == "```text"
+                if fence:
+                    script, script_start, script_needed = [], number + 1, False
+                    in_sh = line.strip() == "```sh"
+                    block_begins = len(found)
+                elif in_sh and script_needed:
+                    del found[block_begins:]
+                    found.append((script_start, "\n".join(script), False))
                 continue
             if not fence or drawing:
                 continue
             text = line.rstrip("\n")
+            script.append(text)
+            stripped = text.strip()
+            if (stripped and not stripped.startswith("#") and pending is None and not COMMAND.match(stripped)
+                    and not stripped.startswith("$ ")):
+                script_needed = True
             if found and found[-1][0] == number - 1 and text.startswith("error:"):
                 found[-1] = (found[-1][0], found[-1][1], True)
             if pending is not None:
@@ -68,10 +86,9 @@ def commands(path):
                     found.append((start, pending, False))
                     pending = None
                 continue
-            stripped = text.strip()
             if stripped.startswith("$ "):
                 stripped = stripped[2:]
-            if not re.match(r"^([A-Z_]+=\S+ )*topocomm(-node)? ", stripped):
+            if not COMMAND.match(stripped):
                 continue
             # Output lines that merely begin with the word (a table's first column).
             if re.match(r"^topocomm \S+ [0-9]", stripped):
@@ -105,34 +122,34 @@ def main():
         env.pop(name, None)
     ran = failed = elsewhere = long_skipped = 0
     for path in files:
+        # A page is one session: its commands share a scratch folder, in order, so a file
+        # one makes is there for the next.
+        scratch = tempfile.mkdtemp(prefix="topocomm-example-")
+        # Examples name the repository's own files (node/tests/schedules/...) as from its root.
+        for name in ("node", "docs", "deploy", "bench"):
+            os.symlink(os.path.join(ROOT, name), os.path.join(scratch, name))
         for number, command, refused in commands(path):
             where = f"{os.path.relpath(path, ROOT)}:{number}"
-            command = without_comment(command)
-            reason = next((why for pattern, why in ELSEWHERE if re.search(pattern, command)), None)
+            command = command if "\n" in command else without_comment(command)
+            reason = next((why for pattern, why in ELSEWHERE if re.search(pattern, command, re.M)), None)
             if reason:
                 elsewhere += 1
                 print(f"ELSEWHERE {where}: {command}\n          ({reason})")
                 continue
-            if any(re.search(p, command) for p in LONG) and not args.full:
+            if any(re.search(p, command, re.M) for p in LONG) and not args.full:
                 long_skipped += 1
                 print(f"LONG      {where}: {command}\n          (a benchmark of minutes: run with --full)")
                 continue
             if args.list:
                 print(f"RUN       {where}: {command}")
                 continue
-            scratch = tempfile.mkdtemp(prefix="topocomm-example-")
-            # Examples name the repository's own files (node/tests/schedules/...) as from its root.
-            for name in ("node", "docs", "deploy", "bench"):
-                os.symlink(os.path.join(ROOT, name), os.path.join(scratch, name))
             began = time.monotonic()
             try:
-                result = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=scratch, env=env,
+                result = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", command], cwd=scratch, env=env,
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=DEADLINE_S)
                 code, output = result.returncode, result.stdout.decode(errors="replace")
             except subprocess.TimeoutExpired as timeout:
                 code, output = "timeout", (timeout.stdout or b"").decode(errors="replace")
-            finally:
-                shutil.rmtree(scratch, ignore_errors=True)
             took = time.monotonic() - began
             ran += 1
             if refused and code not in (0, "timeout") and "error:" in output:
@@ -143,6 +160,7 @@ def main():
                 failed += 1
                 tail = "\n".join(output.splitlines()[-15:])
                 print(f"FAILED    {where} (exit {code}, {took:.1f} s): {command}\n{tail}")
+        shutil.rmtree(scratch, ignore_errors=True)
     print(f"\n{ran} run, {failed} failed; {elsewhere} run elsewhere (named above); "
           f"{long_skipped} long benchmarks not run (--full runs them)")
     sys.exit(1 if failed else 0)
