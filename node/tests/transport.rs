@@ -197,6 +197,9 @@ async fn frames_arrive_in_order_and_intact_both_ways() {
     }
 }
 
+/// A sender's buffer is released once the link has it, and not before: the moment it is
+/// released the sending end is closed, and the frame must still arrive (a link that
+/// released the buffer before writing it would lose it here).
 #[tokio::test]
 async fn a_senders_buffer_is_released_once_the_link_has_it() {
     for kind in KINDS {
@@ -205,7 +208,9 @@ async fn a_senders_buffer_is_released_once_the_link_has_it() {
         let frame = Outgoing { written: Some(written), ..outgoing(header(0, 1, 1), Payload::One(pattern(4096, 0))) };
         wired.outboxes[0].send(frame).unwrap();
         tokio::time::timeout(Duration::from_secs(5), done).await.expect("released within 5 s").unwrap_err();
-        wired.ends[1].frames(1).await;
+        wired.cancels[0].cancel();
+        let arrived = wired.ends[1].frames(1).await;
+        assert_eq!(arrived[0].1.payload, pattern(4096, 0), "{kind:?}: the released frame arrived whole");
     }
 }
 
