@@ -2,7 +2,7 @@
 """Runs every `topocomm` command the README and the book show, so that they stay true.
 
 A command is a line inside a fenced block (not a ```text one: those are pictures and
-outputs) that starts with `topocomm` (or `$ topocomm`, or
+outputs; a ```sh,script block runs whole, as one script) that starts with `topocomm` (or `$ topocomm`, or
 such a line behind `VAR=value` assignments), joined with its `\\` continuation lines. Each
 runs in a scratch folder of its page (one per page, so a file one command makes is there
 for the next; the repository's node/, docs/, deploy/ and bench/ are linked there, as
@@ -53,7 +53,7 @@ COMMAND = re.compile(r"^([A-Z_]+=\S+ )*topocomm(-node)? ")
 def commands(path):
     """(line number, command, refused) of every topocomm command in the fenced blocks of
     path; refused: the block shows it answered by an `error:` line (it must fail so). A
-    ```sh block with other lines too (a loop, a file made first) is one script."""
+    ```sh,script block (a loop, a file made first) runs whole, as one script."""
     found, fence, pending, start, drawing = [], False, None, 0, False
     script, script_start, script_needed = [], 0, False
     with open(path, encoding="utf-8") as f:
@@ -64,7 +64,7 @@ def commands(path):
                 drawing = fence and line.strip() == "```text"
                 if fence:
                     script, script_start, script_needed = [], number + 1, False
-                    in_sh = line.strip() == "```sh"
+                    in_sh = line.strip() == "```sh,script"
                     block_begins = len(found)
                 elif in_sh and script_needed:
                     del found[block_begins:]
