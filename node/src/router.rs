@@ -117,14 +117,19 @@ pub enum RouteError {
     Overdrawn { from: NodeId, overdrawn: Overdrawn },
 }
 
-/// What one link may hold here, in bytes, of messages of `spec`'s run that node `id`
-/// (of `p`) has not taken yet (each counted with its header, see `mailbox::charge_of`):
-/// the spec's own memory estimate for this node (input, output and messages in flight:
-/// nothing legitimately waiting can be more), plus the headers of the messages two
-/// iterations may bring ([`signal_allowance`] and one message from every node per round
-/// of a logarithmic schedule).
-pub fn link_allowance(spec: &RunSpec, p: usize, id: NodeId) -> u64 {
-    let data = spec.memory_of_node(p, id).unwrap_or(u64::MAX);
+/// What one link may hold here, in bytes, of messages of `spec`'s run that this node has
+/// not taken yet (each counted with its header, see `mailbox::charge_of`): what the whole
+/// run holds, every node's memory estimate summed (input, output and messages in flight),
+/// plus the headers of the messages two iterations may bring ([`signal_allowance`] and one
+/// message from every node per round of a logarithmic schedule).
+///
+/// Not this node's own estimate: in a pipelined schedule the nodes upstream of a slow one
+/// run ahead of it, so every message a link brings in an iteration may be waiting before
+/// the first is taken (a ring all-to-all of 1 KiB blocks on 256 containers queued 1.2 MiB
+/// at one node, past that node's own estimate). No message is made of more than what the
+/// nodes hold, so the whole run's is a bound a schedule cannot legitimately pass.
+pub fn link_allowance(spec: &RunSpec, p: usize) -> u64 {
+    let data = spec.memory_of_nodes(p, 0..p).unwrap_or(u64::MAX);
     let messages = (p as u64).saturating_mul(u64::from(rounds(p)) + 1).saturating_mul(2);
     data.saturating_add(messages.saturating_mul(charge_of(0))).saturating_add(signal_allowance(p))
 }
@@ -260,7 +265,7 @@ impl Router {
     /// each link may hold [`link_allowance`] of messages not yet taken.
     pub fn begin_run(&self, spec: &RunSpec) {
         self.runs.set(Runs::Current(spec.run));
-        self.mailbox.begin_run(spec.run, Some(link_allowance(spec, self.topology.p(), self.id)));
+        self.mailbox.begin_run(spec.run, Some(link_allowance(spec, self.topology.p())));
     }
 
     /// Takes frames of every run again, unbounded (in-process clusters between runs).

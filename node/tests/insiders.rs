@@ -110,7 +110,7 @@ async fn a_frame_under_a_forged_source_closes_the_link_naming_the_sender() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_link_queueing_past_its_allowance_is_closed_naming_the_sender() {
     let spec = small_run();
-    let allowance = link_allowance(&spec, 4, 0);
+    let allowance = link_allowance(&spec, 4);
     // Messages nobody asked for, and packets of a message that never ends.
     let floods = [
         ("messages", FrameHeader { ..header(5, 1, 0, 0) }),
