@@ -584,7 +584,7 @@ def print_auto_against_default(switches):
 
 def bus_factor(collective, p):
     """nccl-tests' busbw factor on topocomm's size (bytes per node), as `topocomm sweep`
-    defines it (`bus_factor` in coordinator/src/tools/sweep.rs, the README's table): where a node
+    defines it (`bus_factor` in coordinator/src/tools/sweep.rs, the table in docs/message-flow.md): where a node
     holds p blocks of the size, nccl-tests' (p-1)/p of S = p * size is p - 1."""
     if collective == "allreduce":
         return 2 * (p - 1) / p
