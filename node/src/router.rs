@@ -307,6 +307,22 @@ impl Router {
             }
     }
 
+    /// The node before this one on the route from `src` to `dst`, `None` if the route does
+    /// not pass here: walked hop by hop ([`Topology::next_hop`]), at most the diameter's
+    /// steps and no allocation, since every forwarded frame (every packet of a cut-through
+    /// message) asks.
+    fn hop_before_me(&self, src: NodeId, dst: NodeId) -> Option<NodeId> {
+        let mut at = src;
+        while at != dst {
+            let next = self.topology.next_hop(at, dst);
+            if next == self.id {
+                return Some(at);
+            }
+            at = next;
+        }
+        None
+    }
+
     /// Screens a frame that came in from `from` before anything is done with it: `false`
     /// for a frame of another run (dropped and counted), an error for one whose route
     /// does not come in over this link.
@@ -318,12 +334,7 @@ impl Router {
             }
         }
         let (src, dst) = (header.src(), header.dst());
-        let previous = if dst == self.id {
-            Some(self.arrives_via[src])
-        } else {
-            let route = self.topology.route(src, dst);
-            route.iter().position(|&hop| hop == self.id).and_then(|at| at.checked_sub(1)).map(|at| route[at])
-        };
+        let previous = if dst == self.id { Some(self.arrives_via[src]) } else { self.hop_before_me(src, dst) };
         if previous != Some(from) {
             return Err(RouteError::WrongLink { from, src: header.src, dst: header.dst });
         }
