@@ -184,18 +184,8 @@ async fn serve_http_runs_from_the_page_on_the_registered_nodes() {
     }
     let start =
         r#"{"kind": "run", "args": ["allreduce", "--topology", "ring", "--size", "4KiB", "--iterations", "2"]}"#;
-    let accepted = http(&page, "POST", "/api/runs", &[host], Some(start)).await;
-    assert_eq!(accepted.status, 202, "{}", accepted.body);
-    let id = accepted.json()["id"].as_u64().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let document = loop {
-        let document = http(&page, "GET", &format!("/api/runs/{id}"), &[host], None).await.json();
-        if document.get("flow").is_some() || document["status"] == "failed" {
-            break document;
-        }
-        assert!(Instant::now() < deadline, "the run did not finish: {document}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let (_, document) =
+        posted_until(&page, start, Duration::from_secs(120), |document: &Value| document.get("flow").is_some()).await;
     assert_eq!(document["result"]["verified"], true, "{document}");
     assert_eq!(document["result"]["nodes"], 2);
     assert!(!document["flow"]["messages"].as_array().unwrap().is_empty(), "the run was traced");
@@ -225,20 +215,8 @@ async fn serve_http_runs_from_the_page_on_the_registered_nodes() {
 async fn a_simulation_over_a_range_of_node_counts_gives_every_point_to_plot() {
     let lab = Lab::start("lab-api-scaling", 1);
     let address = lab.address.as_str();
-    let host = ("Host", address);
     let body = r#"{"kind": "simulate", "args": ["broadcast", "--topology", "hypercube", "--nodes", "4..64", "--size", "1KiB"]}"#;
-    let accepted = http(address, "POST", "/api/runs", &[host], Some(body)).await;
-    assert_eq!(accepted.status, 202, "{}", accepted.body);
-    let id = accepted.json()["id"].as_u64().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let document = loop {
-        let document = http(address, "GET", &format!("/api/runs/{id}"), &[host], None).await.json();
-        if document.get("result").is_some() || document["status"] == "failed" {
-            break document;
-        }
-        assert!(Instant::now() < deadline, "the simulations did not finish: {document}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let (_, document) = posted_until(address, body, Duration::from_secs(120), has_result).await;
     assert_eq!(document["kind"], "scaling", "{document}");
     let points = document["result"]["points"].as_array().unwrap();
     let nodes: Vec<u64> = points.iter().map(|p| p["nodes"].as_u64().unwrap()).collect();
@@ -254,6 +232,30 @@ async fn a_simulation_over_a_range_of_node_counts_gives_every_point_to_plot() {
 }
 
 /// The top-level keys of a JSON object, and those of its first point.
+/// Posts `body` to the page at `address` (which must accept it), then polls its document
+/// until `done` says it is (or it failed), at most `patience`; returns the job's id and
+/// its document.
+async fn posted_until(address: &str, body: &str, patience: Duration, done: impl Fn(&Value) -> bool) -> (u64, Value) {
+    let host = ("Host", address);
+    let accepted = http(address, "POST", "/api/runs", &[host], Some(body)).await;
+    assert_eq!(accepted.status, 202, "{}", accepted.body);
+    let id = accepted.json()["id"].as_u64().unwrap();
+    let deadline = Instant::now() + patience;
+    loop {
+        let document = http(address, "GET", &format!("/api/runs/{id}"), &[host], None).await.json();
+        if done(&document) || document["status"] == "failed" {
+            return (id, document);
+        }
+        assert!(Instant::now() < deadline, "job {id} did not finish within {patience:?}: {document}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A document that holds its result.
+fn has_result(document: &Value) -> bool {
+    document.get("result").is_some()
+}
+
 fn shape_of(sweep: &Value) -> (Vec<String>, Vec<String>) {
     let keys = |value: &Value| value.as_object().expect("an object").keys().cloned().collect::<Vec<_>>();
     (keys(sweep), keys(&sweep["points"][0]))
@@ -289,19 +291,8 @@ async fn a_sweep_through_the_api_gives_verified_points_as_the_cli_writes_them() 
     assert_eq!(refused.status, 400, "{}", refused.body);
     assert!(refused.json()["error"].as_str().unwrap().contains("writes no files"), "{}", refused.body);
 
-    let accepted =
-        http(address, "POST", "/api/runs", &[host], Some(&format!(r#"{{"kind": "sweep", "args": {args}}}"#))).await;
-    assert_eq!(accepted.status, 202, "{}", accepted.body);
-    let id = accepted.json()["id"].as_u64().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let document = loop {
-        let document = http(address, "GET", &format!("/api/runs/{id}"), &[host], None).await.json();
-        if document.get("result").is_some() || document["status"] == "failed" {
-            break document;
-        }
-        assert!(Instant::now() < deadline, "the sweep did not finish: {document}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let sweep = format!(r#"{{"kind": "sweep", "args": {args}}}"#);
+    let (id, document) = posted_until(address, &sweep, Duration::from_secs(180), has_result).await;
     assert_eq!(document["kind"], "sweep", "{document}");
     assert_eq!(document["schema_version"], 1);
     let runs = http(address, "GET", "/api/runs", &[host], None).await.json();
@@ -350,20 +341,8 @@ async fn a_sweep_through_the_api_gives_verified_points_as_the_cli_writes_them() 
 async fn a_simulation_too_large_to_animate_is_aggregated_by_step() {
     let lab = Lab::start("lab-api-steps", 1);
     let address = lab.address.as_str();
-    let host = ("Host", address);
     let body = r#"{"kind": "simulate", "args": ["broadcast", "--topology", "hypercube", "--nodes", "2048", "--size", "1KiB"]}"#;
-    let accepted = http(address, "POST", "/api/runs", &[host], Some(body)).await;
-    assert_eq!(accepted.status, 202, "{}", accepted.body);
-    let id = accepted.json()["id"].as_u64().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let document = loop {
-        let document = http(address, "GET", &format!("/api/runs/{id}"), &[host], None).await.json();
-        if document.get("result").is_some() || document["status"] == "failed" {
-            break document;
-        }
-        assert!(Instant::now() < deadline, "the simulation did not finish: {document}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let (_, document) = posted_until(address, body, Duration::from_secs(120), has_result).await;
     assert_eq!(document["kind"], "steps", "{document}");
     assert_eq!(document["schema_version"], 1);
     let result = &document["result"];
