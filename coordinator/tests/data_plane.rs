@@ -107,22 +107,28 @@ fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("its address").port()
 }
 
-#[test]
-fn a_data_link_cut_mid_run_ends_the_run_at_once_naming_both_ends() {
-    let mut cluster = Cluster::start("cut-link", 4);
-    cluster.run_ok("allreduce -t ring --size 1KiB --iterations 2");
-    // Node 1 again, its data listener behind the proxy: node 0 dials it through there.
+/// Node 1 of `cluster` again, its data listener behind a proxy (node 0 dials it through
+/// there), and a long all-reduce on a ring flowing through it, with the per-iteration
+/// deadline of 30 s a cut link used to wait out.
+fn long_run_through_a_proxy(cluster: &mut Cluster) -> (Proxy, Background) {
     let listen = format!("127.0.0.1:{}", free_port());
     let proxy = Proxy::start(listen.clone());
     cluster.kill_node(1);
     cluster.restart_node_with(1, &["--listen", &listen, "--advertise", &proxy.address]);
     cluster.wait_for_members(4, Duration::from_secs(30));
-    // A long run with the deadline the issue saw: each iteration may take 30 s.
     let mut run = cluster.cli(&["run"]);
     run.args("allreduce -t ring --size 1MiB --iterations 100000 --timeout 30s --json".split_whitespace());
     let running = Background::start(run, &cluster.scratch, "long-run");
     let flowing = poll(Duration::from_secs(60), || (proxy.carried() > 32 << 20).then_some(()));
     assert!(flowing.is_some(), "the run never got going through the proxy ({} bytes)", proxy.carried());
+    (proxy, running)
+}
+
+#[test]
+fn a_data_link_cut_mid_run_ends_the_run_at_once_naming_both_ends() {
+    let mut cluster = Cluster::start("cut-link", 4);
+    cluster.run_ok("allreduce -t ring --size 1KiB --iterations 2");
+    let (proxy, running) = long_run_through_a_proxy(&mut cluster);
     let cut_at = Instant::now();
     proxy.cut();
     let failed = running.finish(Duration::from_secs(90));
@@ -156,16 +162,7 @@ fn a_data_link_cut_mid_run_ends_the_run_at_once_naming_both_ends() {
 #[test]
 fn a_record_tampered_with_mid_run_ends_the_encrypted_run_at_once_saying_so() {
     let mut cluster = Cluster::start_encrypted("tamper", 4);
-    let listen = format!("127.0.0.1:{}", free_port());
-    let proxy = Proxy::start(listen.clone());
-    cluster.kill_node(1);
-    cluster.restart_node_with(1, &["--listen", &listen, "--advertise", &proxy.address]);
-    cluster.wait_for_members(4, Duration::from_secs(30));
-    let mut run = cluster.cli(&["run"]);
-    run.args("allreduce -t ring --size 1MiB --iterations 100000 --timeout 30s --json".split_whitespace());
-    let running = Background::start(run, &cluster.scratch, "long-run");
-    let flowing = poll(Duration::from_secs(60), || (proxy.carried() > 32 << 20).then_some(()));
-    assert!(flowing.is_some(), "the run never got going through the proxy ({} bytes)", proxy.carried());
+    let (proxy, running) = long_run_through_a_proxy(&mut cluster);
     let tampered_at = Instant::now();
     proxy.tamper.store(true, Ordering::Relaxed);
     let failed = running.finish(Duration::from_secs(90));
