@@ -1,15 +1,25 @@
-//! The simulator's benchmark: each case in a child process of its
-//! own, so that its peak memory is its own, printing the simulated time, the closed form
-//! where the case has one, the messages, the wall time, the rate and the peak resident
-//! memory; and the cost model's earlier engine (routers on tokio's paused clock) beside
-//! the simulator at p = 1,024 and 4,096, as the baseline.
+//! The simulator's benchmark: each case in a child process of its own, timed from
+//! outside (wall time, processor time and peak resident memory of the whole process,
+//! from `wait4`), printing the simulated time, the closed form where the case has one,
+//! the messages and the rate; beside it LogGOPSim on the same schedule, same machine,
+//! same run, when its binaries are given; and the cost model's earlier engine (routers
+//! on tokio's paused clock) at p = 1,024 and 4,096 as the baseline.
 //!
 //! `cargo bench -p topocomm-node --bench simulator` runs every case; give case names
 //! (`cargo bench -p topocomm-node --bench simulator -- allreduce-65536`) to run some.
+//! `LOGGOPSIM=/path/to/LogGOPSim TXT2BIN=/path/to/txt2bin` adds LogGOPSim (spcl/LogGOPSim,
+//! built outside this repository) on the cases marked for it: the schedule is the one
+//! `topocomm explain --goal` writes, converted once by `txt2bin` (not timed), and
+//! LogGOPSim simulates the binary schedule with L = t_s + t_h + t_w, o = g = 0,
+//! G = t_w; its finishing time must equal topocomm's. `TOPOCOMM_BENCH_REPEAT=N` runs
+//! each case N times and prints every run.
 
-use std::process::Command;
-use std::time::Instant;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
+use topocomm_node::collectives::schedule::goal;
 use topocomm_node::memory_cluster::time_on_routers;
 use topocomm_node::simulator::Options;
 use topocomm_node::simulator::spec::{self, Inputs};
@@ -25,100 +35,118 @@ enum Engine {
 }
 
 struct Case {
-    name: &'static str,
+    name: String,
     engine: Engine,
     collective: Collective,
     algorithm: Algorithm,
     kind: TopologyKind,
     p: usize,
     routing: Routing,
+    /// Data verified against the reference, or lengths only.
+    inputs: Inputs,
     /// The textbook's time in ns, where it applies.
     closed_form_ns: Option<u64>,
+    /// Whether LogGOPSim runs the same schedule beside it (when its binaries are given).
+    loggopsim: bool,
 }
 
-/// The physics of `topocomm explain allreduce --size 8B --ts 10us --tw 1ns` (the issue's
-/// measurement): t_s 10 µs, t_h 0, t_w 1 ns/B; the tori add t_h 1 µs.
-fn links(routing: Routing, th_ns: u64) -> LinkModel {
-    LinkModel { ts_ns: 10_000, th_ns, tw_ps: 1_000, routing, packet_bytes: 0 }
+/// The physics of `topocomm explain allreduce --size 8B --ts 10us --tw 1ns`: t_s 10 µs,
+/// t_w 1 ns/B; the tori add t_h 1 µs.
+fn links(case: &Case) -> LinkModel {
+    let th_ns = if case.kind == TopologyKind::Torus { 1_000 } else { 0 };
+    LinkModel { ts_ns: 10_000, th_ns, tw_ps: 1_000, routing: case.routing, packet_bytes: 0 }
 }
 
 const SIZE: u64 = 8;
 
 fn cases() -> Vec<Case> {
-    let log_p = |p: usize| u64::from(p.trailing_zeros());
     // (t_s + t_w m) log p for the hypercube's broadcast and recursive-doubling all-reduce.
-    let hypercube = |p: usize| Some((10_000 + 8) * log_p(p));
+    let hypercube = |p: usize| Some((10_000 + SIZE) * u64::from(p.trailing_zeros()));
+    let case = |name: String, collective, algorithm, kind, p: usize| Case {
+        name,
+        engine: Engine::Simulator,
+        collective,
+        algorithm,
+        kind,
+        p,
+        routing: Routing::Sf,
+        inputs: Inputs::Reference,
+        closed_form_ns: None,
+        loggopsim: false,
+    };
     let mut cases = Vec::new();
     for p in [1024, 4096] {
         for (engine, name) in [(Engine::Routers, "routers"), (Engine::Simulator, "simulator")] {
             cases.push(Case {
-                name: Box::leak(format!("baseline-{name}-{p}").into_boxed_str()),
                 engine,
-                collective: Collective::Allreduce,
-                algorithm: Algorithm::RecursiveDoubling,
-                kind: TopologyKind::Hypercube,
-                p,
-                routing: Routing::Sf,
                 closed_form_ns: hypercube(p),
+                ..case(
+                    format!("baseline-{name}-{p}"),
+                    Collective::Allreduce,
+                    Algorithm::RecursiveDoubling,
+                    TopologyKind::Hypercube,
+                    p,
+                )
             });
         }
     }
-    cases.push(Case {
-        name: "allreduce-65536",
-        engine: Engine::Simulator,
-        collective: Collective::Allreduce,
-        algorithm: Algorithm::RecursiveDoubling,
-        kind: TopologyKind::Hypercube,
-        p: 1 << 16,
-        routing: Routing::Sf,
-        closed_form_ns: hypercube(1 << 16),
-    });
-    cases.push(Case {
-        name: "broadcast-1048576",
-        engine: Engine::Simulator,
-        collective: Collective::Broadcast,
-        algorithm: Algorithm::Hypercube,
-        kind: TopologyKind::Hypercube,
-        p: 1 << 20,
-        routing: Routing::Sf,
-        closed_form_ns: hypercube(1 << 20),
-    });
+    for log_p in [16, 18, 20, 24] {
+        let p = 1 << log_p;
+        let broadcast = |name| case(name, Collective::Broadcast, Algorithm::Hypercube, TopologyKind::Hypercube, p);
+        if log_p < 24 {
+            cases.push(Case { closed_form_ns: hypercube(p), loggopsim: true, ..broadcast(format!("broadcast-{p}")) });
+        }
+        if log_p >= 20 {
+            let name = format!("broadcast-{p}-lengths");
+            cases.push(Case { closed_form_ns: hypercube(p), inputs: Inputs::Lengths, ..broadcast(name) });
+        }
+    }
+    for log_p in [14, 16, 18, 20] {
+        let p = 1 << log_p;
+        cases.push(Case {
+            closed_form_ns: hypercube(p),
+            loggopsim: log_p <= 18,
+            ..case(
+                format!("allreduce-{p}"),
+                Collective::Allreduce,
+                Algorithm::RecursiveDoubling,
+                TopologyKind::Hypercube,
+                p,
+            )
+        });
+    }
+    cases.push(case("ring-allreduce-4096".into(), Collective::Allreduce, Algorithm::Ring, TopologyKind::Ring, 4096));
     for (routing, tag) in [(Routing::Sf, "sf"), (Routing::Ct, "ct")] {
+        let torus = |name: &str, collective| Case {
+            routing,
+            ..case(format!("torus-{name}-{tag}"), collective, Algorithm::Mesh, TopologyKind::Torus, 1 << 16)
+        };
         // [GGKK 4.1.2] on 256 x 256: (t_s + t_h + t_w m)(128 + 128).
         cases.push(Case {
-            name: Box::leak(format!("torus-broadcast-{tag}").into_boxed_str()),
-            engine: Engine::Simulator,
-            collective: Collective::Broadcast,
-            algorithm: Algorithm::Mesh,
-            kind: TopologyKind::Torus,
-            p: 1 << 16,
-            routing,
-            closed_form_ns: Some((10_000 + 1_000 + 8) * 256),
+            closed_form_ns: Some((10_000 + 1_000 + SIZE) * 256),
+            ..torus("broadcast", Collective::Broadcast)
         });
-        cases.push(Case {
-            name: Box::leak(format!("torus-allreduce-{tag}").into_boxed_str()),
-            engine: Engine::Simulator,
-            collective: Collective::Allreduce,
-            algorithm: Algorithm::Mesh,
-            kind: TopologyKind::Torus,
-            p: 1 << 16,
-            routing,
-            closed_form_ns: None,
-        });
+        if routing == Routing::Sf {
+            cases.push(torus("allreduce", Collective::Allreduce));
+        }
     }
     cases
 }
 
+fn run_spec(case: &Case) -> RunSpec {
+    RunSpec { size_bytes: SIZE, ..RunSpec::new(case.collective, case.algorithm) }
+}
+
+fn topology(case: &Case) -> Topology {
+    Topology::new(case.kind, case.p, None).expect("a valid shape")
+}
+
 /// Runs one case in this process and prints its line (tab-separated, for the parent).
 fn run_case(case: &Case) {
-    let topology = Topology::new(case.kind, case.p, None).expect("a valid shape");
-    let th_ns = if case.kind == TopologyKind::Torus { 1_000 } else { 0 };
-    let model = links(case.routing, th_ns);
-    let spec = RunSpec { size_bytes: SIZE, ..RunSpec::new(case.collective, case.algorithm) };
-    let began = Instant::now();
+    let (topology, model, spec) = (topology(case), links(case), run_spec(case));
     let (time_ns, messages, verified) = match case.engine {
         Engine::Simulator => {
-            let run = spec::run(&spec, &topology, model, Inputs::Reference, Options::default()).expect("a simulation");
+            let run = spec::run(&spec, &topology, model, case.inputs, Options::default()).expect("a simulation");
             (run.time_ns, run.totals.messages, run.verified)
         }
         Engine::Routers => {
@@ -126,61 +154,214 @@ fn run_case(case: &Case) {
             (timing.time_ns, timing.messages, false)
         }
     };
-    let wall = began.elapsed().as_secs_f64();
-    let peak = topocomm_node::memory::peak_resident_bytes().unwrap_or(0);
-    println!("{time_ns}\t{messages}\t{wall}\t{peak}\t{verified}");
+    println!("{time_ns}\t{messages}\t{verified}");
+}
+
+/// Writes the case's schedule as GOAL to `path`, as `topocomm explain --goal` does.
+fn write_goal(case: &Case, path: &Path) {
+    let options = Options { operations: true, ..Options::default() };
+    let recorded =
+        spec::run(&run_spec(case), &topology(case), links(case), Inputs::Lengths, options).expect("a recording");
+    std::fs::write(path, goal::write(&goal::from_operations(&recorded.operations))).expect("writing the schedule");
+}
+
+/// What a finished child process took, as the kernel counted it.
+struct Usage {
+    wall: Duration,
+    cpu: Duration,
+    peak_bytes: u64,
+    stdout: String,
+}
+
+/// Runs `command` to the end; panics with its output if it fails.
+fn measured(command: &mut Command) -> Usage {
+    let began = Instant::now();
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("starting a child process");
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    child.stdout.take().expect("piped").read_to_string(&mut stdout).expect("the child's output");
+    child.stderr.take().expect("piped").read_to_string(&mut stderr).expect("the child's errors");
+    let (mut status, mut usage) = (0, unsafe { std::mem::zeroed::<libc::rusage>() });
+    // SAFETY: waits for our own child, which nothing else reaps; both pointers are valid.
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    let wall = began.elapsed();
+    assert!(pid > 0 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{command:?} failed: {stderr}");
+    let seconds = |time: libc::timeval| Duration::new(time.tv_sec as u64, time.tv_usec as u32 * 1_000);
+    Usage {
+        wall,
+        cpu: seconds(usage.ru_utime) + seconds(usage.ru_stime),
+        peak_bytes: usage.ru_maxrss as u64 * 1024,
+        stdout,
+    }
+}
+
+/// LogGOPSim's binaries, when given.
+struct LogGopSim {
+    simulator: PathBuf,
+    txt2bin: PathBuf,
+    schedules: PathBuf,
+}
+
+impl LogGopSim {
+    fn from_env() -> Option<Self> {
+        let (simulator, txt2bin) = (std::env::var_os("LOGGOPSIM")?, std::env::var_os("TXT2BIN")?);
+        let schedules = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("loggopsim-schedules");
+        std::fs::create_dir_all(&schedules).expect("a directory for the schedules");
+        Some(LogGopSim { simulator: simulator.into(), txt2bin: txt2bin.into(), schedules })
+    }
+
+    /// The case's binary schedule, written and converted once (not timed).
+    fn schedule(&self, case: &Case, me: &Path) -> PathBuf {
+        let (text, binary) =
+            (self.schedules.join(format!("{}.goal", case.name)), self.schedules.join(format!("{}.bin", case.name)));
+        if !binary.exists() {
+            measured(Command::new(me).env("TOPOCOMM_BENCH_GOAL", &case.name).env("TOPOCOMM_BENCH_GOAL_FILE", &text));
+            measured(Command::new(&self.txt2bin).arg("-i").arg(&text).arg("-o").arg(&binary));
+            std::fs::remove_file(&text).expect("removing the text schedule");
+        }
+        binary
+    }
+
+    /// Simulates the case's schedule; returns what it took and its finishing time in ns.
+    fn run(&self, case: &Case, me: &Path) -> (Usage, u64) {
+        let model = links(case);
+        let tw_ns = model.tw_ps / 1_000;
+        let l_ns = model.ts_ns + model.th_ns + tw_ns;
+        let schedule = self.schedule(case, me);
+        let usage = measured(Command::new(&self.simulator).arg("-f").arg(&schedule).args([
+            "-L".to_owned(),
+            l_ns.to_string(),
+            "-o".into(),
+            "0".into(),
+            "-g".into(),
+            "0".into(),
+            "-G".into(),
+            tw_ns.to_string(),
+            "-b".into(),
+        ]));
+        let finish = usage
+            .stdout
+            .lines()
+            .find_map(|line| {
+                line.strip_prefix("Maximum finishing time at host ")?
+                    .split(": ")
+                    .nth(1)?
+                    .split(' ')
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or_else(|| panic!("{}: no finishing time in LogGOPSim's output: {}", case.name, usage.stdout));
+        (usage, finish)
+    }
+}
+
+/// The machine the figures come from.
+fn machine() -> String {
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let cpuinfo = read("/proc/cpuinfo");
+    let model = cpuinfo
+        .lines()
+        .find_map(|line| line.strip_prefix("model name"))
+        .map_or("?", |rest| rest.trim_start_matches([' ', '\t', ':']));
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!(
+        "machine: {model}, {cores} cores, Linux {}, load average {}",
+        read("/proc/sys/kernel/osrelease").trim(),
+        load()
+    )
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split(' ').take(3).collect::<Vec<_>>().join(" ")
 }
 
 fn main() {
     let cases = cases();
+    let find = |name: &str| cases.iter().find(|case| case.name == name).expect("a known case");
     if let Ok(name) = std::env::var("TOPOCOMM_BENCH_CASE") {
-        let case = cases.iter().find(|case| case.name == name).expect("a known case");
-        run_case(case);
+        run_case(find(&name));
+        return;
+    }
+    if let (Ok(name), Some(path)) = (std::env::var("TOPOCOMM_BENCH_GOAL"), std::env::var_os("TOPOCOMM_BENCH_GOAL_FILE"))
+    {
+        write_goal(find(&name), Path::new(&path));
         return;
     }
     let wanted: Vec<String> = std::env::args().skip(1).filter(|arg| !arg.starts_with('-')).collect();
+    let repeat: usize = std::env::var("TOPOCOMM_BENCH_REPEAT").ok().and_then(|n| n.parse().ok()).unwrap_or(1);
     let me = std::env::current_exe().expect("this benchmark's path");
+    let loggopsim = LogGopSim::from_env();
+    println!("{}", machine());
+    if loggopsim.is_none() {
+        println!("LogGOPSim: not run (give LOGGOPSIM and TXT2BIN, the paths of its built LogGOPSim and txt2bin)");
+    }
     println!(
-        "{:<22} {:>9} {:>9} {:>12} {:>12} {:>10} {:>9} {:>13} {:>10} {:>8}",
-        "case", "engine", "p", "time µs", "closed µs", "messages", "wall s", "messages/s", "peak MiB", "verified"
+        "{:<24} {:>9} {:>9} {:>11} {:>11} {:>10} {:>8} {:>8} {:>11} {:>9} {:>8}",
+        "case",
+        "engine",
+        "p",
+        "time µs",
+        "closed µs",
+        "messages",
+        "wall s",
+        "cpu s",
+        "messages/s",
+        "peak MiB",
+        "verified"
     );
-    let (mut total_messages, mut total_wall) = (0u64, 0f64);
-    for case in cases.iter().filter(|case| wanted.is_empty() || wanted.iter().any(|w| case.name.contains(w.as_str()))) {
-        let output = Command::new(&me)
-            .env("TOPOCOMM_BENCH_CASE", case.name)
-            .output()
-            .expect("running a case in a child process");
-        assert!(output.status.success(), "{}: {}", case.name, String::from_utf8_lossy(&output.stderr));
-        let line = String::from_utf8_lossy(&output.stdout);
-        let fields: Vec<&str> = line.trim().split('\t').collect();
-        let [time_ns, messages, wall, peak, verified] = fields[..] else { panic!("{}: {line}", case.name) };
-        let (time_ns, messages): (u64, u64) = (time_ns.parse().expect("ns"), messages.parse().expect("messages"));
-        let (wall, peak): (f64, u64) = (wall.parse().expect("seconds"), peak.parse().expect("bytes"));
-        if let Some(closed) = case.closed_form_ns {
-            assert_eq!(time_ns, closed, "{}: the closed form holds exactly", case.name);
+    let (mut total_messages, mut total_cpu) = (0u64, 0f64);
+    let selected =
+        cases.iter().filter(|case| wanted.is_empty() || wanted.iter().any(|w| case.name.contains(w.as_str())));
+    for case in selected {
+        for _ in 0..repeat {
+            let usage = measured(Command::new(&me).env("TOPOCOMM_BENCH_CASE", &case.name));
+            let fields: Vec<&str> = usage.stdout.trim().split('\t').collect();
+            let [time_ns, messages, verified] = fields[..] else { panic!("{}: {}", case.name, usage.stdout) };
+            let (time_ns, messages): (u64, u64) = (time_ns.parse().expect("ns"), messages.parse().expect("messages"));
+            if let Some(closed) = case.closed_form_ns {
+                assert_eq!(time_ns, closed, "{}: the closed form holds exactly", case.name);
+            }
+            if case.engine == Engine::Simulator {
+                total_messages += messages;
+                total_cpu += usage.cpu.as_secs_f64();
+            }
+            let engine = if case.engine == Engine::Simulator { "topocomm" } else { "routers" };
+            let verified = match (verified, case.inputs) {
+                ("true", _) => "yes",
+                (_, Inputs::Lengths) => "lengths",
+                _ => "no",
+            };
+            print_line(case, engine, time_ns, messages, &usage, verified);
+            if let Some(loggopsim) = loggopsim.as_ref().filter(|_| case.loggopsim) {
+                let (usage, finish_ns) = loggopsim.run(case, &me);
+                assert_eq!(finish_ns, time_ns, "{}: LogGOPSim's time equals topocomm's", case.name);
+                print_line(case, "LogGOPSim", finish_ns, messages, &usage, "-");
+            }
         }
-        if case.engine == Engine::Simulator {
-            total_messages += messages;
-            total_wall += wall;
-        }
+    }
+    if total_cpu > 0.0 {
         println!(
-            "{:<22} {:>9} {:>9} {:>12.3} {:>12} {:>10} {:>9.3} {:>13.0} {:>10.1} {:>8}",
-            case.name,
-            if case.engine == Engine::Simulator { "simulator" } else { "routers" },
-            case.p,
-            time_ns as f64 / 1e3,
-            case.closed_form_ns.map_or_else(|| "-".to_owned(), |ns| format!("{:.3}", ns as f64 / 1e3)),
-            messages,
-            wall,
-            messages as f64 / wall.max(1e-9),
-            peak as f64 / (1 << 20) as f64,
-            verified
+            "topocomm over these cases: {total_messages} messages in {total_cpu:.2} s of processor time: {:.0} messages/s on one core",
+            total_messages as f64 / total_cpu
         );
     }
-    if total_wall > 0.0 {
-        println!(
-            "simulator over these cases: {total_messages} messages in {total_wall:.2} s: {:.0} messages/s on one core",
-            total_messages as f64 / total_wall
-        );
-    }
+    println!("load average at the end {}", load());
+}
+
+fn print_line(case: &Case, engine: &str, time_ns: u64, messages: u64, usage: &Usage, verified: &str) {
+    let wall = usage.wall.as_secs_f64();
+    println!(
+        "{:<24} {:>9} {:>9} {:>11.3} {:>11} {:>10} {:>8.3} {:>8.3} {:>11.0} {:>9.1} {:>8}",
+        case.name,
+        engine,
+        case.p,
+        time_ns as f64 / 1e3,
+        case.closed_form_ns.map_or_else(|| "-".to_owned(), |ns| format!("{:.3}", ns as f64 / 1e3)),
+        messages,
+        wall,
+        usage.cpu.as_secs_f64(),
+        messages as f64 / wall.max(1e-9),
+        usage.peak_bytes as f64 / (1 << 20) as f64,
+        verified
+    );
 }
