@@ -6,8 +6,10 @@
 //! exchanges a long vector in segments, combining each as it comes. Nothing below it
 //! (links, sockets, codecs) is visible to an algorithm.
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use tokio::time::Instant;
@@ -68,15 +70,6 @@ pub type OperationLog = Arc<std::sync::Mutex<Vec<Operation>>>;
 /// A receive posted with [`Comm::post_into`] (or by `recv`), to [`Comm::wait`] for.
 pub struct Posted(Pending);
 
-impl Posted {
-    /// The message it waits for.
-    fn key(&self) -> MessageKey {
-        match &self.0 {
-            Pending::Ready(key, ..) | Pending::Waiting { key, .. } | Pending::Simulated { key, .. } => *key,
-        }
-    }
-}
-
 enum Pending {
     Ready(MessageKey, Delivery, Option<Place>),
     Waiting {
@@ -88,6 +81,70 @@ enum Pending {
         key: MessageKey,
         place: Option<Place>,
     },
+}
+
+/// A receive on its way ([`Comm::recv`], [`Comm::wait`]): a future written out by hand,
+/// not an `async fn`, because an algorithm's future holds its receives inline and
+/// nested `async fn`s hold their arguments twice; a simulated node's receive holds its
+/// key and place, 130 bytes, where the two levels of `async fn` held 350 (the simulator
+/// holds a future per node, millions at a time). A routed receive that has to wait
+/// waits in a box of its own (a busy poll, then a timer).
+pub struct Receive<'a> {
+    comm: &'a Comm,
+    state: ReceiveState<'a>,
+}
+
+type RoutedWait<'a> = Pin<Box<dyn Future<Output = Result<Bytes, CommError>> + Send + 'a>>;
+
+enum ReceiveState<'a> {
+    Unposted { src: NodeId, tag: Tag },
+    Posted(Pending),
+    Routed(MessageKey, RoutedWait<'a>),
+    Done,
+}
+
+impl Future for Receive<'_> {
+    type Output = Result<Bytes, CommError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Receive { comm, state } = self.get_mut();
+        loop {
+            match std::mem::replace(state, ReceiveState::Done) {
+                ReceiveState::Unposted { src, tag } => match comm.post(src, tag) {
+                    Ok(posted) => *state = ReceiveState::Posted(posted.0),
+                    Err(error) => return Poll::Ready(Err(error)),
+                },
+                // Taken in at the wait, not the post: the message counts as received
+                // (its step too) when the schedule takes it.
+                ReceiveState::Posted(Pending::Ready(key, delivery, place)) => {
+                    return Poll::Ready(comm.received(key, comm.arrived(delivery, place)));
+                }
+                ReceiveState::Posted(Pending::Simulated { key, place }) => {
+                    let Network::Simulated(port) = &comm.network else {
+                        unreachable!("a simulated receive belongs to a simulated handle")
+                    };
+                    match port.take_or_wait(key.src, key.tag, cx.waker()) {
+                        Some(delivery) => return Poll::Ready(comm.received(key, comm.arrived(delivery, place))),
+                        None => {
+                            *state = ReceiveState::Posted(Pending::Simulated { key, place });
+                            return Poll::Pending;
+                        }
+                    }
+                }
+                ReceiveState::Posted(Pending::Waiting { key, waiting }) => {
+                    *state = ReceiveState::Routed(key, Box::pin(comm.wait_routed(key, waiting)));
+                }
+                ReceiveState::Routed(key, mut waiting) => match waiting.as_mut().poll(cx) {
+                    Poll::Ready(message) => return Poll::Ready(comm.received(key, message)),
+                    Poll::Pending => {
+                        *state = ReceiveState::Routed(key, waiting);
+                        return Poll::Pending;
+                    }
+                },
+                ReceiveState::Done => panic!("a receive polled after it completed"),
+            }
+        }
+    }
 }
 
 /// What a node's messages travel over: the router of a real (or in-memory) cluster, or
@@ -287,10 +344,9 @@ impl Comm {
         }
     }
 
-    /// Waits for the next message from node `src` with `tag`.
-    pub async fn recv(&self, src: NodeId, tag: Tag) -> Result<Bytes, CommError> {
-        let posted = self.post(src, tag)?;
-        self.wait(posted).await
+    /// Waits for the next message from node `src` with `tag` (posted when first polled).
+    pub fn recv(&self, src: NodeId, tag: Tag) -> Receive<'_> {
+        Receive { comm: self, state: ReceiveState::Unposted { src, tag } }
     }
 
     /// Announces a receive of the next message from `src` with `tag`, to [`Comm::wait`]
@@ -329,31 +385,26 @@ impl Comm {
     }
 
     /// Waits for a posted receive: the message, or its part of the assembly.
-    pub async fn wait(&self, posted: Posted) -> Result<Bytes, CommError> {
-        let key = posted.key();
-        let message = self.wait_unrecorded(posted).await?;
+    pub fn wait(&self, posted: Posted) -> Receive<'_> {
+        Receive { comm: self, state: ReceiveState::Posted(posted.0) }
+    }
+
+    /// A receive's message, taken in and recorded.
+    fn received(&self, key: MessageKey, message: Result<Bytes, CommError>) -> Result<Bytes, CommError> {
+        let message = message?;
         self.record(Operation::Recv { src: key.src, tag: key.tag, bytes: message.len() });
         Ok(message)
     }
 
-    async fn wait_unrecorded(&self, posted: Posted) -> Result<Bytes, CommError> {
-        let (key, waiting) = match posted.0 {
-            // Taken in at the wait, not the post: the message counts as received (its
-            // step too) when the schedule takes it.
-            Pending::Ready(_, delivery, place) => return self.arrived(delivery, place),
-            Pending::Waiting { key, waiting } => (key, waiting),
-            Pending::Simulated { key, place } => {
-                let Network::Simulated(port) = &self.network else {
-                    unreachable!("a simulated receive belongs to a simulated handle")
-                };
-                let delivery = port.receive(key.src, key.tag).await;
-                return self.arrived(delivery, place);
-            }
-        };
+    /// Waits on a router for a message that had not arrived when it was posted.
+    async fn wait_routed(
+        &self,
+        key: MessageKey,
+        mut waiting: tokio::sync::oneshot::Receiver<Result<Arrival, LinkFault>>,
+    ) -> Result<Bytes, CommError> {
         let Network::Routed(router) = &self.network else {
             unreachable!("a routed receive belongs to a routed handle")
         };
-        let mut waiting = waiting;
         if router.clock() == Clock::Real {
             // Poll for a while before sleeping, as MPI's progress engine does: a message
             // is then taken when it comes (on emulated links: at its due time), not a
@@ -518,7 +569,8 @@ impl Comm {
     /// Waits until the link has dropped the message to `dst` with `tag`, written or not.
     async fn written(&self, done: Option<Done>, dst: NodeId, tag: Tag) -> Result<(), CommError> {
         let Some(done) = done else { return Ok(()) };
-        if tokio::time::timeout_at(self.deadline, done).await.is_err() {
+        // The timer in a box, as in `wait_routed`: only a routed send has one.
+        if Box::pin(tokio::time::timeout_at(self.deadline, done)).await.is_err() {
             let reason = format!("the message to node {dst} (tag {tag}) was not written before the deadline");
             return Err(CommError::Link { me: self.id(), reason });
         }

@@ -147,16 +147,22 @@ fn the_same_run_gives_the_same_numbers() {
 #[test]
 fn a_deadlock_is_found_and_named() {
     let topology = Topology::new(TopologyKind::Hypercube, 4, None).expect("a hypercube");
-    let outcome = simulate(&topology, links(Routing::Sf, 0), Options::default(), |comm| async move {
-        if comm.id() == 2 {
-            comm.recv(3, 77).await?;
-        } else if comm.id() == 1 {
-            comm.send(0, 5, Bytes::from_static(b"hello")).await?;
-        } else if comm.id() == 0 {
-            comm.recv(1, 5).await?;
-        }
-        Ok(())
-    });
+    let outcome = simulate(
+        &topology,
+        links(Routing::Sf, 0),
+        Options::default(),
+        |comm| async move {
+            if comm.id() == 2 {
+                comm.recv(3, 77).await?;
+            } else if comm.id() == 1 {
+                comm.send(0, 5, Bytes::from_static(b"hello")).await?;
+            } else if comm.id() == 0 {
+                comm.recv(1, 5).await?;
+            }
+            Ok(())
+        },
+        |_, _, _| {},
+    );
     match outcome {
         Err(SimulationError::Deadlock { node: 2, src: 3, tag: 77, stuck: 1, at_ns }) => {
             assert!(at_ns > 0, "the message from 1 to 0 was delivered first");

@@ -15,10 +15,11 @@
 pub mod network;
 pub mod spec;
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 use std::time::{Duration, Instant};
 
 use topocomm_proto::flow::FlowEvent;
@@ -42,7 +43,6 @@ struct Shared {
     topology: Topology,
     raw_links: bool,
     network: Mutex<Network>,
-    ready: ReadyQueue,
 }
 
 impl Shared {
@@ -82,66 +82,89 @@ impl Port {
         self.shared.network().take(self.id, src, tag, None)
     }
 
-    /// Waits for the next message from `src` with `tag`.
-    pub async fn receive(&self, src: NodeId, tag: Tag) -> Delivery {
-        std::future::poll_fn(|cx| match self.shared.network().take(self.id, src, tag, Some(cx.waker())) {
-            Some(arrived) => Poll::Ready(arrived),
-            None => Poll::Pending,
-        })
-        .await
+    /// The oldest message from `src` with `tag`, if one is here; if not, `waker` is woken
+    /// when one comes.
+    pub fn take_or_wait(&self, src: NodeId, tag: Tag, waker: &Waker) -> Option<Delivery> {
+        self.shared.network().take(self.id, src, tag, Some(waker))
     }
 }
 
 /// The nodes the engine is to poll, in the order they were woken.
-struct ReadyQueue {
-    state: Mutex<Ready>,
-}
-
+#[derive(Default)]
 struct Ready {
-    queue: VecDeque<NodeId>,
+    queue: VecDeque<u32>,
     /// Whether each node is in the queue already (a node is polled once per wake-up).
     queued: Vec<bool>,
 }
 
-impl ReadyQueue {
+impl Ready {
     /// Every one of `p` nodes, ready to be polled in id order.
     fn all(p: usize) -> Self {
-        ReadyQueue { state: Mutex::new(Ready { queue: (0..p).collect(), queued: vec![true; p] }) }
+        Ready { queue: (0..p as u32).collect(), queued: vec![true; p] }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Ready> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    fn push(&self, node: NodeId) {
-        let mut ready = self.lock();
-        if !std::mem::replace(&mut ready.queued[node], true) {
-            ready.queue.push_back(node);
+    fn push(&mut self, node: usize) {
+        // A node of no simulation running on this thread (a waker woken elsewhere) is
+        // ignored: that node then waits for nothing, which the engine reports.
+        if let Some(queued) = self.queued.get_mut(node)
+            && !std::mem::replace(queued, true)
+        {
+            self.queue.push_back(node as u32);
         }
     }
 
-    fn pop(&self) -> Option<NodeId> {
-        let mut ready = self.lock();
-        let node = ready.queue.pop_front()?;
-        ready.queued[node] = false;
+    fn pop(&mut self) -> Option<usize> {
+        let node = self.queue.pop_front()? as usize;
+        self.queued[node] = false;
         Some(node)
     }
 }
 
-/// Wakes one node: puts it in the ready queue.
-struct NodeWaker {
-    shared: Arc<Shared>,
-    node: NodeId,
+thread_local! {
+    /// The ready queue of the simulation this thread runs: the engine polls one node at a
+    /// time on its own thread, so a node's waker needs no more than the node's id (no
+    /// allocation, no reference count per node).
+    static READY: RefCell<Ready> = RefCell::default();
 }
 
-impl Wake for NodeWaker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
+/// Installs a simulation's ready queue on this thread while it lives, and puts back what
+/// was there before.
+struct ReadyOnThisThread {
+    before: Ready,
+}
+
+impl ReadyOnThisThread {
+    fn install(ready: Ready) -> Self {
+        ReadyOnThisThread { before: READY.with(|current| current.replace(ready)) }
     }
 
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.shared.ready.push(self.node);
+    fn pop(&self) -> Option<usize> {
+        READY.with(|ready| ready.borrow_mut().pop())
     }
+}
+
+impl Drop for ReadyOnThisThread {
+    fn drop(&mut self) {
+        READY.with(|current| current.replace(std::mem::take(&mut self.before)));
+    }
+}
+
+/// A node's waker: its id in the data pointer; waking it puts it in this thread's ready
+/// queue.
+fn node_waker(node: NodeId) -> Waker {
+    const VTABLE: RawWakerVTable = RawWakerVTable::new(
+        |data| RawWaker::new(data, &VTABLE),
+        |data| wake_node(data),
+        |data| wake_node(data),
+        |_| {},
+    );
+    fn wake_node(data: *const ()) {
+        READY.with(|ready| ready.borrow_mut().push(data.addr()));
+    }
+    // SAFETY: the data pointer is a plain number, never dereferenced; cloning copies it
+    // and dropping does nothing, and waking touches only the waking thread's own queue,
+    // so every function of the table may run on any thread, as `Waker` requires.
+    unsafe { Waker::from_raw(RawWaker::new(std::ptr::without_provenance(node), &VTABLE)) }
 }
 
 /// What to simulate beyond the algorithm: the run id its frames carry, whether to record
@@ -166,13 +189,9 @@ impl Default for Options {
     }
 }
 
-/// What a simulation gives: each node's result and finish time, and what the network
-/// carried.
-pub struct Simulation<T> {
-    /// Each node's result, in id order.
-    pub results: Vec<Result<T, CommError>>,
-    /// When each node finished, in virtual nanoseconds since the start.
-    pub finished_ns: Vec<u64>,
+/// What a simulation gives beyond each node's result (which goes to the caller as each
+/// node finishes): the time, and what the network carried.
+pub struct Simulation {
     /// Virtual nanoseconds until the last node finished.
     pub time_ns: u64,
     pub totals: Totals,
@@ -205,59 +224,73 @@ pub enum SimulationError {
 
 type NodeFuture<T> = Pin<Box<dyn Future<Output = Result<T, CommError>> + Send>>;
 
+/// Where a node stands.
+enum NodeSlot<T> {
+    /// Not polled yet: its future is made when it is first polled (in id order), so that
+    /// making it and running it to its first wait touch the same memory once.
+    Unborn,
+    Running(NodeFuture<T>),
+    Done,
+}
+
 /// Runs `per_node`'s future for every node of `topology` (given that node's `Comm`)
-/// over links of physics `model`, to the end: see the module docs.
-pub fn simulate<T, F, Fut>(
+/// over links of physics `model`, to the end: see the module docs. `done(node, at_ns,
+/// result)` gets each node's result as it finishes, at virtual time `at_ns`, so that a
+/// caller keeps what it needs of it (a run of millions of nodes keeps no per-node list).
+pub fn simulate<T, F, Fut, D>(
     topology: &Topology,
     model: LinkModel,
     options: Options,
     mut per_node: F,
-) -> Result<Simulation<T>, SimulationError>
+    mut done: D,
+) -> Result<Simulation, SimulationError>
 where
     F: FnMut(Comm) -> Fut,
     Fut: Future<Output = Result<T, CommError>> + Send + 'static,
+    D: FnMut(NodeId, u64, Result<T, CommError>),
 {
     let p = topology.p();
     let shared = Arc::new(Shared {
         topology: topology.clone(),
         raw_links: options.raw_links,
         network: Mutex::new(Network::new(topology.clone(), model, options.record)),
-        ready: ReadyQueue::all(p),
     });
     let logs: Vec<OperationLog> = match options.operations {
         true => (0..p).map(|_| OperationLog::default()).collect(),
         false => Vec::new(),
     };
-    let mut futures: Vec<Option<NodeFuture<T>>> = (0..p)
-        .map(|id| {
-            let mut comm = Comm::simulated(Port { shared: shared.clone(), id }, options.run, 0);
-            if let Some(log) = logs.get(id) {
-                comm = comm.logged(log.clone());
-            }
-            Some(Box::pin(per_node(comm)) as NodeFuture<T>)
-        })
-        .collect();
-    let wakers: Vec<Waker> =
-        (0..p).map(|node| Waker::from(Arc::new(NodeWaker { shared: shared.clone(), node }))).collect();
-    let mut results: Vec<Option<Result<T, CommError>>> = (0..p).map(|_| None).collect();
-    let mut finished_ns = vec![0u64; p];
-    let mut remaining = p;
-    let mut polls = 0u64;
+    let mut nodes: Vec<NodeSlot<T>> = (0..p).map(|_| NodeSlot::Unborn).collect();
+    let ready = ReadyOnThisThread::install(Ready::all(p));
+    let (mut remaining, mut polls, mut time_ns) = (p, 0u64, 0u64);
     let started = Instant::now();
     loop {
-        while let Some(node) = shared.ready.pop() {
-            let Some(future) = futures[node].as_mut() else { continue };
+        while let Some(node) = ready.pop() {
+            let future = match &mut nodes[node] {
+                NodeSlot::Done => continue,
+                NodeSlot::Running(future) => future,
+                unborn @ NodeSlot::Unborn => {
+                    let mut comm = Comm::simulated(Port { shared: shared.clone(), id: node }, options.run, 0);
+                    if let Some(log) = logs.get(node) {
+                        comm = comm.logged(log.clone());
+                    }
+                    *unborn = NodeSlot::Running(Box::pin(per_node(comm)));
+                    let NodeSlot::Running(future) = unborn else { unreachable!("just made") };
+                    future
+                }
+            };
             polls += 1;
-            let mut cx = Context::from_waker(&wakers[node]);
+            let waker = node_waker(node);
+            let mut cx = Context::from_waker(&waker);
             let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
             match polled {
                 Err(_) => return Err(SimulationError::Panicked { node }),
                 Ok(Poll::Pending) => {}
                 Ok(Poll::Ready(result)) => {
-                    futures[node] = None;
-                    results[node] = Some(result);
-                    finished_ns[node] = shared.network().now_ns();
+                    nodes[node] = NodeSlot::Done;
+                    let at_ns = shared.network().now_ns();
+                    time_ns = time_ns.max(at_ns);
                     remaining -= 1;
+                    done(node, at_ns, result);
                 }
             }
         }
@@ -273,21 +306,16 @@ where
     let mut network = shared.network();
     if remaining > 0 {
         let at_ns = network.now_ns();
-        let node = results.iter().position(Option::is_none).expect("a node is not done");
+        let node = nodes.iter().position(|slot| !matches!(slot, NodeSlot::Done)).expect("a node is not done");
         return Err(match network.waiting_for(node) {
             Some((src, tag)) => SimulationError::Deadlock { at_ns, stuck: remaining, node, src, tag },
             None => SimulationError::Stalled { at_ns, node },
         });
     }
-    let mut link_bytes: Vec<((NodeId, NodeId), u64)> =
-        network.links().map(|(link, state)| (link, state.bytes)).collect();
-    link_bytes.sort_unstable();
     let simulation = Simulation {
-        results: results.into_iter().map(|result| result.expect("every node is done")).collect(),
-        time_ns: finished_ns.iter().copied().max().unwrap_or(0),
-        finished_ns,
+        time_ns,
         totals: network.totals(),
-        link_bytes,
+        link_bytes: network.links().map(|(link, state)| (link, state.bytes)).collect(),
         unclaimed: network.unclaimed(),
         events: network.take_recording(),
         polls,
@@ -297,7 +325,7 @@ where
             .collect(),
     };
     drop(network);
-    // The futures are done; wakers and ports hold the network until they go.
-    drop(futures);
+    // The futures are done; the ports hold the network until they go.
+    drop(nodes);
     Ok(simulation)
 }

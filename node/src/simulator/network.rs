@@ -9,8 +9,7 @@
 //! (first come, first served; at the same instant, in the order they were sent), never
 //! in the order software happened to hand them over.
 
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, VecDeque};
 use std::task::Waker;
 
 use bytes::Bytes;
@@ -33,14 +32,78 @@ pub struct LinkState {
     pub bytes: u64,
 }
 
-/// What a node holds: messages nobody took yet, the receives it waits in (usually one at
-/// most; a schedule's concurrent blocks wait in several), and the packets of messages
-/// whose last packet has not come.
-#[derive(Default)]
+/// What the network holds for one node, in 32 bytes and no allocation of its own: its
+/// messages nobody took yet, as a list through the network's letters (oldest first), and
+/// the receive it waits in (a schedule's concurrent blocks may wait in more: those
+/// are in `Network::more_waiting`).
 struct NodeState {
-    mailbox: Vec<(NodeId, Tag, Delivery)>,
-    waiting: Vec<(NodeId, Tag, Waker)>,
-    partial: Vec<(NodeId, Tag, Vec<Bytes>)>,
+    first: u32,
+    last: u32,
+    waiting: Option<Waiting>,
+}
+
+impl NodeState {
+    const EMPTY: NodeState = NodeState { first: NONE, last: NONE, waiting: None };
+}
+
+/// No letter (the end of a list).
+const NONE: u32 = u32::MAX;
+
+/// A receive that waits: for the message from `src` with `tag`.
+struct Waiting {
+    src: u32,
+    tag: Tag,
+    waker: Waker,
+}
+
+/// A message in a node's mailbox.
+struct Letter {
+    src: u32,
+    tag: Tag,
+    /// The next letter of the same node's list.
+    next: u32,
+    delivery: Delivery,
+}
+
+/// Items that stay where they were put, found by a `u32` index; freed places are reused.
+struct Slab<T> {
+    items: Vec<Option<T>>,
+    free: Vec<u32>,
+}
+
+impl<T> Default for Slab<T> {
+    fn default() -> Self {
+        Slab { items: Vec::new(), free: Vec::new() }
+    }
+}
+
+impl<T> Slab<T> {
+    fn insert(&mut self, item: T) -> u32 {
+        match self.free.pop() {
+            Some(index) => {
+                self.items[index as usize] = Some(item);
+                index
+            }
+            None => {
+                self.items.push(Some(item));
+                u32::try_from(self.items.len() - 1).expect("fewer than 4 billion items at once")
+            }
+        }
+    }
+
+    fn remove(&mut self, index: u32) -> T {
+        let item = self.items[index as usize].take().expect("an item is in its place");
+        self.free.push(index);
+        item
+    }
+
+    fn get(&self, index: u32) -> &T {
+        self.items[index as usize].as_ref().expect("an item is in its place")
+    }
+
+    fn get_mut(&mut self, index: u32) -> &mut T {
+        self.items[index as usize].as_mut().expect("an item is in its place")
+    }
 }
 
 /// A frame on its way: what happens to it at its event.
@@ -50,35 +113,43 @@ struct Event {
     step: Step,
 }
 
-/// When an event happens, and where it waits in the slab: the queue orders these small
-/// keys (earliest first; at the same instant, in the order they were made), not the
-/// events themselves, which stay where they were put.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Scheduled {
-    at_ns: u64,
-    /// Order of scheduling: events at the same instant happen in the order they were made.
-    order: u64,
-    slot: u32,
-}
-
 /// What happens to a frame at an event.
 #[derive(Debug, Clone, Copy)]
 enum Step {
     /// Its head starts on the link `from` → `to` (ready to go there at `ready_ns`).
-    Enter { from: NodeId, to: NodeId, ready_ns: u64 },
+    Enter { from: u32, to: u32, ready_ns: u64 },
     /// Its tail reached `node`, its destination.
-    Deliver { node: NodeId },
+    Deliver { node: u32 },
 }
 
-impl PartialOrd for Scheduled {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
+/// The pending events in time order: for each instant, the events due then, in the order
+/// they were made (a schedule's messages share few instants, so each instant's list is
+/// long and the queue's work per event is a push and a pop at the ends of a list).
+#[derive(Default)]
+struct Timeline {
+    due: BTreeMap<u64, VecDeque<u32>>,
+    /// Emptied lists, kept for the next instants.
+    spare: Vec<VecDeque<u32>>,
 }
-impl Ord for Scheduled {
-    /// Reversed, so that the standard max-heap pops the earliest event first.
-    fn cmp(&self, other: &Self) -> Ordering {
-        (other.at_ns, other.order).cmp(&(self.at_ns, self.order))
+
+impl Timeline {
+    fn push(&mut self, at_ns: u64, slot: u32) {
+        let spare = &mut self.spare;
+        self.due.entry(at_ns).or_insert_with(|| spare.pop().unwrap_or_default()).push_back(slot);
+    }
+
+    fn next_ns(&self) -> Option<u64> {
+        self.due.first_key_value().map(|(&at_ns, _)| at_ns)
+    }
+
+    /// The next event due at `at_ns`, if any.
+    fn pop_at(&mut self, at_ns: u64) -> Option<u32> {
+        let mut first = self.due.first_entry().filter(|entry| *entry.key() == at_ns)?;
+        let slot = first.get_mut().pop_front();
+        if first.get().is_empty() {
+            self.spare.push(first.remove());
+        }
+        slot
     }
 }
 
@@ -98,12 +169,16 @@ pub struct Network {
     topology: Topology,
     model: LinkModel,
     now_ns: u64,
-    order: u64,
-    events: BinaryHeap<Scheduled>,
-    /// The events the queue's keys point to (`None`: a free slot, listed in `free`).
-    slab: Vec<Option<Event>>,
-    free: Vec<u32>,
+    timeline: Timeline,
+    /// The events the timeline's entries point to.
+    events: Slab<Event>,
     nodes: Vec<NodeState>,
+    /// Every node's mailbox letters (see `NodeState`).
+    letters: Slab<Letter>,
+    /// Receives waiting beyond each node's first, by (node, source, tag).
+    more_waiting: FxHashMap<(u32, u32, Tag), Waker>,
+    /// The packets of messages whose last packet has not come, by (node, source, tag).
+    partial: FxHashMap<(u32, u32, Tag), Vec<Bytes>>,
     links: FxHashMap<(u32, u32), LinkState>,
     totals: Totals,
     /// Every send, forward and delivery, while recording.
@@ -120,16 +195,17 @@ pub struct UnknownNode {
 
 impl Network {
     pub fn new(topology: Topology, model: LinkModel, record: bool) -> Self {
-        let nodes = (0..topology.p()).map(|_| NodeState::default()).collect();
+        let nodes = (0..topology.p()).map(|_| NodeState::EMPTY).collect();
         Network {
             topology,
             model,
             now_ns: 0,
-            order: 0,
-            events: BinaryHeap::new(),
-            slab: Vec::new(),
-            free: Vec::new(),
+            timeline: Timeline::default(),
+            events: Slab::default(),
             nodes,
+            letters: Slab::default(),
+            more_waiting: FxHashMap::default(),
+            partial: FxHashMap::default(),
             links: FxHashMap::default(),
             totals: Totals::default(),
             recording: record.then(Vec::new),
@@ -147,20 +223,20 @@ impl Network {
 
     /// The time of the earliest pending event, if any.
     pub fn next_event_ns(&self) -> Option<u64> {
-        self.events.peek().map(|event| event.at_ns)
+        self.timeline.next_ns()
     }
 
     /// Advances the clock to `at_ns` and carries out every event due then, in order
     /// (events they schedule for the same instant included).
     pub fn advance_to(&mut self, at_ns: u64) {
         self.now_ns = at_ns;
-        while self.events.peek().is_some_and(|event| event.at_ns == at_ns) {
-            let slot = self.events.pop().expect("peeked").slot;
-            let event = self.slab[slot as usize].take().expect("a scheduled event is in its slot");
-            self.free.push(slot);
+        while let Some(slot) = self.timeline.pop_at(at_ns) {
+            let event = self.events.remove(slot);
             match event.step {
-                Step::Enter { from, to, ready_ns } => self.carry(from, to, event.header, event.payload, ready_ns),
-                Step::Deliver { node } => self.deliver(node, event.header, event.payload),
+                Step::Enter { from, to, ready_ns } => {
+                    self.carry(from as NodeId, to as NodeId, event.header, event.payload, ready_ns)
+                }
+                Step::Deliver { node } => self.deliver(node as NodeId, event.header, event.payload),
             }
         }
     }
@@ -204,33 +280,76 @@ impl Network {
     /// Takes the oldest message from `src` with `tag` for node `me`, or (with `waker`)
     /// notes that `me` waits for it.
     pub fn take(&mut self, me: NodeId, src: NodeId, tag: Tag, waker: Option<&Waker>) -> Option<Delivery> {
-        let node = &mut self.nodes[me];
-        if let Some(index) = node.mailbox.iter().position(|(from, t, _)| (*from, *t) == (src, tag)) {
-            node.waiting.retain(|(s, t, _)| (*s, *t) != (src, tag));
-            return Some(node.mailbox.remove(index).2);
+        let key = (src as u32, tag);
+        let (mut before, mut at) = (NONE, self.nodes[me].first);
+        while at != NONE {
+            let letter = self.letters.get(at);
+            if (letter.src, letter.tag) == key {
+                let next = letter.next;
+                let node = &mut self.nodes[me];
+                match before {
+                    NONE => node.first = next,
+                    before => self.letters.get_mut(before).next = next,
+                }
+                if node.last == at {
+                    node.last = before;
+                }
+                self.stop_waiting(me, key);
+                return Some(self.letters.remove(at).delivery);
+            }
+            (before, at) = (at, letter.next);
         }
         if let Some(waker) = waker {
-            match node.waiting.iter_mut().find(|(s, t, _)| (*s, *t) == (src, tag)) {
-                Some(waiting) => waiting.2.clone_from(waker),
-                None => node.waiting.push((src, tag, waker.clone())),
+            let node = &mut self.nodes[me];
+            match &mut node.waiting {
+                Some(waiting) if (waiting.src, waiting.tag) == key => waiting.waker.clone_from(waker),
+                Some(_) => {
+                    self.more_waiting.insert((me as u32, key.0, key.1), waker.clone());
+                }
+                empty @ None => *empty = Some(Waiting { src: key.0, tag, waker: waker.clone() }),
             }
         }
         None
     }
 
+    /// The receive of node `me` for `key` (source, tag) waits no more: its waker, if it waited.
+    fn stop_waiting(&mut self, me: NodeId, key: (u32, Tag)) -> Option<Waker> {
+        let node = &mut self.nodes[me];
+        if node.waiting.as_ref().is_some_and(|waiting| (waiting.src, waiting.tag) == key) {
+            return node.waiting.take().map(|waiting| waiting.waker);
+        }
+        if self.more_waiting.is_empty() {
+            return None;
+        }
+        self.more_waiting.remove(&(me as u32, key.0, key.1))
+    }
+
     /// Messages delivered and never taken, over every node.
     pub fn unclaimed(&self) -> Vec<(NodeId, usize)> {
+        let count = |mut at: u32| {
+            let mut count = 0;
+            while at != NONE {
+                (count, at) = (count + 1, self.letters.get(at).next);
+            }
+            count
+        };
         self.nodes
             .iter()
             .enumerate()
-            .filter(|(_, node)| !node.mailbox.is_empty())
-            .map(|(id, node)| (id, node.mailbox.len()))
+            .filter(|(_, node)| node.first != NONE)
+            .map(|(id, node)| (id, count(node.first)))
             .collect()
     }
 
     /// What node `me` waits for, if it waits: (source, tag).
     pub fn waiting_for(&self, me: NodeId) -> Option<(NodeId, Tag)> {
-        self.nodes[me].waiting.first().map(|(src, tag, _)| (*src, *tag))
+        let first = self.nodes[me].waiting.as_ref().map(|waiting| (waiting.src, waiting.tag));
+        first
+            .or_else(|| {
+                let more = self.more_waiting.keys().filter(|(node, ..)| *node as NodeId == me);
+                more.map(|&(_, src, tag)| (src, tag)).min()
+            })
+            .map(|(src, tag)| (src as NodeId, tag))
     }
 
     pub fn totals(&self) -> Totals {
@@ -255,6 +374,7 @@ impl Network {
         } else {
             ready_ns
         };
+        let (from, to) = (from as u32, to as u32);
         self.schedule(head_ns.max(self.now_ns), header, payload, Step::Enter { from, to, ready_ns });
     }
 
@@ -277,7 +397,7 @@ impl Network {
         }
         self.totals.frame_hops += 1;
         if header.dst() == to {
-            self.schedule(arrived.due_ns.max(now), arrived, payload, Step::Deliver { node: to });
+            self.schedule(arrived.due_ns.max(now), arrived, payload, Step::Deliver { node: to as u32 });
             return;
         }
         // Passed on when its tail has arrived (software at a hop takes no time).
@@ -289,47 +409,34 @@ impl Network {
     /// A frame for node `me` is released: a whole message goes to the mailbox (waking a
     /// receive that waits for it); a packet waits for the rest of its message.
     fn deliver(&mut self, me: NodeId, header: FrameHeader, payload: Bytes) {
-        let (src, tag) = (header.src(), header.tag);
+        let (src, tag) = (header.src, header.tag);
         let payload = if header.packet == 0 && header.last {
             payload
         } else {
-            let partial = &mut self.nodes[me].partial;
-            let index = match partial.iter().position(|(from, t, _)| (*from, *t) == (src, tag)) {
-                Some(index) => index,
-                None => {
-                    partial.push((src, tag, Vec::new()));
-                    partial.len() - 1
-                }
-            };
-            partial[index].2.push(payload);
+            let packets = self.partial.entry((me as u32, src, tag)).or_default();
+            packets.push(payload);
             if !header.last {
                 return;
             }
-            concat(&partial.swap_remove(index).2)
+            concat(&self.partial.remove(&(me as u32, src, tag)).expect("the packets so far"))
         };
         self.record(FlowKind::Deliver, me, &header, payload.len(), None);
+        let delivery = Delivery { payload, step: header.step, due_ns: header.due_ns };
+        let letter = self.letters.insert(Letter { src, tag, next: NONE, delivery });
         let node = &mut self.nodes[me];
-        node.mailbox.push((src, tag, Delivery { payload, step: header.step, due_ns: header.due_ns }));
-        if let Some(index) = node.waiting.iter().position(|(s, t, _)| (*s, *t) == (src, tag)) {
-            let (_, _, waker) = node.waiting.swap_remove(index);
+        match node.last {
+            NONE => node.first = letter,
+            last => self.letters.get_mut(last).next = letter,
+        }
+        self.nodes[me].last = letter;
+        if let Some(waker) = self.stop_waiting(me, (src, tag)) {
             waker.wake();
         }
     }
 
     fn schedule(&mut self, at_ns: u64, header: FrameHeader, payload: Bytes, step: Step) {
-        self.order += 1;
-        let event = Some(Event { header, payload, step });
-        let slot = match self.free.pop() {
-            Some(slot) => {
-                self.slab[slot as usize] = event;
-                slot
-            }
-            None => {
-                self.slab.push(event);
-                u32::try_from(self.slab.len() - 1).expect("fewer than 4 billion events in flight")
-            }
-        };
-        self.events.push(Scheduled { at_ns, order: self.order, slot });
+        let slot = self.events.insert(Event { header, payload, step });
+        self.timeline.push(at_ns, slot);
     }
 
     fn record(&mut self, kind: FlowKind, node: NodeId, header: &FrameHeader, bytes: usize, next: Option<NodeId>) {

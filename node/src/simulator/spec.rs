@@ -14,7 +14,7 @@ use topocomm_proto::{NodeId, Topology};
 use super::network::Totals;
 use super::{Options, SimulationError, simulate};
 use crate::collectives;
-use crate::comm::Operation;
+use crate::comm::{Comm, Operation};
 
 /// What the nodes start with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,7 +87,9 @@ pub fn run(
         return Err(RunFailure::NoZeros { len: largest_input });
     }
     let _lengths_only = (inputs == Inputs::Lengths).then(crate::zeros::LengthsOnly::begin);
-    let simulation = simulate(topology, model, options, |comm| {
+    // The failure of the lowest node, as each finishes; the deepest step.
+    let (mut failure, mut steps): (Option<(NodeId, RunFailure)>, u16) = (None, 0);
+    let per_node = |comm: Comm| {
         let (spec, shared_expected) = (spec.clone(), shared_expected.clone());
         async move {
             let (p, me) = (comm.p(), comm.id());
@@ -104,14 +106,24 @@ pub fn run(
             };
             Ok((comm.steps(), checked.map_err(|mismatch| mismatch.to_string())))
         }
+    };
+    let simulation = simulate(topology, model, options, per_node, |node, _, result| {
+        let failed = match result {
+            Err(error) => RunFailure::Node { node, reason: error.to_string() },
+            Ok((node_steps, Ok(()))) => {
+                steps = steps.max(node_steps);
+                return;
+            }
+            Ok((_, Err(reason))) => RunFailure::Mismatch { node, reason },
+        };
+        if failure.as_ref().is_none_or(|(lowest, _)| node < *lowest) {
+            failure = Some((node, failed));
+        }
     })?;
-    let mut steps = 0;
-    for (node, result) in simulation.results.into_iter().enumerate() {
-        let (node_steps, checked) = result.map_err(|error| RunFailure::Node { node, reason: error.to_string() })?;
-        checked.map_err(|reason| RunFailure::Mismatch { node, reason })?;
-        steps = steps.max(node_steps);
+    if let Some((_, failed)) = failure {
+        return Err(failed);
     }
-    if let Some(&(node, count)) = simulation.unclaimed.first() {
+    if let Some(&(node, count)) = simulation.unclaimed.iter().min() {
         return Err(RunFailure::Unclaimed { node, count });
     }
     let busiest_link =
