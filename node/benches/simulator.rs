@@ -26,6 +26,10 @@ use topocomm_node::simulator::spec::{self, Inputs};
 use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Routing, RunSpec};
 use topocomm_proto::{Topology, TopologyKind};
 
+/// The allocator the topocomm binary runs with (see its `main`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Which engine a case runs on.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Engine {

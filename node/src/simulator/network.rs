@@ -180,6 +180,8 @@ pub struct Network {
     /// The packets of messages whose last packet has not come, by (node, source, tag).
     partial: FxHashMap<(u32, u32, Tag), Vec<Bytes>>,
     links: FxHashMap<(u32, u32), LinkState>,
+    /// Messages sent and taken so far, by any node (see [`Network::only_waits`]).
+    acted: u64,
     totals: Totals,
     /// Every send, forward and delivery, while recording.
     recording: Option<Vec<FlowEvent>>,
@@ -207,6 +209,7 @@ impl Network {
             more_waiting: FxHashMap::default(),
             partial: FxHashMap::default(),
             links: FxHashMap::default(),
+            acted: 0,
             totals: Totals::default(),
             recording: record.then(Vec::new),
         }
@@ -254,6 +257,7 @@ impl Network {
         if dst >= p {
             return Err(UnknownNode { node: dst, p });
         }
+        self.acted += 1;
         let algorithm = header.tag < SYSTEM_TAG_BASE;
         if algorithm {
             self.totals.messages += 1;
@@ -295,6 +299,7 @@ impl Network {
                     node.last = before;
                 }
                 self.stop_waiting(me, key);
+                self.acted += 1;
                 return Some(self.letters.remove(at).delivery);
             }
             (before, at) = (at, letter.next);
@@ -322,6 +327,20 @@ impl Network {
             return None;
         }
         self.more_waiting.remove(&(me as u32, key.0, key.1))
+    }
+
+    /// Messages sent and taken so far, by any node.
+    pub fn acted(&self) -> u64 {
+        self.acted
+    }
+
+    /// Whether node `me`, polled with `waker` when [`Network::acted`] was `acted`, did
+    /// nothing but wait in one receive, woken by that very waker: then dropping its future
+    /// and making it again when the message comes runs it exactly as keeping it would.
+    pub fn only_waits(&self, me: NodeId, acted: u64, waker: &Waker) -> bool {
+        self.acted == acted
+            && self.more_waiting.is_empty()
+            && self.nodes[me].waiting.as_ref().is_some_and(|waiting| waiting.waker.will_wake(waker))
     }
 
     /// Messages delivered and never taken, over every node.
