@@ -331,7 +331,7 @@ where
     let simulation = Simulation {
         time_ns,
         totals: network.totals(),
-        link_bytes: network.links().map(|(link, state)| (link, state.bytes)).collect(),
+        link_bytes: network.links().into_iter().map(|(link, state)| (link, state.bytes)).collect(),
         unclaimed: network.unclaimed(),
         events: network.take_recording(),
         polls,

@@ -17,7 +17,7 @@ use rustc_hash::FxHashMap;
 use topocomm_proto::flow::{FlowEvent, FlowKind};
 use topocomm_proto::frame::{FrameHeader, SYSTEM_TAG_BASE, Tag};
 use topocomm_proto::spec::LinkModel;
-use topocomm_proto::{NodeId, Topology};
+use topocomm_proto::{NodeId, Topology, TopologyKind};
 
 use crate::collectives::blocks::concat;
 use crate::mailbox::Delivery;
@@ -153,6 +153,124 @@ impl Timeline {
     }
 }
 
+/// Every link direction's state. On a grid, ring or hypercube (a node has a few
+/// neighbours, one per port): a row of states per node, made when the node first sends,
+/// found by the port's number; on the full topology (p - 1 neighbours each): a hash map
+/// of the directions used. An all-reduce uses every port of every node, and rows then
+/// take a third of what the map took, with no rehashing as it grows. Rows are cut from
+/// chunks of [`ROW_CHUNK`] states, so that growing never copies them (nor holds them
+/// twice while it does).
+enum Links {
+    Rows { ports: Ports, row_of: Vec<u32>, chunks: Vec<Box<[LinkState]>>, used: usize },
+    Map(FxHashMap<(u32, u32), LinkState>),
+}
+
+/// Link states per chunk of [`Links::Rows`] (1 MiB).
+const ROW_CHUNK: usize = 1 << 16;
+
+/// How a node's neighbours are numbered.
+enum Ports {
+    /// Port k: the neighbour across dimension k (bit k of the id).
+    Hypercube { dimension: usize },
+    /// Ports 2k and 2k + 1: the neighbours one up and one down in dimension k, of
+    /// (stride, extent) `dims[k]` (row-major ids, the last coordinate fastest).
+    Grid { dims: Vec<(usize, usize)> },
+}
+
+impl Ports {
+    fn count(&self) -> usize {
+        match self {
+            Ports::Hypercube { dimension } => *dimension,
+            Ports::Grid { dims } => 2 * dims.len(),
+        }
+    }
+
+    /// The port of `from` that leads to its neighbour `to`.
+    fn port(&self, from: NodeId, to: NodeId) -> usize {
+        match self {
+            Ports::Hypercube { .. } => (from ^ to).trailing_zeros() as usize,
+            Ports::Grid { dims } => {
+                let (k, &(stride, extent)) = dims
+                    .iter()
+                    .enumerate()
+                    .find(|(_, (stride, extent))| (from / stride) % extent != (to / stride) % extent)
+                    .expect("a neighbour differs in one coordinate");
+                let (a, b) = ((from / stride) % extent, (to / stride) % extent);
+                2 * k + usize::from(b != (a + 1) % extent)
+            }
+        }
+    }
+
+    /// The neighbour of `from` at `port` (the inverse of [`Ports::port`]).
+    fn neighbour(&self, from: NodeId, port: usize) -> NodeId {
+        match self {
+            Ports::Hypercube { .. } => from ^ (1 << port),
+            Ports::Grid { dims } => {
+                let (stride, extent) = dims[port / 2];
+                let a = (from / stride) % extent;
+                let b = if port % 2 == 0 { (a + 1) % extent } else { (a + extent - 1) % extent };
+                from - a * stride + b * stride
+            }
+        }
+    }
+}
+
+impl Links {
+    fn new(topology: &Topology) -> Self {
+        let ports = match topology.kind() {
+            TopologyKind::Full => return Links::Map(FxHashMap::default()),
+            TopologyKind::Hypercube => Ports::Hypercube { dimension: topology.dimension() },
+            _ => {
+                let extents = topology.dims();
+                let stride = |k: usize| extents[k + 1..].iter().product::<usize>();
+                Ports::Grid { dims: (0..extents.len()).map(|k| (stride(k), extents[k])).collect() }
+            }
+        };
+        Links::Rows { ports, row_of: vec![NONE; topology.p()], chunks: Vec::new(), used: ROW_CHUNK }
+    }
+
+    /// The state of the link `from` → `to` (neighbours).
+    fn state(&mut self, from: NodeId, to: NodeId) -> &mut LinkState {
+        match self {
+            Links::Map(map) => map.entry((from as u32, to as u32)).or_default(),
+            Links::Rows { ports, row_of, chunks, used } => {
+                if row_of[from] == NONE {
+                    if *used + ports.count() > ROW_CHUNK {
+                        chunks.push(vec![LinkState::default(); ROW_CHUNK].into_boxed_slice());
+                        *used = 0;
+                    }
+                    let at = (chunks.len() - 1) * ROW_CHUNK + *used;
+                    row_of[from] = u32::try_from(at).expect("fewer than 4 billion link directions");
+                    *used += ports.count();
+                }
+                let at = row_of[from] as usize;
+                &mut chunks[at / ROW_CHUNK][at % ROW_CHUNK + ports.port(from, to)]
+            }
+        }
+    }
+
+    /// Every link direction that carried a frame, and its state.
+    fn carried(&self) -> Vec<((NodeId, NodeId), LinkState)> {
+        match self {
+            Links::Map(map) => {
+                map.iter().map(|(&(from, to), &state)| ((from as NodeId, to as NodeId), state)).collect()
+            }
+            Links::Rows { ports, row_of, chunks, .. } => {
+                let rows = row_of.iter().enumerate().filter(|&(_, &row)| row != NONE);
+                rows.flat_map(|(from, &at)| {
+                    let at = at as usize;
+                    let row = &chunks[at / ROW_CHUNK][at % ROW_CHUNK..at % ROW_CHUNK + ports.count()];
+                    row.iter()
+                        .enumerate()
+                        .filter(|(_, state)| state.bytes > 0)
+                        .map(move |(port, &state)| ((from, ports.neighbour(from, port)), state))
+                })
+                .collect()
+            }
+        }
+    }
+}
+
 /// Totals over the whole network.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Totals {
@@ -179,7 +297,7 @@ pub struct Network {
     more_waiting: FxHashMap<(u32, u32, Tag), Waker>,
     /// The packets of messages whose last packet has not come, by (node, source, tag).
     partial: FxHashMap<(u32, u32, Tag), Vec<Bytes>>,
-    links: FxHashMap<(u32, u32), LinkState>,
+    links: Links,
     /// Messages sent and taken so far, by any node (see [`Network::only_waits`]).
     acted: u64,
     totals: Totals,
@@ -198,6 +316,7 @@ pub struct UnknownNode {
 impl Network {
     pub fn new(topology: Topology, model: LinkModel, record: bool) -> Self {
         let nodes = (0..topology.p()).map(|_| NodeState::EMPTY).collect();
+        let links = Links::new(&topology);
         Network {
             topology,
             model,
@@ -208,7 +327,7 @@ impl Network {
             letters: Slab::default(),
             more_waiting: FxHashMap::default(),
             partial: FxHashMap::default(),
-            links: FxHashMap::default(),
+            links,
             acted: 0,
             totals: Totals::default(),
             recording: record.then(Vec::new),
@@ -376,8 +495,8 @@ impl Network {
     }
 
     /// Every link direction that carried a frame, as ((from, to), state).
-    pub fn links(&self) -> impl Iterator<Item = ((NodeId, NodeId), &LinkState)> {
-        self.links.iter().map(|(&(from, to), state)| ((from as NodeId, to as NodeId), state))
+    pub fn links(&self) -> Vec<((NodeId, NodeId), LinkState)> {
+        self.links.carried()
     }
 
     /// Hands over what was recorded (empty when not recording).
@@ -407,7 +526,7 @@ impl Network {
             self.totals.forwarded += 1;
             self.record(FlowKind::Forward, from, &header, payload.len(), Some(to));
         }
-        let link = self.links.entry((from as u32, to as u32)).or_default();
+        let link = self.links.state(from, to);
         let mut arrived = header;
         if physics {
             link.bytes += (FrameHeader::ENCODED_LEN + payload.len()) as u64;

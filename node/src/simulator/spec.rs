@@ -93,10 +93,13 @@ pub fn run(
         let (spec, shared_expected) = (spec.clone(), shared_expected.clone());
         async move {
             let (p, me) = (comm.p(), comm.id());
+            let len = reference::input_len(&spec, p, me);
             let input = match inputs {
+                // Most nodes of a broadcast or scatter start with nothing: no generator to seed.
+                _ if len == 0 => Bytes::new(),
                 Inputs::Reference => reference::input(&spec, p, me),
-                Inputs::Zeros => Bytes::from(vec![0u8; reference::input_len(&spec, p, me)]),
-                Inputs::Lengths => crate::zeros::zeros(reference::input_len(&spec, p, me)).unwrap_or_default(),
+                Inputs::Zeros => Bytes::from(vec![0u8; len]),
+                Inputs::Lengths => crate::zeros::zeros(len).unwrap_or_default(),
             };
             let output = collectives::run(&comm, &spec, input).await?;
             let checked = match (inputs, &shared_expected) {
