@@ -65,44 +65,77 @@ struct Letter {
     delivery: Delivery,
 }
 
+/// A growing array in chunks of about a mebibyte: growing never moves what it holds
+/// (nor holds it twice while copying it, as a `Vec` that doubles does: at 2^24 nodes the
+/// events in flight alone take a gigabyte), and a run of items never spans two chunks.
+struct Chunked<T> {
+    chunks: Vec<Box<[T]>>,
+    /// Items taken of the last chunk.
+    used: usize,
+}
+
+impl<T> Default for Chunked<T> {
+    fn default() -> Self {
+        Chunked { chunks: Vec::new(), used: 0 }
+    }
+}
+
+impl<T: Default> Chunked<T> {
+    const PER_CHUNK: usize = 1 << ((1usize << 20) / size_of::<T>()).ilog2();
+
+    /// A run of `count` new items (defaults); the index of the first.
+    fn run(&mut self, count: usize) -> u32 {
+        if self.chunks.is_empty() || self.used + count > Self::PER_CHUNK {
+            self.chunks.push((0..Self::PER_CHUNK).map(|_| T::default()).collect());
+            self.used = 0;
+        }
+        let at = (self.chunks.len() - 1) * Self::PER_CHUNK + self.used;
+        self.used += count;
+        u32::try_from(at).expect("fewer than 4 billion items at once")
+    }
+
+    fn at(&self, index: u32) -> &T {
+        let index = index as usize;
+        &self.chunks[index / Self::PER_CHUNK][index % Self::PER_CHUNK]
+    }
+
+    fn at_mut(&mut self, index: u32) -> &mut T {
+        let index = index as usize;
+        &mut self.chunks[index / Self::PER_CHUNK][index % Self::PER_CHUNK]
+    }
+}
+
 /// Items that stay where they were put, found by a `u32` index; freed places are reused.
 struct Slab<T> {
-    items: Vec<Option<T>>,
+    items: Chunked<Option<T>>,
     free: Vec<u32>,
 }
 
 impl<T> Default for Slab<T> {
     fn default() -> Self {
-        Slab { items: Vec::new(), free: Vec::new() }
+        Slab { items: Chunked::default(), free: Vec::new() }
     }
 }
 
 impl<T> Slab<T> {
     fn insert(&mut self, item: T) -> u32 {
-        match self.free.pop() {
-            Some(index) => {
-                self.items[index as usize] = Some(item);
-                index
-            }
-            None => {
-                self.items.push(Some(item));
-                u32::try_from(self.items.len() - 1).expect("fewer than 4 billion items at once")
-            }
-        }
+        let index = self.free.pop().unwrap_or_else(|| self.items.run(1));
+        *self.items.at_mut(index) = Some(item);
+        index
     }
 
     fn remove(&mut self, index: u32) -> T {
-        let item = self.items[index as usize].take().expect("an item is in its place");
+        let item = self.items.at_mut(index).take().expect("an item is in its place");
         self.free.push(index);
         item
     }
 
     fn get(&self, index: u32) -> &T {
-        self.items[index as usize].as_ref().expect("an item is in its place")
+        self.items.at(index).as_ref().expect("an item is in its place")
     }
 
     fn get_mut(&mut self, index: u32) -> &mut T {
-        self.items[index as usize].as_mut().expect("an item is in its place")
+        self.items.at_mut(index).as_mut().expect("an item is in its place")
     }
 }
 
@@ -154,19 +187,26 @@ impl Timeline {
 }
 
 /// Every link direction's state. On a grid, ring or hypercube (a node has a few
-/// neighbours, one per port): a row of states per node, made when the node first sends,
-/// found by the port's number; on the full topology (p - 1 neighbours each): a hash map
-/// of the directions used. An all-reduce uses every port of every node, and rows then
-/// take a third of what the map took, with no rehashing as it grows. Rows are cut from
-/// chunks of [`ROW_CHUNK`] states, so that growing never copies them (nor holds them
-/// twice while it does).
+/// neighbours, one per port): per node that sent, a table of its ports in groups of
+/// [`PORT_GROUP`], each group's states made when one of its ports is first used; on the
+/// full topology (p - 1 neighbours each): a hash map of the directions used. An
+/// all-reduce uses every port of every node, and this takes a third of what the map
+/// took, with no rehashing as it grows; a broadcast's node uses one or two ports of a
+/// hypercube's 24, and a group of them is all it gets.
 enum Links {
-    Rows { ports: Ports, row_of: Vec<u32>, chunks: Vec<Box<[LinkState]>>, used: usize },
+    Rows {
+        ports: Ports,
+        /// Each node's table in `tables`, plus one (0: none yet).
+        table_of: Vec<u32>,
+        /// Each group's states in `groups`, plus one (0: none yet).
+        tables: Chunked<u32>,
+        groups: Chunked<[LinkState; PORT_GROUP]>,
+    },
     Map(FxHashMap<(u32, u32), LinkState>),
 }
 
-/// Link states per chunk of [`Links::Rows`] (1 MiB).
-const ROW_CHUNK: usize = 1 << 16;
+/// Ports whose states are made together.
+const PORT_GROUP: usize = 4;
 
 /// How a node's neighbours are numbered.
 enum Ports {
@@ -226,48 +266,50 @@ impl Links {
                 Ports::Grid { dims: (0..extents.len()).map(|k| (stride(k), extents[k])).collect() }
             }
         };
-        Links::Rows { ports, row_of: vec![NONE; topology.p()], chunks: Vec::new(), used: ROW_CHUNK }
+        let (table_of, tables, groups) = (vec![0; topology.p()], Chunked::default(), Chunked::default());
+        Links::Rows { ports, table_of, tables, groups }
     }
 
     /// The state of the link `from` → `to` (neighbours).
     fn state(&mut self, from: NodeId, to: NodeId) -> &mut LinkState {
         match self {
             Links::Map(map) => map.entry((from as u32, to as u32)).or_default(),
-            Links::Rows { ports, row_of, chunks, used } => {
-                if row_of[from] == NONE {
-                    if *used + ports.count() > ROW_CHUNK {
-                        chunks.push(vec![LinkState::default(); ROW_CHUNK].into_boxed_slice());
-                        *used = 0;
-                    }
-                    let at = (chunks.len() - 1) * ROW_CHUNK + *used;
-                    row_of[from] = u32::try_from(at).expect("fewer than 4 billion link directions");
-                    *used += ports.count();
+            Links::Rows { ports, table_of, tables, groups } => {
+                let port = ports.port(from, to);
+                if table_of[from] == 0 {
+                    table_of[from] = tables.run(ports.count().div_ceil(PORT_GROUP)) + 1;
                 }
-                let at = row_of[from] as usize;
-                &mut chunks[at / ROW_CHUNK][at % ROW_CHUNK + ports.port(from, to)]
+                let group = tables.at_mut(table_of[from] - 1 + (port / PORT_GROUP) as u32);
+                if *group == 0 {
+                    *group = groups.run(1) + 1;
+                }
+                &mut groups.at_mut(*group - 1)[port % PORT_GROUP]
             }
         }
     }
 
     /// Every link direction that carried a frame, and its state.
     fn carried(&self) -> Vec<((NodeId, NodeId), LinkState)> {
-        match self {
+        let (ports, table_of, tables, groups) = match self {
             Links::Map(map) => {
-                map.iter().map(|(&(from, to), &state)| ((from as NodeId, to as NodeId), state)).collect()
+                return map.iter().map(|(&(from, to), &state)| ((from as NodeId, to as NodeId), state)).collect();
             }
-            Links::Rows { ports, row_of, chunks, .. } => {
-                let rows = row_of.iter().enumerate().filter(|&(_, &row)| row != NONE);
-                rows.flat_map(|(from, &at)| {
-                    let at = at as usize;
-                    let row = &chunks[at / ROW_CHUNK][at % ROW_CHUNK..at % ROW_CHUNK + ports.count()];
-                    row.iter()
-                        .enumerate()
-                        .filter(|(_, state)| state.bytes > 0)
-                        .map(move |(port, &state)| ((from, ports.neighbour(from, port)), state))
-                })
-                .collect()
+            Links::Rows { ports, table_of, tables, groups } => (ports, table_of, tables, groups),
+        };
+        let mut carried = Vec::new();
+        for (from, &table) in table_of.iter().enumerate().filter(|&(_, &table)| table > 0) {
+            for port in 0..ports.count() {
+                let group = *tables.at(table - 1 + (port / PORT_GROUP) as u32);
+                if group == 0 {
+                    continue;
+                }
+                let state = groups.at(group - 1)[port % PORT_GROUP];
+                if state.bytes > 0 {
+                    carried.push(((from, ports.neighbour(from, port)), state));
+                }
             }
         }
+        carried
     }
 }
 
