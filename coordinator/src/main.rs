@@ -2,14 +2,16 @@
 //!
 //! The layers, the arrows going one way (a layer uses only those to its right):
 //!
-//! `main`, `cli` → `tools` → `render` → `control` → `tuning` → (`topocomm-node`, `topocomm-proto`)
+//! `main`, `cli` → `tools` → `render` → `control` → (`topocomm-node`, `topocomm-collectives`, `topocomm-proto`)
 //!
 //! - `control`: the control plane (clusters, the server and client, run requests);
 //! - `render`: reports, traces and (feature `pictures`) SVG/PNG pictures;
 //! - `tools`: the cost model, `explain`, calibration, `bench-model`, sweeps and `tune`;
-//! - `tuning`: the rules `--algorithm auto` picks by, as data.
+//! - `lab`: (feature `lab`) the page in a browser, a front end beside `main` that uses
+//!   the others and that none of them names.
 //!
-//! Each layer declares the options of its own commands; `cli` only assembles them.
+//! Each layer declares the options of its own commands; `cli` only assembles them (and
+//! holds `--tuning`, which loads the algorithm library's tuning table).
 
 mod cli;
 mod control;
