@@ -19,10 +19,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use topocomm_node::collectives::schedule::goal;
-use topocomm_node::memory_cluster::time_on_routers;
-use topocomm_node::simulator::Options;
-use topocomm_node::simulator::spec::{self, Inputs};
+use topocomm_collectives::algorithms::schedule::goal;
+use topocomm_collectives::simulator::Options;
+use topocomm_collectives::simulator::spec::{self, Inputs};
+use topocomm_node::in_process::time_on_routers;
 use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Routing, RunSpec};
 use topocomm_proto::{Topology, TopologyKind};
 

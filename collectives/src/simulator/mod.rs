@@ -1,0 +1,347 @@
+//! The discrete-event simulator: the collective algorithms of `crate::algorithms`,
+//! unchanged, on a virtual network of any size. Every node is one future, polled by the
+//! engine here (no tasks, sockets, pipes or timers); its `Comm` sends into and receives
+//! from the [`network::Network`], which moves frames hop by hop under the emulation's
+//! physics in integer nanoseconds of virtual time. The engine polls every node that can
+//! go on, then advances the clock to the next event (a frame reaching a node), and so on
+//! until every node is done — or none can go on and some are not, which is a deadlock it
+//! reports, naming a node and the message it waits for.
+//!
+//! Software takes no time: what a node does between receiving and sending is part of
+//! t_s, as in the model of [GGKK 2.5]. So a run's time is exactly what the schedule of
+//! its messages gives under the link physics, the cost model's definition; the same
+//! command gives the same numbers, byte for byte.
+
+pub mod network;
+pub mod spec;
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+use std::time::{Duration, Instant};
+
+use topocomm_proto::flow::FlowEvent;
+use topocomm_proto::frame::{FrameHeader, Tag};
+use topocomm_proto::spec::LinkModel;
+use topocomm_proto::{NodeId, Topology};
+
+use crate::comm::mailbox::Delivery;
+use crate::comm::payload::Payload;
+use crate::comm::{Comm, CommError, LinkCapabilities, Operation, OperationLog};
+use network::{Network, Totals, UnknownNode};
+
+/// One node's access to the virtual network (what its `Comm` sends and receives through).
+#[derive(Clone)]
+pub struct Port {
+    shared: Arc<Shared>,
+    id: NodeId,
+}
+
+struct Shared {
+    topology: Topology,
+    links: LinkCapabilities,
+    network: Mutex<Network>,
+}
+
+impl Shared {
+    fn network(&self) -> MutexGuard<'_, Network> {
+        // A node that panicked while holding the lock poisons it; the engine reports the
+        // panic, so later users just go on.
+        self.network.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Port {
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.shared.topology
+    }
+
+    /// What the nodes' links let them count on ([`Options::links`]).
+    pub fn links(&self) -> LinkCapabilities {
+        self.shared.links
+    }
+
+    /// The virtual time now, in nanoseconds since the start.
+    pub fn now_ns(&self) -> u64 {
+        self.shared.network().now_ns()
+    }
+
+    /// Sends a message from this node (see [`Network::originate`]).
+    pub fn originate(&self, header: FrameHeader, payload: Payload, causal_ns: u64) -> Result<(), UnknownNode> {
+        self.shared.network().originate(self.id, header, payload, causal_ns)
+    }
+
+    /// The oldest message from `src` with `tag`, if one is here.
+    pub fn take(&self, src: NodeId, tag: Tag) -> Option<Delivery> {
+        self.shared.network().take(self.id, src, tag, None)
+    }
+
+    /// The oldest message from `src` with `tag`, if one is here; if not, `waker` is woken
+    /// when one comes.
+    pub fn take_or_wait(&self, src: NodeId, tag: Tag, waker: &Waker) -> Option<Delivery> {
+        self.shared.network().take(self.id, src, tag, Some(waker))
+    }
+}
+
+/// The nodes the engine is to poll, in the order they were woken.
+#[derive(Default)]
+struct Ready {
+    queue: VecDeque<u32>,
+    /// Whether each node is in the queue already (a node is polled once per wake-up).
+    queued: Vec<bool>,
+}
+
+impl Ready {
+    /// Every one of `p` nodes, ready to be polled in id order.
+    fn all(p: usize) -> Self {
+        Ready { queue: (0..p as u32).collect(), queued: vec![true; p] }
+    }
+
+    fn push(&mut self, node: usize) {
+        // A node of no simulation running on this thread (a waker woken elsewhere) is
+        // ignored: that node then waits for nothing, which the engine reports.
+        if let Some(queued) = self.queued.get_mut(node)
+            && !std::mem::replace(queued, true)
+        {
+            self.queue.push_back(node as u32);
+        }
+    }
+
+    fn pop(&mut self) -> Option<usize> {
+        let node = self.queue.pop_front()? as usize;
+        self.queued[node] = false;
+        Some(node)
+    }
+}
+
+thread_local! {
+    /// The ready queue of the simulation this thread runs: the engine polls one node at a
+    /// time on its own thread, so a node's waker needs no more than the node's id (no
+    /// allocation, no reference count per node).
+    static READY: RefCell<Ready> = RefCell::default();
+}
+
+/// Installs a simulation's ready queue on this thread while it lives, and puts back what
+/// was there before.
+struct ReadyOnThisThread {
+    before: Ready,
+}
+
+impl ReadyOnThisThread {
+    fn install(ready: Ready) -> Self {
+        ReadyOnThisThread { before: READY.with(|current| current.replace(ready)) }
+    }
+
+    fn pop(&self) -> Option<usize> {
+        READY.with(|ready| ready.borrow_mut().pop())
+    }
+}
+
+impl Drop for ReadyOnThisThread {
+    fn drop(&mut self) {
+        READY.with(|current| current.replace(std::mem::take(&mut self.before)));
+    }
+}
+
+/// A node's waker: its id in the data pointer; waking it puts it in this thread's ready
+/// queue.
+fn node_waker(node: NodeId) -> Waker {
+    const VTABLE: RawWakerVTable = RawWakerVTable::new(
+        |data| RawWaker::new(data, &VTABLE),
+        |data| wake_node(data),
+        |data| wake_node(data),
+        |_| {},
+    );
+    fn wake_node(data: *const ()) {
+        READY.with(|ready| ready.borrow_mut().push(data.addr()));
+    }
+    // SAFETY: the data pointer is a plain number, never dereferenced; cloning copies it
+    // and dropping does nothing, and waking touches only the waking thread's own queue,
+    // so every function of the table may run on any thread, as `Waker` requires.
+    unsafe { Waker::from_raw(RawWaker::new(std::ptr::without_provenance(node), &VTABLE)) }
+}
+
+/// What to simulate beyond the algorithm: the run id its frames carry, whether to record
+/// the message flow, and how much wall time the simulation may take.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    pub run: u64,
+    pub record: bool,
+    /// Record every node's operations in order (`Simulation::operations`).
+    pub operations: bool,
+    /// The simulation gives up past this much wall time (`None`: never).
+    pub wall_limit: Option<Duration>,
+    /// What the nodes' links let them count on: the model's links by default; a real
+    /// cluster's raw links (long vectors in segments, where the cost model keeps one
+    /// message per start-up) for what the messages' lengths will be there, not for time.
+    pub links: LinkCapabilities,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { run: 1, record: false, operations: false, wall_limit: None, links: LinkCapabilities::MODELLED }
+    }
+}
+
+/// What a simulation gives beyond each node's result (which goes to the caller as each
+/// node finishes): the time, and what the network carried.
+pub struct Simulation {
+    /// Virtual nanoseconds until the last node finished.
+    pub time_ns: u64,
+    pub totals: Totals,
+    /// Bytes each link direction carried, as ((from, to), bytes), in no order.
+    pub link_bytes: Vec<((NodeId, NodeId), u64)>,
+    /// Messages delivered and never taken, as (node, count).
+    pub unclaimed: Vec<(NodeId, usize)>,
+    /// The message flow, when recorded.
+    pub events: Vec<FlowEvent>,
+    /// Times a node's future was polled.
+    pub polls: u64,
+    /// Each node's operations in the order it did them, when asked (`Options::operations`).
+    pub operations: Vec<Vec<Operation>>,
+}
+
+/// Why a simulation did not finish.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SimulationError {
+    #[error(
+        "deadlock at {at_ns} ns: {stuck} nodes never finished; node {node} waits for a message from node {src} (tag {tag}) that no node sends"
+    )]
+    Deadlock { at_ns: u64, stuck: usize, node: NodeId, src: NodeId, tag: Tag },
+    #[error("deadlock at {at_ns} ns: node {node} never finished and waits for no message")]
+    Stalled { at_ns: u64, node: NodeId },
+    #[error("node {node} panicked")]
+    Panicked { node: NodeId },
+    #[error("the simulation took longer than {limit:?} of wall time (virtual time reached {at_ns} ns)")]
+    WallLimit { limit: Duration, at_ns: u64 },
+}
+
+type NodeFuture<T> = Pin<Box<dyn Future<Output = Result<T, CommError>> + Send>>;
+
+/// Where a node stands.
+enum NodeSlot<T> {
+    /// Not polled yet: its future is made when it is first polled (in id order), so that
+    /// making it and running it to its first wait touch the same memory once.
+    Unborn,
+    /// Its first poll did nothing but wait for a message (sent nothing, took nothing):
+    /// its future was dropped, and is made again when that message comes. A node of a
+    /// broadcast, scatter or pipeline waits so for most of the run; without its future
+    /// it takes 60 bytes instead of about a kilobyte.
+    Dormant,
+    Running(NodeFuture<T>),
+    Done,
+}
+
+/// Runs `per_node`'s future for every node of `topology` (given that node's `Comm`)
+/// over links of physics `model`, to the end: see the module docs. `done(node, at_ns,
+/// result)` gets each node's result as it finishes, at virtual time `at_ns`, so that a
+/// caller keeps what it needs of it (a run of millions of nodes keeps no per-node list).
+///
+/// `per_node` may be called more than once for a node: a node whose first poll did
+/// nothing but wait for a message is dropped and made again when the message comes
+/// (see `NodeSlot::Dormant`), so what it does before its first wait must depend on its
+/// `Comm` alone, as an algorithm's does.
+pub fn simulate<T, F, Fut, D>(
+    topology: &Topology,
+    model: LinkModel,
+    options: Options,
+    mut per_node: F,
+    mut done: D,
+) -> Result<Simulation, SimulationError>
+where
+    F: FnMut(Comm) -> Fut,
+    Fut: Future<Output = Result<T, CommError>> + Send + 'static,
+    D: FnMut(NodeId, u64, Result<T, CommError>),
+{
+    let p = topology.p();
+    let shared = Arc::new(Shared {
+        topology: topology.clone(),
+        links: options.links,
+        network: Mutex::new(Network::new(topology.clone(), model, options.record)),
+    });
+    let logs: Vec<OperationLog> = match options.operations {
+        true => (0..p).map(|_| OperationLog::default()).collect(),
+        false => Vec::new(),
+    };
+    let mut nodes: Vec<NodeSlot<T>> = (0..p).map(|_| NodeSlot::Unborn).collect();
+    let ready = ReadyOnThisThread::install(Ready::all(p));
+    let (mut remaining, mut polls, mut time_ns) = (p, 0u64, 0u64);
+    let started = Instant::now();
+    loop {
+        while let Some(node) = ready.pop() {
+            let first_poll = matches!(nodes[node], NodeSlot::Unborn | NodeSlot::Dormant);
+            let future = match &mut nodes[node] {
+                NodeSlot::Done => continue,
+                NodeSlot::Running(future) => future,
+                unborn @ (NodeSlot::Unborn | NodeSlot::Dormant) => {
+                    let mut comm = Comm::simulated(Port { shared: shared.clone(), id: node }, options.run, 0);
+                    if let Some(log) = logs.get(node) {
+                        comm = comm.logged(log.clone());
+                    }
+                    *unborn = NodeSlot::Running(Box::pin(per_node(comm)));
+                    let NodeSlot::Running(future) = unborn else { unreachable!("just made") };
+                    future
+                }
+            };
+            polls += 1;
+            let waker = node_waker(node);
+            let mut cx = Context::from_waker(&waker);
+            let acted = shared.network().acted();
+            let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
+            match polled {
+                Err(_) => return Err(SimulationError::Panicked { node }),
+                Ok(Poll::Pending) => {
+                    if first_poll && shared.network().only_waits(node, acted, &waker) {
+                        nodes[node] = NodeSlot::Dormant;
+                    }
+                }
+                Ok(Poll::Ready(result)) => {
+                    nodes[node] = NodeSlot::Done;
+                    let at_ns = shared.network().now_ns();
+                    time_ns = time_ns.max(at_ns);
+                    remaining -= 1;
+                    done(node, at_ns, result);
+                }
+            }
+        }
+        let mut network = shared.network();
+        let Some(next_ns) = network.next_event_ns() else { break };
+        if let Some(limit) = options.wall_limit
+            && started.elapsed() > limit
+        {
+            return Err(SimulationError::WallLimit { limit, at_ns: network.now_ns() });
+        }
+        network.advance_to(next_ns);
+    }
+    let mut network = shared.network();
+    if remaining > 0 {
+        let at_ns = network.now_ns();
+        let node = nodes.iter().position(|slot| !matches!(slot, NodeSlot::Done)).expect("a node is not done");
+        return Err(match network.waiting_for(node) {
+            Some((src, tag)) => SimulationError::Deadlock { at_ns, stuck: remaining, node, src, tag },
+            None => SimulationError::Stalled { at_ns, node },
+        });
+    }
+    let simulation = Simulation {
+        time_ns,
+        totals: network.totals(),
+        link_bytes: network.links().into_iter().map(|(link, state)| (link, state.bytes)).collect(),
+        unclaimed: network.unclaimed(),
+        events: network.take_recording(),
+        polls,
+        operations: logs
+            .iter()
+            .map(|log| std::mem::take(&mut *log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())))
+            .collect(),
+    };
+    drop(network);
+    // The futures are done; the ports hold the network until they go.
+    drop(nodes);
+    Ok(simulation)
+}

@@ -1,0 +1,629 @@
+//! The virtual network of the simulator: every node's mailbox, every link direction's
+//! occupancy, and the queue of timed events, in integer nanoseconds of virtual time. A
+//! frame crosses each link of its route under the same physics the emulation gives real
+//! links ([`link_free_ns`], [`ready_after`], [`split_into_packets`]). Two events move
+//! it: it *enters* a link when its head is ready to go there (at its source when the
+//! schedule lets it go, at a hop when its tail has arrived, or its head under
+//! cut-through), and it is *delivered* when its tail reaches its destination. Events
+//! happen in time order, so a link carries frames in the order they became ready to go
+//! (first come, first served; at the same instant, in the order they were sent), never
+//! in the order software happened to hand them over.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::task::Waker;
+
+use bytes::Bytes;
+use rustc_hash::FxHashMap;
+use topocomm_proto::flow::{FlowEvent, FlowKind};
+use topocomm_proto::frame::{FrameHeader, SYSTEM_TAG_BASE, Tag};
+use topocomm_proto::spec::LinkModel;
+use topocomm_proto::{NodeId, Topology, TopologyKind};
+
+use crate::algorithms::blocks::concat;
+use crate::comm::mailbox::Delivery;
+use crate::comm::payload::Payload;
+use crate::physics::{head_ready_ns, link_free_ns, ready_after, split_into_packets};
+
+/// One direction of a link: when it is free to carry the next frame, and what it carried.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct LinkState {
+    free_ns: u64,
+    /// Header and payload bytes of the frames it carried.
+    pub bytes: u64,
+}
+
+/// What the network holds for one node, in 32 bytes and no allocation of its own: its
+/// messages nobody took yet, as a list through the network's letters (oldest first), and
+/// the receive it waits in (a schedule's concurrent blocks may wait in more: those
+/// are in `Network::more_waiting`).
+struct NodeState {
+    first: u32,
+    last: u32,
+    waiting: Option<Waiting>,
+}
+
+impl NodeState {
+    const EMPTY: NodeState = NodeState { first: NONE, last: NONE, waiting: None };
+}
+
+/// No letter (the end of a list).
+const NONE: u32 = u32::MAX;
+
+/// A receive that waits: for the message from `src` with `tag`.
+struct Waiting {
+    src: u32,
+    tag: Tag,
+    waker: Waker,
+}
+
+/// A message in a node's mailbox.
+struct Letter {
+    src: u32,
+    tag: Tag,
+    /// The next letter of the same node's list.
+    next: u32,
+    delivery: Delivery,
+}
+
+/// A growing array in chunks of about a mebibyte: growing never moves what it holds
+/// (nor holds it twice while copying it, as a `Vec` that doubles does: at 2^24 nodes the
+/// events in flight alone take a gigabyte), and a run of items never spans two chunks.
+struct Chunked<T> {
+    chunks: Vec<Box<[T]>>,
+    /// Items taken of the last chunk.
+    used: usize,
+}
+
+impl<T> Default for Chunked<T> {
+    fn default() -> Self {
+        Chunked { chunks: Vec::new(), used: 0 }
+    }
+}
+
+impl<T: Default> Chunked<T> {
+    const PER_CHUNK: usize = 1 << ((1usize << 20) / size_of::<T>()).ilog2();
+
+    /// A run of `count` new items (defaults); the index of the first.
+    fn run(&mut self, count: usize) -> u32 {
+        if self.chunks.is_empty() || self.used + count > Self::PER_CHUNK {
+            self.chunks.push((0..Self::PER_CHUNK).map(|_| T::default()).collect());
+            self.used = 0;
+        }
+        let at = (self.chunks.len() - 1) * Self::PER_CHUNK + self.used;
+        self.used += count;
+        u32::try_from(at).expect("fewer than 4 billion items at once")
+    }
+
+    fn at(&self, index: u32) -> &T {
+        let index = index as usize;
+        &self.chunks[index / Self::PER_CHUNK][index % Self::PER_CHUNK]
+    }
+
+    fn at_mut(&mut self, index: u32) -> &mut T {
+        let index = index as usize;
+        &mut self.chunks[index / Self::PER_CHUNK][index % Self::PER_CHUNK]
+    }
+}
+
+/// Items that stay where they were put, found by a `u32` index; freed places are reused.
+struct Slab<T> {
+    items: Chunked<Option<T>>,
+    free: Vec<u32>,
+}
+
+impl<T> Default for Slab<T> {
+    fn default() -> Self {
+        Slab { items: Chunked::default(), free: Vec::new() }
+    }
+}
+
+impl<T> Slab<T> {
+    fn insert(&mut self, item: T) -> u32 {
+        let index = self.free.pop().unwrap_or_else(|| self.items.run(1));
+        *self.items.at_mut(index) = Some(item);
+        index
+    }
+
+    fn remove(&mut self, index: u32) -> T {
+        let item = self.items.at_mut(index).take().expect("an item is in its place");
+        self.free.push(index);
+        item
+    }
+
+    fn get(&self, index: u32) -> &T {
+        self.items.at(index).as_ref().expect("an item is in its place")
+    }
+
+    fn get_mut(&mut self, index: u32) -> &mut T {
+        self.items.at_mut(index).as_mut().expect("an item is in its place")
+    }
+}
+
+/// A frame on its way: what happens to it at its event.
+struct Event {
+    header: FrameHeader,
+    payload: Bytes,
+    step: Step,
+}
+
+/// What happens to a frame at an event.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// Its head starts on the link `from` → `to` (ready to go there at `ready_ns`).
+    Enter { from: u32, to: u32, ready_ns: u64 },
+    /// Its tail reached `node`, its destination.
+    Deliver { node: u32 },
+}
+
+/// The pending events in time order: for each instant, the events due then, in the order
+/// they were made (a schedule's messages share few instants, so each instant's list is
+/// long and the queue's work per event is a push and a pop at the ends of a list).
+#[derive(Default)]
+struct Timeline {
+    due: BTreeMap<u64, VecDeque<u32>>,
+    /// Emptied lists, kept for the next instants.
+    spare: Vec<VecDeque<u32>>,
+}
+
+impl Timeline {
+    fn push(&mut self, at_ns: u64, slot: u32) {
+        let spare = &mut self.spare;
+        self.due.entry(at_ns).or_insert_with(|| spare.pop().unwrap_or_default()).push_back(slot);
+    }
+
+    fn next_ns(&self) -> Option<u64> {
+        self.due.first_key_value().map(|(&at_ns, _)| at_ns)
+    }
+
+    /// The next event due at `at_ns`, if any.
+    fn pop_at(&mut self, at_ns: u64) -> Option<u32> {
+        let mut first = self.due.first_entry().filter(|entry| *entry.key() == at_ns)?;
+        let slot = first.get_mut().pop_front();
+        if first.get().is_empty() {
+            self.spare.push(first.remove());
+        }
+        slot
+    }
+}
+
+/// Every link direction's state. On a grid, ring or hypercube (a node has a few
+/// neighbours, one per port): per node that sent, a table of its ports in groups of
+/// [`PORT_GROUP`], each group's states made when one of its ports is first used; on the
+/// full topology (p - 1 neighbours each): a hash map of the directions used. An
+/// all-reduce uses every port of every node, and this takes a third of what the map
+/// took, with no rehashing as it grows; a broadcast's node uses one or two ports of a
+/// hypercube's 24, and a group of them is all it gets.
+enum Links {
+    Rows {
+        ports: Ports,
+        /// Each node's table in `tables`, plus one (0: none yet).
+        table_of: Vec<u32>,
+        /// Each group's states in `groups`, plus one (0: none yet).
+        tables: Chunked<u32>,
+        groups: Chunked<[LinkState; PORT_GROUP]>,
+    },
+    Map(FxHashMap<(u32, u32), LinkState>),
+}
+
+/// Ports whose states are made together.
+const PORT_GROUP: usize = 4;
+
+/// How a node's neighbours are numbered.
+enum Ports {
+    /// Port k: the neighbour across dimension k (bit k of the id).
+    Hypercube { dimension: usize },
+    /// Ports 2k and 2k + 1: the neighbours one up and one down in dimension k, of
+    /// (stride, extent) `dims[k]` (row-major ids, the last coordinate fastest).
+    Grid { dims: Vec<(usize, usize)> },
+}
+
+impl Ports {
+    fn count(&self) -> usize {
+        match self {
+            Ports::Hypercube { dimension } => *dimension,
+            Ports::Grid { dims } => 2 * dims.len(),
+        }
+    }
+
+    /// The port of `from` that leads to its neighbour `to`.
+    fn port(&self, from: NodeId, to: NodeId) -> usize {
+        match self {
+            Ports::Hypercube { .. } => (from ^ to).trailing_zeros() as usize,
+            Ports::Grid { dims } => {
+                let (k, &(stride, extent)) = dims
+                    .iter()
+                    .enumerate()
+                    .find(|(_, (stride, extent))| (from / stride) % extent != (to / stride) % extent)
+                    .expect("a neighbour differs in one coordinate");
+                let (a, b) = ((from / stride) % extent, (to / stride) % extent);
+                2 * k + usize::from(b != (a + 1) % extent)
+            }
+        }
+    }
+
+    /// The neighbour of `from` at `port` (the inverse of [`Ports::port`]).
+    fn neighbour(&self, from: NodeId, port: usize) -> NodeId {
+        match self {
+            Ports::Hypercube { .. } => from ^ (1 << port),
+            Ports::Grid { dims } => {
+                let (stride, extent) = dims[port / 2];
+                let a = (from / stride) % extent;
+                let b = if port % 2 == 0 { (a + 1) % extent } else { (a + extent - 1) % extent };
+                from - a * stride + b * stride
+            }
+        }
+    }
+}
+
+impl Links {
+    fn new(topology: &Topology) -> Self {
+        let ports = match topology.kind() {
+            TopologyKind::Full => return Links::Map(FxHashMap::default()),
+            TopologyKind::Hypercube => Ports::Hypercube { dimension: topology.dimension() },
+            _ => {
+                let extents = topology.dims();
+                let stride = |k: usize| extents[k + 1..].iter().product::<usize>();
+                Ports::Grid { dims: (0..extents.len()).map(|k| (stride(k), extents[k])).collect() }
+            }
+        };
+        let (table_of, tables, groups) = (vec![0; topology.p()], Chunked::default(), Chunked::default());
+        Links::Rows { ports, table_of, tables, groups }
+    }
+
+    /// The state of the link `from` → `to` (neighbours).
+    fn state(&mut self, from: NodeId, to: NodeId) -> &mut LinkState {
+        match self {
+            Links::Map(map) => map.entry((from as u32, to as u32)).or_default(),
+            Links::Rows { ports, table_of, tables, groups } => {
+                let port = ports.port(from, to);
+                if table_of[from] == 0 {
+                    table_of[from] = tables.run(ports.count().div_ceil(PORT_GROUP)) + 1;
+                }
+                let group = tables.at_mut(table_of[from] - 1 + (port / PORT_GROUP) as u32);
+                if *group == 0 {
+                    *group = groups.run(1) + 1;
+                }
+                &mut groups.at_mut(*group - 1)[port % PORT_GROUP]
+            }
+        }
+    }
+
+    /// Every link direction that carried a frame, and its state.
+    fn carried(&self) -> Vec<((NodeId, NodeId), LinkState)> {
+        let (ports, table_of, tables, groups) = match self {
+            Links::Map(map) => {
+                return map.iter().map(|(&(from, to), &state)| ((from as NodeId, to as NodeId), state)).collect();
+            }
+            Links::Rows { ports, table_of, tables, groups } => (ports, table_of, tables, groups),
+        };
+        let mut carried = Vec::new();
+        for (from, &table) in table_of.iter().enumerate().filter(|&(_, &table)| table > 0) {
+            for port in 0..ports.count() {
+                let group = *tables.at(table - 1 + (port / PORT_GROUP) as u32);
+                if group == 0 {
+                    continue;
+                }
+                let state = groups.at(group - 1)[port % PORT_GROUP];
+                if state.bytes > 0 {
+                    carried.push(((from, ports.neighbour(from, port)), state));
+                }
+            }
+        }
+        carried
+    }
+}
+
+/// Totals over the whole network.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Messages the nodes originated.
+    pub messages: u64,
+    /// Messages passed on by intermediate nodes (a packetised message counts once).
+    pub forwarded: u64,
+    /// Frames that crossed a link (one per packet per link).
+    pub frame_hops: u64,
+}
+
+/// The state of the virtual network (see the module docs).
+pub struct Network {
+    topology: Topology,
+    model: LinkModel,
+    now_ns: u64,
+    timeline: Timeline,
+    /// The events the timeline's entries point to.
+    events: Slab<Event>,
+    nodes: Vec<NodeState>,
+    /// Every node's mailbox letters (see `NodeState`).
+    letters: Slab<Letter>,
+    /// Receives waiting beyond each node's first, by (node, source, tag).
+    more_waiting: FxHashMap<(u32, u32, Tag), Waker>,
+    /// The packets of messages whose last packet has not come, by (node, source, tag).
+    partial: FxHashMap<(u32, u32, Tag), Vec<Bytes>>,
+    links: Links,
+    /// Messages sent and taken so far, by any node (see [`Network::only_waits`]).
+    acted: u64,
+    totals: Totals,
+    /// Every send, forward and delivery, while recording.
+    recording: Option<Vec<FlowEvent>>,
+}
+
+/// Why a frame could not be sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("frame names node {node}, but this network has {p} nodes")]
+pub struct UnknownNode {
+    pub node: NodeId,
+    pub p: usize,
+}
+
+impl Network {
+    pub fn new(topology: Topology, model: LinkModel, record: bool) -> Self {
+        let nodes = (0..topology.p()).map(|_| NodeState::EMPTY).collect();
+        let links = Links::new(&topology);
+        Network {
+            topology,
+            model,
+            now_ns: 0,
+            timeline: Timeline::default(),
+            events: Slab::default(),
+            nodes,
+            letters: Slab::default(),
+            more_waiting: FxHashMap::default(),
+            partial: FxHashMap::default(),
+            links,
+            acted: 0,
+            totals: Totals::default(),
+            recording: record.then(Vec::new),
+        }
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// The virtual time now, in nanoseconds since the start.
+    pub fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
+    /// The time of the earliest pending event, if any.
+    pub fn next_event_ns(&self) -> Option<u64> {
+        self.timeline.next_ns()
+    }
+
+    /// Advances the clock to `at_ns` and carries out every event due then, in order
+    /// (events they schedule for the same instant included).
+    pub fn advance_to(&mut self, at_ns: u64) {
+        self.now_ns = at_ns;
+        while let Some(slot) = self.timeline.pop_at(at_ns) {
+            let event = self.events.remove(slot);
+            match event.step {
+                Step::Enter { from, to, ready_ns } => {
+                    self.carry(from as NodeId, to as NodeId, event.header, event.payload, ready_ns)
+                }
+                Step::Deliver { node } => self.deliver(node as NodeId, event.header, event.payload),
+            }
+        }
+    }
+
+    /// Node `me` sends a message: under the physics its frames are ready to go at
+    /// `causal_ns` (when its schedule let it go; 0: now), and leave towards the next hop.
+    pub fn originate(
+        &mut self,
+        me: NodeId,
+        header: FrameHeader,
+        payload: Payload,
+        causal_ns: u64,
+    ) -> Result<(), UnknownNode> {
+        let (dst, p) = (header.dst(), self.topology.p());
+        if dst >= p {
+            return Err(UnknownNode { node: dst, p });
+        }
+        self.acted += 1;
+        let algorithm = header.tag < SYSTEM_TAG_BASE;
+        if algorithm {
+            self.totals.messages += 1;
+        }
+        let next = (dst != me).then(|| self.topology.next_hop(me, dst));
+        self.record(FlowKind::Send, me, &header, payload.len(), next);
+        let ready_ns = if causal_ns > 0 { ready_after(causal_ns, self.now_ns, self.model.ts_ns) } else { self.now_ns };
+        let Some(next) = next else {
+            self.deliver(me, FrameHeader { due_ns: ready_ns, ..header }, payload.into_bytes());
+            return Ok(());
+        };
+        let model = algorithm.then_some(self.model);
+        match split_into_packets(model, header, payload) {
+            Err(whole) => self.enter(me, next, header, whole.into_bytes(), ready_ns),
+            Ok(packets) => {
+                for (header, packet) in packets {
+                    self.enter(me, next, header, packet.into_bytes(), ready_ns);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the oldest message from `src` with `tag` for node `me`, or (with `waker`)
+    /// notes that `me` waits for it.
+    pub fn take(&mut self, me: NodeId, src: NodeId, tag: Tag, waker: Option<&Waker>) -> Option<Delivery> {
+        let key = (src as u32, tag);
+        let (mut before, mut at) = (NONE, self.nodes[me].first);
+        while at != NONE {
+            let letter = self.letters.get(at);
+            if (letter.src, letter.tag) == key {
+                let next = letter.next;
+                let node = &mut self.nodes[me];
+                match before {
+                    NONE => node.first = next,
+                    before => self.letters.get_mut(before).next = next,
+                }
+                if node.last == at {
+                    node.last = before;
+                }
+                self.stop_waiting(me, key);
+                self.acted += 1;
+                return Some(self.letters.remove(at).delivery);
+            }
+            (before, at) = (at, letter.next);
+        }
+        if let Some(waker) = waker {
+            let node = &mut self.nodes[me];
+            match &mut node.waiting {
+                Some(waiting) if (waiting.src, waiting.tag) == key => waiting.waker.clone_from(waker),
+                Some(_) => {
+                    self.more_waiting.insert((me as u32, key.0, key.1), waker.clone());
+                }
+                empty @ None => *empty = Some(Waiting { src: key.0, tag, waker: waker.clone() }),
+            }
+        }
+        None
+    }
+
+    /// The receive of node `me` for `key` (source, tag) waits no more: its waker, if it waited.
+    fn stop_waiting(&mut self, me: NodeId, key: (u32, Tag)) -> Option<Waker> {
+        let node = &mut self.nodes[me];
+        if node.waiting.as_ref().is_some_and(|waiting| (waiting.src, waiting.tag) == key) {
+            return node.waiting.take().map(|waiting| waiting.waker);
+        }
+        if self.more_waiting.is_empty() {
+            return None;
+        }
+        self.more_waiting.remove(&(me as u32, key.0, key.1))
+    }
+
+    /// Messages sent and taken so far, by any node.
+    pub fn acted(&self) -> u64 {
+        self.acted
+    }
+
+    /// Whether node `me`, polled with `waker` when [`Network::acted`] was `acted`, did
+    /// nothing but wait in one receive, woken by that very waker: then dropping its future
+    /// and making it again when the message comes runs it exactly as keeping it would.
+    pub fn only_waits(&self, me: NodeId, acted: u64, waker: &Waker) -> bool {
+        self.acted == acted
+            && self.more_waiting.is_empty()
+            && self.nodes[me].waiting.as_ref().is_some_and(|waiting| waiting.waker.will_wake(waker))
+    }
+
+    /// Messages delivered and never taken, over every node.
+    pub fn unclaimed(&self) -> Vec<(NodeId, usize)> {
+        let count = |mut at: u32| {
+            let mut count = 0;
+            while at != NONE {
+                (count, at) = (count + 1, self.letters.get(at).next);
+            }
+            count
+        };
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, node)| node.first != NONE)
+            .map(|(id, node)| (id, count(node.first)))
+            .collect()
+    }
+
+    /// What node `me` waits for, if it waits: (source, tag).
+    pub fn waiting_for(&self, me: NodeId) -> Option<(NodeId, Tag)> {
+        let first = self.nodes[me].waiting.as_ref().map(|waiting| (waiting.src, waiting.tag));
+        first
+            .or_else(|| {
+                let more = self.more_waiting.keys().filter(|(node, ..)| *node as NodeId == me);
+                more.map(|&(_, src, tag)| (src, tag)).min()
+            })
+            .map(|(src, tag)| (src as NodeId, tag))
+    }
+
+    pub fn totals(&self) -> Totals {
+        self.totals
+    }
+
+    /// Every link direction that carried a frame, as ((from, to), state).
+    pub fn links(&self) -> Vec<((NodeId, NodeId), LinkState)> {
+        self.links.carried()
+    }
+
+    /// Hands over what was recorded (empty when not recording).
+    pub fn take_recording(&mut self) -> Vec<FlowEvent> {
+        self.recording.take().unwrap_or_default()
+    }
+
+    /// A frame ready to go at `ready_ns` is to cross the link `from` → `to`: it enters
+    /// the link when its head is ready (now, if that has passed).
+    fn enter(&mut self, from: NodeId, to: NodeId, header: FrameHeader, payload: Bytes, ready_ns: u64) {
+        let head_ns = if header.tag < SYSTEM_TAG_BASE {
+            head_ready_ns(&self.model, &header, payload.len(), ready_ns)
+        } else {
+            ready_ns
+        };
+        let (from, to) = (from as u32, to as u32);
+        self.schedule(head_ns.max(self.now_ns), header, payload, Step::Enter { from, to, ready_ns });
+    }
+
+    /// The link `from` → `to` carries a frame whose head is ready now: once the link is
+    /// free (one transfer at a time), for t_s, t_h and t_w · bytes as the physics says.
+    /// Its tail reaches `to` then, which delivers it or passes it on.
+    fn carry(&mut self, from: NodeId, to: NodeId, header: FrameHeader, payload: Bytes, ready_ns: u64) {
+        let now = self.now_ns;
+        let physics = header.tag < SYSTEM_TAG_BASE;
+        if header.hops > 0 && physics && header.packet == 0 {
+            self.totals.forwarded += 1;
+            self.record(FlowKind::Forward, from, &header, payload.len(), Some(to));
+        }
+        let link = self.links.state(from, to);
+        let mut arrived = header;
+        if physics {
+            link.bytes += (FrameHeader::ENCODED_LEN + payload.len()) as u64;
+            link.free_ns = link_free_ns(&self.model, &header, payload.len(), ready_ns, link.free_ns);
+            arrived.due_ns = link.free_ns.max(now);
+        }
+        self.totals.frame_hops += 1;
+        if header.dst() == to {
+            self.schedule(arrived.due_ns.max(now), arrived, payload, Step::Deliver { node: to as u32 });
+            return;
+        }
+        // Passed on when its tail has arrived (software at a hop takes no time).
+        let next = self.topology.next_hop(to, header.dst());
+        let ready_ns = if arrived.due_ns > 0 { ready_after(arrived.due_ns, now, self.model.th_ns) } else { now };
+        self.enter(to, next, FrameHeader { hops: header.hops + 1, ..arrived }, payload, ready_ns);
+    }
+
+    /// A frame for node `me` is released: a whole message goes to the mailbox (waking a
+    /// receive that waits for it); a packet waits for the rest of its message.
+    fn deliver(&mut self, me: NodeId, header: FrameHeader, payload: Bytes) {
+        let (src, tag) = (header.src, header.tag);
+        let payload = if header.packet == 0 && header.last {
+            payload
+        } else {
+            let packets = self.partial.entry((me as u32, src, tag)).or_default();
+            packets.push(payload);
+            if !header.last {
+                return;
+            }
+            concat(&self.partial.remove(&(me as u32, src, tag)).expect("the packets so far"))
+        };
+        self.record(FlowKind::Deliver, me, &header, payload.len(), None);
+        let delivery = Delivery { payload, step: header.step, due_ns: header.due_ns };
+        let letter = self.letters.insert(Letter { src, tag, next: NONE, delivery });
+        let node = &mut self.nodes[me];
+        match node.last {
+            NONE => node.first = letter,
+            last => self.letters.get_mut(last).next = letter,
+        }
+        self.nodes[me].last = letter;
+        if let Some(waker) = self.stop_waiting(me, (src, tag)) {
+            waker.wake();
+        }
+    }
+
+    fn schedule(&mut self, at_ns: u64, header: FrameHeader, payload: Bytes, step: Step) {
+        let slot = self.events.insert(Event { header, payload, step });
+        self.timeline.push(at_ns, slot);
+    }
+
+    fn record(&mut self, kind: FlowKind, node: NodeId, header: &FrameHeader, bytes: usize, next: Option<NodeId>) {
+        if let Some(events) = &mut self.recording
+            && header.tag < SYSTEM_TAG_BASE
+        {
+            events.push(FlowEvent::of(self.now_ns, node, kind, header, bytes, next));
+        }
+    }
+}
