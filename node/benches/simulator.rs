@@ -26,10 +26,6 @@ use topocomm_node::in_process::time_on_routers;
 use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Routing, RunSpec};
 use topocomm_proto::{Topology, TopologyKind};
 
-/// The allocator the topocomm binary runs with (see its `main`).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// Which engine a case runs on.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Engine {
