@@ -174,6 +174,7 @@ struct Usage {
 }
 
 /// Runs `command` to the end; panics with its output if it fails.
+#[expect(clippy::zombie_processes, reason = "reaped by `wait4`, which also gives its resource usage")]
 fn measured(command: &mut Command) -> Usage {
     let began = Instant::now();
     let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("starting a child process");

@@ -152,12 +152,8 @@ impl Drop for ReadyOnThisThread {
 /// A node's waker: its id in the data pointer; waking it puts it in this thread's ready
 /// queue.
 fn node_waker(node: NodeId) -> Waker {
-    const VTABLE: RawWakerVTable = RawWakerVTable::new(
-        |data| RawWaker::new(data, &VTABLE),
-        |data| wake_node(data),
-        |data| wake_node(data),
-        |_| {},
-    );
+    const VTABLE: RawWakerVTable =
+        RawWakerVTable::new(|data| RawWaker::new(data, &VTABLE), wake_node, wake_node, |_| {});
     fn wake_node(data: *const ()) {
         READY.with(|ready| ready.borrow_mut().push(data.addr()));
     }

@@ -248,7 +248,7 @@ impl Ports {
             Ports::Grid { dims } => {
                 let (stride, extent) = dims[port / 2];
                 let a = (from / stride) % extent;
-                let b = if port % 2 == 0 { (a + 1) % extent } else { (a + extent - 1) % extent };
+                let b = if port.is_multiple_of(2) { (a + 1) % extent } else { (a + extent - 1) % extent };
                 from - a * stride + b * stride
             }
         }
