@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 use bytesize::ByteSize;
 use clap::Args;
-use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 use strum::IntoEnumIterator;
 use topocomm_proto::control::RunRequest;
@@ -37,6 +36,7 @@ use crate::render::dilation::{ProbeFigures, factor_text, seconds_text};
 use crate::render::output::outln;
 use crate::render::quantity::size_text;
 use crate::render::report::{self, TimeStats};
+use crate::render::table::HouseTable;
 use crate::tools::dilation::{Messages, Probe};
 use crate::tools::model::{self, ModelError, Prediction};
 use crate::tuning::Tuning;
@@ -632,9 +632,8 @@ fn summarize(
     }
 }
 
-fn table(rows: &[Row]) -> String {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+fn table(rows: &[Row]) -> HouseTable {
+    let mut table = HouseTable::new([
         "collective",
         "algorithm",
         "topology",
@@ -652,7 +651,7 @@ fn table(rows: &[Row]) -> String {
             None if row.error.is_some() => "FAILED".into(),
             None => "-".into(),
         };
-        table.add_row(vec![
+        table.row([
             row.collective.to_string(),
             row.algorithm.to_string(),
             shape_name(row.topology, &row.dims),
@@ -665,12 +664,8 @@ fn table(rows: &[Row]) -> String {
             factor_text(row.dilation),
         ]);
     }
-    for column in [3, 6, 7, 8, 9] {
-        if let Some(column) = table.column_mut(column) {
-            column.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    table.to_string()
+    table.right_aligned(&[3, 6, 7, 8, 9]);
+    table
 }
 
 fn closing_line(summary: &Summary) -> String {

@@ -17,7 +17,6 @@ use std::sync::Arc;
 use anyhow::anyhow;
 use bytesize::ByteSize;
 use clap::Args;
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 use topocomm_proto::TopologyKind;
 use topocomm_proto::control::RunRequest;
@@ -29,6 +28,7 @@ use crate::control::parse::parse_size;
 use crate::control::request::{Dilating, parse_dilation};
 use crate::render::output::outln;
 use crate::render::report;
+use crate::render::table::HouseTable;
 use crate::tuning::Tuning;
 
 #[derive(Debug, Clone, Args)]
@@ -369,19 +369,11 @@ async fn measure(
     Ok(points)
 }
 
-fn points_table(points: &[FittedPoint]) -> String {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
-        "size",
-        "hops",
-        "one-way µs",
-        "fitted µs",
-        "residual µs",
-        "residual %",
-    ]);
+fn points_table(points: &[FittedPoint]) -> HouseTable {
+    let mut table = HouseTable::new(["size", "hops", "one-way µs", "fitted µs", "residual µs", "residual %"]);
     for p in points {
         let percent = if p.point.one_way_us > 0.0 { 100.0 * p.residual_us / p.point.one_way_us } else { f64::NAN };
-        table.add_row(vec![
+        table.row([
             ByteSize::b(p.point.size_bytes).display().iec().to_string(),
             p.point.hops.to_string(),
             format!("{:.1}", p.point.one_way_us),
@@ -390,7 +382,7 @@ fn points_table(points: &[FittedPoint]) -> String {
             format!("{percent:+.1}"),
         ]);
     }
-    table.to_string()
+    table
 }
 
 #[cfg(test)]

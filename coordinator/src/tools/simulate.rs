@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use bytesize::ByteSize;
 use clap::{Args, ValueEnum};
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 use topocomm_node::simulator::spec::{Inputs, SimulatedRun};
 use topocomm_node::simulator::{self, Options};
@@ -23,6 +22,7 @@ use crate::control::request::{self, DataArgs, LinkArgs, Repetition};
 use crate::render::output::outln;
 use crate::render::quantity::size_text;
 use crate::render::report::{BusiestLink, LinkPhysics, TimeStats};
+use crate::render::table::HouseTable;
 use crate::render::trace::{self, FlowOutputs};
 use crate::tools::closed_form;
 use crate::tools::explain;
@@ -412,9 +412,8 @@ fn headline(args: &SimulateArgs, links: &LinkModel, source: explain::PhysicsSour
     format!("{} simulated: {data}; links {} ({})", args.collective, trace::describe_links(links), source.name())
 }
 
-fn table(points: &[Point]) -> String {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+fn table(points: &[Point]) -> HouseTable {
+    let mut table = HouseTable::new([
         "topology",
         "p",
         "algorithm",
@@ -427,7 +426,7 @@ fn table(points: &[Point]) -> String {
         "verified",
     ]);
     for point in points {
-        table.add_row(vec![
+        table.row([
             shape(point),
             point.nodes.to_string(),
             point.algorithm.clone(),
@@ -442,7 +441,7 @@ fn table(points: &[Point]) -> String {
             if point.verified { "yes".to_owned() } else { "no (lengths only)".to_owned() },
         ]);
     }
-    table.to_string()
+    table
 }
 
 /// The topology of a point as the table shows it: "torus 4x4", "hypercube".
