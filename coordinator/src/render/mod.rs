@@ -10,6 +10,7 @@ use std::path::Path;
 pub mod diagram;
 pub mod dilation;
 pub mod output;
+pub mod page;
 #[cfg(feature = "pictures")]
 pub mod picture;
 #[cfg(feature = "pictures")]
@@ -18,6 +19,7 @@ pub mod progress;
 pub mod quantity;
 pub mod report;
 pub mod schema;
+pub mod sweep_table;
 pub mod table;
 #[cfg(feature = "pictures")]
 pub mod topology_svg;

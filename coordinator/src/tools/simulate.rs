@@ -129,9 +129,10 @@ pub fn parse_node_counts(text: &str) -> Result<Vec<usize>, ParseError> {
     text.split(',').map(count).collect()
 }
 
-/// One simulated point, with `run`'s keys where they mean the same.
+/// One simulated run (a topology, a node count, an algorithm), summarised with `run`'s
+/// keys where they mean the same (as [`crate::render::report::RunSummary`] does a run).
 #[derive(Debug, Clone, Serialize)]
-pub struct Point {
+pub struct SimulationSummary {
     pub collective: String,
     pub algorithm: String,
     pub topology: String,
@@ -363,14 +364,14 @@ fn estimate(spec: &RunSpec, p: usize) -> (u64, u64) {
     (overhead.saturating_add(data), overhead)
 }
 
-pub(crate) fn describe(point: &Planned, simulated: &SimulatedRun, links: &LinkModel) -> Point {
+pub(crate) fn describe(point: &Planned, simulated: &SimulatedRun, links: &LinkModel) -> SimulationSummary {
     let spec = &point.spec;
     let time_us = simulated.time_ns as f64 / 1e3;
     let closed_form_ns = match spec.schedule {
         None => closed_form::time_ns(spec.collective, spec.algorithm, &point.topology, spec.size_bytes, links),
         Some(_) => None,
     };
-    Point {
+    SimulationSummary {
         collective: spec.collective.to_string(),
         algorithm: spec.what_runs(),
         topology: point.topology.kind().to_string(),
@@ -412,7 +413,7 @@ fn headline(args: &SimulateArgs, links: &LinkModel, source: explain::PhysicsSour
     format!("{} simulated: {data}; links {} ({})", args.collective, trace::describe_links(links), source.name())
 }
 
-fn table(points: &[Point]) -> HouseTable {
+fn table(points: &[SimulationSummary]) -> HouseTable {
     let mut table = HouseTable::new([
         "topology",
         "p",
@@ -445,7 +446,7 @@ fn table(points: &[Point]) -> HouseTable {
 }
 
 /// The topology of a point as the table shows it: "torus 4x4", "hypercube".
-fn shape(point: &Point) -> String {
+fn shape(point: &SimulationSummary) -> String {
     match point.topology.as_str() {
         "mesh" | "torus" | "mesh3d" | "torus3d" => {
             let dims: Vec<String> = point.dims.iter().map(ToString::to_string).collect();
@@ -456,7 +457,7 @@ fn shape(point: &Point) -> String {
 }
 
 /// The closed forms the table used, once each, and a word on what was not verified.
-fn notes(points: &[Point]) -> Vec<String> {
+fn notes(points: &[SimulationSummary]) -> Vec<String> {
     let mut notes: Vec<String> = Vec::new();
     for point in points {
         if let Some(formula) = point.closed_form {
@@ -473,7 +474,7 @@ fn notes(points: &[Point]) -> Vec<String> {
 }
 
 #[cfg(feature = "pictures")]
-fn plot(args: &SimulateArgs, points: &[Point], path: &std::path::Path) -> anyhow::Result<()> {
+fn plot(args: &SimulateArgs, points: &[SimulationSummary], path: &std::path::Path) -> anyhow::Result<()> {
     use crate::render::plot::{Series, XAxis};
     let mut series: Vec<Series> = Vec::new();
     for point in points {
