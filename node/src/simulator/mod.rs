@@ -17,6 +17,7 @@ pub mod spec;
 
 use std::collections::VecDeque;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
@@ -145,8 +146,9 @@ impl Wake for NodeWaker {
 }
 
 /// What to simulate beyond the algorithm: the run id its frames carry, whether to record
-/// the message flow, and how much wall time the simulation may take.
-#[derive(Debug, Clone, Copy)]
+/// the message flow, how much wall time the simulation may take, and where to count
+/// how far it has come.
+#[derive(Debug, Clone)]
 pub struct Options {
     pub run: u64,
     pub record: bool,
@@ -158,12 +160,27 @@ pub struct Options {
     /// segments, where the cost model keeps one message per start-up. For what the
     /// messages' lengths will be, not for time.
     pub raw_links: bool,
+    /// Counts the engine keeps as it goes, for a progress display on another thread
+    /// (`None`: none kept).
+    pub live: Option<Arc<LiveCounts>>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { run: 1, record: false, operations: false, wall_limit: None, raw_links: false }
+        Options { run: 1, record: false, operations: false, wall_limit: None, raw_links: false, live: None }
     }
+}
+
+/// How far a running simulation has come, updated by the engine at every event
+/// ([`Options::live`]) and read from any thread.
+#[derive(Debug, Default)]
+pub struct LiveCounts {
+    /// Nodes whose algorithm has finished.
+    pub nodes_finished: AtomicUsize,
+    /// Messages sent so far.
+    pub messages: AtomicU64,
+    /// The virtual time reached, in nanoseconds.
+    pub virtual_ns: AtomicU64,
 }
 
 /// What a simulation gives: each node's result and finish time, and what the network
@@ -258,6 +275,9 @@ where
                     results[node] = Some(result);
                     finished_ns[node] = shared.network().now_ns();
                     remaining -= 1;
+                    if let Some(live) = &options.live {
+                        live.nodes_finished.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
             }
         }
@@ -269,6 +289,10 @@ where
             return Err(SimulationError::WallLimit { limit, at_ns: network.now_ns() });
         }
         network.advance_to(next_ns);
+        if let Some(live) = &options.live {
+            live.messages.store(network.totals().messages, Ordering::Relaxed);
+            live.virtual_ns.store(next_ns, Ordering::Relaxed);
+        }
     }
     let mut network = shared.network();
     if remaining > 0 {
