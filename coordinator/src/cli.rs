@@ -11,6 +11,7 @@ use topocomm_node::security::SecurityArgs;
 use crate::control::client::RemoteArgs;
 use crate::control::request::{CollectiveArgs, IterationArgs};
 use crate::lab::LabArgs;
+use crate::render::dilation::Verbosity;
 use crate::render::topology_view::{ListArgs, TopologyArgs};
 use crate::tools::bench_model::BenchModelArgs;
 use crate::tools::calibrate::CalibrateArgs;
@@ -107,6 +108,8 @@ pub struct RunArgs {
     /// rank) instead of the collective: sizes only, nothing can be verified.
     #[arg(long, value_name = "FILE", conflicts_with = "schedule")]
     pub goal: Option<PathBuf>,
+    #[command(flatten)]
+    pub words: Verbosity,
     #[command(flatten)]
     pub remote: RemoteArgs,
     #[command(flatten)]

@@ -32,7 +32,7 @@ use crate::control::local::{self, LocalCluster};
 use crate::control::parse::{parse_collective, parse_routing, parse_size, parse_time, parse_topology};
 use crate::control::request::{Dilating, parse_dilation};
 use crate::control::target::Target;
-use crate::render::dilation::{ProbeFigures, factor_text, seconds_text};
+use crate::render::dilation::{ProbeFigures, Verbosity, factor_text, seconds_text};
 use crate::render::output::{self, outln};
 use crate::render::page::{self, Machine};
 use crate::render::quantity::size_text;
@@ -94,6 +94,8 @@ pub struct BenchModelArgs {
     /// written by this command (e.g. docs/bench/bench-model.md).
     #[arg(long, value_name = "FILE")]
     pub page: Option<PathBuf>,
+    #[command(flatten)]
+    pub words: Verbosity,
     /// Benchmark an MSCCL-IR program instead of the topologies' default algorithms: its
     /// collective (the file's `coll`; --collectives may name only it), at the node count it
     /// is written for, on every topology, size and routing given.
@@ -351,7 +353,13 @@ pub async fn run(args: &BenchModelArgs) -> anyhow::Result<()> {
         eprintln!("local cluster of {p} nodes up, node logs in {}/node-*.log", local.logs.display());
         let target = Target::Local(local);
         let ours: Vec<&mut Case> = cases.iter_mut().filter(|c| c.p() == p).collect();
-        let cluster = Cluster { target: &target, p, auto: args.dilation == Dilating::Auto, json: args.json };
+        let cluster = Cluster {
+            target: &target,
+            p,
+            auto: args.dilation == Dilating::Auto,
+            json: args.json,
+            verbose: args.words.verbose,
+        };
         let result = tokio::select! {
             result = cluster.run(ours, &mut rows, &mut progress) => result,
             _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted after {} of {} runs; every node process was stopped", rows.len(), cases.len())),
@@ -490,6 +498,8 @@ struct Cluster<'a> {
     /// `--dilation auto`: probe the cluster first and dilate each run as it needs.
     auto: bool,
     json: bool,
+    /// `--verbose`: say in full why `auto` chose the first run's K.
+    verbose: bool,
 }
 
 impl Cluster<'_> {
@@ -540,7 +550,7 @@ impl Cluster<'_> {
             case.dilate(factor);
             progress.estimate = (progress.estimate + case.estimate()).saturating_sub(before);
             if reason.is_empty() {
-                reason = auto.reason;
+                reason = auto.why(self.verbose);
             }
         }
         let factors: Vec<f64> = cases.iter().map(|case| case.spec.dilation.factor()).collect();

@@ -6,6 +6,8 @@
 //! each point that has one, and `--plot` draws time against p.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -13,13 +15,14 @@ use bytesize::ByteSize;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use topocomm_node::simulator::spec::{Inputs, SimulatedRun};
-use topocomm_node::simulator::{self, Options};
+use topocomm_node::simulator::{self, LiveCounts, Options};
 use topocomm_proto::spec::{Algorithm, Collective, LinkModel, RunSpec};
 use topocomm_proto::{Topology, TopologyKind, catalogue, reference};
 
 use crate::control::parse::{ParseError, parse_collective, parse_dims, parse_size, parse_timeout, parse_topology};
 use crate::control::request::{self, DataArgs, LinkArgs, Repetition};
 use crate::render::output::outln;
+use crate::render::progress::Progress;
 use crate::render::quantity::size_text;
 use crate::render::report::{BusiestLink, LinkPhysics, TimeStats};
 use crate::render::table::HouseTable;
@@ -207,6 +210,8 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
     let mut points = Vec::new();
     let mut failures = Vec::new();
     let mut last_events = Vec::new();
+    // On a terminal: points done, and how far the one running has come.
+    let bar = Progress::new(planned.len());
     for point in &planned {
         let what = format!(
             "{} ({}) on a {}, {} per node",
@@ -215,25 +220,48 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
             point.topology,
             size_text(point.spec.size_bytes)
         );
-        let options = Options { run: 1, record: drawn, wall_limit: Some(args.timeout), ..Options::default() };
+        let live = Arc::new(LiveCounts::default());
+        let options = Options {
+            run: 1,
+            record: drawn,
+            wall_limit: Some(args.timeout),
+            live: Some(live.clone()),
+            ..Options::default()
+        };
         let began = Instant::now();
-        match simulator::spec::run(&point.spec, &point.topology, links, point.inputs, options) {
+        let p = point.topology.p();
+        let so_far = || {
+            format!(
+                "{what}: {} of {p} nodes done, {} messages, {:.1} µs simulated",
+                live.nodes_finished.load(Ordering::Relaxed),
+                live.messages.load(Ordering::Relaxed),
+                live.virtual_ns.load(Ordering::Relaxed) as f64 / 1e3
+            )
+        };
+        bar.set_message(so_far());
+        let simulated =
+            bar.watching(so_far, || simulator::spec::run(&point.spec, &point.topology, links, point.inputs, options));
+        bar.inc();
+        match simulated {
             Ok(simulated) => {
                 let wall = began.elapsed().as_secs_f64();
                 let peak = topocomm_node::memory::peak_resident_bytes().map_or_else(String::new, |bytes| {
                     format!(", peak memory so far {}", ByteSize(bytes).display().iec())
                 });
-                eprintln!(
-                    "simulated {what}: {} messages in {wall:.3} s of wall time ({:.0} messages/s){peak}",
-                    simulated.totals.messages,
-                    simulated.totals.messages as f64 / wall.max(1e-9)
-                );
+                bar.suspend(|| {
+                    eprintln!(
+                        "simulated {what}: {} messages in {wall:.3} s of wall time ({:.0} messages/s){peak}",
+                        simulated.totals.messages,
+                        simulated.totals.messages as f64 / wall.max(1e-9)
+                    )
+                });
                 points.push(describe(point, &simulated, &links));
                 last_events = simulated.events;
             }
             Err(error) => failures.push(format!("{what}: {error}")),
         }
     }
+    bar.finish();
     if args.json {
         let value = match points.as_slice() {
             [only] if failures.is_empty() => serde_json::to_value(only)?,

@@ -40,7 +40,7 @@ use crate::control::request::{
     self, CollectiveArgs, DataArgs, IterationArgs, LinkArgs, Planned, Repetition, ShapeArgs,
 };
 use crate::control::target::Target;
-use crate::render::dilation::{factor_text, seconds_text};
+use crate::render::dilation::{Verbosity, factor_text, seconds_text};
 use crate::render::output::{self, outln};
 #[cfg(feature = "pictures")]
 use crate::render::picture;
@@ -85,6 +85,8 @@ pub struct SweepArgs {
     pub links: LinkArgs,
     #[command(flatten)]
     pub repeat: IterationArgs,
+    #[command(flatten)]
+    pub words: Verbosity,
     /// Also write the points as CSV to FILE.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
@@ -362,7 +364,7 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
 
     let bar = Progress::new(algorithms.len() * sizes.len());
     let table = args.json.as_deref() != Some(Path::new("-"));
-    let mut sweep = Sweep { points: Vec::new(), topology: None, links: None, dilation: None };
+    let mut sweep = Sweep::default();
     let result = tokio::select! {
         result = measure(args, &cluster, &algorithms, &sizes, predict_with, repetition, &bar, table, &mut sweep) => result,
         _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted; every node process was stopped")),
@@ -382,8 +384,10 @@ pub struct Sweep {
     /// The topology the runs reported, e.g. "hypercube of 8 nodes (d=3)".
     pub topology: Option<Topology>,
     pub links: Option<LinkPhysics>,
-    /// How `--dilation auto` chose each point's K, in words (`None`: not automatic).
+    /// How `--dilation auto` chose each point's K, in full words (`None`: not automatic).
     pub dilation: Option<String>,
+    /// The same as the table's header says it: in one line, unless `--verbose`.
+    pub dilation_line: Option<String>,
 }
 
 /// Where a sweep is, for a front end that shows it (the terminal's table and progress
@@ -392,8 +396,9 @@ pub enum Step<'a> {
     /// Point `index` of `of` goes to the cluster.
     Starting { index: usize, of: usize, algorithm: Algorithm, size: u64 },
     /// Point `index` came back verified: its summary, on the topology it ran on (the
-    /// point itself is the last of the sweep's points), and how `--dilation auto` chose.
-    Measured { index: usize, summary: &'a report::RunSummary, topology: &'a Topology, dilation: Option<&'a str> },
+    /// point itself is the last of the sweep's points), and how `--dilation auto` chose
+    /// (as the table's header says it; the sweep's JSON has it in full).
+    Measured { index: usize, summary: &'a report::RunSummary, topology: &'a Topology, dilation_line: Option<&'a str> },
 }
 
 /// What a point runs with: its request, and (under `--dilation auto`) its prediction
@@ -453,14 +458,17 @@ async fn plan_points(
         && let Some((spec, _, prediction)) = &plan.predicted
     {
         let (_, first) = probe.choose_for(spec, &links, prediction);
-        let text = format!(
-            "auto, from ×{} to ×{} by point (first point: {})",
-            factor_text(least.factor()),
-            factor_text(most.factor()),
-            first.reason
-        );
-        eprintln!("dilation {text}");
-        sweep.dilation = Some(text);
+        let text = |why: String| {
+            format!(
+                "auto, from ×{} to ×{} by point (first point: {why})",
+                factor_text(least.factor()),
+                factor_text(most.factor())
+            )
+        };
+        // The JSON has it in full; the terminal in one line unless --verbose.
+        sweep.dilation = Some(text(first.why(true)));
+        sweep.dilation_line = Some(text(first.why(args.words.verbose)));
+        eprintln!("dilation {}", sweep.dilation_line.as_deref().unwrap_or_default());
     }
     Ok(plans)
 }
@@ -503,7 +511,12 @@ pub async fn measure_points(
         }
         sweep.points.push(SweepPoint::of(&summary, args.collective));
         sweep.links = summary.links;
-        on_step(Step::Measured { index, summary: &summary, topology: &topology, dilation: sweep.dilation.as_deref() })?;
+        on_step(Step::Measured {
+            index,
+            summary: &summary,
+            topology: &topology,
+            dilation_line: sweep.dilation_line.as_deref(),
+        })?;
         sweep.topology = Some(topology);
     }
     Ok(())
@@ -533,9 +546,9 @@ async fn measure(
     let mut on_step = |step: Step<'_>| -> anyhow::Result<()> {
         match step {
             Step::Starting { algorithm, size, .. } => bar.set_message(format!("{algorithm}, {}", size_text(size))),
-            Step::Measured { index, summary, topology, dilation } => {
+            Step::Measured { index, summary, topology, dilation_line, .. } => {
                 if index == 0 {
-                    show(&header(args, topology, summary.links.as_ref(), dilation))?;
+                    show(&header(args, topology, summary.links.as_ref(), dilation_line))?;
                 }
                 if index % sizes.len() == 0 {
                     show(&format!("#\n# Algorithm: {}", summary.algorithm))?;
