@@ -23,7 +23,8 @@ impl Progress {
             return Progress { bar: indicatif::ProgressBar::hidden() };
         }
         let bar = indicatif::ProgressBar::new(total as u64);
-        let template = "{elapsed:>4} [{bar:30.cyan/blue}] {pos}/{len} points  {msg}";
+        // `wide_msg`: the message is cut to the terminal's width, so the bar keeps one line.
+        let template = "{elapsed:>4} [{bar:30.cyan/blue}] {pos}/{len} points  {wide_msg}";
         if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
             bar.set_style(style.progress_chars("=> "));
         }

@@ -230,9 +230,10 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
         };
         let began = Instant::now();
         let p = point.topology.p();
+        let running = format!("{} of {p} nodes ({})", point.topology.kind(), point.spec.what_runs());
         let so_far = || {
             format!(
-                "{what}: {} of {p} nodes done, {} messages, {:.1} µs simulated",
+                "{running}: {} done, {} messages, {:.1} µs simulated",
                 live.nodes_finished.load(Ordering::Relaxed),
                 live.messages.load(Ordering::Relaxed),
                 live.virtual_ns.load(Ordering::Relaxed) as f64 / 1e3
