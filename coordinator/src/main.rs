@@ -2,21 +2,22 @@
 //!
 //! The layers, the arrows going one way (a layer uses only those to its right):
 //!
-//! `main`, `cli` → `tools` → `render` → `control` → `tuning` → (`topocomm-node`, `topocomm-proto`)
+//! `main`, `cli` → `tools` → `render` → `control` → (`topocomm-node`, `topocomm-collectives`, `topocomm-proto`)
 //!
 //! - `control`: the control plane (clusters, the server and client, run requests);
 //! - `render`: reports, traces and (feature `pictures`) SVG/PNG pictures;
 //! - `tools`: the cost model, `explain`, calibration, `bench-model`, sweeps and `tune`;
-//! - `tuning`: the rules `--algorithm auto` picks by, as data.
+//! - `lab`: (feature `lab`) the page in a browser, a front end beside `main` that uses
+//!   the others and that none of them names.
 //!
-//! Each layer declares the options of its own commands; `cli` only assembles them.
+//! Each layer declares the options of its own commands; `cli` only assembles them (and
+//! holds `--tuning`, which loads the algorithm library's tuning table).
 
 mod cli;
 mod control;
 mod lab;
 mod render;
 mod tools;
-mod tuning;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -44,12 +45,12 @@ use crate::render::topology_view::{self, TopologyArgs};
 use crate::render::trace::{self, FlowOutputs};
 use crate::tools::model;
 use crate::tools::{bench_model, calibrate, execute, explain, simulate, sweep, tune};
-use crate::tuning::Tuning;
+use topocomm_collectives::tuning::Tuning;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Command::Node(args) = cli.command {
-        topocomm_node::logging::init();
+        topocomm_node::daemon::logging::init();
         return match topocomm_node::daemon::main(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
@@ -60,7 +61,7 @@ fn main() -> ExitCode {
     }
     // A coordinator holds a descriptor per node and per connection in its handshake (the
     // node role raises its own limit in the daemon).
-    topocomm_node::limits::raise_open_file_limit();
+    topocomm_node::daemon::limits::raise_open_file_limit();
     match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime.block_on(command(cli)),
         Err(error) => {
@@ -75,7 +76,7 @@ async fn command(cli: Cli) -> ExitCode {
         Command::Serve(_) | Command::Node(_) | Command::Lab(_) => "info",
         _ => "error",
     };
-    topocomm_node::logging::init_with_default(default_level);
+    topocomm_node::daemon::logging::init_with_default(default_level);
     let result = match cli.command {
         Command::Run(args) => run(args).await,
         Command::Serve(args) => serve(args).await.map(|()| ExitCode::SUCCESS),
@@ -119,11 +120,11 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // Traces and diagrams draw the run's own message flow, gathered from every node.
     planned.request.spec.trace = args.trace.is_some() || args.diagram.is_some() || args.html.is_some();
     if let Some(path) = &args.goal {
-        let goal = topocomm_node::collectives::schedule::read_goal(path).map_err(anyhow::Error::msg)?;
+        let goal = topocomm_collectives::algorithms::schedule::read_goal(path).map_err(anyhow::Error::msg)?;
         planned.request.spec.schedule = Some(Box::new(goal));
     }
     if let Some(schedule) = &planned.request.spec.schedule {
-        eprintln!("{}", topocomm_node::collectives::schedule::summary(schedule));
+        eprintln!("{}", topocomm_collectives::algorithms::schedule::summary(schedule));
     }
     let tuning = args.tuning.load()?;
     let target = open_target(&args, &planned.request, &tuning).await?;

@@ -19,7 +19,7 @@ use common::{
     wait_until,
 };
 use serde_json::Value;
-use topocomm_node::handshake::{HandshakeError, initiate};
+use topocomm_node::security::handshake::{HandshakeError, initiate};
 use topocomm_proto::auth::{Key, Purpose};
 
 /// Sizes and counts small enough for debug builds on two shared cores.

@@ -22,7 +22,7 @@ use futures::{SinkExt, StreamExt};
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
-use topocomm_node::handshake::initiate;
+use topocomm_node::security::handshake::initiate;
 use topocomm_proto::auth::{Key, Purpose};
 use topocomm_proto::codec;
 use topocomm_proto::control::{ToCoordinator, ToNode};

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use common::{Cluster, Member, poll, rss_kib, signal};
 use futures::SinkExt;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
-use topocomm_node::handshake::{HandshakeError, initiate};
+use topocomm_node::security::handshake::{HandshakeError, initiate};
 use topocomm_proto::auth::{Key, Purpose};
 use topocomm_proto::codec;
 use topocomm_proto::control::ToCoordinator;

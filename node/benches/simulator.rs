@@ -10,9 +10,9 @@
 use std::process::Command;
 use std::time::Instant;
 
-use topocomm_node::memory_cluster::time_on_routers;
-use topocomm_node::simulator::Options;
-use topocomm_node::simulator::spec::{self, Inputs};
+use topocomm_collectives::simulator::Options;
+use topocomm_collectives::simulator::spec::{self, Inputs};
+use topocomm_node::in_process::time_on_routers;
 use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Routing, RunSpec};
 use topocomm_proto::{Topology, TopologyKind};
 
@@ -127,7 +127,7 @@ fn run_case(case: &Case) {
         }
     };
     let wall = began.elapsed().as_secs_f64();
-    let peak = topocomm_node::memory::peak_resident_bytes().unwrap_or(0);
+    let peak = topocomm_node::daemon::allocator::peak_resident_bytes().unwrap_or(0);
     println!("{time_ns}\t{messages}\t{wall}\t{peak}\t{verified}");
 }
 

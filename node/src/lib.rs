@@ -1,27 +1,24 @@
-//! The topocomm node daemon as a library: neighbour links, the hop-by-hop router,
-//! the `Comm` handle algorithms get, the collective algorithms themselves, the run
-//! driver and the control loop that ties them to a coordinator.
+//! The topocomm node daemon as a library: what carries a node's messages to its
+//! neighbours and what ties the node to a coordinator. The algorithms it runs, and the
+//! `Comm` handle they get, are `topocomm-collectives`; this crate hands them its router
+//! as their [`topocomm_collectives::comm::Fabric`].
+//!
+//! Layout:
+//!
+//! * [`router`]: the hop-by-hop router — delivers a frame for this node to its mailbox,
+//!   passes any other on towards its destination, guards what neighbours send.
+//! * [`transport`]: the links beneath the router — frames over byte streams (TCP, raw or
+//!   encrypted) or in-memory channels, TCP sockets, and the emulation's physics and
+//!   clock (`emulated`, `pacing`) laid over any of them.
+//! * [`security`]: who may connect — the shared settings (token, encryption), the mutual
+//!   handshake and the encrypted channel, caps on connections still in their handshake.
+//! * [`daemon`]: the process — the control loop with the coordinator, the run driver,
+//!   the dilation probe, the allocator's tuning, logs, operating-system limits, the clock.
+//! * [`in_process`]: a whole cluster in one process (every node's router, links in
+//!   memory), for the tests and as the simulator's baseline.
 
-pub mod assembly;
-pub mod collectives;
-pub mod comm;
 pub mod daemon;
-pub mod handshake;
-pub mod limits;
-pub mod logging;
-pub mod mailbox;
-pub mod memory;
-pub mod memory_cluster;
-pub mod pacing;
-pub mod probe;
+pub mod in_process;
 pub mod router;
-pub mod run;
-pub mod secure;
 pub mod security;
-pub mod segments;
-pub mod simulator;
-pub mod timebase;
 pub mod transport;
-pub mod zeros;
-
-pub use comm::{Comm, CommError};

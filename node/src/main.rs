@@ -13,6 +13,6 @@ struct Cli {
 }
 
 fn main() -> anyhow::Result<()> {
-    topocomm_node::logging::init();
+    topocomm_node::daemon::logging::init();
     daemon::main(Cli::parse().node)
 }

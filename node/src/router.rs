@@ -16,6 +16,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
@@ -26,11 +27,17 @@ use topocomm_proto::frame::{Frame, FrameHeader, SYSTEM_TAG_BASE};
 use topocomm_proto::spec::{LinkModel, RunSpec};
 use topocomm_proto::{NodeId, Topology};
 
-use crate::assembly::Place;
-use crate::mailbox::{Delivery, Mailbox, MessageKey, Overdrawn, charge_of};
-use crate::pacing::{Clock, Timeline};
+use topocomm_collectives::comm::assembly::Place;
+use topocomm_collectives::comm::fault::LinkFault;
+use topocomm_collectives::comm::mailbox::{Delivery, Mailbox, MessageKey, Overdrawn, charge_of};
+use topocomm_collectives::comm::payload::{Payload, Written};
+use topocomm_collectives::comm::{Fabric, LinkCapabilities};
+use topocomm_collectives::tuning::Tuning;
+
 use crate::transport::emulated::Emulation;
-use crate::transport::{Endpoint, Link, LinkFault, Outgoing, Payload, Written};
+use crate::transport::pacing::{Clock, Timeline};
+use crate::transport::stream::STREAM_LINKS;
+use crate::transport::{Endpoint, Link, Outgoing};
 
 /// The sending side of one neighbour link, with what it carried.
 struct LinkQueue {
@@ -129,7 +136,7 @@ pub enum RouteError {
 /// at one node, past that node's own estimate). No message is made of more than what the
 /// nodes hold, so the whole run's is a bound a schedule cannot legitimately pass.
 pub fn link_allowance(spec: &RunSpec, p: usize) -> u64 {
-    let data = spec.memory_of_nodes(p, 0..p).unwrap_or(u64::MAX);
+    let data = Tuning::built_in_ref().footprint.of_nodes(spec, p, 0..p).unwrap_or(u64::MAX);
     let messages = (p as u64).saturating_mul(u64::from(rounds(p)) + 1).saturating_mul(2);
     data.saturating_add(messages.saturating_mul(charge_of(0))).saturating_add(signal_allowance(p))
 }
@@ -555,6 +562,57 @@ impl Router {
         }
         let outgoing = Outgoing { header, payload, ready_at, written };
         link.frames.send(outgoing).map_err(|_| RouteError::LinkClosed(via))
+    }
+}
+
+/// How long a receive on the real clock polls for its message before it sleeps.
+const BUSY_POLL: Duration = Duration::from_millis(1);
+
+/// What `Comm` sees of a node: its router, over links to its neighbours.
+impl Fabric for Router {
+    fn id(&self) -> NodeId {
+        self.id
+    }
+
+    fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// Every link of a wiring, TCP or in memory, behaves as a stream link does towards an
+    /// algorithm; under emulation the model's one start-up per message holds instead.
+    fn links(&self) -> LinkCapabilities {
+        match self.emulation.is_on() {
+            true => STREAM_LINKS.emulated(),
+            false => STREAM_LINKS,
+        }
+    }
+
+    fn mailbox(&self) -> &Mailbox {
+        &self.mailbox
+    }
+
+    fn originate(
+        &self,
+        header: FrameHeader,
+        payload: Payload,
+        causal_ns: u64,
+        written: Option<Written>,
+    ) -> Result<(), String> {
+        let ready_at = (causal_ns > 0).then(|| self.timeline().stamped(causal_ns));
+        Router::originate(self, header, payload, ready_at, written).map_err(|error| error.to_string())
+    }
+
+    fn emulated_stamp(&self, instant: Instant) -> Option<u64> {
+        self.emulation.is_on().then(|| self.timeline().stamp(instant))
+    }
+
+    fn busy_poll(&self) -> Option<Duration> {
+        (self.clock() == Clock::Real).then_some(BUSY_POLL)
+    }
+
+    fn taken(&self, due_ns: u64) {
+        // The field is computed only when the trace line is enabled.
+        tracing::trace!(late_us = crate::transport::pacing::late_us(self.timeline().stamped(due_ns)), "taken");
     }
 }
 

@@ -13,13 +13,13 @@ use common::{
     DTYPES, OPS, SMALL, Specs, TIMEOUT, assert_no_message_left, dtype_and_op, forwarded_by,
     grids_the_defaults_never_pick, on_each, run_with_input, scaled, shape, shapes_of, verify, verify_fresh,
 };
-use topocomm_node::collectives::allgather::allgather_layout;
-use topocomm_node::collectives::allreduce;
-use topocomm_node::collectives::blocks::BlockLayout;
-use topocomm_node::collectives::patterns::Reduction;
-use topocomm_node::collectives::reduce_scatter::reduce_scatter_layout;
-use topocomm_node::memory_cluster::MemoryCluster;
-use topocomm_node::{Comm, CommError};
+use topocomm_collectives::algorithms::allgather::allgather_layout;
+use topocomm_collectives::algorithms::allreduce;
+use topocomm_collectives::algorithms::blocks::BlockLayout;
+use topocomm_collectives::algorithms::patterns::Reduction;
+use topocomm_collectives::algorithms::reduce_scatter::reduce_scatter_layout;
+use topocomm_collectives::comm::{Comm, CommError};
+use topocomm_node::in_process::InProcessCluster;
 use topocomm_proto::TopologyKind;
 use topocomm_proto::elements::{ElementsError, combine};
 use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp, RunSpec};
@@ -140,7 +140,7 @@ async fn one_mebibyte() {
 /// still one step per exchange, and every segment a frame of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recursive_doubling_in_segments() {
-    let segment = topocomm_node::comm::SEGMENT_LEN;
+    let segment = topocomm_collectives::comm::SEGMENT_LEN;
     for (run, (kind, p, dtype, op)) in
         [(TopologyKind::Hypercube, 8, Dtype::F64, ReduceOp::Sum), (TopologyKind::Full, 6, Dtype::I32, ReduceOp::Max)]
             .into_iter()
@@ -353,7 +353,7 @@ async fn uneven_layouts() {
 /// vectors of different lengths fail the combine; an algorithm of another family is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_inputs_fail_cleanly() {
-    let cluster = MemoryCluster::start(&shape(TopologyKind::Full, 4));
+    let cluster = InProcessCluster::start(&shape(TopologyKind::Full, 4));
     let layout = Arc::new(BlockLayout::uniform(4, 8));
     let shared = layout.clone();
     let outputs = cluster

@@ -11,9 +11,9 @@ use common::{
     DTYPES, OPS, SMALL, Specs, dtype_and_op, forwarded_by, grids_the_defaults_never_pick, on_each, run_with_input,
     scaled, shape, shapes_of, verify, verify_fresh,
 };
-use topocomm_node::collectives::reduce;
-use topocomm_node::memory_cluster::MemoryCluster;
-use topocomm_node::{Comm, CommError};
+use topocomm_collectives::algorithms::reduce;
+use topocomm_collectives::comm::{Comm, CommError};
+use topocomm_node::in_process::InProcessCluster;
 use topocomm_proto::TopologyKind;
 use topocomm_proto::elements::ElementsError;
 use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp, RunSpec};
@@ -190,7 +190,7 @@ async fn mismatched_topologies_forward_frames() {
 /// A root outside the cluster is refused by every node, with no message sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_root_outside_the_cluster_is_refused() {
-    let cluster = MemoryCluster::start(&shape(TopologyKind::Ring, 4));
+    let cluster = InProcessCluster::start(&shape(TopologyKind::Ring, 4));
     for (run, pair) in PAIRS.into_iter().enumerate() {
         let s = spec(run as u64 + 1, pair, 4, 2, (Dtype::I32, ReduceOp::Sum));
         let outputs = run_with_input(&cluster, &s, Bytes::from_static(&[0; 8])).await;
@@ -203,7 +203,7 @@ async fn a_root_outside_the_cluster_is_refused() {
 /// Vectors of different lengths cannot be combined: the node that tries says why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unequal_vectors_fail_the_reduction() {
-    let cluster = MemoryCluster::start(&shape(TopologyKind::Full, 3));
+    let cluster = InProcessCluster::start(&shape(TopologyKind::Full, 3));
     let outputs = cluster
         .run_all(1, Duration::from_secs(5), |comm: Comm| async move {
             let vector = Bytes::from(vec![1u8; 4 * (comm.id() + 1)]);

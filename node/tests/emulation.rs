@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::time::Instant;
-use topocomm_node::memory_cluster::MemoryCluster;
-use topocomm_node::pacing::Clock;
+use topocomm_node::in_process::InProcessCluster;
+use topocomm_node::transport::pacing::Clock;
 use topocomm_proto::spec::{Dilation, LinkModel, Routing};
 use topocomm_proto::{NodeId, Topology, TopologyKind};
 
@@ -27,9 +27,9 @@ fn clocks() -> [Clock; 2] {
 }
 
 /// A ring of `p` on the virtual `clock`, every link emulated by `model` (`None`: full speed).
-fn emulated_ring(clock: Clock, p: usize, model: Option<LinkModel>) -> MemoryCluster {
+fn emulated_ring(clock: Clock, p: usize, model: Option<LinkModel>) -> InProcessCluster {
     let topology = Topology::new(TopologyKind::Ring, p, None).unwrap();
-    let cluster = MemoryCluster::with_clock(&topology, clock);
+    let cluster = InProcessCluster::with_clock(&topology, clock);
     for id in 0..p {
         cluster.router(id).set_emulation(model, 0);
     }

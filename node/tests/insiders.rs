@@ -12,10 +12,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::time::Instant;
-use topocomm_node::Comm;
-use topocomm_node::pacing::Timeline;
+use topocomm_collectives::comm::Comm;
+use topocomm_node::daemon::driver;
 use topocomm_node::router::{Router, link_allowance, signal_allowance};
-use topocomm_node::run;
+use topocomm_node::transport::pacing::Timeline;
 use topocomm_node::transport::stream::StreamLink;
 use topocomm_proto::control::NodeReport;
 use topocomm_proto::frame::{FrameHeader, SYSTEM_TAG_BASE};
@@ -243,7 +243,7 @@ async fn reports_with_a_bit_flipped_in(iteration: Option<u32>) -> Vec<NodeReport
         .map(|(id, links)| {
             let router = Router::start_guarded(id, topology.clone(), links, Timeline::Real { offset_ns: 0 });
             let spec = spec.clone();
-            tokio::spawn(async move { run::execute(router, &spec).await })
+            tokio::spawn(async move { driver::execute(router, &spec).await })
         })
         .collect();
     let mut reports = Vec::new();

@@ -9,11 +9,11 @@ use bytes::Bytes;
 use tokio::io::{AsyncWriteExt, DuplexStream};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use topocomm_node::Comm;
-use topocomm_node::comm::CommError;
-use topocomm_node::memory_cluster::MemoryCluster;
-use topocomm_node::pacing::Timeline;
+use topocomm_collectives::comm::Comm;
+use topocomm_collectives::comm::CommError;
+use topocomm_node::in_process::InProcessCluster;
 use topocomm_node::router::Router;
+use topocomm_node::transport::pacing::Timeline;
 use topocomm_node::transport::stream::StreamLink;
 use topocomm_proto::frame::FrameHeader;
 use topocomm_proto::{Topology, TopologyKind};
@@ -98,7 +98,7 @@ async fn a_frame_due_beyond_the_deadline_is_refused_not_held() {
     let (router, mut far) = lone_node();
     router.emulation().set_due_horizon(Duration::from_secs(5));
     // Due in about a century: a forged or stray emulated frame.
-    let due_ns = topocomm_node::timebase::now_ns() + 100 * 365 * 24 * 3600 * 1_000_000_000;
+    let due_ns = topocomm_node::daemon::timebase::now_ns() + 100 * 365 * 24 * 3600 * 1_000_000_000;
     write_frame(&mut far, FrameHeader { due_ns, ..header(1, 0) }, b"late").await;
     let started = std::time::Instant::now();
     let text = wait_for_node_1(&router).await.unwrap_err().to_string();
@@ -117,7 +117,7 @@ async fn a_silent_peer_ends_in_a_timeout_naming_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn frames_cross_a_ring_hop_by_hop_intact() {
     let topology = Topology::new(TopologyKind::Ring, 8, None).unwrap();
-    let cluster = MemoryCluster::start(&topology);
+    let cluster = InProcessCluster::start(&topology);
     let payload = Bytes::from((0..100_000u32).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
     let sent = payload.clone();
     let results = cluster

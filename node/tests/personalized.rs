@@ -14,10 +14,10 @@ use common::{
     DTYPES, SMALL, Specs, TIMEOUT, assert_no_message_left, forwarded_by, grids_the_defaults_never_pick, on_each,
     run_on_reference_inputs, run_with_input, scaled, shape, shapes_of, verify, verify_fresh,
 };
-use topocomm_node::CommError;
-use topocomm_node::collectives::blocks::BlockLayout;
-use topocomm_node::collectives::{alltoall, scatter_gather};
-use topocomm_node::memory_cluster::MemoryCluster;
+use topocomm_collectives::algorithms::blocks::BlockLayout;
+use topocomm_collectives::algorithms::{alltoall, scatter_gather};
+use topocomm_collectives::comm::CommError;
+use topocomm_node::in_process::InProcessCluster;
 use topocomm_proto::spec::{Algorithm, Collective, Dtype, RunSpec};
 use topocomm_proto::{Topology, TopologyKind};
 
@@ -74,7 +74,7 @@ impl Runs {
 /// Every algorithm of every personalized collective on `cluster`: scatter and gather
 /// from `roots` with every block size of [`ELEMENTS`], all-to-all with every size,
 /// shift by every q of [`shifts`] (sizes taking turns).
-async fn everything(cluster: &MemoryCluster, topology: &Topology, roots: &[usize], runs: &mut Runs) {
+async fn everything(cluster: &InProcessCluster, topology: &Topology, roots: &[usize], runs: &mut Runs) {
     let p = topology.p();
     for algorithm in ROOTED {
         for collective in [Collective::Scatter, Collective::Gather] {
@@ -355,7 +355,7 @@ async fn schedules_forward_frames_only_off_their_topology() {
 /// A root outside the cluster is refused by every node, with no message sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_root_outside_the_cluster_is_refused() {
-    let cluster = MemoryCluster::start(&shape(TopologyKind::Ring, 4));
+    let cluster = InProcessCluster::start(&shape(TopologyKind::Ring, 4));
     let mut runs = Runs::default();
     for collective in [Collective::Scatter, Collective::Gather] {
         for algorithm in ROOTED {
@@ -373,7 +373,7 @@ async fn a_root_outside_the_cluster_is_refused() {
 /// by every node before anything is sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_inputs_and_algorithms_are_refused() {
-    let cluster = MemoryCluster::start(&shape(TopologyKind::Full, 3));
+    let cluster = InProcessCluster::start(&shape(TopologyKind::Full, 3));
     let outputs = cluster
         .run_all(1, TIMEOUT, |comm| async move {
             alltoall::run(&comm, Algorithm::Bruck, Bytes::from(vec![0; 3 * 8 + 1]), 8).await
@@ -406,7 +406,7 @@ async fn wrong_inputs_and_algorithms_are_refused() {
 /// expect 4) fails the receiving node with an error naming the sender; nothing panics.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_of_the_wrong_length_fails_the_receiver() {
-    let cluster = MemoryCluster::start(&shape(TopologyKind::Hypercube, 4));
+    let cluster = InProcessCluster::start(&shape(TopologyKind::Hypercube, 4));
     for (run, algorithm) in ROOTED.into_iter().enumerate() {
         let outputs = cluster
             .run_all(run as u64 + 1, Duration::from_secs(2), move |comm| async move {

@@ -12,10 +12,10 @@ use common::{
     run_on_reference_inputs, scaled, shape, shapes_of, verify, verify_fresh,
 };
 use tokio::time::Instant;
-use topocomm_node::collectives::{self, barrier};
-use topocomm_node::memory_cluster::MemoryCluster;
-use topocomm_node::pacing::Clock;
-use topocomm_node::{Comm, CommError};
+use topocomm_collectives::algorithms::{self, barrier};
+use topocomm_collectives::comm::{Comm, CommError};
+use topocomm_node::in_process::InProcessCluster;
+use topocomm_node::transport::pacing::Clock;
 use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp, RunSpec};
 use topocomm_proto::{Topology, TopologyKind};
 
@@ -116,7 +116,7 @@ async fn scan_one_mebibyte() {
 /// The pipeline with several segments (the last one shorter), inclusive and exclusive.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipeline_scan_in_segments() {
-    let segment = collectives::scan::SEGMENT;
+    let segment = algorithms::scan::SEGMENT;
     let cases = [
         (TopologyKind::Hypercube, 8, Dtype::F64, ReduceOp::Sum, false, 2 * segment + 8 * 1001),
         (TopologyKind::Ring, 5, Dtype::I32, ReduceOp::Prod, true, 3 * segment + 4 * 7),
@@ -187,7 +187,7 @@ async fn barrier_on_every_kind() {
 async fn nobody_leaves_before(algorithm: Option<Algorithm>, kind: TopologyKind, p: usize, late: usize) {
     let name = algorithm.map_or("runtime".to_string(), |algorithm| algorithm.to_string());
     const DELAY: Duration = Duration::from_millis(200);
-    let cluster = MemoryCluster::with_clock(&shape(kind, p), Clock::Virtual);
+    let cluster = InProcessCluster::with_clock(&shape(kind, p), Clock::Virtual);
     let times = cluster
         .run_all(1, TIMEOUT, move |comm: Comm| async move {
             if comm.id() == late {
@@ -249,7 +249,7 @@ async fn the_runtime_barrier_lets_nobody_out_before_the_last_arrives() {
 /// algorithms it has.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_algorithms_are_refused() {
-    let cluster = MemoryCluster::start(&shape(TopologyKind::Ring, 3));
+    let cluster = InProcessCluster::start(&shape(TopologyKind::Ring, 3));
     for (run, (collective, algorithm)) in
         [(Collective::Scan, Algorithm::Bruck), (Collective::Barrier, Algorithm::Ring)].into_iter().enumerate()
     {

@@ -9,10 +9,10 @@ mod common;
 use std::path::PathBuf;
 
 use common::TIMEOUT;
-use topocomm_node::collectives::schedule::{goal, msccl};
-use topocomm_node::memory_cluster::MemoryCluster;
-use topocomm_node::simulator::Options;
-use topocomm_node::simulator::spec::{self, Inputs};
+use topocomm_collectives::algorithms::schedule::{goal, msccl};
+use topocomm_collectives::simulator::Options;
+use topocomm_collectives::simulator::spec::{self, Inputs};
+use topocomm_node::in_process::InProcessCluster;
 use topocomm_proto::schedule::{Program, Schedule};
 use topocomm_proto::spec::{Algorithm, Dtype, LinkModel, ReduceOp, Routing, RunSpec};
 use topocomm_proto::{Topology, TopologyKind};
@@ -71,7 +71,7 @@ async fn verify_everywhere(name: &str) {
             let spec = spec_of(&program, run, dtype, op);
             spec.validate(p).unwrap_or_else(|error| panic!("{name}: {error}"));
             let context = format!("{name} on {topology}, {dtype} {op}");
-            let cluster = MemoryCluster::start(&topology);
+            let cluster = InProcessCluster::start(&topology);
             cluster.verify(&spec, TIMEOUT).await.unwrap_or_else(|error| panic!("{context}: {error}"));
             let simulated = spec::run(&spec, &topology, links(), Inputs::Reference, Options::default())
                 .unwrap_or_else(|error| panic!("{context} (simulated): {error}"));
@@ -196,7 +196,7 @@ async fn a_wrong_program_fails_verification_naming_the_node() {
     last.dst.index = (last.dst.index + 4) % 32;
     let spec = spec_of(&program, 1, Dtype::I64, ReduceOp::Sum);
     let topology = Topology::new(TopologyKind::Ring, 8, None).unwrap();
-    let error = MemoryCluster::start(&topology).verify(&spec, TIMEOUT).await.unwrap_err().to_string();
+    let error = InProcessCluster::start(&topology).verify(&spec, TIMEOUT).await.unwrap_err().to_string();
     assert!(error.starts_with("node 0: "), "{error}");
     assert!(error.contains("differ; first at element"), "{error}");
     // Chunk 8 (segment 2 of channel 0) never arrives where it belongs: it is named.
@@ -235,7 +235,7 @@ async fn a_goal_schedule_runs_in_memory_and_on_the_simulator() {
     // then t_s + two hops of store-and-forward.
     let one_hop = 20_000 + 1_000 + 1_000;
     assert_eq!(simulated.time_ns, one_hop + (20_000 + 2 * (1_000 + 1_000)));
-    let cluster = MemoryCluster::start(&topology);
+    let cluster = InProcessCluster::start(&topology);
     let outcomes = common::run_with_input(&cluster, &spec, bytes::Bytes::new()).await;
     assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
     common::assert_no_message_left(&cluster, 4, "the GOAL tree");

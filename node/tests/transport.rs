@@ -13,13 +13,15 @@ use bytes::Bytes;
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use topocomm_node::assembly::Place;
-use topocomm_node::memory_cluster::{MemoryCluster, Wires};
-use topocomm_node::pacing::{Clock, Timeline};
+use topocomm_collectives::comm::assembly::Place;
+use topocomm_collectives::comm::fault::LinkFault;
+use topocomm_collectives::comm::payload::{Payload, Written};
+use topocomm_node::in_process::{InProcessCluster, Wires};
+use topocomm_node::transport::channel::ChannelLink;
 use topocomm_node::transport::emulated::Emulation;
-use topocomm_node::transport::memory::MemoryLink;
+use topocomm_node::transport::pacing::{Clock, Timeline};
 use topocomm_node::transport::stream::StreamLink;
-use topocomm_node::transport::{Endpoint, Link, LinkFault, Outgoing, Payload, Written};
+use topocomm_node::transport::{Endpoint, Link, Outgoing};
 use topocomm_proto::catalogue::default_algorithm;
 use topocomm_proto::frame::{DEFAULT_MAX_FRAME, Frame, FrameHeader};
 use topocomm_proto::spec::{Collective, LinkModel, Routing, RunSpec};
@@ -149,7 +151,7 @@ async fn wire(kind: Kind, timeline: Timeline) -> Wired {
             let (a, b) = (dialled.unwrap(), accepted.unwrap().0);
             start((StreamLink::new(a, DEFAULT_MAX_FRAME), StreamLink::new(b, DEFAULT_MAX_FRAME)), timeline)
         }
-        Kind::FrameChannel => start(MemoryLink::pair(), timeline),
+        Kind::FrameChannel => start(ChannelLink::pair(), timeline),
     }
 }
 
@@ -286,7 +288,7 @@ async fn a_frame_that_passes_through_is_not_held() {
 /// Runs `spec` on `topology` wired with `wires` under `model` on the virtual clock;
 /// returns the emulated time it took, in ns, after verifying every node's result.
 async fn emulated_run(topology: &Topology, wires: Wires, spec: &RunSpec, model: LinkModel) -> u64 {
-    let cluster = MemoryCluster::wired(topology, Clock::Virtual, wires);
+    let cluster = InProcessCluster::wired(topology, Clock::Virtual, wires);
     for id in 0..topology.p() {
         cluster.router(id).set_emulation(Some(model), 0);
     }

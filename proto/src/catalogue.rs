@@ -2,7 +2,7 @@
 //! node counts it serves, its step count and its source; and the default algorithm of
 //! each (collective, topology) pair: what a topology is. `topocomm list` prints this
 //! table, and the node refuses a pair that is not in it. What `auto` picks by size and p
-//! is tuning, not contract: the coordinator keeps it as data (`coordinator/src/tuning/`).
+//! is tuning, not contract: the coordinator keeps it as data (`collectives/src/tuning/`).
 
 use crate::spec::{Algorithm, Collective};
 use crate::topology::TopologyKind;

@@ -24,16 +24,6 @@ pub const SYSTEM_TAG_BASE: Tag = 0xFFFF_0000;
 /// The largest frame a link accepts by default (header + payload).
 pub const DEFAULT_MAX_FRAME: usize = 256 * 1024 * 1024;
 
-/// The longest frame (payload bytes) whose batch a link cuts into writes of 512 KiB
-/// (the node's `transport::stream::MAX_WRITE`); a batch with a longer frame goes out in
-/// as few writes as the socket takes. Cutting the 1 MiB messages of a fan-out (the full
-/// topology's scatter and all-to-all, the trees' sends) took a fifth to a half off their
-/// time; cutting 8 MiB frames came out anywhere from 0.93x to 1.26x
-/// (docs/PERFORMANCE-NOTES.md, "How much one write may carry"). Open MPI's TCP transport
-/// writes fragments of at most 128 KiB. `auto`'s built-in all-to-all rule counts on it
-/// too (its blocks of at most 1 MiB: coordinator/src/tuning/default.json).
-pub const CUT_FRAMES_UP_TO: usize = 1024 * 1024;
-
 /// Who a frame is from and for, and how far it has come.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FrameHeader {

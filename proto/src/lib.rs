@@ -2,6 +2,18 @@
 //! the data-plane frame and its codec, coordinator <-> node control messages, the
 //! names users type (collectives, algorithms, ops, dtypes) and the sequential
 //! reference that says what every node must end with.
+//!
+//! Layout:
+//!
+//! * [`topology`]: the shapes, ids, neighbours, edges and routes;
+//! * [`frame`], [`codec`]: the data-plane frame header and the one binary encoding;
+//! * [`control`]: coordinator ↔ node messages and client requests; [`auth`]: the handshake's
+//!   messages and proofs;
+//! * [`spec`]: the names users type and the `RunSpec` every node gets; [`catalogue`]: which
+//!   algorithms serve which collective, and each topology's default; [`schedule`]:
+//!   schedules users bring (MSCCL-IR, GOAL), typed and bounded;
+//! * [`reference`]: what every node must end with; [`elements`]: the reduction operators;
+//! * [`flow`]: message-flow events for traces and diagrams.
 
 pub mod auth;
 pub mod catalogue;

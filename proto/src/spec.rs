@@ -601,86 +601,6 @@ impl RunSpec {
     pub fn run_deadline(&self) -> Option<Duration> {
         self.timeout().checked_mul(self.total_iterations()?)
     }
-
-    /// An estimate, on the safe side, of the bytes node `node` of a `p`-node run needs at
-    /// its peak:
-    ///
-    /// * its input: p blocks of `size_bytes` for scatter at the root, reduce-scatter and
-    ///   alltoall, nothing for barrier or for scatter away from the root, one block
-    ///   otherwise (`reference::input_len`);
-    /// * its output: p blocks for allgather, gather at the root and alltoall, nothing for
-    ///   barrier or for gather away from the root, one block otherwise
-    ///   (`reference::expected`);
-    /// * in flight, twice the largest input or output any node of the run holds (one and
-    ///   a half times for all-gather and reduce-scatter, half for the pairwise
-    ///   all-to-alls): frames received and blocks being combined or concatenated, or
-    ///   passed on towards the root of a scatter or gather, while input and output are
-    ///   held;
-    /// * 8 bytes of timing per timed iteration.
-    ///
-    /// The daemon's own base is not included (docs/PERFORMANCE-NOTES.md holds the
-    /// estimate against measured peaks). `None` when the estimate overflows `u64`.
-    pub fn memory_of_node(&self, p: usize, node: NodeId) -> Option<u64> {
-        let size = self.size_bytes;
-        let blocks = || size.checked_mul(u64::try_from(p).ok()?);
-        let at_root = node == self.root;
-        let input = match self.collective {
-            Collective::Barrier => 0,
-            Collective::Scatter if !at_root => 0,
-            Collective::Scatter | Collective::ReduceScatter | Collective::Alltoall => blocks()?,
-            _ => size,
-        };
-        let output = match self.collective {
-            Collective::Barrier => 0,
-            Collective::Gather if !at_root => 0,
-            Collective::Allgather | Collective::Gather | Collective::Alltoall => blocks()?,
-            _ => size,
-        };
-        let largest_anywhere = match self.collective {
-            Collective::Scatter | Collective::Gather => blocks()?,
-            _ => input.max(output),
-        };
-        let in_flight = match self.collective {
-            // Their largest message is half the p blocks (a hypercube's last or first
-            // step; a ring's or a full network's messages are single blocks), and their
-            // measured peaks stayed within 2.06 times the p blocks in all
-            // (docs/PERFORMANCE-NOTES.md): one and a half times is on the safe side.
-            Collective::Allgather | Collective::ReduceScatter => largest_anywhere.checked_mul(3)? / 2,
-            // One block to each partner in turn, the one received read into the result:
-            // measured within 0.38 times the p blocks above input and output
-            // (docs/PERFORMANCE-NOTES.md). The store-and-forward schedules keep the whole
-            // allowance: a message they receive holds blocks for several later steps.
-            Collective::Alltoall if matches!(self.algorithm, Algorithm::Pairwise | Algorithm::PairwiseXor) => {
-                largest_anywhere / 2
-            }
-            _ => largest_anywhere.checked_mul(2)?,
-        };
-        let timing = u64::from(self.iterations).checked_mul(std::mem::size_of::<f64>() as u64)?;
-        input.checked_add(output)?.checked_add(in_flight)?.checked_add(timing)
-    }
-
-    /// [`RunSpec::memory_of_node`] summed over `nodes`: what they need together when
-    /// they share one machine. `None` when the sum overflows `u64`.
-    pub fn memory_of_nodes(&self, p: usize, nodes: impl IntoIterator<Item = NodeId>) -> Option<u64> {
-        nodes.into_iter().try_fold(0u64, |sum, node| sum.checked_add(self.memory_of_node(p, node)?))
-    }
-
-    /// Refuses a `p`-node run whose [`RunSpec::memory_of_nodes`] for `nodes`, which share
-    /// `available_bytes`, exceeds it; `holder` names them in the error (e.g. "node 3
-    /// (node-3)" or "the 8 local nodes").
-    pub fn check_memory(
-        &self,
-        p: usize,
-        nodes: impl IntoIterator<Item = NodeId>,
-        available_bytes: u64,
-        holder: &str,
-    ) -> Result<(), SpecError> {
-        let needed = self.memory_of_nodes(p, nodes).ok_or(SpecError::MemoryOverflow { size: self.size_bytes, p })?;
-        if needed > available_bytes {
-            return Err(SpecError::TooMuchMemory { needed, available: available_bytes, holder: holder.to_owned() });
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -726,17 +646,14 @@ mod tests {
         assert!(RunSpec { size_bytes: 16, root: 4, ..spec }.validate(4).is_err());
     }
 
-    const GIB: u64 = 1 << 30;
-
     #[test]
-    fn everyday_specs_validate_and_fit_in_memory() {
+    fn everyday_specs_validate() {
         use strum::IntoEnumIterator;
         for collective in Collective::iter() {
             let spec =
                 RunSpec { size_bytes: 1 << 20, warmup: 3, iterations: 20, ..RunSpec::new(collective, Algorithm::Auto) };
             for p in [1, 8, 1024] {
                 assert_eq!(spec.validate(p), Ok(()), "{collective} on {p}");
-                assert_eq!(spec.check_memory(p, [0], 24 * GIB, "node 0 (node-0)"), Ok(()), "{collective} on {p}");
             }
         }
     }
@@ -779,65 +696,6 @@ mod tests {
         let huge = RunSpec { warmup: 0, iterations: u32::MAX, timeout_ms: u64::MAX, ..spec.clone() };
         assert_eq!(huge.run_deadline(), None);
         assert_eq!(RunSpec { warmup: u32::MAX, ..spec }.run_deadline(), None);
-    }
-
-    #[test]
-    fn memory_of_node_counts_input_output_flight_and_timing() {
-        let spec = |collective, size| RunSpec {
-            size_bytes: size,
-            iterations: 10,
-            root: 2,
-            ..RunSpec::new(collective, Algorithm::Auto)
-        };
-        // One block in, one out, two in flight, 10 timings.
-        assert_eq!(spec(Collective::Allreduce, 1000).memory_of_node(8, 0), Some(4000 + 80));
-        // p blocks in and out.
-        assert_eq!(spec(Collective::Alltoall, 1000).memory_of_node(8, 5), Some(4 * 8000 + 80));
-        // The pairwise exchanges send and receive one block at a time.
-        for algorithm in [Algorithm::Pairwise, Algorithm::PairwiseXor] {
-            let pairwise = RunSpec { algorithm, ..spec(Collective::Alltoall, 1000) };
-            assert_eq!(pairwise.memory_of_node(8, 5), Some(2 * 8000 + 4000 + 80), "{algorithm}");
-        }
-        // One block in, p out, one and a half times the p blocks in flight.
-        assert_eq!(spec(Collective::Allgather, 1000).memory_of_node(8, 7), Some(1000 + 8000 + 12000 + 80));
-        assert_eq!(spec(Collective::ReduceScatter, 1000).memory_of_node(8, 7), Some(8000 + 1000 + 12000 + 80));
-        // The root of a scatter holds the p blocks; the others one block, and pass on up
-        // to all of them.
-        let scatter = spec(Collective::Scatter, 1000);
-        assert_eq!(scatter.memory_of_node(8, 2), Some(8000 + 1000 + 2 * 8000 + 80));
-        assert_eq!(scatter.memory_of_node(8, 0), Some(1000 + 2 * 8000 + 80));
-        let gather = spec(Collective::Gather, 1000);
-        assert_eq!(gather.memory_of_node(8, 2), Some(1000 + 8000 + 2 * 8000 + 80));
-        assert_eq!(gather.memory_of_node(8, 3), Some(1000 + 2 * 8000 + 80));
-        assert_eq!(scatter.memory_of_nodes(8, 0..8), Some(8000 + 8 * (1000 + 2 * 8000 + 80)));
-        assert_eq!(scatter.memory_of_nodes(8, []), Some(0));
-        assert_eq!(spec(Collective::Barrier, 1000).memory_of_node(8, 0), Some(80));
-        // Timing data alone, for the most iterations a spec can have.
-        let many = RunSpec { iterations: u32::MAX, ..spec(Collective::Barrier, 0) };
-        assert_eq!(many.memory_of_node(2, 0), Some(u64::from(u32::MAX) * 8));
-        assert_eq!(spec(Collective::Alltoall, u64::MAX / 4).memory_of_node(8, 0), None);
-        assert_eq!(spec(Collective::Allreduce, u64::MAX / 2).memory_of_node(8, 0), None);
-        assert_eq!(
-            spec(Collective::Allreduce, u64::MAX / 8).memory_of_node(usize::MAX, 0),
-            Some(u64::MAX / 8 * 4 + 80)
-        );
-        assert_eq!(spec(Collective::Allreduce, u64::MAX / 8).memory_of_nodes(8, 0..2), None);
-    }
-
-    #[test]
-    fn check_memory_names_what_is_needed_and_who_has_what() {
-        let spec = RunSpec { size_bytes: 75 * GIB, ..RunSpec::new(Collective::Allreduce, Algorithm::Ring) };
-        let err = spec.check_memory(8, [3], 18 * GIB + GIB / 5, "node 3 (node-3)").unwrap_err();
-        assert!(matches!(err, SpecError::TooMuchMemory { needed, .. } if needed == 300 * GIB + 8));
-        assert_eq!(err.to_string(), "the run needs about 300.0 GiB at node 3 (node-3); 18.2 GiB available");
-        let needed = spec.memory_of_node(8, 0).expect("fits");
-        assert_eq!(spec.check_memory(8, [0], needed, "node 0 (node-0)"), Ok(()));
-        assert!(spec.check_memory(8, [0], needed - 1, "node 0 (node-0)").is_err());
-        // Nodes that share a machine need the sum.
-        assert_eq!(spec.check_memory(8, [0, 1], 2 * needed, "the 2 nodes"), Ok(()));
-        assert!(spec.check_memory(8, [0, 1], 2 * needed - 1, "the 2 nodes").is_err());
-        let err = RunSpec { size_bytes: u64::MAX / 2, ..spec }.check_memory(8, [0], u64::MAX, "node 0").unwrap_err();
-        assert!(matches!(err, SpecError::MemoryOverflow { p: 8, .. }), "{err}");
     }
 
     #[test]

@@ -9,8 +9,8 @@ use anyhow::{Context, bail};
 use clap::Args;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
-use topocomm_node::handshake::{self, HandshakeError};
 use topocomm_node::security::SecurityArgs;
+use topocomm_node::security::handshake::{self, HandshakeError};
 use topocomm_proto::auth::{Key, Purpose};
 use topocomm_proto::control::{ClientRequest, ClientResponse, MAX_REPORT_FRAME};
 

@@ -16,9 +16,9 @@ use rand::Rng;
 use tokio::net::TcpListener;
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
-use topocomm_node::limits;
-use topocomm_node::simulator::spec::Inputs;
-use topocomm_node::simulator::{self, Options};
+use topocomm_collectives::simulator::spec::Inputs;
+use topocomm_collectives::simulator::{self, Options};
+use topocomm_node::daemon::limits;
 use topocomm_proto::auth::Key;
 use topocomm_proto::flow::{FlowEvent, FlowKind};
 use topocomm_proto::frame::{DEFAULT_MAX_FRAME, FrameHeader};
@@ -28,12 +28,13 @@ use topocomm_proto::{NodeId, Topology};
 
 use crate::control::run::Coordinator;
 use crate::control::server;
-use crate::tuning::Tuning;
+use topocomm_collectives::tuning::Tuning;
+use topocomm_node::transport::stream::STREAM_LINKS;
 
 /// What one node daemon process costs before any run: its resident memory. Measured on
 /// Linux x86-64 (release build): the VmRSS of every daemon while `topocomm run allreduce
 /// --nodes 8 --topology hypercube` (64 KiB) ran was 6.7-7.0 MiB; rounded up. A run's own
-/// memory comes on top ([`RunSpec::memory_of_node`]).
+/// memory comes on top ([`Footprint::of_node`](topocomm_collectives::tuning::footprint::Footprint::of_node)).
 pub const NODE_BASE_RSS: u64 = 8 << 20;
 
 /// Threads (each a task in the kernel's process and pid accounting) one node daemon
@@ -98,7 +99,7 @@ pub struct Capacity {
     pub tasks: Option<(u64, &'static str)>,
     /// Kernel tasks (threads) that exist already, on the whole machine.
     pub tasks_running: u64,
-    /// Memory this process may still use ([`topocomm_node::memory::available_bytes`]).
+    /// Memory this process may still use ([`topocomm_node::daemon::allocator::available_bytes`]).
     pub memory: Option<u64>,
 }
 
@@ -125,7 +126,7 @@ impl Capacity {
             open_files: limits::raise_open_file_limit(),
             tasks,
             tasks_running,
-            memory: topocomm_node::memory::available_bytes(),
+            memory: topocomm_node::daemon::allocator::available_bytes(),
         }
     }
 
@@ -160,7 +161,7 @@ impl Capacity {
 
     /// Refuses `spec` on `nodes` local node processes of `topology`: too many nodes
     /// ([`Capacity::check_nodes`]), or a run whose memory, summed over the nodes
-    /// ([`RunSpec::memory_of_nodes`]: the root of a scatter or gather needs more than the
+    /// ([`Footprint::of_nodes`](topocomm_collectives::tuning::footprint::Footprint::of_nodes): the root of a scatter or gather needs more than the
     /// others), exceeds what this machine has available once every process has its base.
     /// `auto` is resolved as the coordinator will, a leaner algorithm where its pick does
     /// not fit ([`Tuning::resolve_checked`]); returns the spec so resolved.
@@ -172,11 +173,11 @@ impl Capacity {
         tuning: &Tuning,
     ) -> Result<RunSpec, CapacityError> {
         self.check_nodes(nodes)?;
-        tuning.resolve_checked(spec, topology, nodes, |spec| self.check_memory(spec, nodes))
+        tuning.resolve_checked(spec, topology, nodes, |spec| self.check_memory(spec, nodes, tuning))
     }
 
     /// Refuses `spec` if `nodes` local node processes cannot hold it together.
-    fn check_memory(&self, spec: &RunSpec, nodes: usize) -> Result<(), CapacityError> {
+    fn check_memory(&self, spec: &RunSpec, nodes: usize, tuning: &Tuning) -> Result<(), CapacityError> {
         let Some(memory) = self.memory else { return Ok(()) };
         let count = u64::try_from(nodes).unwrap_or(u64::MAX);
         let available = memory.saturating_sub(count.saturating_mul(NODE_BASE_RSS));
@@ -185,7 +186,7 @@ impl Capacity {
             ByteSize(memory),
             ByteSize(NODE_BASE_RSS)
         );
-        spec.check_memory(nodes, 0..nodes, available, &holder)?;
+        tuning.footprint.check(spec, nodes, 0..nodes, available, &holder)?;
         Ok(())
     }
 }
@@ -244,7 +245,10 @@ fn longest_message(spec: &RunSpec, topology: &Topology) -> Option<FlowEvent> {
         run: spec.run,
         record: true,
         wall_limit: Some(MESSAGE_CHECK_PATIENCE),
-        raw_links: spec.emulation.is_none(),
+        links: match spec.emulation {
+            None => STREAM_LINKS,
+            Some(_) => STREAM_LINKS.emulated(),
+        },
         ..Options::default()
     };
     let simulated = simulator::spec::run(spec, topology, links, Inputs::Lengths, options).ok()?;

@@ -213,14 +213,14 @@ pub fn plan(what: &CollectiveArgs, repetition: Repetition) -> anyhow::Result<Pla
 /// The MSCCL-IR program at `path`, played with no data first (it must finish), for
 /// `collective`.
 pub fn read_schedule(path: &std::path::Path, collective: Collective) -> anyhow::Result<Schedule> {
-    let schedule = topocomm_node::collectives::schedule::read_msccl(path).map_err(anyhow::Error::msg)?;
+    let schedule = topocomm_collectives::algorithms::schedule::read_msccl(path).map_err(anyhow::Error::msg)?;
     if let Schedule::Msccl(program) = &schedule {
         anyhow::ensure!(
             program.collective == collective,
             "{}: the program is for {} (coll=\"{}\"), but the command asks for {collective}",
             path.display(),
             program.collective,
-            topocomm_node::collectives::schedule::msccl::coll_name(program.collective)
+            topocomm_collectives::algorithms::schedule::msccl::coll_name(program.collective)
         );
     }
     Ok(schedule)

@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytesize::ByteSize;
 use tokio::sync::{Mutex, mpsc};
 use tokio::time::Instant;
-use topocomm_node::{limits, timebase};
+use topocomm_node::daemon::{limits, timebase};
 use topocomm_proto::NodeId;
 use topocomm_proto::auth::Key;
 use topocomm_proto::catalogue::{self, NoSuchAlgorithm};
@@ -20,7 +20,7 @@ use topocomm_proto::spec::{Collective, Dilation, RunSpec, SpecError};
 use topocomm_proto::{Topology, TopologyError};
 
 use crate::control::cluster::{Cluster, Event, Incomplete, Participant, SessionId};
-use crate::tuning::Tuning;
+use topocomm_collectives::tuning::Tuning;
 
 /// How long every node has to bring its links up.
 const WIRE_DEADLINE: Duration = Duration::from_secs(20);
@@ -210,8 +210,9 @@ impl Coordinator {
         let topology = Topology::new(request.topology, p, request.dims.as_deref())?;
         request.spec.validate(p)?;
         catalogue::check(request.spec.collective, request.spec.algorithm)?;
-        let spec =
-            self.tuning.resolve_checked(&request.spec, topology.kind(), p, |spec| check_memory(spec, &participants))?;
+        let spec = self.tuning.resolve_checked(&request.spec, topology.kind(), p, |spec| {
+            check_memory(spec, &participants, &self.tuning)
+        })?;
         let topology_spec = TopologySpec { kind: topology.kind(), p, dims: topology.dims().to_vec() };
         let sessions: Vec<SessionId> = participants.iter().map(|p| p.session).collect();
         if driver.drain() {
@@ -511,12 +512,12 @@ fn align(reports: &mut [NodeReport], clocks: &[ClockOffset], dilation: Dilation)
 
 /// Refuses, before any node allocates, a run that needs more memory than its nodes have:
 /// the nodes at one host address share what the one of them with the least reported
-/// when it registered, and need the sum of their estimates ([`RunSpec::memory_of_node`];
+/// when it registered, and need the sum of their estimates (the tuning table's `footprint`;
 /// a local cluster's nodes each report the whole machine; without sharing, 64 of them at
 /// 1 MiB all-to-all were let through to the kernel's OOM killer). Nodes that did not say
 /// are left to check for themselves, as every node does again. Containers have an
 /// address each, so nodes in containers on one host are not grouped.
-fn check_memory(spec: &RunSpec, participants: &[Participant]) -> Result<(), SpecError> {
+fn check_memory(spec: &RunSpec, participants: &[Participant], tuning: &Tuning) -> Result<(), SpecError> {
     let mut hosts: BTreeMap<&str, Vec<&Participant>> = BTreeMap::new();
     for node in participants.iter().filter(|p| p.memory_bytes > 0) {
         hosts.entry(host_of(&node.data_addr)).or_default().push(node);
@@ -532,7 +533,7 @@ fn check_memory(spec: &RunSpec, participants: &[Participant]) -> Result<(), Spec
             ),
         };
         let ids = nodes.iter().map(|node| node.id);
-        spec.check_memory(participants.len(), ids, smallest.memory_bytes, &holder)?;
+        tuning.footprint.check(spec, participants.len(), ids, smallest.memory_bytes, &holder)?;
     }
     Ok(())
 }
@@ -792,9 +793,9 @@ mod tests {
         let spec =
             RunSpec { size_bytes: 20 << 20, iterations: 1, ..RunSpec::new(Collective::Alltoall, Algorithm::Ring) };
         let apart: Vec<Participant> = (0..4).map(|id| at(id, &format!("10.0.0.{id}:7000"))).collect();
-        assert_eq!(check_memory(&spec, &apart), Ok(()));
+        assert_eq!(check_memory(&spec, &apart, &Tuning::built_in()), Ok(()));
         let together: Vec<Participant> = (0..4).map(|id| at(id, &format!("127.0.0.1:{}", 7000 + id))).collect();
-        let error = check_memory(&spec, &together).unwrap_err();
+        let error = check_memory(&spec, &together, &Tuning::built_in()).unwrap_err();
         assert!(matches!(error, SpecError::TooMuchMemory { available, .. } if available == 1 << 30), "{error:?}");
         assert_eq!(
             error.to_string(),

@@ -1,5 +1,5 @@
 //! The coordinator's control listener. Every connection first passes the mutual
-//! handshake (`topocomm_node::handshake`: at most a few KiB and a few seconds for a
+//! handshake (`topocomm_node::security::handshake`: at most a few KiB and a few seconds for a
 //! stranger, a capped number of strangers at once per source address and in all, the
 //! oldest of the busiest source dropped for the newest and told so; refusals counted in
 //! a log line a second); its purpose then makes it a node's control session or a CLI
@@ -19,8 +19,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 use tokio_util::codec::{Framed, LengthDelimitedCodec, LengthDelimitedCodecError};
-use topocomm_node::handshake::{self, Gate, GateRefusal};
-use topocomm_node::secure::Channel;
+use topocomm_node::security::encryption::Channel;
+use topocomm_node::security::handshake::{self, Gate, GateRefusal};
 use topocomm_node::security::{PendingHandshakes, RefusalLog};
 use topocomm_proto::auth::{self, Hello, Key, Purpose};
 use topocomm_proto::codec;

@@ -46,7 +46,7 @@ pub struct LabArgs {
     pub security: SecurityArgs,
     /// The rules `--algorithm auto` picks by for the page's runs.
     #[command(flatten)]
-    pub tuning: crate::tuning::TuningArgs,
+    pub tuning: crate::cli::TuningArgs,
 }
 
 /// The lab was asked of a binary built without it.

@@ -31,7 +31,7 @@ use strum::IntoEnumIterator;
 use tokio::net::TcpListener;
 
 use tokio::sync::{RwLock, broadcast};
-use topocomm_node::simulator::{self, Options};
+use topocomm_collectives::simulator::{self, Options};
 use topocomm_proto::auth::Key;
 use topocomm_proto::control::RunOutcome;
 use topocomm_proto::spec::{Collective, Dtype, ReduceOp, Routing};

@@ -10,11 +10,12 @@ use strum::IntoEnumIterator;
 use topocomm_proto::spec::Collective;
 use topocomm_proto::{Topology, TopologyKind, catalogue};
 
+use crate::cli::TuningArgs;
 use crate::control::parse::parse_collective;
 use crate::control::request::ShapeArgs;
 use crate::render::output;
 use crate::render::table::HouseTable;
-use crate::tuning::{Rule, TuningArgs};
+use topocomm_collectives::tuning::Rule;
 
 #[derive(Debug, Clone, Args)]
 pub struct TopologyArgs {

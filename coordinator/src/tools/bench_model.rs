@@ -40,7 +40,7 @@ use crate::render::report::{self, TimeStats};
 use crate::render::table::{Fit, HouseTable};
 use crate::tools::dilation::{Messages, Probe};
 use crate::tools::model::{self, ModelError, Prediction};
-use crate::tuning::Tuning;
+use topocomm_collectives::tuning::Tuning;
 
 #[derive(Debug, Clone, Args)]
 pub struct BenchModelArgs {
@@ -106,7 +106,7 @@ pub struct BenchModelArgs {
 /// The MSCCL-IR program at `path`, checked against the collectives the command names (none,
 /// or only the program's own).
 fn read_program(path: &Path, collectives: &[Collective]) -> anyhow::Result<(Schedule, Collective)> {
-    let schedule = topocomm_node::collectives::schedule::read_msccl(path).map_err(anyhow::Error::msg)?;
+    let schedule = topocomm_collectives::algorithms::schedule::read_msccl(path).map_err(anyhow::Error::msg)?;
     let own = match &schedule {
         Schedule::Msccl(program) => program.collective,
         _ => anyhow::bail!("{}: not an MSCCL-IR program", path.display()),
@@ -114,7 +114,7 @@ fn read_program(path: &Path, collectives: &[Collective]) -> anyhow::Result<(Sche
     if let Some(other) = collectives.iter().find(|&&c| c != own) {
         anyhow::bail!("{}: the program is for {own}, but --collectives names {other}", path.display());
     }
-    eprintln!("{}", topocomm_node::collectives::schedule::summary(&schedule));
+    eprintln!("{}", topocomm_collectives::algorithms::schedule::summary(&schedule));
     Ok((schedule, own))
 }
 

@@ -29,7 +29,7 @@ use crate::control::request::{Dilating, parse_dilation};
 use crate::render::output::outln;
 use crate::render::report;
 use crate::render::table::HouseTable;
-use crate::tuning::Tuning;
+use topocomm_collectives::tuning::Tuning;
 
 #[derive(Debug, Clone, Args)]
 pub struct CalibrateArgs {

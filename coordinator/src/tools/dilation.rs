@@ -50,7 +50,7 @@ use crate::render::dilation::{AutoDilation, Binding, MessageTime, ProbeFigures, 
 use crate::render::quantity::size_text;
 use crate::render::report;
 use crate::tools::model::Prediction;
-use crate::tuning::Tuning;
+use topocomm_collectives::tuning::Tuning;
 
 /// The share of a message's dilated time its release may come late by: a few per cent,
 /// so that the run is late by no more than that against the model.

@@ -15,7 +15,7 @@ use crate::render::dilation::Dilated;
 use crate::render::report::{self, RunSummary, VerificationFailure};
 use crate::tools::dilation;
 use crate::tools::model::{self, Prediction};
-use crate::tuning::Tuning;
+use topocomm_collectives::tuning::Tuning;
 
 /// A run that came back from its nodes (verified or not).
 pub struct Executed {

@@ -17,11 +17,12 @@ use topocomm_proto::flow::{FlowEvent, FlowKind};
 use topocomm_proto::spec::{Algorithm, LinkModel, Routing, RunSpec};
 use topocomm_proto::{NodeId, Topology, catalogue};
 
+use crate::cli::TuningArgs;
 use crate::control::request::{self, CollectiveArgs, Emulated, LinkArgs, Repetition};
 use crate::render::output;
 use crate::tools::goal_out;
 use crate::tools::model::{self, Prediction};
-use crate::tuning::{Tuning, TuningArgs};
+use topocomm_collectives::tuning::Tuning;
 
 #[derive(Debug, Clone, Args)]
 pub struct ExplainArgs {
@@ -229,7 +230,7 @@ fn header(x: &Explained) -> String {
     let spec = &x.spec;
     let mut text = format!("{} by {}", spec.collective, spec.what_runs());
     if let Some(schedule) = &spec.schedule {
-        write!(text, "\n{}", topocomm_node::collectives::schedule::summary(schedule)).ok();
+        write!(text, "\n{}", topocomm_collectives::algorithms::schedule::summary(schedule)).ok();
     } else if x.requested != spec.algorithm {
         write!(text, " (picked by {})", x.requested).ok();
     }

@@ -5,9 +5,9 @@
 use std::path::Path;
 
 use anyhow::Context;
-use topocomm_node::collectives::schedule::goal;
-use topocomm_node::simulator::Options;
-use topocomm_node::simulator::spec::{self, Inputs};
+use topocomm_collectives::algorithms::schedule::goal;
+use topocomm_collectives::simulator::Options;
+use topocomm_collectives::simulator::spec::{self, Inputs};
 use topocomm_proto::Topology;
 use topocomm_proto::spec::{LinkModel, RunSpec};
 

@@ -1,5 +1,5 @@
 //! The cost model. A prediction is the time the run's own algorithm takes on the
-//! simulator's virtual network (`topocomm_node::simulator`): the same algorithm code as
+//! simulator's virtual network (`topocomm_collectives::simulator`): the same algorithm code as
 //! a real run, its messages crossing links of the emulated physics (t_s once per message
 //! at its source, t_h per hop, t_w per byte, store-and-forward or cut-through packets,
 //! one transfer per link direction) while software takes no time. So the model follows
@@ -9,8 +9,8 @@
 //! against the real router on in-memory links under a paused clock, the model's earlier
 //! engine, to the nanosecond.
 
-use topocomm_node::simulator::spec::{Inputs, RunFailure};
-use topocomm_node::simulator::{self, Options};
+use topocomm_collectives::simulator::spec::{Inputs, RunFailure};
+use topocomm_collectives::simulator::{self, Options};
 use topocomm_proto::Topology;
 use topocomm_proto::flow::FlowEvent;
 use topocomm_proto::spec::{LinkModel, RunSpec};
@@ -453,7 +453,7 @@ mod tests {
 mod earlier_engine {
     use super::*;
     use strum::IntoEnumIterator;
-    use topocomm_node::memory_cluster::{RouterTiming, time_on_routers};
+    use topocomm_node::in_process::{RouterTiming, time_on_routers};
     use topocomm_proto::TopologyKind;
     use topocomm_proto::catalogue;
     use topocomm_proto::spec::{Collective, Routing};

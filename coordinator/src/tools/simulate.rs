@@ -1,5 +1,5 @@
 //! `topocomm simulate`: the collective algorithms, unchanged, on the simulator's virtual
-//! network (`topocomm_node::simulator`) instead of daemons — thousands to millions of
+//! network (`topocomm_collectives::simulator`) instead of daemons — thousands to millions of
 //! nodes in seconds. One point prints what `run` prints (time, frames sent and
 //! forwarded, busiest link, steps) plus what the simulation cost; several node counts,
 //! topologies or algorithms print a scaling table with the textbook's closed form beside
@@ -14,11 +14,12 @@ use anyhow::{Context, bail};
 use bytesize::ByteSize;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
-use topocomm_node::simulator::spec::{Inputs, SimulatedRun};
-use topocomm_node::simulator::{self, LiveCounts, Options};
+use topocomm_collectives::simulator::spec::{Inputs, SimulatedRun};
+use topocomm_collectives::simulator::{self, LiveCounts, Options};
 use topocomm_proto::spec::{Algorithm, Collective, LinkModel, RunSpec};
 use topocomm_proto::{Topology, TopologyKind, catalogue, reference};
 
+use crate::cli::TuningArgs;
 use crate::control::parse::{ParseError, parse_collective, parse_dims, parse_size, parse_timeout, parse_topology};
 use crate::control::request::{self, DataArgs, LinkArgs, Repetition};
 use crate::render::output::outln;
@@ -30,7 +31,6 @@ use crate::render::trace::{self, FlowOutputs};
 use crate::tools::closed_form;
 use crate::tools::explain;
 use crate::tools::sweep::{Algorithms, parse_algorithms};
-use crate::tuning::TuningArgs;
 
 /// `topocomm simulate`: what `run` takes, with node counts, topologies and algorithms as
 /// lists.
@@ -246,7 +246,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
         match simulated {
             Ok(simulated) => {
                 let wall = began.elapsed().as_secs_f64();
-                let peak = topocomm_node::memory::peak_resident_bytes().map_or_else(String::new, |bytes| {
+                let peak = topocomm_node::daemon::allocator::peak_resident_bytes().map_or_else(String::new, |bytes| {
                     format!(", peak memory so far {}", ByteSize(bytes).display().iec())
                 });
                 bar.suspend(|| {
@@ -307,16 +307,16 @@ pub(crate) fn plan(args: &SimulateArgs) -> anyhow::Result<Vec<Planned>> {
         args.dims.is_none() || (args.topology.len() == 1 && args.nodes.len() == 1),
         "--dims gives the shape of one topology: give one --topology and one --nodes with it"
     );
-    let available = topocomm_node::memory::available_bytes();
+    let available = topocomm_node::daemon::allocator::available_bytes();
     let schedule = match (&args.schedule, &args.goal) {
         (Some(path), _) => Some(Box::new(request::read_schedule(path, args.collective)?)),
         (None, Some(path)) => {
-            Some(Box::new(topocomm_node::collectives::schedule::read_goal(path).map_err(anyhow::Error::msg)?))
+            Some(Box::new(topocomm_collectives::algorithms::schedule::read_goal(path).map_err(anyhow::Error::msg)?))
         }
         (None, None) => None,
     };
     if let Some(schedule) = &schedule {
-        eprintln!("{}", topocomm_node::collectives::schedule::summary(schedule));
+        eprintln!("{}", topocomm_collectives::algorithms::schedule::summary(schedule));
     }
     let tuning = args.tuning.load()?;
     let mut planned = Vec::new();

@@ -33,6 +33,7 @@ use serde_json::json;
 use topocomm_proto::spec::{Algorithm, Collective, LinkModel, RunSpec};
 use topocomm_proto::{Topology, catalogue};
 
+use crate::cli::TuningArgs;
 use crate::control::client::RemoteArgs;
 use crate::control::local::{self, Capacity, CapacityError, LocalCluster};
 use crate::control::parse::{ParseError, parse_collective, parse_size};
@@ -53,7 +54,7 @@ use crate::render::sweep_table::{self, SweepPoint};
 use crate::render::{self, trace};
 use crate::tools::dilation::{self, Messages, Probe};
 use crate::tools::model::{self, Prediction};
-use crate::tuning::{Tuning, TuningArgs};
+use topocomm_collectives::tuning::Tuning;
 
 /// `topocomm sweep`: the collective options of `run`, with sizes and algorithms as lists.
 #[derive(Debug, Clone, Args)]

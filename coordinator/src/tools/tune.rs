@@ -16,6 +16,7 @@ use topocomm_proto::control::{RunOutcome, RunRequest};
 use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp};
 use topocomm_proto::{TopologyKind, catalogue};
 
+use crate::cli::TuningArgs;
 use crate::control::client::RemoteArgs;
 use crate::control::local::LocalCluster;
 use crate::control::parse::parse_timeout;
@@ -25,7 +26,7 @@ use crate::render::quantity::size_text;
 use crate::render::report::{self, TimeStats};
 use crate::render::table::HouseTable;
 use crate::tools::sweep::parse_sizes;
-use crate::tuning::{Bounds, Bytes, Rule, SCHEMA_VERSION, Tuning, TuningArgs};
+use topocomm_collectives::tuning::{Bounds, Bytes, Rule, SCHEMA_VERSION, Tuning};
 
 #[derive(Debug, Clone, Args)]
 pub struct TuneArgs {
@@ -181,6 +182,7 @@ async fn tune(args: &TuneArgs, target: &Target, base: &Arc<Tuning>) -> anyhow::R
             .chain(base.rules.iter().filter(|rule| !is_tuned_for(rule, kind, p)).cloned())
             .collect(),
         leaner: base.leaner.clone(),
+        footprint: base.footprint.clone(),
         source: None,
     };
     tuning.check().context("the measured rules do not fit with the general ones")?;

@@ -1,4 +1,4 @@
-//! Frames as bytes over any byte stream: TCP (raw, or encrypted by `secure`) in the
+//! Frames as bytes over any byte stream: TCP (raw, or encrypted by `security::encryption`) in the
 //! daemon, an in-memory duplex pipe in tests and the cost model. A reader cuts the stream
 //! into `u32 length | header | payload` frames and hands them to the endpoint; a writer
 //! sends the outbox with vectored writes of length prefixes, headers and payload parts.
@@ -19,7 +19,10 @@ use topocomm_proto::NodeId;
 use topocomm_proto::frame::{Frame, FrameHeader};
 
 use super::emulated::Occupancy;
-use super::{Endpoint, Link, LinkFault, Outbox, Outgoing};
+use topocomm_collectives::comm::LinkCapabilities;
+use topocomm_collectives::comm::fault::LinkFault;
+
+use super::{Endpoint, Link, Outbox, Outgoing};
 
 /// A link over the byte stream `S`, refusing frames longer than `max_frame` bytes.
 pub struct StreamLink<S> {
@@ -295,12 +298,27 @@ pub async fn write_all_slices<W: AsyncWrite + Unpin>(
 /// [`CUT_FRAMES_UP_TO`] each: a 1 MiB frame goes out in two writes, not one.
 pub const MAX_WRITE: usize = 512 * 1024;
 
-/// The longest frame whose batch is cut into writes of [`MAX_WRITE`] (stated in `proto`,
-/// where `auto` reads it too).
-pub use topocomm_proto::frame::CUT_FRAMES_UP_TO;
+/// The longest frame (payload bytes) whose batch a link cuts into writes of 512 KiB
+/// ([`MAX_WRITE`]); a batch with a longer frame goes out in
+/// as few writes as the socket takes. Cutting the 1 MiB messages of a fan-out (the full
+/// topology's scatter and all-to-all, the trees' sends) took a fifth to a half off their
+/// time; cutting 8 MiB frames came out anywhere from 0.93x to 1.26x
+/// (docs/PERFORMANCE-NOTES.md, "How much one write may carry"). Open MPI's TCP transport
+/// writes fragments of at most 128 KiB. `auto`'s built-in all-to-all rule counts on it
+/// too (its blocks of at most 1 MiB: collectives/src/tuning/default.json).
+pub const CUT_FRAMES_UP_TO: usize = 1024 * 1024;
+
+/// What an algorithm may count on from stream links ([`LinkCapabilities`]): they are raw,
+/// read a message longer than [`RENDEZVOUS_ABOVE`] straight into its place, and cut frames
+/// of up to [`CUT_FRAMES_UP_TO`] into writes that take turns.
+pub const STREAM_LINKS: LinkCapabilities = LinkCapabilities {
+    raw: true,
+    reads_in_place_above: Some(RENDEZVOUS_ABOVE),
+    cuts_into_writes_up_to: CUT_FRAMES_UP_TO,
+};
 
 /// Whether a frame of `len` payload bytes is one a link cuts into writes of
-/// [`MAX_WRITE`] (the one statement of the rule: `Comm::send_in_turn` asks it too).
+/// [`MAX_WRITE`] (the rule [`STREAM_LINKS`] tells `Comm::send_in_turn`).
 pub fn cuts_frame(len: usize) -> bool {
     len <= CUT_FRAMES_UP_TO
 }

@@ -4,9 +4,9 @@
 //! run it was), the counts every test reads off the routers (frames forwarded, messages
 //! nobody took), and `tests_on_every_kind!`, which makes one test per topology kind.
 //!
-//! Only the public face of `topocomm_node` is used: `MemoryCluster` (`start`,
+//! Only the public face of `topocomm_node` is used: `InProcessCluster` (`start`,
 //! `with_clock`, `run_all`, `verify`, a node's router's traffic and mailbox counts) and
-//! `collectives::run`.
+//! `algorithms::run`.
 
 #![allow(dead_code)] // Every test file uses some of these, none uses all.
 
@@ -14,8 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use topocomm_node::memory_cluster::MemoryCluster;
-use topocomm_node::{CommError, collectives};
+use topocomm_collectives::algorithms;
+use topocomm_collectives::comm::CommError;
+use topocomm_node::in_process::InProcessCluster;
 use topocomm_proto::reference;
 use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp, RunSpec};
 use topocomm_proto::{Topology, TopologyKind};
@@ -88,10 +89,10 @@ pub fn scaled(ps: &[usize], kinds: &[TopologyKind]) -> Vec<Topology> {
 /// Wires each of `topologies` in turn as a fresh in-memory cluster and runs `body` on it.
 pub async fn on_each(
     topologies: impl IntoIterator<Item = Topology>,
-    mut body: impl AsyncFnMut(&MemoryCluster, &Topology),
+    mut body: impl AsyncFnMut(&InProcessCluster, &Topology),
 ) {
     for topology in topologies {
-        let cluster = MemoryCluster::start(&topology);
+        let cluster = InProcessCluster::start(&topology);
         body(&cluster, &topology).await;
     }
 }
@@ -137,27 +138,27 @@ pub fn describe(spec: &RunSpec, topology: &Topology) -> String {
 /// Runs `spec` on every node of `cluster` (wired as `topology`), holds every node's
 /// output against the reference and checks that no message was left over; returns the
 /// longest chain of messages any node received (its steps). Fails naming the run.
-pub async fn verify(cluster: &MemoryCluster, topology: &Topology, spec: &RunSpec) -> u16 {
+pub async fn verify(cluster: &InProcessCluster, topology: &Topology, spec: &RunSpec) -> u16 {
     cluster.verify(spec, TIMEOUT).await.unwrap_or_else(|error| panic!("{}: {error}", describe(spec, topology)))
 }
 
 /// [`verify`] on a fresh cluster wired as `topology`; returns the cluster too, to read
 /// its counts.
-pub async fn verify_fresh(topology: &Topology, spec: &RunSpec) -> (u16, MemoryCluster) {
-    let cluster = MemoryCluster::start(topology);
+pub async fn verify_fresh(topology: &Topology, spec: &RunSpec) -> (u16, InProcessCluster) {
+    let cluster = InProcessCluster::start(topology);
     let steps = verify(&cluster, topology, spec).await;
     (steps, cluster)
 }
 
 /// Frames forwarded by the routers of the first `p` nodes of `cluster` (all of them).
-pub fn frames_forwarded(cluster: &MemoryCluster, p: usize) -> u64 {
+pub fn frames_forwarded(cluster: &InProcessCluster, p: usize) -> u64 {
     (0..p).map(|node| cluster.router(node).traffic().frames_forwarded).sum()
 }
 
 /// Verifies every spec of `specs` in turn on one fresh cluster wired as `topology`;
 /// returns the frames its routers forwarded in all.
 pub async fn forwarded_by(topology: &Topology, specs: &[RunSpec]) -> u64 {
-    let cluster = MemoryCluster::start(topology);
+    let cluster = InProcessCluster::start(topology);
     for spec in specs {
         verify(&cluster, topology, spec).await;
     }
@@ -165,37 +166,37 @@ pub async fn forwarded_by(topology: &Topology, specs: &[RunSpec]) -> u64 {
 }
 
 /// Fails unless no node of `cluster` holds a message nobody took.
-pub fn assert_no_message_left(cluster: &MemoryCluster, p: usize, context: &str) {
+pub fn assert_no_message_left(cluster: &InProcessCluster, p: usize, context: &str) {
     for node in 0..p {
         let queued = cluster.router(node).mailbox().queued();
         assert_eq!(queued, 0, "{context}: node {node} holds {queued} messages nobody took");
     }
 }
 
-/// Runs `spec` through `collectives::run` on every node of `cluster`, every node starting
+/// Runs `spec` through `algorithms::run` on every node of `cluster`, every node starting
 /// with `input` (not the reference's inputs: for inputs that must be refused); returns
 /// each node's outcome in id order.
-pub async fn run_with_input(cluster: &MemoryCluster, spec: &RunSpec, input: Bytes) -> Vec<Result<Bytes, CommError>> {
+pub async fn run_with_input(cluster: &InProcessCluster, spec: &RunSpec, input: Bytes) -> Vec<Result<Bytes, CommError>> {
     let spec = Arc::new(spec.clone());
     cluster
         .run_all(spec.run, TIMEOUT, move |comm| {
             let (spec, input) = (spec.clone(), input.clone());
-            async move { collectives::run(&comm, &spec, input).await }
+            async move { algorithms::run(&comm, &spec, input).await }
         })
         .await
 }
 
-/// Runs `spec` through `collectives::run` on every node of `cluster` from the reference's
+/// Runs `spec` through `algorithms::run` on every node of `cluster` from the reference's
 /// inputs, without checking the outputs (for runs that must be refused); returns each
 /// node's outcome in id order.
-pub async fn run_on_reference_inputs(cluster: &MemoryCluster, spec: &RunSpec) -> Vec<Result<Bytes, CommError>> {
+pub async fn run_on_reference_inputs(cluster: &InProcessCluster, spec: &RunSpec) -> Vec<Result<Bytes, CommError>> {
     let spec = Arc::new(spec.clone());
     cluster
         .run_all(spec.run, TIMEOUT, move |comm| {
             let spec = spec.clone();
             async move {
                 let input = reference::input(&spec, comm.p(), comm.id());
-                collectives::run(&comm, &spec, input).await
+                algorithms::run(&comm, &spec, input).await
             }
         })
         .await

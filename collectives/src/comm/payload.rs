@@ -1,0 +1,75 @@
+//! What a message carries: its [`Payload`] (one buffer, or blocks written back to back
+//! without being copied together), and the [`Written`] signal a link drops once it is done
+//! with a frame, which tells the sender its buffer is free again.
+
+use bytes::{Bytes, BytesMut};
+
+/// A frame's payload: one buffer, or several that a link writes back to back (one
+/// vectored write on a stream), so that a message made of blocks is never copied into
+/// one buffer on its way out. The receiver gets one payload either way.
+#[derive(Debug, Clone)]
+pub enum Payload {
+    One(Bytes),
+    Parts(Vec<Bytes>),
+}
+
+impl Payload {
+    /// The payload of `parts`, in order (a single part needs no list).
+    pub fn of(parts: impl IntoIterator<Item = Bytes>) -> Self {
+        let mut parts: Vec<Bytes> = parts.into_iter().filter(|part| !part.is_empty()).collect();
+        match parts.len() {
+            0 => Payload::One(Bytes::new()),
+            1 => Payload::One(parts.pop().expect("one part")),
+            _ => Payload::Parts(parts),
+        }
+    }
+
+    /// Bytes in all.
+    pub fn len(&self) -> usize {
+        self.parts().iter().map(Bytes::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The buffers, in order.
+    pub fn parts(&self) -> &[Bytes] {
+        match self {
+            Payload::One(bytes) => std::slice::from_ref(bytes),
+            Payload::Parts(parts) => parts,
+        }
+    }
+
+    /// The payload as one buffer (copies only when it has several parts that are not
+    /// all known zeros, see `crate::zeros`).
+    pub fn into_bytes(self) -> Bytes {
+        match self {
+            Payload::One(bytes) => bytes,
+            Payload::Parts(parts) if let Some(zeros) = crate::zeros::join(&parts) => zeros,
+            Payload::Parts(parts) => {
+                let mut whole = BytesMut::with_capacity(parts.iter().map(Bytes::len).sum());
+                for part in &parts {
+                    whole.extend_from_slice(part);
+                }
+                whole.freeze()
+            }
+        }
+    }
+}
+
+/// Held by an outgoing frame until its link is done with it, buffer included: the
+/// receiver of [`Written::new`] then resolves (as a closed channel), which tells a sender
+/// that its buffer's memory is free again (`Comm::exchange`).
+pub struct Written {
+    /// Never sent on: dropping it is the signal.
+    _signal: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Written {
+    /// A signal and what resolves when the frame that carries it is done with.
+    pub fn new() -> (Self, tokio::sync::oneshot::Receiver<()>) {
+        let (signal, done) = tokio::sync::oneshot::channel();
+        (Self { _signal: signal }, done)
+    }
+}

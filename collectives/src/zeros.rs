@@ -1,0 +1,135 @@
+//! Known zeros: one large read-only region of the address space that reads as zeros
+//! and holds no memory (the kernel maps its untouched pages to the shared zero page),
+//! so that a buffer of any length can be a slice of it at no cost. The simulator's
+//! lengths-only runs give every node zero inputs from here; the data helpers
+//! ([`crate::algorithms::blocks::concat`], `Reduction::combine`, `Assembly`, a
+//! payload's parts) see that their operands are known zeros and hand back another slice
+//! instead of copying or combining: zeros joined or combined by sum, prod, min or max
+//! are zeros. So the algorithms run unchanged while their messages carry lengths only,
+//! and p × size may far exceed the machine's memory.
+
+use std::cell::Cell;
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+
+/// The region's length: what the largest lengths-only buffer may be.
+const REGION_LEN: usize = 1 << 40;
+
+/// The region, once mapped (`None` where the system refused it).
+fn region() -> Option<&'static [u8]> {
+    static REGION: OnceLock<Option<&'static [u8]>> = OnceLock::new();
+    *REGION.get_or_init(map_region)
+}
+
+#[cfg(unix)]
+fn map_region() -> Option<&'static [u8]> {
+    // Smaller reservations where the system refuses a terabyte of address space.
+    [REGION_LEN, REGION_LEN >> 4, REGION_LEN >> 8].into_iter().find_map(|len| {
+        // SAFETY: a fresh anonymous private read-only mapping, never unmapped: nothing
+        // else refers to it, and it stays valid (and zero) for the life of the process.
+        unsafe {
+            let at = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            );
+            (at != libc::MAP_FAILED).then(|| std::slice::from_raw_parts(at as *const u8, len))
+        }
+    })
+}
+
+#[cfg(not(unix))]
+fn map_region() -> Option<&'static [u8]> {
+    None
+}
+
+/// `len` known zeros, or `None` when there is no region (or `len` exceeds it).
+pub fn zeros(len: usize) -> Option<Bytes> {
+    region().filter(|region| len <= region.len()).map(|region| Bytes::from_static(&region[..len]))
+}
+
+/// Whether `bytes` lie in the region of known zeros (an empty buffer counts).
+pub fn is_zeros(bytes: &[u8]) -> bool {
+    if bytes.is_empty() {
+        return true;
+    }
+    region().is_some_and(|region| {
+        let (start, end) = (region.as_ptr() as usize, region.as_ptr() as usize + region.len());
+        let at = bytes.as_ptr() as usize;
+        at >= start && at + bytes.len() <= end
+    })
+}
+
+/// `parts` one after another, as known zeros, when every part is known zeros.
+pub fn join<'a>(parts: impl IntoIterator<Item = &'a Bytes>) -> Option<Bytes> {
+    let mut total = 0usize;
+    for part in parts {
+        if !is_zeros(part) {
+            return None;
+        }
+        total = total.checked_add(part.len())?;
+    }
+    zeros(total)
+}
+
+thread_local! {
+    static LENGTHS_ONLY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether this thread runs a lengths-only simulation (results are then assembled as
+/// known zeros, see `Assembly::new`).
+pub fn lengths_only() -> bool {
+    LENGTHS_ONLY.with(Cell::get)
+}
+
+/// While it lives, this thread runs lengths-only (the simulator holds one).
+pub struct LengthsOnly {
+    before: bool,
+}
+
+impl LengthsOnly {
+    pub fn begin() -> Self {
+        LengthsOnly { before: LENGTHS_ONLY.with(|flag| flag.replace(true)) }
+    }
+}
+
+impl Drop for LengthsOnly {
+    fn drop(&mut self) {
+        LENGTHS_ONLY.with(|flag| flag.set(self.before));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_zeros_cost_nothing_and_join_into_known_zeros() {
+        let huge = zeros(64 << 30).expect("a region of known zeros");
+        assert_eq!(huge.len(), 64 << 30);
+        assert!(is_zeros(&huge) && is_zeros(&huge[5..9]));
+        assert_eq!(&huge[..4], &[0, 0, 0, 0]);
+        let (a, b) = (zeros(3).unwrap(), zeros(5).unwrap());
+        let joined = join([&a, &b]).expect("zeros join");
+        assert_eq!(joined.len(), 8);
+        assert!(is_zeros(&joined));
+        let data = Bytes::from_static(b"xy");
+        assert!(!is_zeros(&data));
+        assert!(join([&a, &data]).is_none(), "data is not known zeros");
+        assert!(is_zeros(&Bytes::new()));
+    }
+
+    #[test]
+    fn lengths_only_lasts_while_its_guard_lives() {
+        assert!(!lengths_only());
+        {
+            let _guard = LengthsOnly::begin();
+            assert!(lengths_only());
+        }
+        assert!(!lengths_only());
+    }
+}

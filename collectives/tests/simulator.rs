@@ -1,0 +1,169 @@
+//! The simulator: every algorithm verified against the reference on its virtual network
+//! for many shapes and sizes, lengths only timed exactly as data, the same numbers on
+//! every run, and a deadlock found and named instead of waited for.
+
+use bytes::Bytes;
+use topocomm_collectives::simulator::spec::{self, Inputs, RunFailure, SimulatedRun};
+use topocomm_collectives::simulator::{Options, SimulationError, simulate};
+use topocomm_proto::catalogue;
+use topocomm_proto::spec::{Collective, Dtype, LinkModel, ReduceOp, Routing, RunSpec};
+use topocomm_proto::{Topology, TopologyKind};
+
+fn links(routing: Routing, packet_bytes: u32) -> LinkModel {
+    LinkModel { ts_ns: 50_000, th_ns: 3_000, tw_ps: 2_500, routing, packet_bytes }
+}
+
+fn shapes() -> Vec<Topology> {
+    let shape = |kind, p, dims: Option<&[usize]>| Topology::new(kind, p, dims).expect("a valid shape");
+    vec![
+        shape(TopologyKind::Ring, 1, None),
+        shape(TopologyKind::Ring, 7, None),
+        shape(TopologyKind::Ring, 12, None),
+        shape(TopologyKind::Mesh, 6, Some(&[2, 3])),
+        shape(TopologyKind::Torus, 15, Some(&[3, 5])),
+        shape(TopologyKind::Torus, 16, Some(&[4, 4])),
+        shape(TopologyKind::Mesh3d, 12, Some(&[2, 2, 3])),
+        shape(TopologyKind::Hypercube, 32, None),
+        shape(TopologyKind::Full, 5, None),
+    ]
+}
+
+fn run(spec: &RunSpec, topology: &Topology, model: LinkModel, inputs: Inputs) -> Result<SimulatedRun, RunFailure> {
+    spec::run(spec, topology, model, inputs, Options::default())
+}
+
+/// Every algorithm of every collective, on shapes of 1 to 32 nodes (powers of two and
+/// not), two sizes, a reduction of integers and one of floats, roots 0 and p - 1: every
+/// node's result matches the reference.
+#[test]
+fn every_algorithm_is_verified_on_the_simulator() {
+    let mut verified = 0;
+    for topology in shapes() {
+        let p = topology.p();
+        for entry in catalogue::ENTRIES {
+            for (size, dtype, op, root) in
+                [(8u64, Dtype::I32, ReduceOp::Sum, 0), (3000, Dtype::F64, ReduceOp::Max, p.saturating_sub(1))]
+            {
+                let spec = RunSpec {
+                    size_bytes: size,
+                    dtype,
+                    op,
+                    root,
+                    shift: 3,
+                    seed: 11,
+                    ..RunSpec::new(entry.collective, entry.algorithm)
+                };
+                if spec.validate(p).is_err() {
+                    continue;
+                }
+                let simulated =
+                    run(&spec, &topology, links(Routing::Sf, 0), Inputs::Reference).unwrap_or_else(|error| {
+                        panic!("{} ({}) on {topology}, {size} B: {error}", entry.collective, entry.algorithm)
+                    });
+                assert!(simulated.verified);
+                verified += 1;
+            }
+        }
+    }
+    assert!(verified > 500, "only {verified} cases ran");
+}
+
+/// Lengths only: the same time, steps and traffic as with data, under every routing,
+/// for the default algorithm of every collective on rings, tori and hypercubes.
+#[test]
+fn lengths_only_times_a_run_exactly_as_data_does() {
+    for kind in [TopologyKind::Ring, TopologyKind::Torus, TopologyKind::Hypercube] {
+        let topology = Topology::new(kind, 16, None).expect("a shape of 16");
+        for model in [links(Routing::Sf, 0), links(Routing::Ct, 0), links(Routing::Ct, 512)] {
+            for collective in [
+                Collective::Broadcast,
+                Collective::Reduce,
+                Collective::Allgather,
+                Collective::ReduceScatter,
+                Collective::Allreduce,
+                Collective::Scan,
+                Collective::Scatter,
+                Collective::Gather,
+                Collective::Alltoall,
+                Collective::Shift,
+            ] {
+                let algorithm = catalogue::default_algorithm(collective, kind);
+                let spec = RunSpec { size_bytes: 4096, ..RunSpec::new(collective, algorithm) };
+                let data = run(&spec, &topology, model, Inputs::Reference).expect("with data");
+                let lengths = run(&spec, &topology, model, Inputs::Lengths).expect("lengths only");
+                let case = format!("{collective} on {topology}, {model:?}");
+                assert!(data.verified && !lengths.verified, "{case}");
+                assert_eq!(
+                    (lengths.time_ns, lengths.steps, lengths.totals, lengths.busiest_link),
+                    (data.time_ns, data.steps, data.totals, data.busiest_link),
+                    "{case}"
+                );
+            }
+        }
+    }
+}
+
+/// A lengths-only all-gather whose results would fill 64 GiB: the nodes' results are
+/// known zeros that take no memory, and the schedule is timed as with data.
+#[test]
+fn lengths_only_reaches_results_larger_than_memory() {
+    let topology = Topology::new(TopologyKind::Torus, 1024, Some(&[32, 32])).expect("a torus");
+    let spec = RunSpec {
+        size_bytes: 64 << 10,
+        ..RunSpec::new(Collective::Allgather, catalogue::default_algorithm(Collective::Allgather, TopologyKind::Torus))
+    };
+    let simulated = run(&spec, &topology, links(Routing::Sf, 0), Inputs::Lengths).expect("lengths only");
+    // [GGKK 4.2.2] on a 32 x 32 torus: t_s (R + C - 2) + t_w m (p - 1), t_h once per step.
+    let model = links(Routing::Sf, 0);
+    let expected = (model.ts_ns + model.th_ns) * 62 + model.transfer_ns((64 << 10) * 1023);
+    assert_eq!(simulated.time_ns, expected);
+}
+
+/// The same run twice gives the same numbers and the same message flow, to the event.
+#[test]
+fn the_same_run_gives_the_same_numbers() {
+    let topology = Topology::new(TopologyKind::Ring, 12, None).expect("a ring");
+    let spec = RunSpec {
+        size_bytes: 2048,
+        ..RunSpec::new(
+            Collective::Alltoall,
+            catalogue::default_algorithm(Collective::Alltoall, TopologyKind::Hypercube),
+        )
+    };
+    let options = Options { record: true, ..Options::default() };
+    let runs: Vec<SimulatedRun> = (0..2)
+        .map(|_| {
+            spec::run(&spec, &topology, links(Routing::Ct, 256), Inputs::Reference, options.clone()).expect("a run")
+        })
+        .collect();
+    assert!(runs[0].totals.forwarded > 0, "the hypercube schedule is relayed on a ring");
+    assert_eq!(
+        (runs[0].time_ns, runs[0].totals, runs[0].busiest_link),
+        (runs[1].time_ns, runs[1].totals, runs[1].busiest_link)
+    );
+    assert_eq!(runs[0].events, runs[1].events);
+}
+
+/// A node that waits for a message no one sends: the simulator stops when nothing else
+/// can happen and names the node and the message.
+#[test]
+fn a_deadlock_is_found_and_named() {
+    let topology = Topology::new(TopologyKind::Hypercube, 4, None).expect("a hypercube");
+    let outcome = simulate(&topology, links(Routing::Sf, 0), Options::default(), |comm| async move {
+        if comm.id() == 2 {
+            comm.recv(3, 77).await?;
+        } else if comm.id() == 1 {
+            comm.send(0, 5, Bytes::from_static(b"hello")).await?;
+        } else if comm.id() == 0 {
+            comm.recv(1, 5).await?;
+        }
+        Ok(())
+    });
+    match outcome {
+        Err(SimulationError::Deadlock { node: 2, src: 3, tag: 77, stuck: 1, at_ns }) => {
+            assert!(at_ns > 0, "the message from 1 to 0 was delivered first");
+        }
+        Err(other) => panic!("another error: {other}"),
+        Ok(_) => panic!("a deadlock went unnoticed"),
+    }
+}
