@@ -23,6 +23,12 @@ slower than the default it replaces, and the table says SLOWER where it was.
     bench/run.py --no-mpi --algorithms auto,ring  # topocomm only, two columns
     bench/run.py --algorithms default,default+encrypt --collectives allreduce,broadcast,alltoall \
                  --sizes 64KiB,1MiB,8MiB --busbw      # the cost of --encrypt, in busbw
+    bench/run.py --page docs/bench/open-mpi-results.md   # also write the book's page (and its plot)
+
+`--page FILE` writes what the command printed as a page of the book, under a line saying
+that this script wrote it and when, with the command line, the machine (CPU model, cores,
+kernel) and a plot of every column's time over Open MPI's against size (FILE with .svg
+for .md, drawn here without any plotting library).
 
 A column `NAME+encrypt` runs column NAME with every link encrypted (TOPOCOMM_ENCRYPT=true);
 `--busbw` adds a table of bus bandwidths (nccl-tests' factors, as `topocomm sweep` prints
@@ -39,6 +45,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import shutil
 import socket
 import statistics
@@ -168,7 +175,9 @@ def algorithms_of(args, collective):
     """Every algorithm topocomm has for `collective` (`topocomm list --markdown`)."""
     command = [str(args.topocomm), "list", collective, "--markdown"]
     table = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, check=True).stdout
-    rows = [line.split("|") for line in table.splitlines()[2:] if line.startswith("|")]
+    # The algorithms' table is the first one; the rules of `auto` follow after a blank line.
+    first = table.split("\n\n")[0]
+    rows = [line.split("|") for line in first.splitlines()[2:] if line.startswith("|")]
     return [row[2].strip() for row in rows]
 
 
@@ -408,9 +417,15 @@ def main():
         "--busbw", action="store_true", help="also print bus bandwidths (nccl-tests) and the cost of +encrypt columns"
     )
     parser.add_argument("--json", type=Path, help="also write every measurement here")
+    parser.add_argument("--page", type=Path, help="also write the output as a page of the book (Markdown) and its plot")
+    parser.add_argument("--note", default="", help="a sentence for the page: e.g. why this run was reduced")
     parser.add_argument("--work", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "topocomm-bench")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    if args.page:
+        # Everything printed goes to the page too.
+        sys.stdout = Tee(sys.stdout)
     collectives = [c.strip() for c in args.collectives.split(",") if c.strip()]
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     modes = [m.strip() for m in args.algorithms.split(",") if m.strip()]
@@ -542,6 +557,121 @@ def main():
     if args.json:
         document = {"machine": machine(), "table": table, "auto_against_default": switches, **extras}
         args.json.write_text(json.dumps(document, indent=2))
+    if args.page:
+        write_page(args, sys.stdout.text(), table, modes, started)
+
+
+class Tee:
+    """Standard output that also keeps what was written, for --page."""
+
+    def __init__(self, stream):
+        self.stream, self.kept = stream, []
+
+    def write(self, text):
+        self.kept.append(text)
+        return self.stream.write(text)
+
+    def flush(self):
+        self.stream.flush()
+
+    def text(self):
+        return "".join(self.kept)
+
+
+def write_page(args, printed, table, modes, started):
+    """The book's page of this run: who wrote it and when, the command, the machine, the
+    plot and the output as printed."""
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started))
+    plot = args.page.with_suffix(".svg")
+    series = ratio_series(table, modes)
+    if series:
+        plot.write_text(ratio_svg(series, [row["size_bytes"] for row in table]))
+    command = "python3 bench/run.py " + shlex.join(sys.argv[1:])
+    cpu, cores = machine_parts()
+    text = f"""# Against Open MPI: the latest table
+
+*Written by `bench/run.py` on {date}; do not edit by hand: run the command below again.*
+
+```text
+$ {command}
+```
+
+Machine: {cpu}, {cores} cores, Linux {platform.release()}; {date}. What the columns
+mean, and the tables measured before this one, are in [Against Open MPI](../open-mpi.md).
+
+"""
+    if args.note:
+        text += f"{args.note}\n\n"
+    if series:
+        text += f"![each column's time over Open MPI's, by size]({plot.name})\n\n"
+    text += f"```text\n{printed.rstrip()}\n```\n"
+    args.page.parent.mkdir(parents=True, exist_ok=True)
+    args.page.write_text(text)
+    print(f"wrote {args.page}" + (f" and {plot}" if series else ""), file=sys.stderr)
+
+
+def machine_parts():
+    cpu = "unknown CPU"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return cpu, os.cpu_count()
+
+
+def ratio_series(table, modes):
+    """{label: [(size, ratio)]}: every column's median time over Open MPI's, per collective."""
+    series = {}
+    for row in table:
+        for mode in modes:
+            ratio = row.get(mode, {}).get("ratio") if isinstance(row.get(mode), dict) else None
+            if ratio is not None:
+                label = row["collective"] if len(modes) == 1 else f"{row['collective']} ({mode})"
+                series.setdefault(label, []).append((row["size_bytes"], ratio))
+    return series
+
+
+COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+
+
+def ratio_svg(series, sizes):
+    """A line per series of ratio against size (sizes evenly spaced, in order), the line
+    ratio = 1 (as fast as Open MPI) drawn across, the legend to the right of the plot."""
+    sizes = sorted(set(sizes))
+    width, height, left, top, plot_w, plot_h = 900, 460, 70, 40, 560, 360
+    top_ratio = max(1.2, max(r for points in series.values() for _, r in points) * 1.1)
+    x = lambda size: left + (sizes.index(size) + 0.5) * plot_w / len(sizes)
+    y = lambda ratio: top + plot_h * (1 - ratio / top_ratio)
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="13">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="{left + plot_w / 2}" y="22" text-anchor="middle" font-size="16">topocomm time / Open MPI time (below 1: topocomm faster)</text>',
+        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>',
+    ]
+    step = 0.25 if top_ratio <= 2.5 else 0.5
+    tick = 0.0
+    while tick <= top_ratio:
+        out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" stroke="#eee"/>')
+        out.append(f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" text-anchor="end">{tick:g}</text>')
+        tick += step
+    out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y(1):.1f}" y2="{y(1):.1f}" stroke="#444" stroke-dasharray="6 4"/>')
+    for size in sizes:
+        out.append(f'<text x="{x(size):.1f}" y="{top + plot_h + 18}" text-anchor="middle">{show_size(size)}</text>')
+    out.append(f'<text x="{left + plot_w / 2}" y="{top + plot_h + 40}" text-anchor="middle">message size (bytes per node)</text>')
+    for i, (label, points) in enumerate(series.items()):
+        colour = COLOURS[i % len(COLOURS)]
+        path = " ".join(f"{x(size):.1f},{y(ratio):.1f}" for size, ratio in points)
+        out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        for size, ratio in points:
+            out.append(f'<circle cx="{x(size):.1f}" cy="{y(ratio):.1f}" r="3" fill="{colour}"/>')
+        ly = top + 10 + 20 * i
+        out.append(f'<line x1="{left + plot_w + 20}" x2="{left + plot_w + 44}" y1="{ly}" y2="{ly}" stroke="{colour}" stroke-width="2"/>')
+        out.append(f'<text x="{left + plot_w + 50}" y="{ly + 4}">{label}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
 
 
 def auto_against_default(points, modes, runs):

@@ -132,7 +132,9 @@ fn the_same_run_gives_the_same_numbers() {
     };
     let options = Options { record: true, ..Options::default() };
     let runs: Vec<SimulatedRun> = (0..2)
-        .map(|_| spec::run(&spec, &topology, links(Routing::Ct, 256), Inputs::Reference, options).expect("a run"))
+        .map(|_| {
+            spec::run(&spec, &topology, links(Routing::Ct, 256), Inputs::Reference, options.clone()).expect("a run")
+        })
         .collect();
     assert!(runs[0].totals.forwarded > 0, "the hypercube schedule is relayed on a ring");
     assert_eq!(

@@ -13,6 +13,7 @@ use topocomm_node::security::SecurityArgs;
 use crate::control::client::RemoteArgs;
 use crate::control::request::{CollectiveArgs, IterationArgs};
 use crate::lab::LabArgs;
+use crate::render::dilation::Verbosity;
 use crate::render::topology_view::{ListArgs, TopologyArgs};
 use crate::tools::bench_model::BenchModelArgs;
 use crate::tools::calibrate::CalibrateArgs;
@@ -108,6 +109,8 @@ pub struct RunArgs {
     /// rank) instead of the collective: sizes only, nothing can be verified.
     #[arg(long, value_name = "FILE", conflicts_with = "schedule")]
     pub goal: Option<PathBuf>,
+    #[command(flatten)]
+    pub words: Verbosity,
     #[command(flatten)]
     pub remote: RemoteArgs,
     #[command(flatten)]

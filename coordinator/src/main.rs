@@ -192,7 +192,9 @@ async fn open_target(args: &RunArgs, request: &RunRequest, tuning: &Arc<Tuning>)
 /// when it says `auto`), then reports, dumps and draws as asked.
 async fn run_on(target: &Target, args: &RunArgs, planned: Planned, tuning: &Tuning) -> anyhow::Result<ExitCode> {
     let announce = |stage: execute::Stage| {
-        if let execute::Stage::Dilated(line) = stage {
+        if let execute::Stage::Dilated(chosen) = stage
+            && let Some(line) = chosen.announcement(args.words.verbose)
+        {
             eprintln!("{line}");
         }
     };

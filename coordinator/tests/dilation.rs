@@ -86,17 +86,27 @@ fn auto_probes_the_cluster_and_says_why() {
     let wall_s = dilation["wall_s"].as_f64().expect("wall time");
     assert!(wall_s >= factor * iterations(&json).iter().sum::<f64>() / 1e6, "{json:#}");
 
-    // The text says so too: the choice before the run, the factor and wall time after.
-    let mut cli = command(&topocomm_bin());
-    cli.args(
-        "run allgather --nodes 4 --topology ring --size 1KiB --ts 200us --th 20us --tw 10ns --iterations 2 --warmup 1"
-            .split_whitespace(),
-    )
-    .arg("--logs")
-    .arg(scratch.path.join("logs"));
-    let text = run_bounded(cli, &scratch, "text", PATIENCE);
+    // The text says so too: the choice before the run (in one line, or in full with
+    // --verbose), the factor and wall time after.
+    let text_run = |verbose: bool| {
+        let mut cli = command(&topocomm_bin());
+        cli.args(
+            "run allgather --nodes 4 --topology ring --size 1KiB --ts 200us --th 20us --tw 10ns --iterations 2 --warmup 1"
+                .split_whitespace(),
+        )
+        .args(verbose.then_some("--verbose"))
+        .arg("--logs")
+        .arg(scratch.path.join("logs"));
+        run_bounded(cli, &scratch, "text", PATIENCE)
+    };
+    let full = text_run(true);
+    assert!(full.status.success(), "{full:?}");
+    assert!(full.stderr.contains("(--dilation auto): a step of 4 nodes sending at once on this cluster"), "{full:?}");
+    let text = text_run(false);
     assert!(text.status.success(), "{text:?}");
-    assert!(text.stderr.contains("(--dilation auto): a step of 4 nodes sending at once on this cluster"), "{text:?}");
+    let line = text.stderr.lines().find(|line| line.contains("(--dilation auto): ")).expect("the dilation's line");
+    assert!(!line.contains("a step of 4 nodes sending at once on this cluster (probe"), "{line}");
+    assert!(line.ends_with("; --verbose says why") && line.chars().count() < 200, "one short line: {line}");
     assert!(
         text.stdout.contains("dilated ×") || text.stdout.contains("not dilated (--dilation auto)"),
         "{}",

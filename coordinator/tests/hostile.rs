@@ -147,6 +147,9 @@ fn a_rogue_node_flooding_the_coordinator_is_bounded_and_dropped() {
     let after = rss_kib(cluster.serve_pid()).expect("the coordinator still runs");
     eprintln!("coordinator resident memory: {before} KiB before, {after} KiB after {FLOOD} unsolicited messages");
     assert!(after < before + 64 * 1024, "the coordinator grew from {before} to {after} KiB");
+    // The rogue's session ends once the coordinator has read its flood to the end; until
+    // then "node-2" is taken, and a node of that name is refused (as it should be).
+    cluster.wait_for_members(2, Duration::from_secs(30));
     cluster.restart_node(2);
     cluster.wait_for_members(3, Duration::from_secs(30));
     cluster.run_ok("allreduce -t ring --size 1KiB --iterations 2");

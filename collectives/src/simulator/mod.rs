@@ -18,6 +18,7 @@ pub mod spec;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 use std::time::{Duration, Instant};
@@ -164,8 +165,9 @@ fn node_waker(node: NodeId) -> Waker {
 }
 
 /// What to simulate beyond the algorithm: the run id its frames carry, whether to record
-/// the message flow, and how much wall time the simulation may take.
-#[derive(Debug, Clone, Copy)]
+/// the message flow, how much wall time the simulation may take, and where to count
+/// how far it has come.
+#[derive(Debug, Clone)]
 pub struct Options {
     pub run: u64,
     pub record: bool,
@@ -177,12 +179,34 @@ pub struct Options {
     /// cluster's raw links (long vectors in segments, where the cost model keeps one
     /// message per start-up) for what the messages' lengths will be there, not for time.
     pub links: LinkCapabilities,
+    /// Counts the engine keeps as it goes, for a progress display on another thread
+    /// (`None`: none kept).
+    pub live: Option<Arc<LiveCounts>>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { run: 1, record: false, operations: false, wall_limit: None, links: LinkCapabilities::MODELLED }
+        Options {
+            run: 1,
+            record: false,
+            operations: false,
+            wall_limit: None,
+            links: LinkCapabilities::MODELLED,
+            live: None,
+        }
     }
+}
+
+/// How far a running simulation has come, updated by the engine at every event
+/// ([`Options::live`]) and read from any thread.
+#[derive(Debug, Default)]
+pub struct LiveCounts {
+    /// Nodes whose algorithm has finished.
+    pub nodes_finished: AtomicUsize,
+    /// Messages sent so far.
+    pub messages: AtomicU64,
+    /// The virtual time reached, in nanoseconds.
+    pub virtual_ns: AtomicU64,
 }
 
 /// What a simulation gives beyond each node's result (which goes to the caller as each
@@ -302,6 +326,9 @@ where
                     let at_ns = shared.network().now_ns();
                     time_ns = time_ns.max(at_ns);
                     remaining -= 1;
+                    if let Some(live) = &options.live {
+                        live.nodes_finished.fetch_add(1, Ordering::Relaxed);
+                    }
                     done(node, at_ns, result);
                 }
             }
@@ -314,6 +341,10 @@ where
             return Err(SimulationError::WallLimit { limit, at_ns: network.now_ns() });
         }
         network.advance_to(next_ns);
+        if let Some(live) = &options.live {
+            live.messages.store(network.totals().messages, Ordering::Relaxed);
+            live.virtual_ns.store(next_ns, Ordering::Relaxed);
+        }
     }
     let mut network = shared.network();
     if remaining > 0 {

@@ -591,7 +591,7 @@ async fn carry_out(lab: Arc<Lab>, id: u64, args: Vec<String>, job: Job) {
             let on_stage = |stage: Stage| {
                 let (status, note) = match stage {
                     Stage::Probing => ("probing", None),
-                    Stage::Dilated(line) => ("probing", Some(line)),
+                    Stage::Dilated(chosen) => ("probing", chosen.announcement(true)),
                     Stage::Running => ("running", None),
                 };
                 lab.update(id, status, note, None);

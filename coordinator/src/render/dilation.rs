@@ -1,10 +1,24 @@
 //! How an emulated run was dilated, as tables and JSON say it: the factor K (every time
 //! reported is emulated time), whether `--dilation` gave it or `auto` chose it and why
 //! (what the probe measured, the messages it weighed), and what the run cost in wall
-//! time. `tools::dilation` fills these in; this file only holds and words them.
+//! time. `tools::dilation` fills these in; this file only holds and words them: by
+//! default in one line (the factor and what set it), with `--verbose` in full (what the
+//! probe measured and what each rule asks), as the JSON always has it.
 
 use serde::Serialize;
 use topocomm_proto::spec::Dilation;
+
+use crate::render::quantity::size_text;
+
+/// `--verbose` of the commands that dilate emulated links (`run`, `sweep`, `bench-model`).
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct Verbosity {
+    /// Say in full why `--dilation auto` chose its factor: what the probe measured and
+    /// what each rule asks (by default one line gives the factor and what set it; the
+    /// JSON always has it all).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+}
 
 /// How a run was dilated.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -35,10 +49,45 @@ impl Dilated {
         }
     }
 
-    /// What `auto` chose and why, said before the run.
-    pub fn announcement(&self) -> Option<String> {
+    /// What `auto` chose and why, said before the run: in one line, or (`verbose`) in
+    /// full.
+    pub fn announcement(&self, verbose: bool) -> Option<String> {
         let auto = self.auto.as_ref()?;
-        Some(format!("dilation ×{} (--dilation auto): {}", factor_text(self.factor), auto.reason))
+        Some(format!("dilation ×{} (--dilation auto): {}", factor_text(self.factor), auto.why(verbose)))
+    }
+}
+
+impl AutoDilation {
+    /// Why the factor is what it is: in full (`verbose`), or what set it in a few words
+    /// and where to read the rest.
+    pub fn why(&self, verbose: bool) -> String {
+        if verbose { self.reason.clone() } else { format!("{}; --verbose says why", self.what_set_it()) }
+    }
+
+    /// What set the factor, in a few words with the probe's figure that did.
+    pub fn what_set_it(&self) -> String {
+        let probe = &self.probe;
+        let steps = probe.long.as_ref().unwrap_or(&probe.small);
+        let needed = factor_text((self.release_needs.max(self.bytes_need) * 10.0 - 1e-9).ceil() / 10.0);
+        match self.binding {
+            Binding::Nothing => "the machine keeps up undilated".to_owned(),
+            Binding::Release => format!(
+                "set by how late this machine releases a step of {} nodes sending at once ({:.0} µs for {} per node)",
+                probe.nodes,
+                probe.small.release_us,
+                size_text(probe.small.size_bytes)
+            ),
+            Binding::Bytes => format!(
+                "set by how long this machine takes to move a step of {} nodes sending at once ({:.0} µs for {} per node)",
+                probe.nodes,
+                steps.cold_us,
+                size_text(steps.size_bytes)
+            ),
+            Binding::Timeout => {
+                format!("×{needed} would be needed, but an iteration must fit in a quarter of --timeout")
+            }
+            Binding::Limit => format!("×{needed} would be needed; this is the most"),
+        }
     }
 }
 
@@ -181,7 +230,7 @@ mod tests {
             given.line(),
             "dilated ×4 (--dilation): every time above is emulated time; the run took 3.2 s of wall time"
         );
-        assert_eq!(given.announcement(), None);
+        assert_eq!(given.announcement(false), None);
         let small = Steps { size_bytes: 8, cold_us: 80.0, hold_us: 10_000.0, release_us: 40.0 };
         let probe = ProbeFigures { nodes: 8, iterations: 7, small, long: None, wall_s: 0.1 };
         let auto = AutoDilation {
@@ -195,7 +244,42 @@ mod tests {
         };
         let undilated = Dilated { factor: 1.0, auto: Some(auto), wall_s: Some(0.5) };
         assert_eq!(undilated.line(), "not dilated (--dilation auto); the run took 500 ms of wall time");
-        assert_eq!(undilated.announcement().unwrap(), "dilation ×1 (--dilation auto): the machine keeps up");
+        assert_eq!(undilated.announcement(true).unwrap(), "dilation ×1 (--dilation auto): the machine keeps up");
+        assert_eq!(
+            undilated.announcement(false).unwrap(),
+            "dilation ×1 (--dilation auto): the machine keeps up undilated; --verbose says why"
+        );
+    }
+
+    #[test]
+    fn the_short_line_names_what_set_the_factor_with_its_figure() {
+        let small = Steps { size_bytes: 8, cold_us: 80.0, hold_us: 10_000.0, release_us: 40.0 };
+        let long = Steps { size_bytes: 1 << 20, cold_us: 9000.0, hold_us: 10_000.0, release_us: 300.0 };
+        let probe = ProbeFigures { nodes: 16, iterations: 7, small, long: Some(long), wall_s: 0.1 };
+        let reason = "a step of 16 nodes sending at once on this cluster (probe: ...) ".repeat(6);
+        let auto = |binding, release_needs, bytes_need| AutoDilation {
+            probe: probe.clone(),
+            shortest_message: None,
+            longest_message: None,
+            release_needs,
+            bytes_need,
+            binding,
+            reason: reason.clone(),
+        };
+        let dilated = |auto| Dilated { factor: 21.8, auto: Some(auto), wall_s: None };
+        let release = dilated(auto(Binding::Release, 21.73, 3.0)).announcement(false).unwrap();
+        assert_eq!(
+            release,
+            "dilation ×21.8 (--dilation auto): set by how late this machine releases a step of 16 nodes sending at \
+             once (40 µs for 8 B per node); --verbose says why"
+        );
+        assert!(release.chars().count() < 160, "one short line: {release}");
+        let bytes = dilated(auto(Binding::Bytes, 3.0, 21.73)).announcement(false).unwrap();
+        assert!(bytes.contains("move a step of 16 nodes") && bytes.contains("9000 µs for 1 MiB per node"), "{bytes}");
+        let capped = dilated(auto(Binding::Timeout, 50.01, 3.0)).announcement(false).unwrap();
+        assert!(capped.contains("×50.1 would be needed") && capped.contains("--timeout"), "{capped}");
+        let full = dilated(auto(Binding::Release, 21.73, 3.0)).announcement(true).unwrap();
+        assert_eq!(full, format!("dilation ×21.8 (--dilation auto): {reason}"));
     }
 
     #[test]

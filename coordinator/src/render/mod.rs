@@ -1,4 +1,4 @@
-//! Rendering: run reports and tables, how runs were dilated, Chrome traces, topology
+//! Rendering: run reports and the house table, how runs were dilated, Chrome traces, topology
 //! text, where output goes (standard output, files checked before a run), the sweep's
 //! progress bar and, with the `pictures` feature, the pictures
 //! (space-time diagrams, topology drawings and sweep plots, as SVG or PNG). Uses
@@ -10,6 +10,7 @@ use std::path::Path;
 pub mod diagram;
 pub mod dilation;
 pub mod output;
+pub mod page;
 #[cfg(feature = "pictures")]
 pub mod picture;
 #[cfg(feature = "pictures")]
@@ -18,6 +19,8 @@ pub mod progress;
 pub mod quantity;
 pub mod report;
 pub mod schema;
+pub mod sweep_table;
+pub mod table;
 #[cfg(feature = "pictures")]
 pub mod topology_svg;
 pub mod topology_view;

@@ -1,6 +1,8 @@
 //! Sweep plots: time against message size, log-log, one line per algorithm (measured,
 //! solid, with a marker per size) and the cost model's prediction for it as a dashed
-//! line of the same colour. Drawn with plotters' SVG backend; `.png` goes through
+//! line of the same colour; or (`simulate --plot`) time against node count. The legend
+//! stands to the right of the plotting area, outside it, so it hides no line wherever
+//! the lines run. Drawn with plotters' SVG backend; `.png` goes through
 //! [`crate::render::picture`] like every other picture, so both carry the same embedded font.
 
 use std::path::Path;
@@ -24,6 +26,17 @@ pub struct Series {
 /// Picture size in pixels.
 pub const WIDTH: u32 = 1000;
 pub const HEIGHT: u32 = 640;
+
+/// The legend's font size and the height of one entry, in pixels.
+const LEGEND_FONT: u32 = 16;
+const LEGEND_ROW: i32 = 26;
+
+/// The legend's width: room for its longest label (about 0.6 of the font size per
+/// character, with the line sample before it), a third of the picture at most.
+fn legend_width(labels: &[&str]) -> u32 {
+    let longest = labels.iter().map(|label| label.chars().count()).max().unwrap_or(0) as u32;
+    (longest * LEGEND_FONT * 6 / 10 + 64).clamp(120, WIDTH / 3)
+}
 
 /// Writes the plot to `path` (`.svg` or `.png`).
 pub fn write(title: &str, series: &[Series], path: &Path) -> anyhow::Result<()> {
@@ -78,11 +91,17 @@ pub fn svg_with(title: &str, series: &[Series], x: XAxis) -> anyhow::Result<Stri
     let y_range = time_range(y_lo, y_hi);
     let x_range = (x_lo / 1.3)..(x_hi * 1.3);
 
+    let modelled = series.iter().any(|s| !s.model.is_empty());
+    let mut labels: Vec<&str> = series.iter().map(|s| s.label.as_str()).collect();
+    if modelled {
+        labels.push(x.dashed());
+    }
     let mut text = String::new();
     {
         let root = SVGBackend::with_string(&mut text, (WIDTH, HEIGHT)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_error)?;
-        let mut chart = ChartBuilder::on(&root)
+        let (plot_area, legend_area) = root.split_horizontally(WIDTH - legend_width(&labels));
+        let mut chart = ChartBuilder::on(&plot_area)
             .caption(title, ("sans-serif", 24))
             .margin(18)
             .x_label_area_size(56)
@@ -109,11 +128,7 @@ pub fn svg_with(title: &str, series: &[Series], x: XAxis) -> anyhow::Result<Stri
         for (i, s) in series.iter().enumerate() {
             let ink = ink(i);
             let line = ink.stroke_width(2);
-            chart
-                .draw_series(LineSeries::new(s.measured.iter().copied(), line))
-                .map_err(plot_error)?
-                .label(s.label.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], ink.stroke_width(2)));
+            chart.draw_series(LineSeries::new(s.measured.iter().copied(), line)).map_err(plot_error)?;
             chart
                 .draw_series(s.measured.iter().map(|&point| Circle::new(point, 3, ink.filled())))
                 .map_err(plot_error)?;
@@ -121,27 +136,38 @@ pub fn svg_with(title: &str, series: &[Series], x: XAxis) -> anyhow::Result<Stri
                 chart.draw_series(DashedLineSeries::new(s.model.iter().copied(), 7, 5, line)).map_err(plot_error)?;
             }
         }
-        // One legend entry says what the dashed lines are (their colour says whose).
-        if series.iter().any(|s| !s.model.is_empty()) {
-            let grey = RGBColor(110, 110, 110);
-            chart
-                .draw_series(std::iter::empty::<PathElement<(f64, f64)>>())
-                .map_err(plot_error)?
-                .label(x.dashed())
-                .legend(move |(x, y)| DashedPathElement::new(vec![(x, y), (x + 24, y)], 5, 3, grey.stroke_width(2)));
-        }
-        // Times grow with size, so the lower right is where the lines are not.
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.9))
-            .border_style(RGBColor(180, 180, 180))
-            .label_font(("sans-serif", 16))
-            .draw()
-            .map_err(plot_error)?;
+        draw_legend(&legend_area, series, modelled.then(|| x.dashed()))?;
         root.present().map_err(plot_error)?;
     }
     Ok(text)
+}
+
+/// The legend, in its own area beside the plot: a line sample and marker per series,
+/// then (`dashed`) one entry saying what the dashed lines are (their colour says whose).
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    series: &[Series],
+    dashed: Option<&str>,
+) -> anyhow::Result<()> {
+    let font = ("sans-serif", LEGEND_FONT).into_font().color(&BLACK);
+    // Level with the top of the plotting area (the caption's height and the margin).
+    let top = 18 + 40;
+    let row = |i: usize| top + LEGEND_ROW * i as i32;
+    let sample = |y: i32| vec![(8, y), (32, y)];
+    for (i, s) in series.iter().enumerate() {
+        let ink = ink(i);
+        let y = row(i);
+        area.draw(&PathElement::new(sample(y), ink.stroke_width(2))).map_err(plot_error)?;
+        area.draw(&Circle::new((20, y), 3, ink.filled())).map_err(plot_error)?;
+        area.draw(&Text::new(s.label.clone(), (40, y - LEGEND_FONT as i32 / 2), font.clone())).map_err(plot_error)?;
+    }
+    if let Some(dashed) = dashed {
+        let y = row(series.len());
+        let grey = RGBColor(110, 110, 110);
+        area.draw(&DashedPathElement::new(sample(y), 5, 3, grey.stroke_width(2))).map_err(plot_error)?;
+        area.draw(&Text::new(dashed.to_owned(), (40, y - LEGEND_FONT as i32 / 2), font)).map_err(plot_error)?;
+    }
+    Ok(())
 }
 
 fn plot_error<E: std::fmt::Debug>(error: E) -> anyhow::Error {
@@ -212,10 +238,45 @@ mod tests {
             polylines.iter().filter(|n| n.attribute("points").is_some_and(|p| p.split(' ').count() >= 18)).count();
         assert_eq!(long, 2, "{text}");
         let circles = doc.descendants().filter(|n| n.has_tag_name("circle")).count();
-        assert_eq!(circles, 2 * 18);
+        assert_eq!(circles, 2 * 18 + 2, "a marker per size, and one per legend entry");
         let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).map(str::trim).collect();
         for label in ["ring", "hypercube", "cost model (dashed)", "16 B", "1 KiB", "1 MiB"] {
             assert!(texts.contains(&label), "no {label:?} in {texts:?}");
+        }
+    }
+
+    /// The x of every `text` element whose content is `label`.
+    fn text_x(doc: &roxmltree::Document, label: &str) -> Vec<f64> {
+        doc.descendants()
+            .filter(|n| n.has_tag_name("text") && n.text().map(str::trim) == Some(label))
+            .filter_map(|n| n.attribute("x")?.parse().ok())
+            .collect()
+    }
+
+    #[test]
+    fn the_legend_stands_right_of_every_line() {
+        // A scaling plot: the lowest line (hypercube) runs along the bottom right, where
+        // a legend inside the plot would hide it.
+        let nodes: Vec<f64> = (6..=12).map(|k| (1u64 << k) as f64).collect();
+        let line = |per_node: f64| nodes.iter().map(|&p| (p, 60.0 + per_node * p)).collect::<Vec<_>>();
+        let scaling = vec![
+            Series { label: "hypercube (recursive-doubling)".into(), measured: line(0.02), model: line(0.02) },
+            Series { label: "torus (mesh)".into(), measured: line(0.7), model: vec![] },
+            Series { label: "ring (ring)".into(), measured: line(22.0), model: vec![] },
+        ];
+        let text = svg_with("allreduce, 8 B per node, simulated", &scaling, XAxis::Nodes).unwrap();
+        let doc = roxmltree::Document::parse(&text).expect("valid XML");
+        let rightmost_line = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("polyline"))
+            .filter_map(|n| n.attribute("points"))
+            .flat_map(|points| points.split_whitespace().filter_map(|xy| xy.split(',').next()?.parse::<f64>().ok()))
+            .fold(f64::MIN, f64::max);
+        for label in ["hypercube (recursive-doubling)", "torus (mesh)", "ring (ring)", "closed form (dashed)"] {
+            let xs = text_x(&doc, label);
+            assert_eq!(xs.len(), 1, "one legend entry {label:?}: {xs:?}");
+            assert!(xs[0] > rightmost_line, "{label:?} at x {} is not right of the lines (to {rightmost_line})", xs[0]);
+            assert!(xs[0] < f64::from(WIDTH) - 20.0, "{label:?} inside the picture");
         }
     }
 

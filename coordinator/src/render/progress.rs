@@ -1,6 +1,13 @@
-//! The sweep's progress bar on the terminal (stderr). With the `pictures` feature it is
-//! drawn by indicatif; without it, and whenever stderr is not a terminal, nothing is
-//! drawn and text printed through [`Progress::suspend`] goes out as is.
+//! The progress bar of a sweep and of `simulate` on the terminal (stderr): points done of
+//! all, and a message saying what runs now (for a long simulation, refreshed from the
+//! engine's counts while it runs: [`Progress::watching`]). With the `pictures` feature
+//! it is drawn by indicatif; without it, and whenever stderr is not a terminal, nothing
+//! is drawn and text printed through [`Progress::suspend`] goes out as is.
+
+use std::time::Duration;
+
+/// How often a watched piece of work's message is refreshed.
+const REFRESH: Duration = Duration::from_millis(200);
 
 /// A bar counting `total` points, hidden when stderr is not a terminal.
 pub struct Progress {
@@ -16,7 +23,8 @@ impl Progress {
             return Progress { bar: indicatif::ProgressBar::hidden() };
         }
         let bar = indicatif::ProgressBar::new(total as u64);
-        let template = "{elapsed:>4} [{bar:30.cyan/blue}] {pos}/{len} points  {msg}";
+        // `wide_msg`: the message is cut to the terminal's width, so the bar keeps one line.
+        let template = "{elapsed:>4} [{bar:30.cyan/blue}] {pos}/{len} points  {wide_msg}";
         if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
             bar.set_style(style.progress_chars("=> "));
         }
@@ -49,6 +57,28 @@ impl Progress {
         return self.bar.suspend(print);
         #[cfg(not(feature = "pictures"))]
         print()
+    }
+
+    /// Runs `work` on this thread while another refreshes the message with `describe`
+    /// every [`REFRESH`] (only while the bar is drawn), and gives what `work` gave.
+    pub fn watching<R>(&self, describe: impl Fn() -> String + Sync, work: impl FnOnce() -> R) -> R {
+        #[cfg(feature = "pictures")]
+        if !self.bar.is_hidden() {
+            return std::thread::scope(|scope| {
+                let (done, finished) = std::sync::mpsc::channel::<()>();
+                let describe = &describe;
+                scope.spawn(move || {
+                    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = finished.recv_timeout(REFRESH) {
+                        self.set_message(describe());
+                    }
+                });
+                let result = work();
+                drop(done);
+                result
+            });
+        }
+        let _ = (&describe, REFRESH);
+        work()
     }
 
     /// Takes the bar off the terminal.

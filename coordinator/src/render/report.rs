@@ -6,13 +6,13 @@ use std::path::Path;
 
 use anyhow::Context;
 use bytesize::ByteSize;
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 use topocomm_proto::control::{RunOutcome, SetupTimes};
 use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Routing};
 use topocomm_proto::{NodeId, Topology};
 
 use crate::render::dilation::Dilated;
+use crate::render::table::HouseTable;
 
 /// Minimum, median, mean and maximum of the per-iteration times, in µs, and the tail
 /// percentiles p50, p90 and p99 (OSU micro-benchmarks' `-z`, nccl-tests' `-I`), each by
@@ -236,8 +236,7 @@ pub fn summarize(
 
 /// The summary as a table for people.
 pub fn table(summary: &RunSummary) -> String {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+    let mut table = HouseTable::new([
         "collective",
         "algorithm",
         "topology",
@@ -254,7 +253,7 @@ pub fn table(summary: &RunSummary) -> String {
         "verified",
     ]);
     let t = summary.time_us;
-    table.add_row(vec![
+    table.row([
         summary.collective.clone(),
         summary.algorithm.clone(),
         summary.topology.clone(),

@@ -6,7 +6,6 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use clap::Args;
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use strum::IntoEnumIterator;
 use topocomm_proto::spec::Collective;
 use topocomm_proto::{Topology, TopologyKind, catalogue};
@@ -15,6 +14,7 @@ use crate::cli::TuningArgs;
 use crate::control::parse::parse_collective;
 use crate::control::request::ShapeArgs;
 use crate::render::output;
+use crate::render::table::HouseTable;
 use topocomm_collectives::tuning::Rule;
 
 #[derive(Debug, Clone, Args)]
@@ -170,10 +170,9 @@ fn render_table<const N: usize>(markdown: bool, header: &[&str; N], rows: &[[Str
         }
         return text;
     }
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_header(header.to_vec());
+    let mut table = HouseTable::new(header.iter().copied());
     for row in rows {
-        table.add_row(row.to_vec());
+        table.row(row.iter().cloned());
     }
     format!("{table}\n")
 }

@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 use bytesize::ByteSize;
 use clap::Args;
-use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 use strum::IntoEnumIterator;
 use topocomm_proto::control::RunRequest;
@@ -33,10 +32,12 @@ use crate::control::local::{self, LocalCluster};
 use crate::control::parse::{parse_collective, parse_routing, parse_size, parse_time, parse_topology};
 use crate::control::request::{Dilating, parse_dilation};
 use crate::control::target::Target;
-use crate::render::dilation::{ProbeFigures, factor_text, seconds_text};
-use crate::render::output::outln;
+use crate::render::dilation::{ProbeFigures, Verbosity, factor_text, seconds_text};
+use crate::render::output::{self, outln};
+use crate::render::page::{self, Machine};
 use crate::render::quantity::size_text;
 use crate::render::report::{self, TimeStats};
+use crate::render::table::{Fit, HouseTable};
 use crate::tools::dilation::{Messages, Probe};
 use crate::tools::model::{self, ModelError, Prediction};
 use topocomm_collectives::tuning::Tuning;
@@ -88,6 +89,13 @@ pub struct BenchModelArgs {
     /// Print JSON lines instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Also write the results as a page of the book (Markdown) to FILE: the command, the
+    /// machine, the table and the closing lines, under a line saying that the page was
+    /// written by this command (e.g. docs/bench/bench-model.md).
+    #[arg(long, value_name = "FILE")]
+    pub page: Option<PathBuf>,
+    #[command(flatten)]
+    pub words: Verbosity,
     /// Benchmark an MSCCL-IR program instead of the topologies' default algorithms: its
     /// collective (the file's `coll`; --collectives may name only it), at the node count it
     /// is written for, on every topology, size and routing given.
@@ -282,6 +290,9 @@ pub async fn run(args: &BenchModelArgs) -> anyhow::Result<()> {
     if let Some(&p) = args.nodes.iter().find(|&&p| p < 2) {
         anyhow::bail!("--nodes {p}: a benchmark of communication needs at least 2 nodes");
     }
+    if let Some(path) = &args.page {
+        output::check_file_writable("--page", path)?;
+    }
     // 0 emulates cut-through in the limit of small packets (whole frames, no packet overhead).
     let packet_bytes = u32::try_from(args.packet.unwrap_or(0)).map_err(|_| anyhow!("--packet must be below 4 GiB"))?;
     let links =
@@ -342,7 +353,13 @@ pub async fn run(args: &BenchModelArgs) -> anyhow::Result<()> {
         eprintln!("local cluster of {p} nodes up, node logs in {}/node-*.log", local.logs.display());
         let target = Target::Local(local);
         let ours: Vec<&mut Case> = cases.iter_mut().filter(|c| c.p() == p).collect();
-        let cluster = Cluster { target: &target, p, auto: args.dilation == Dilating::Auto, json: args.json };
+        let cluster = Cluster {
+            target: &target,
+            p,
+            auto: args.dilation == Dilating::Auto,
+            json: args.json,
+            verbose: args.words.verbose,
+        };
         let result = tokio::select! {
             result = cluster.run(ours, &mut rows, &mut progress) => result,
             _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted after {} of {} runs; every node process was stopped", rows.len(), cases.len())),
@@ -369,9 +386,14 @@ pub async fn run(args: &BenchModelArgs) -> anyhow::Result<()> {
         )?;
         outln!("{}", table(&rows))?;
         outln!("{}", closing_line(&summary))?;
-        for row in rows.iter().filter(|r| r.error.is_some()) {
-            outln!("failed: {}: {}", row.case(), row.error.as_deref().unwrap_or_default())?;
+        for line in failures(&rows) {
+            outln!("{line}")?;
         }
+    }
+    if let Some(path) = &args.page {
+        let interrupted = interrupted.as_ref().map(|error| format!("{error:#}"));
+        page::write(path, &results_page(&link_text, args, &rows, &summary, interrupted.as_deref()))?;
+        eprintln!("wrote the page {}", path.display());
     }
     if let Some(error) = interrupted {
         return Err(error);
@@ -476,6 +498,8 @@ struct Cluster<'a> {
     /// `--dilation auto`: probe the cluster first and dilate each run as it needs.
     auto: bool,
     json: bool,
+    /// `--verbose`: say in full why `auto` chose the first run's K.
+    verbose: bool,
 }
 
 impl Cluster<'_> {
@@ -526,7 +550,7 @@ impl Cluster<'_> {
             case.dilate(factor);
             progress.estimate = (progress.estimate + case.estimate()).saturating_sub(before);
             if reason.is_empty() {
-                reason = auto.reason;
+                reason = auto.why(self.verbose);
             }
         }
         let factors: Vec<f64> = cases.iter().map(|case| case.spec.dilation.factor()).collect();
@@ -632,9 +656,8 @@ fn summarize(
     }
 }
 
-fn table(rows: &[Row]) -> String {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+fn table(rows: &[Row]) -> HouseTable {
+    let mut table = HouseTable::new([
         "collective",
         "algorithm",
         "topology",
@@ -652,7 +675,7 @@ fn table(rows: &[Row]) -> String {
             None if row.error.is_some() => "FAILED".into(),
             None => "-".into(),
         };
-        table.add_row(vec![
+        table.row([
             row.collective.to_string(),
             row.algorithm.to_string(),
             shape_name(row.topology, &row.dims),
@@ -665,12 +688,47 @@ fn table(rows: &[Row]) -> String {
             factor_text(row.dilation),
         ]);
     }
-    for column in [3, 6, 7, 8, 9] {
-        if let Some(column) = table.column_mut(column) {
-            column.set_cell_alignment(CellAlignment::Right);
-        }
+    table.right_aligned(&[3, 6, 7, 8, 9]);
+    table
+}
+
+/// A line per failed run.
+fn failures(rows: &[Row]) -> impl Iterator<Item = String> + '_ {
+    rows.iter()
+        .filter(|r| r.error.is_some())
+        .map(|row| format!("failed: {}: {}", row.case(), row.error.as_deref().unwrap_or_default()))
+}
+
+/// The page `--page` writes: what `bench-model` prints, with the command and the machine.
+fn results_page(
+    link_text: &str,
+    args: &BenchModelArgs,
+    rows: &[Row],
+    summary: &Summary,
+    interrupted: Option<&str>,
+) -> String {
+    let mut body = format!(
+        "Emulated links: {link_text}; {} timed iterations after {} warm-up per run. Each run is the \
+         topology's default algorithm, measured on a local cluster of this machine against the cost \
+         model's prediction of the same run ([Emulated links and the cost model](../emulation.md)).\n\n",
+        args.iterations, args.warmup
+    );
+    if let Some(error) = interrupted {
+        body += &format!("**The command stopped before the end** ({error}): the table holds the runs made.\n\n");
     }
-    table.to_string()
+    body += &format!("```text\n{}\n{}\n", table(rows).render(Fit::Natural), closing_line(summary));
+    for line in failures(rows) {
+        body += &format!("{line}\n");
+    }
+    body += "```\n";
+    page::page(
+        "bench-model: emulated runs against the cost model",
+        "topocomm bench-model --page",
+        &page::this_command(),
+        &Machine::this(),
+        std::time::SystemTime::now(),
+        &body,
+    )
 }
 
 fn closing_line(summary: &Summary) -> String {

@@ -17,7 +17,6 @@ use std::sync::Arc;
 use anyhow::anyhow;
 use bytesize::ByteSize;
 use clap::Args;
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 use topocomm_proto::TopologyKind;
 use topocomm_proto::control::RunRequest;
@@ -29,6 +28,7 @@ use crate::control::parse::parse_size;
 use crate::control::request::{Dilating, parse_dilation};
 use crate::render::output::outln;
 use crate::render::report;
+use crate::render::table::HouseTable;
 use topocomm_collectives::tuning::Tuning;
 
 #[derive(Debug, Clone, Args)]
@@ -66,9 +66,10 @@ const TIMEOUT_MS: u64 = 30_000;
 /// The names of the fitted parameters, in the order of the design matrix's columns.
 const PARAMETERS: [&str; 3] = ["t_s", "t_h", "t_w"];
 
-/// One measurement: an m-byte message over l hops took `one_way_us`.
+/// One ping-pong measured: an m-byte message over l hops took `one_way_us` one way
+/// (half the round trip).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Point {
+pub struct PingPongTime {
     pub hops: usize,
     pub size_bytes: u64,
     pub one_way_us: f64,
@@ -120,7 +121,7 @@ pub enum FitError {
 
 /// Fits t = t_s + l·t_h + l·m·t_w to `points` by least squares, holding at zero any
 /// parameter the noise would make negative.
-pub fn fit(points: &[Point]) -> Result<Fit, FitError> {
+pub fn fit(points: &[PingPongTime]) -> Result<Fit, FitError> {
     let rows: Vec<[f64; 3]> = points.iter().map(|p| design_row(p.hops, p.size_bytes)).collect();
     let times: Vec<f64> = points.iter().map(|p| p.one_way_us).collect();
     let mut free = [true; 3];
@@ -226,11 +227,11 @@ fn least_squares(rows: &[[f64; 3]], times: &[f64], free: [bool; 3]) -> Result<[f
     Ok(solution)
 }
 
-/// A measured point with the fit's time for it.
+/// A ping-pong measured, with the fit's time for it.
 #[derive(Debug, Clone, Copy, Serialize)]
-struct FittedPoint {
+struct FittedPingPong {
     #[serde(flatten)]
-    point: Point,
+    point: PingPongTime,
     fitted_us: f64,
     residual_us: f64,
 }
@@ -241,7 +242,7 @@ struct Calibration {
     nodes: usize,
     iterations: u32,
     warmup: u32,
-    points: Vec<FittedPoint>,
+    points: Vec<FittedPingPong>,
     fit: Fit,
     link_model: LinkModel,
     saved_to: Option<String>,
@@ -293,11 +294,11 @@ pub async fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
     let fit = fit(&points)?;
     let link_model = fit.link_model();
     let saved_to = if args.no_save { None } else { Some(calibration::save(&link_model)?) };
-    let fitted: Vec<FittedPoint> = points
+    let fitted: Vec<FittedPingPong> = points
         .iter()
         .map(|&point| {
             let fitted_us = fit.time_us(point.hops, point.size_bytes);
-            FittedPoint { point, fitted_us, residual_us: point.one_way_us - fitted_us }
+            FittedPingPong { point, fitted_us, residual_us: point.one_way_us - fitted_us }
         })
         .collect();
     if args.json {
@@ -347,7 +348,7 @@ async fn measure(
     sizes: &[u64],
     p: usize,
     spec_of: &impl Fn(u64, usize) -> RunSpec,
-) -> anyhow::Result<Vec<Point>> {
+) -> anyhow::Result<Vec<PingPongTime>> {
     let routes = [1, p / 2];
     let total = sizes.len() * routes.len();
     let mut points = Vec::with_capacity(total);
@@ -357,7 +358,7 @@ async fn measure(
             let outcome = local.coordinator.execute(request).await?;
             let summary = report::summarize(&outcome, None)?;
             let one_way_us = summary.time_us.median / 2.0;
-            points.push(Point { hops, size_bytes, one_way_us });
+            points.push(PingPongTime { hops, size_bytes, one_way_us });
             eprintln!(
                 "[{}/{total}] {} over {hops} hop{}: {one_way_us:.1} µs one way",
                 points.len(),
@@ -369,19 +370,11 @@ async fn measure(
     Ok(points)
 }
 
-fn points_table(points: &[FittedPoint]) -> String {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
-        "size",
-        "hops",
-        "one-way µs",
-        "fitted µs",
-        "residual µs",
-        "residual %",
-    ]);
+fn points_table(points: &[FittedPingPong]) -> HouseTable {
+    let mut table = HouseTable::new(["size", "hops", "one-way µs", "fitted µs", "residual µs", "residual %"]);
     for p in points {
         let percent = if p.point.one_way_us > 0.0 { 100.0 * p.residual_us / p.point.one_way_us } else { f64::NAN };
-        table.add_row(vec![
+        table.row([
             ByteSize::b(p.point.size_bytes).display().iec().to_string(),
             p.point.hops.to_string(),
             format!("{:.1}", p.point.one_way_us),
@@ -390,7 +383,7 @@ fn points_table(points: &[FittedPoint]) -> String {
             format!("{percent:+.1}"),
         ]);
     }
-    table.to_string()
+    table
 }
 
 #[cfg(test)]
@@ -400,13 +393,13 @@ mod tests {
     const SIZES: [u64; 6] = [8, 1024, 16 * 1024, 64 * 1024, 256 * 1024, 1024 * 1024];
 
     /// Points of the model (t_s, t_h in µs, t_w in ns/B) over 1 and 4 hops, plus `noise`.
-    fn synthetic(ts: f64, th: f64, tw_ns: f64, mut noise: impl FnMut() -> f64) -> Vec<Point> {
+    fn synthetic(ts: f64, th: f64, tw_ns: f64, mut noise: impl FnMut() -> f64) -> Vec<PingPongTime> {
         let mut points = Vec::new();
         for size_bytes in SIZES {
             for hops in [1, 4] {
                 let l = hops as f64;
                 let one_way_us = ts + l * th + l * size_bytes as f64 * tw_ns / 1e3 + noise();
-                points.push(Point { hops, size_bytes, one_way_us });
+                points.push(PingPongTime { hops, size_bytes, one_way_us });
             }
         }
         points
@@ -469,7 +462,8 @@ mod tests {
 
     #[test]
     fn one_hop_count_cannot_separate_the_parameters() {
-        let points: Vec<Point> = synthetic(45.0, 12.5, 0.75, || 0.0).into_iter().filter(|p| p.hops == 1).collect();
+        let points: Vec<PingPongTime> =
+            synthetic(45.0, 12.5, 0.75, || 0.0).into_iter().filter(|p| p.hops == 1).collect();
         let error = fit(&points).unwrap_err().to_string();
         assert!(error.contains("two hop counts"), "{error}");
         assert!(fit(&points[..2]).is_err());

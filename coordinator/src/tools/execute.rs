@@ -35,8 +35,8 @@ pub struct Executed {
 pub enum Stage {
     /// The dilation probe measures this cluster (`--dilation auto`).
     Probing,
-    /// The dilation was chosen; the text says which and why.
-    Dilated(String),
+    /// The dilation was chosen: which, and why (see [`Dilated::announcement`]).
+    Dilated(Box<Dilated>),
     /// The request went to the cluster.
     Running,
 }
@@ -63,8 +63,8 @@ pub async fn run(
         let (factor, choice) = probe.choose_for(&spec, &links, &prediction);
         request.spec.dilation = factor;
         let chosen = Dilated { factor: factor.factor(), auto: Some(choice), wall_s: None };
-        on_stage(Stage::Dilated(chosen.announcement().unwrap_or_default()));
-        auto = chosen.auto;
+        auto = chosen.auto.clone();
+        on_stage(Stage::Dilated(Box::new(chosen)));
         predicted = Some((spec, topology, prediction));
     }
     on_stage(Stage::Running);

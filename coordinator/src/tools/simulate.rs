@@ -6,15 +6,16 @@
 //! each point that has one, and `--plot` draws time against p.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use bytesize::ByteSize;
 use clap::{Args, ValueEnum};
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 use topocomm_collectives::simulator::spec::{Inputs, SimulatedRun};
-use topocomm_collectives::simulator::{self, Options};
+use topocomm_collectives::simulator::{self, LiveCounts, Options};
 use topocomm_proto::spec::{Algorithm, Collective, LinkModel, RunSpec};
 use topocomm_proto::{Topology, TopologyKind, catalogue, reference};
 
@@ -22,8 +23,10 @@ use crate::cli::TuningArgs;
 use crate::control::parse::{ParseError, parse_collective, parse_dims, parse_size, parse_timeout, parse_topology};
 use crate::control::request::{self, DataArgs, LinkArgs, Repetition};
 use crate::render::output::outln;
+use crate::render::progress::Progress;
 use crate::render::quantity::size_text;
 use crate::render::report::{BusiestLink, LinkPhysics, TimeStats};
+use crate::render::table::HouseTable;
 use crate::render::trace::{self, FlowOutputs};
 use crate::tools::closed_form;
 use crate::tools::explain;
@@ -129,9 +132,10 @@ pub fn parse_node_counts(text: &str) -> Result<Vec<usize>, ParseError> {
     text.split(',').map(count).collect()
 }
 
-/// One simulated point, with `run`'s keys where they mean the same.
+/// One simulated run (a topology, a node count, an algorithm), summarised with `run`'s
+/// keys where they mean the same (as [`crate::render::report::RunSummary`] does a run).
 #[derive(Debug, Clone, Serialize)]
-pub struct Point {
+pub struct SimulationSummary {
     pub collective: String,
     pub algorithm: String,
     pub topology: String,
@@ -206,6 +210,8 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
     let mut points = Vec::new();
     let mut failures = Vec::new();
     let mut last_events = Vec::new();
+    // On a terminal: points done, and how far the one running has come.
+    let bar = Progress::new(planned.len());
     for point in &planned {
         let what = format!(
             "{} ({}) on a {}, {} per node",
@@ -214,25 +220,49 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
             point.topology,
             size_text(point.spec.size_bytes)
         );
-        let options = Options { run: 1, record: drawn, wall_limit: Some(args.timeout), ..Options::default() };
+        let live = Arc::new(LiveCounts::default());
+        let options = Options {
+            run: 1,
+            record: drawn,
+            wall_limit: Some(args.timeout),
+            live: Some(live.clone()),
+            ..Options::default()
+        };
         let began = Instant::now();
-        match simulator::spec::run(&point.spec, &point.topology, links, point.inputs, options) {
+        let p = point.topology.p();
+        let running = format!("{} of {p} nodes ({})", point.topology.kind(), point.spec.what_runs());
+        let so_far = || {
+            format!(
+                "{running}: {} done, {} messages, {:.1} µs simulated",
+                live.nodes_finished.load(Ordering::Relaxed),
+                live.messages.load(Ordering::Relaxed),
+                live.virtual_ns.load(Ordering::Relaxed) as f64 / 1e3
+            )
+        };
+        bar.set_message(so_far());
+        let simulated =
+            bar.watching(so_far, || simulator::spec::run(&point.spec, &point.topology, links, point.inputs, options));
+        bar.inc();
+        match simulated {
             Ok(simulated) => {
                 let wall = began.elapsed().as_secs_f64();
                 let peak = topocomm_node::daemon::allocator::peak_resident_bytes().map_or_else(String::new, |bytes| {
                     format!(", peak memory so far {}", ByteSize(bytes).display().iec())
                 });
-                eprintln!(
-                    "simulated {what}: {} messages in {wall:.3} s of wall time ({:.0} messages/s){peak}",
-                    simulated.totals.messages,
-                    simulated.totals.messages as f64 / wall.max(1e-9)
-                );
+                bar.suspend(|| {
+                    eprintln!(
+                        "simulated {what}: {} messages in {wall:.3} s of wall time ({:.0} messages/s){peak}",
+                        simulated.totals.messages,
+                        simulated.totals.messages as f64 / wall.max(1e-9)
+                    )
+                });
                 points.push(describe(point, &simulated, &links));
                 last_events = simulated.events;
             }
             Err(error) => failures.push(format!("{what}: {error}")),
         }
     }
+    bar.finish();
     if args.json {
         let value = match points.as_slice() {
             [only] if failures.is_empty() => serde_json::to_value(only)?,
@@ -363,14 +393,14 @@ fn estimate(spec: &RunSpec, p: usize) -> (u64, u64) {
     (overhead.saturating_add(data), overhead)
 }
 
-pub(crate) fn describe(point: &Planned, simulated: &SimulatedRun, links: &LinkModel) -> Point {
+pub(crate) fn describe(point: &Planned, simulated: &SimulatedRun, links: &LinkModel) -> SimulationSummary {
     let spec = &point.spec;
     let time_us = simulated.time_ns as f64 / 1e3;
     let closed_form_ns = match spec.schedule {
         None => closed_form::time_ns(spec.collective, spec.algorithm, &point.topology, spec.size_bytes, links),
         Some(_) => None,
     };
-    Point {
+    SimulationSummary {
         collective: spec.collective.to_string(),
         algorithm: spec.what_runs(),
         topology: point.topology.kind().to_string(),
@@ -412,9 +442,8 @@ fn headline(args: &SimulateArgs, links: &LinkModel, source: explain::PhysicsSour
     format!("{} simulated: {data}; links {} ({})", args.collective, trace::describe_links(links), source.name())
 }
 
-fn table(points: &[Point]) -> String {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+fn table(points: &[SimulationSummary]) -> HouseTable {
+    let mut table = HouseTable::new([
         "topology",
         "p",
         "algorithm",
@@ -427,7 +456,7 @@ fn table(points: &[Point]) -> String {
         "verified",
     ]);
     for point in points {
-        table.add_row(vec![
+        table.row([
             shape(point),
             point.nodes.to_string(),
             point.algorithm.clone(),
@@ -442,11 +471,11 @@ fn table(points: &[Point]) -> String {
             if point.verified { "yes".to_owned() } else { "no (lengths only)".to_owned() },
         ]);
     }
-    table.to_string()
+    table
 }
 
 /// The topology of a point as the table shows it: "torus 4x4", "hypercube".
-fn shape(point: &Point) -> String {
+fn shape(point: &SimulationSummary) -> String {
     match point.topology.as_str() {
         "mesh" | "torus" | "mesh3d" | "torus3d" => {
             let dims: Vec<String> = point.dims.iter().map(ToString::to_string).collect();
@@ -457,7 +486,7 @@ fn shape(point: &Point) -> String {
 }
 
 /// The closed forms the table used, once each, and a word on what was not verified.
-fn notes(points: &[Point]) -> Vec<String> {
+fn notes(points: &[SimulationSummary]) -> Vec<String> {
     let mut notes: Vec<String> = Vec::new();
     for point in points {
         if let Some(formula) = point.closed_form {
@@ -474,7 +503,7 @@ fn notes(points: &[Point]) -> Vec<String> {
 }
 
 #[cfg(feature = "pictures")]
-fn plot(args: &SimulateArgs, points: &[Point], path: &std::path::Path) -> anyhow::Result<()> {
+fn plot(args: &SimulateArgs, points: &[SimulationSummary], path: &std::path::Path) -> anyhow::Result<()> {
     use crate::render::plot::{Series, XAxis};
     let mut series: Vec<Series> = Vec::new();
     for point in points {

@@ -29,7 +29,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, anyhow};
 use clap::Args;
-use serde::Serialize;
 use serde_json::json;
 use topocomm_proto::spec::{Algorithm, Collective, LinkModel, RunSpec};
 use topocomm_proto::{Topology, catalogue};
@@ -42,7 +41,7 @@ use crate::control::request::{
     self, CollectiveArgs, DataArgs, IterationArgs, LinkArgs, Planned, Repetition, ShapeArgs,
 };
 use crate::control::target::Target;
-use crate::render::dilation::{factor_text, seconds_text};
+use crate::render::dilation::{Verbosity, factor_text, seconds_text};
 use crate::render::output::{self, outln};
 #[cfg(feature = "pictures")]
 use crate::render::picture;
@@ -51,6 +50,7 @@ use crate::render::plot::{self, Series};
 use crate::render::progress::Progress;
 use crate::render::quantity::size_text;
 use crate::render::report::{self, LinkPhysics};
+use crate::render::sweep_table::{self, SweepPoint};
 use crate::render::{self, trace};
 use crate::tools::dilation::{self, Messages, Probe};
 use crate::tools::model::{self, Prediction};
@@ -86,6 +86,8 @@ pub struct SweepArgs {
     pub links: LinkArgs,
     #[command(flatten)]
     pub repeat: IterationArgs,
+    #[command(flatten)]
+    pub words: Verbosity,
     /// Also write the points as CSV to FILE.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
@@ -228,35 +230,12 @@ pub fn bus_factor(collective: Collective) -> BusFactor {
     }
 }
 
-/// One measured point of the sweep.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Point {
-    pub algorithm: String,
-    pub size_bytes: u64,
-    pub avg_us: f64,
-    pub min_us: f64,
-    pub max_us: f64,
-    pub median_us: f64,
-    /// Tail percentiles by [`report::nearest_rank`].
-    pub p50_us: f64,
-    pub p90_us: f64,
-    pub p99_us: f64,
-    pub iterations: u32,
-    pub model_us: Option<f64>,
-    pub algbw_gbps: Option<f64>,
-    pub busbw_gbps: Option<f64>,
-    /// K of emulated links (every time above is emulated time); `None` for raw links.
-    pub dilation: Option<f64>,
-    /// Wall time the point's run took, in seconds.
-    pub wall_s: f64,
-}
-
-impl Point {
-    fn of(summary: &report::RunSummary, collective: Collective) -> Point {
+impl SweepPoint {
+    fn of(summary: &report::RunSummary, collective: Collective) -> SweepPoint {
         let time = summary.time_us;
         let algbw = (summary.size_bytes > 0 && time.mean > 0.0).then(|| summary.size_bytes as f64 / time.mean / 1e3);
         let factor = bus_factor(collective).on(summary.nodes);
-        Point {
+        SweepPoint {
             algorithm: summary.algorithm.clone(),
             size_bytes: summary.size_bytes,
             avg_us: time.mean,
@@ -386,7 +365,7 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
 
     let bar = Progress::new(algorithms.len() * sizes.len());
     let table = args.json.as_deref() != Some(Path::new("-"));
-    let mut sweep = Sweep { points: Vec::new(), topology: None, links: None, dilation: None };
+    let mut sweep = Sweep::default();
     let result = tokio::select! {
         result = measure(args, &cluster, &algorithms, &sizes, predict_with, repetition, &bar, table, &mut sweep) => result,
         _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted; every node process was stopped")),
@@ -402,12 +381,14 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
 /// What the sweep measured.
 #[derive(Debug, Default)]
 pub struct Sweep {
-    pub points: Vec<Point>,
+    pub points: Vec<SweepPoint>,
     /// The topology the runs reported, e.g. "hypercube of 8 nodes (d=3)".
     pub topology: Option<Topology>,
     pub links: Option<LinkPhysics>,
-    /// How `--dilation auto` chose each point's K, in words (`None`: not automatic).
+    /// How `--dilation auto` chose each point's K, in full words (`None`: not automatic).
     pub dilation: Option<String>,
+    /// The same as the table's header says it: in one line, unless `--verbose`.
+    pub dilation_line: Option<String>,
 }
 
 /// Where a sweep is, for a front end that shows it (the terminal's table and progress
@@ -416,13 +397,14 @@ pub enum Step<'a> {
     /// Point `index` of `of` goes to the cluster.
     Starting { index: usize, of: usize, algorithm: Algorithm, size: u64 },
     /// Point `index` came back verified: its summary, on the topology it ran on (the
-    /// point itself is the last of the sweep's points), and how `--dilation auto` chose.
-    Measured { index: usize, summary: &'a report::RunSummary, topology: &'a Topology, dilation: Option<&'a str> },
+    /// point itself is the last of the sweep's points), and how `--dilation auto` chose
+    /// (as the table's header says it; the sweep's JSON has it in full).
+    Measured { index: usize, summary: &'a report::RunSummary, topology: &'a Topology, dilation_line: Option<&'a str> },
 }
 
 /// What a point runs with: its request, and (under `--dilation auto`) its prediction
 /// made before the run, on the topology the probe found.
-struct PointPlan {
+struct PlannedSweepPoint {
     algorithm: Algorithm,
     size: u64,
     request: topocomm_proto::control::RunRequest,
@@ -438,7 +420,7 @@ async fn plan_points(
     sizes: &[u64],
     repetition: Repetition,
     sweep: &mut Sweep,
-) -> anyhow::Result<Vec<PointPlan>> {
+) -> anyhow::Result<Vec<PlannedSweepPoint>> {
     let mut plans = Vec::with_capacity(algorithms.len() * sizes.len());
     let mut auto = None;
     for &algorithm in algorithms {
@@ -447,7 +429,7 @@ async fn plan_points(
             if auto_dilation && let Some(links) = request.spec.emulation {
                 auto = Some(links);
             }
-            plans.push(PointPlan { algorithm, size, request, predicted: None });
+            plans.push(PlannedSweepPoint { algorithm, size, request, predicted: None });
         }
     }
     let (Some(links), Some(first)) = (auto, plans.first().map(|plan| plan.request.clone())) else { return Ok(plans) };
@@ -477,14 +459,17 @@ async fn plan_points(
         && let Some((spec, _, prediction)) = &plan.predicted
     {
         let (_, first) = probe.choose_for(spec, &links, prediction);
-        let text = format!(
-            "auto, from ×{} to ×{} by point (first point: {})",
-            factor_text(least.factor()),
-            factor_text(most.factor()),
-            first.reason
-        );
-        eprintln!("dilation {text}");
-        sweep.dilation = Some(text);
+        let text = |why: String| {
+            format!(
+                "auto, from ×{} to ×{} by point (first point: {why})",
+                factor_text(least.factor()),
+                factor_text(most.factor())
+            )
+        };
+        // The JSON has it in full; the terminal in one line unless --verbose.
+        sweep.dilation = Some(text(first.why(true)));
+        sweep.dilation_line = Some(text(first.why(args.words.verbose)));
+        eprintln!("dilation {}", sweep.dilation_line.as_deref().unwrap_or_default());
     }
     Ok(plans)
 }
@@ -507,7 +492,7 @@ pub async fn measure_points(
     let plans = plan_points(args, cluster, algorithms, sizes, repetition, sweep).await?;
     let of = plans.len();
     for (index, plan) in plans.into_iter().enumerate() {
-        let PointPlan { algorithm, size, request, predicted } = plan;
+        let PlannedSweepPoint { algorithm, size, request, predicted } = plan;
         on_step(Step::Starting { index, of, algorithm, size })?;
         let began = std::time::Instant::now();
         let outcome = cluster.execute(request).await.with_context(|| format!("{algorithm} at {}", size_text(size)))?;
@@ -525,16 +510,22 @@ pub async fn measure_points(
         if let Some(dilated) = &mut summary.dilation {
             dilated.wall_s = Some(wall_s);
         }
-        sweep.points.push(Point::of(&summary, args.collective));
+        sweep.points.push(SweepPoint::of(&summary, args.collective));
         sweep.links = summary.links;
-        on_step(Step::Measured { index, summary: &summary, topology: &topology, dilation: sweep.dilation.as_deref() })?;
+        on_step(Step::Measured {
+            index,
+            summary: &summary,
+            topology: &topology,
+            dilation_line: sweep.dilation_line.as_deref(),
+        })?;
         sweep.topology = Some(topology);
     }
     Ok(())
 }
 
 /// The terminal's sweep: the table (unless the JSON goes to standard output) and the
-/// progress bar.
+/// progress bar. On a terminal a block's table comes when its algorithm is measured;
+/// elsewhere a line comes per point (see [`sweep_table`]).
 #[allow(clippy::too_many_arguments)]
 async fn measure(
     args: &SweepArgs,
@@ -547,28 +538,46 @@ async fn measure(
     table: bool,
     sweep: &mut Sweep,
 ) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    let on_terminal = std::io::stdout().is_terminal();
+    let model = predict_with.is_some();
     let show = |text: &str| if table { bar.suspend(|| outln!("{text}")) } else { Ok(()) };
+    // On a terminal: the points of the algorithm being measured.
+    let mut block: Vec<SweepPoint> = Vec::new();
     let mut on_step = |step: Step<'_>| -> anyhow::Result<()> {
         match step {
             Step::Starting { algorithm, size, .. } => bar.set_message(format!("{algorithm}, {}", size_text(size))),
-            Step::Measured { index, summary, topology, dilation } => {
+            Step::Measured { index, summary, topology, dilation_line, .. } => {
                 if index == 0 {
-                    show(&header(args, topology, summary.links.as_ref(), dilation))?;
+                    show(&header(args, topology, summary.links.as_ref(), dilation_line))?;
                 }
                 if index % sizes.len() == 0 {
-                    show(&format!(
-                        "#\n# Algorithm: {}\n{}",
-                        summary.algorithm,
-                        columns(predict_with.is_some(), summary.dilation.is_some())
-                    ))?;
+                    show(&format!("#\n# Algorithm: {}", summary.algorithm))?;
+                    if !on_terminal {
+                        show(&sweep_table::osu_columns(model, summary.dilation.is_some()))?;
+                    }
                 }
-                show(&row(&Point::of(summary, args.collective), predict_with.is_some()))?;
+                let point = SweepPoint::of(summary, args.collective);
+                if on_terminal {
+                    block.push(point);
+                    if block.len() == sizes.len() {
+                        show(&sweep_table::house_block(&std::mem::take(&mut block), model).to_string())?;
+                    }
+                } else {
+                    show(&sweep_table::osu_row(&point, model))?;
+                }
                 bar.inc();
             }
         }
         Ok(())
     };
-    measure_points(args, cluster, algorithms, sizes, predict_with, repetition, sweep, &mut on_step).await?;
+    let measured =
+        measure_points(args, cluster, algorithms, sizes, predict_with, repetition, sweep, &mut on_step).await;
+    // A sweep stopped inside a block still shows what the block measured.
+    if !block.is_empty() {
+        show(&sweep_table::house_block(&block, model).to_string())?;
+    }
+    measured?;
     if let Some(wall) = (!sweep.points.is_empty()).then(|| sweep.points.iter().map(|p| p.wall_s).sum::<f64>()) {
         show(&format!("# wall time of the runs: {}", seconds_text(wall)))?;
     }
@@ -607,49 +616,8 @@ fn physics(l: &LinkPhysics) -> String {
     format!("{routing}, t_s {} us, t_h {} us, t_w {} ns/B", l.ts_us, l.th_us, l.tw_ns_per_byte)
 }
 
-fn columns(model: bool, dilated: bool) -> String {
-    let model = if model { format!(" {:>12}", "Model(us)") } else { String::new() };
-    let dilation = if dilated { format!(" {:>9}", "Dilation") } else { String::new() };
-    format!(
-        "# {:<10} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10}{model} {:>12} {:>12}{dilation}",
-        "Size",
-        "Avg(us)",
-        "Min(us)",
-        "Max(us)",
-        "P50(us)",
-        "P90(us)",
-        "P99(us)",
-        "Iterations",
-        "algbw(GB/s)",
-        "busbw(GB/s)"
-    )
-}
-
-fn row(point: &Point, model: bool) -> String {
-    let bw = |v: Option<f64>| v.map(|v| format!("{v:.4}")).unwrap_or_else(|| "-".into());
-    let model = if model {
-        format!(" {:>12}", point.model_us.map(|m| format!("{m:.2}")).unwrap_or_else(|| "-".into()))
-    } else {
-        String::new()
-    };
-    let dilation = point.dilation.map(|k| format!(" {:>9}", format!("x{}", factor_text(k)))).unwrap_or_default();
-    format!(
-        "{:<12} {:>12.2} {:>12.2} {:>12.2} {:>12.2} {:>12.2} {:>12.2} {:>10}{model} {:>12} {:>12}{dilation}",
-        point.size_bytes,
-        point.avg_us,
-        point.min_us,
-        point.max_us,
-        point.p50_us,
-        point.p90_us,
-        point.p99_us,
-        point.iterations,
-        bw(point.algbw_gbps),
-        bw(point.busbw_gbps)
-    )
-}
-
 /// The CSV of the points, a header line first.
-pub fn csv(args: &SweepArgs, topology: &Topology, points: &[Point]) -> String {
+pub fn csv(args: &SweepArgs, topology: &Topology, points: &[SweepPoint]) -> String {
     let mut text = String::from(
         "collective,algorithm,topology,dims,nodes,size_bytes,avg_us,min_us,max_us,median_us,iterations,model_us,\
          algbw_gbps,busbw_gbps,p50_us,p90_us,p99_us,dilation,wall_s\n",
@@ -856,7 +824,7 @@ mod tests {
             let mut summary = crate::render::report::tests::summary_for_tests();
             summary.nodes = nodes;
             summary.size_bytes = size_bytes;
-            Point::of(&summary, collective)
+            SweepPoint::of(&summary, collective)
         };
         // 1 MB in 1 ms is 1 GB/s of algbw.
         let allgather = point(Collective::Allgather, 8, 1_000_000);
@@ -864,38 +832,5 @@ mod tests {
         assert_eq!(allgather.busbw_gbps, Some(7.0));
         let barrier = point(Collective::Barrier, 8, 0);
         assert_eq!((barrier.algbw_gbps, barrier.busbw_gbps), (None, None));
-    }
-
-    #[test]
-    fn a_row_lines_up_under_its_header() {
-        let point = Point {
-            algorithm: "ring".into(),
-            size_bytes: 65536,
-            avg_us: 812.5,
-            min_us: 800.0,
-            max_us: 830.25,
-            median_us: 810.0,
-            p50_us: 805.0,
-            p90_us: 825.5,
-            p99_us: 830.25,
-            iterations: 20,
-            model_us: Some(790.0),
-            algbw_gbps: Some(0.0807),
-            busbw_gbps: Some(0.1412),
-            dilation: None,
-            wall_s: 0.5,
-        };
-        let (head, line) = (columns(true, false), row(&point, true));
-        assert!(head.starts_with("# Size"));
-        assert_eq!(head.len(), line.len(), "\n{head}\n{line}");
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(
-            fields,
-            ["65536", "812.50", "800.00", "830.25", "805.00", "825.50", "830.25", "20", "790.00", "0.0807", "0.1412"]
-        );
-        let dilated = Point { dilation: Some(29.5), ..point };
-        let (head, line) = (columns(true, true), row(&dilated, true));
-        assert_eq!(head.len(), line.len(), "\n{head}\n{line}");
-        assert!(head.ends_with("Dilation") && line.ends_with("x29.5"), "\n{head}\n{line}");
     }
 }

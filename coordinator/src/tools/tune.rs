@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 use clap::Args;
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use topocomm_proto::control::{RunOutcome, RunRequest};
 use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp};
 use topocomm_proto::{TopologyKind, catalogue};
@@ -25,6 +24,7 @@ use crate::control::request::{self, DataArgs, Repetition, ShapeArgs};
 use crate::control::target::Target;
 use crate::render::quantity::size_text;
 use crate::render::report::{self, TimeStats};
+use crate::render::table::HouseTable;
 use crate::tools::sweep::parse_sizes;
 use topocomm_collectives::tuning::{Bounds, Bytes, Rule, SCHEMA_VERSION, Tuning};
 
@@ -126,16 +126,8 @@ async fn tune(args: &TuneArgs, target: &Target, base: &Arc<Tuning>) -> anyhow::R
         base.source_name()
     );
     let mut tuned = Vec::new();
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
-        "collective",
-        "size",
-        "default",
-        "median µs",
-        "alternative",
-        "median µs",
-        "ahead",
-    ]);
+    let mut table =
+        HouseTable::new(["collective", "size", "default", "median µs", "alternative", "median µs", "ahead"]);
     let mut sizes = args.sizes.clone();
     sizes.sort_unstable();
     sizes.dedup();
@@ -161,7 +153,7 @@ async fn tune(args: &TuneArgs, target: &Target, base: &Arc<Tuning>) -> anyhow::R
             }
             let [default_us, alternative_us] = times.map(|samples| TimeStats::of(&samples).median);
             let point = Measured { size, default_us, alternative_us };
-            table.add_row(vec![
+            table.row([
                 pair.collective.to_string(),
                 size_text(size),
                 pair.default.to_string(),
