@@ -278,14 +278,7 @@ def links_congestion():
 
 
 def machine():
-    cpu = "unknown CPU"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu, cores = machine_parts()
     mpi = "not installed"
     if shutil.which("mpirun"):
         out = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout
@@ -293,7 +286,7 @@ def machine():
     congestion = f"TCP congestion control {host_congestion()}"
     if links_congestion() != host_congestion():
         congestion += f" (topocomm's links and the TCP stream: {links_congestion()})"
-    return f"{platform.node()}: {os.cpu_count()} cores, {cpu}, Linux {platform.release()}; {mpi}; {congestion}"
+    return f"{platform.node()}: {cores} cores, {cpu}, Linux {platform.release()}; {mpi}; {congestion}"
 
 
 def load():
@@ -611,6 +604,7 @@ mean, and the tables measured before this one, are in [Against Open MPI](../open
 
 
 def machine_parts():
+    """The processor's model name and the number of cores."""
     cpu = "unknown CPU"
     try:
         for line in open("/proc/cpuinfo"):
