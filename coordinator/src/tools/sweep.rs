@@ -396,10 +396,16 @@ pub struct Sweep {
 pub enum Step<'a> {
     /// Point `index` of `of` goes to the cluster.
     Starting { index: usize, of: usize, algorithm: Algorithm, size: u64 },
-    /// Point `index` came back verified: its summary, on the topology it ran on (the
-    /// point itself is the last of the sweep's points), and how `--dilation auto` chose
-    /// (as the table's header says it; the sweep's JSON has it in full).
-    Measured { index: usize, summary: &'a report::RunSummary, topology: &'a Topology, dilation_line: Option<&'a str> },
+    /// Point `index` came back verified: the point, its summary, the topology it ran on,
+    /// and how `--dilation auto` chose (as the table's header says it; the sweep's JSON
+    /// has it in full).
+    Measured {
+        index: usize,
+        point: &'a SweepPoint,
+        summary: &'a report::RunSummary,
+        topology: &'a Topology,
+        dilation_line: Option<&'a str>,
+    },
 }
 
 /// What a point runs with: its request, and (under `--dilation auto`) its prediction
@@ -514,6 +520,7 @@ pub async fn measure_points(
         sweep.links = summary.links;
         on_step(Step::Measured {
             index,
+            point: sweep.points.last().expect("just pushed"),
             summary: &summary,
             topology: &topology,
             dilation_line: sweep.dilation_line.as_deref(),
@@ -547,7 +554,7 @@ async fn measure(
     let mut on_step = |step: Step<'_>| -> anyhow::Result<()> {
         match step {
             Step::Starting { algorithm, size, .. } => bar.set_message(format!("{algorithm}, {}", size_text(size))),
-            Step::Measured { index, summary, topology, dilation_line, .. } => {
+            Step::Measured { index, point, summary, topology, dilation_line } => {
                 if index == 0 {
                     show(&header(args, topology, summary.links.as_ref(), dilation_line))?;
                 }
@@ -557,14 +564,13 @@ async fn measure(
                         show(&sweep_table::osu_columns(model, summary.dilation.is_some()))?;
                     }
                 }
-                let point = SweepPoint::of(summary, args.collective);
                 if on_terminal {
-                    block.push(point);
+                    block.push(point.clone());
                     if block.len() == sizes.len() {
                         show(&sweep_table::house_block(&std::mem::take(&mut block), model).to_string())?;
                     }
                 } else {
-                    show(&sweep_table::osu_row(&point, model))?;
+                    show(&sweep_table::osu_row(point, model))?;
                 }
                 bar.inc();
             }
