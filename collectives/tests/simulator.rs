@@ -144,6 +144,48 @@ fn the_same_run_gives_the_same_numbers() {
     assert_eq!(runs[0].events, runs[1].events);
 }
 
+/// A frame ready now crosses its link at once when no other frame waits to enter one
+/// (one event a message instead of two): every algorithm of the catalogue, on shapes
+/// that forward (rings, meshes, tori, the full topology) and shapes that do not, under
+/// store-and-forward, cut-through and packets, gives the same time, steps, totals, busiest
+/// link, message flow to the event and operations of every node as when every frame
+/// enters every link through an event.
+#[test]
+fn carrying_a_ready_frame_at_once_changes_nothing() {
+    let (mut compared, mut forwarding) = (0, 0);
+    for topology in shapes() {
+        let p = topology.p();
+        for entry in catalogue::ENTRIES {
+            for model in [links(Routing::Sf, 0), links(Routing::Ct, 0), links(Routing::Ct, 700)] {
+                let spec = RunSpec {
+                    size_bytes: 3000,
+                    root: p.saturating_sub(1),
+                    shift: 3,
+                    ..RunSpec::new(entry.collective, entry.algorithm)
+                };
+                if spec.validate(p).is_err() {
+                    continue;
+                }
+                let [by_events, at_once] = [true, false].map(|entering_by_events| {
+                    let options = Options { record: true, operations: true, entering_by_events, ..Options::default() };
+                    spec::run(&spec, &topology, model, Inputs::Lengths, options).expect("a run")
+                });
+                let case = format!("{} ({}) on {topology}, {model:?}", entry.collective, entry.algorithm);
+                assert_eq!(
+                    (at_once.time_ns, at_once.steps, at_once.totals, at_once.busiest_link),
+                    (by_events.time_ns, by_events.steps, by_events.totals, by_events.busiest_link),
+                    "{case}"
+                );
+                assert!(at_once.events == by_events.events, "{case}: the message flow differs");
+                assert!(at_once.operations == by_events.operations, "{case}: the operations differ");
+                compared += 1;
+                forwarding += usize::from(at_once.totals.forwarded > 0);
+            }
+        }
+    }
+    assert!(compared > 700 && forwarding > 100, "only {compared} runs compared, {forwarding} forwarding");
+}
+
 /// A node that waits for a message no one sends: the simulator stops when nothing else
 /// can happen and names the node and the message.
 #[test]

@@ -332,6 +332,16 @@ impl Topology {
         match self.kind {
             TopologyKind::Full => dst,
             TopologyKind::Hypercube => at ^ (1 << (at ^ dst).trailing_zeros()),
+            // A ring's coordinate is the id: the shorter way round, with no division.
+            TopologyKind::Ring => {
+                let ahead = if dst > at { dst - at } else { dst + self.p - at };
+                match 2 * ahead <= self.p {
+                    true if at + 1 == self.p => 0,
+                    true => at + 1,
+                    false if at == 0 => self.p - 1,
+                    false => at - 1,
+                }
+            }
             _ => {
                 let wrap = self.wraps();
                 let mut stride = 1;
@@ -617,6 +627,22 @@ mod tests {
         let kinds: BTreeSet<_> = all.iter().map(|t| t.kind() as u8).collect();
         assert_eq!(kinds.len(), TopologyKind::iter().count());
         assert!(pairs > 100_000, "{pairs}");
+    }
+
+    /// A ring's next hop, computed without division, is the grid's rule for one
+    /// wrapping dimension: forward when the destination is at most half way round.
+    #[test]
+    fn a_rings_next_hop_is_the_grid_rule() {
+        for p in 1..=20 {
+            let ring = Topology::new(TopologyKind::Ring, p, None).unwrap();
+            for at in 0..p {
+                for dst in (0..p).filter(|&dst| dst != at) {
+                    let forward = 2 * ((dst + p - at) % p) <= p;
+                    let expected = if forward { (at + 1) % p } else { (at + p - 1) % p };
+                    assert_eq!(ring.next_hop(at, dst), expected, "ring of {p}: {at} -> {dst}");
+                }
+            }
+        }
     }
 
     #[test]

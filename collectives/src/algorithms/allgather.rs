@@ -66,7 +66,7 @@ pub async fn allgather_layout(
 ///
 /// Steps: p - 1. Cost (t_s + t_w m)(p - 1).
 pub async fn ring(comm: &Comm, mine: Bytes) -> Result<Bytes, CommError> {
-    let parts = allgather_ring_along(comm, &LineGroup::ring(comm.p()).ring_order(), mine, ALLGATHER_RING).await?;
+    let parts = allgather_ring_parts(comm, &LineGroup::ring(comm.p()).ring_order(), mine, ALLGATHER_RING).await?;
     Ok(concat(&parts))
 }
 
@@ -235,26 +235,44 @@ pub async fn bruck(comm: &Comm, layout: &BlockLayout, mine: Bytes) -> Result<Byt
 ///     result := result ∪ msg
 /// ```
 ///
-/// Returns every member's message, in ring order. Step i carries tag `phase.tag(i)`.
-/// Steps: n - 1. Cost (t_s + t_w m)(n - 1).
+/// `result ∪ msg` is `keep(position, msg)`: every member's message goes to `keep` with
+/// its position in the ring as it comes (mine first), for the caller to hold as it
+/// needs ([`allgather_ring_parts`] keeps each; the ring all-reduce copies each to its
+/// place). Step i carries tag `phase.tag(i)`. Steps: n - 1. Cost (t_s + t_w m)(n - 1).
 pub async fn allgather_ring_along(
     comm: &Comm,
     ring: &RingOrder,
     my_msg: Bytes,
     phase: Phase,
-) -> Result<Vec<Bytes>, CommError> {
+    mut keep: impl FnMut(usize, Bytes) -> Result<(), CommError>,
+) -> Result<(), CommError> {
     let (n, k) = (ring.len(), ring.my_position(comm)?);
     let left = ring.at((k + n - 1) % n);
     let right = ring.at((k + 1) % n);
-    let mut result = vec![Bytes::new(); n];
-    result[k] = my_msg.clone();
+    keep(k, my_msg.clone())?;
     let mut msg = my_msg;
     for i in 1..n {
         comm.send(right, phase.tag(i), msg).await?;
         msg = comm.recv(left, phase.tag(i)).await?;
-        result[(k + n - i) % n] = msg.clone();
+        keep((k + n - i) % n, msg.clone())?;
     }
-    Ok(result)
+    Ok(())
+}
+
+/// [`allgather_ring_along`], returning every member's message in ring order.
+pub async fn allgather_ring_parts(
+    comm: &Comm,
+    ring: &RingOrder,
+    my_msg: Bytes,
+    phase: Phase,
+) -> Result<Vec<Bytes>, CommError> {
+    let mut parts = vec![Bytes::new(); ring.len()];
+    allgather_ring_along(comm, ring, my_msg, phase, |at, msg| {
+        parts[at] = msg;
+        Ok(())
+    })
+    .await?;
+    Ok(parts)
 }
 
 /// An all-gather along one line of a grid: Algorithm 4.4 when the line wraps, otherwise
@@ -279,7 +297,7 @@ pub async fn allgather_along(
     phase: Phase,
 ) -> Result<Vec<Bytes>, CommError> {
     if line.wraps {
-        return allgather_ring_along(comm, &line.ring_order(), my_msg, phase).await;
+        return allgather_ring_parts(comm, &line.ring_order(), my_msg, phase).await;
     }
     let members = line.members;
     let (n, k) = (members.len(), members.my_position(comm)?);

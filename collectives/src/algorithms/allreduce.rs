@@ -19,11 +19,11 @@
 //! calls).
 
 use bytes::Bytes;
-use topocomm_proto::elements::element_count;
+use topocomm_proto::elements::{ElementsError, element_count};
 use topocomm_proto::spec::{Algorithm, Collective};
 
-use super::blocks::{BlockLayout, concat};
-use super::folding::{CoreBlocks, Fold, Part, expect_layout_len};
+use super::blocks::{BlockLayout, PlacedBlocks};
+use super::folding::{CoreBlocks, Fold, Part};
 use super::patterns::{Grid, LineGroup, Reduction, RingOrder};
 use super::phases::{
     self, ALLREDUCE_DOUBLING, ALLREDUCE_FOLD, ALLREDUCE_GATHER, ALLREDUCE_HALVING, ALLREDUCE_RING, Phase,
@@ -185,7 +185,7 @@ pub async fn mesh(comm: &Comm, vector: Bytes, reduction: Reduction) -> Result<By
 /// ```text
 /// cut my_msg into n pieces
 /// piece := reduce_scatter::reduce_scatter_ring_along(ring, my_msg)     /* Algorithm 4.5 */
-/// result := ∪ of allgather::allgather_ring_along(ring, piece)     /* Algorithm 4.4, in order */
+/// result := ∪ of allgather::allgather_ring_along(ring, piece)     /* Algorithm 4.4, each piece to its place */
 /// ```
 ///
 /// The two halves carry the tags of `phases[0]` and `phases[1]`. Steps: 2(n - 1).
@@ -200,10 +200,15 @@ pub async fn allreduce_ring_along(
     whole_elements(comm, &vector, reduction)?;
     let pieces = BlockLayout::split(vector.len(), ring.len(), reduction.dtype.size());
     let piece = reduce_scatter::reduce_scatter_ring_along(comm, ring, &pieces, vector, reduction, phases[0]).await?;
-    let parts = allgather::allgather_ring_along(comm, ring, piece, phases[1]).await?;
-    let result = concat(&parts);
-    expect_layout_len(comm, &result, pieces.total())?;
-    Ok(result)
+    let mut result = PlacedBlocks::new(pieces);
+    allgather::allgather_ring_along(comm, ring, piece, phases[1], |at, piece| {
+        result.put(at, &piece).map_err(|len| {
+            let mismatch = ElementsError::LengthMismatch { acc: pieces.len(at), other: len };
+            comm.elements_error(mismatch)
+        })
+    })
+    .await?;
+    Ok(result.finish())
 }
 
 /// Refuses a vector that is not a whole number of elements (it cannot be cut into pieces).

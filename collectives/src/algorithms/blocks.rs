@@ -103,6 +103,47 @@ pub fn concat<'a>(parts: impl IntoIterator<Item = &'a Bytes>) -> Bytes {
     out.freeze()
 }
 
+/// A result put together from the blocks of a [`BlockLayout`] as they come, in any
+/// order, each copied to its place in one buffer: a node gathering n blocks holds the
+/// result's bytes, not n handles to n messages (at n = 4,096, 128 KiB a node before the
+/// first byte). While every block is known zeros (lengths only) there is no buffer at
+/// all, and the result is known zeros too.
+pub struct PlacedBlocks {
+    layout: BlockLayout,
+    buffer: Option<BytesMut>,
+}
+
+impl PlacedBlocks {
+    pub fn new(layout: BlockLayout) -> Self {
+        PlacedBlocks { layout, buffer: None }
+    }
+
+    /// Puts `block` in the place of block `at`; a block of another length is refused
+    /// (with that length).
+    pub fn put(&mut self, at: usize, block: &[u8]) -> Result<(), usize> {
+        let place = self.layout.span(at..at + 1);
+        if block.len() != place.len() {
+            return Err(block.len());
+        }
+        if self.buffer.is_none() && crate::zeros::is_zeros(block) {
+            return Ok(());
+        }
+        let total = self.layout.total();
+        self.buffer.get_or_insert_with(|| BytesMut::zeroed(total))[place].copy_from_slice(block);
+        Ok(())
+    }
+
+    /// The whole result (a block never put reads as zeros).
+    pub fn finish(self) -> Bytes {
+        match self.buffer {
+            Some(buffer) => buffer.freeze(),
+            None => {
+                crate::zeros::zeros(self.layout.total()).unwrap_or_else(|| Bytes::from(vec![0; self.layout.total()]))
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,7 +36,7 @@ pub use fabric::{Fabric, LinkCapabilities};
 use fault::LinkFault;
 use mailbox::{Arrival, Delivery, MessageKey, Take};
 use payload::{Payload, Written};
-use segments::{Loan, Segment, Segments};
+use segments::{Loan, Segment, SegmentList, Segments};
 
 /// The piece a vector is cut into by [`Comm::segments`] on raw links.
 pub const SEGMENT_LEN: usize = 512 * 1024;
@@ -122,6 +122,15 @@ impl Future for Receive<'_> {
         let Receive { comm, state } = self.get_mut();
         loop {
             match std::mem::replace(state, ReceiveState::Done) {
+                // A simulated receive looks for its message once, waiting if it must
+                // (posting first would look twice).
+                ReceiveState::Unposted { src, tag } if matches!(comm.carrier, Carrier::Simulated(_)) => {
+                    if let Err(error) = comm.check_peer(src) {
+                        return Poll::Ready(Err(error));
+                    }
+                    let key = MessageKey { run: comm.run, iteration: comm.iteration, src, tag };
+                    *state = ReceiveState::Posted(Pending::Simulated { key, place: None });
+                }
                 ReceiveState::Unposted { src, tag } => match comm.post(src, tag) {
                     Ok(posted) => *state = ReceiveState::Posted(posted.0),
                     Err(error) => return Poll::Ready(Err(error)),
@@ -167,8 +176,9 @@ enum Carrier {
     Simulated(Port),
 }
 
-/// One node's view of the cluster for one iteration of one run.
-#[derive(Clone)]
+/// One node's view of the cluster for one iteration of one run. Not `Clone`: a node's
+/// progress is its handle's, held inline (the simulator's nodes reach it once a
+/// message, and an allocation of its own was a cache miss each time).
 pub struct Comm {
     carrier: Carrier,
     /// What the links beneath let an algorithm count on.
@@ -177,8 +187,8 @@ pub struct Comm {
     iteration: u32,
     deadline: Instant,
     timeout_ms: u64,
-    /// Where this node's schedule stands (shared by clones of the handle).
-    progress: Arc<Progress>,
+    /// Where this node's schedule stands.
+    progress: Progress,
     /// Where this node's operations are recorded, when asked.
     log: Option<OperationLog>,
 }
@@ -208,7 +218,7 @@ impl Comm {
             iteration,
             deadline,
             timeout_ms,
-            progress: Arc::default(),
+            progress: Progress::default(),
             log: None,
         }
     }
@@ -225,7 +235,7 @@ impl Comm {
             // for them all (a million nodes would read it a million times).
             deadline: *SIMULATED_DEADLINE.get_or_init(Instant::now),
             timeout_ms: 0,
-            progress: Arc::default(),
+            progress: Progress::default(),
             log: None,
         }
     }
@@ -236,9 +246,10 @@ impl Comm {
         self
     }
 
-    fn record(&self, operation: Operation) {
+    #[inline]
+    fn record(&self, operation: impl FnOnce() -> Operation) {
         if let Some(log) = &self.log {
-            log.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(operation);
+            log.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(operation());
         }
     }
 
@@ -337,7 +348,7 @@ impl Comm {
         written: Option<Written>,
     ) -> Result<(), CommError> {
         self.check_peer(dst)?;
-        self.record(Operation::Send { dst, tag, bytes: data.len() });
+        self.record(|| Operation::Send { dst, tag, bytes: data.len() });
         let header = FrameHeader {
             run: self.run,
             iteration: self.iteration,
@@ -410,7 +421,7 @@ impl Comm {
     /// A receive's message, taken in and recorded.
     fn received(&self, key: MessageKey, message: Result<Bytes, CommError>) -> Result<Bytes, CommError> {
         let message = message?;
-        self.record(Operation::Recv { src: key.src, tag: key.tag, bytes: message.len() });
+        self.record(|| Operation::Recv { src: key.src, tag: key.tag, bytes: message.len() });
         Ok(message)
     }
 
@@ -538,7 +549,7 @@ impl Comm {
         F: FnMut(Segment, Bytes) -> Result<Segment, CommError>,
     {
         let step = self.next_step();
-        let mut combined = Vec::with_capacity(vector.count());
+        let mut combined = SegmentList::with_capacity(vector.count());
         let mut own = vector.into_parts().into_iter();
         let mut in_flight = own.next().map(|first| self.lend(partner, tag, step, first)).transpose()?;
         while let Some((loan, done)) = in_flight.take() {

@@ -8,11 +8,15 @@
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+use smallvec::{SmallVec, smallvec};
+
+/// A vector's segments: one (a vector exchanged whole) is held inline.
+pub type SegmentList = SmallVec<[Segment; 1]>;
 
 /// A vector in segments (see the module docs).
 #[derive(Debug)]
 pub struct Segments {
-    parts: Vec<Segment>,
+    parts: SegmentList,
 }
 
 /// One segment of a [`Segments`].
@@ -28,7 +32,7 @@ pub enum Segment {
 impl Segments {
     /// `vector` as one segment, as it is (it may be shared).
     pub fn whole(vector: Bytes) -> Self {
-        Segments { parts: vec![Segment::Shared(vector)] }
+        Segments { parts: smallvec![Segment::Shared(vector)] }
     }
 
     /// `vector` in pieces of `segment_len` bytes (the last one shorter), cut from one
@@ -40,7 +44,7 @@ impl Segments {
             return Segments::whole(vector);
         }
         let mut rest = vector.try_into_mut().unwrap_or_else(|shared| BytesMut::from(&shared[..]));
-        let mut parts = Vec::with_capacity(rest.len().div_ceil(segment_len));
+        let mut parts = SegmentList::with_capacity(rest.len().div_ceil(segment_len));
         while rest.len() > segment_len {
             parts.push(Segment::Own(rest.split_to(segment_len)));
         }
@@ -49,12 +53,12 @@ impl Segments {
     }
 
     /// The segments, in order.
-    pub fn into_parts(self) -> Vec<Segment> {
+    pub fn into_parts(self) -> SegmentList {
         self.parts
     }
 
     /// The segments `parts`, in order.
-    pub fn from_parts(parts: Vec<Segment>) -> Self {
+    pub fn from_parts(parts: SegmentList) -> Self {
         Segments { parts }
     }
 

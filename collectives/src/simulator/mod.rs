@@ -18,9 +18,10 @@ pub mod spec;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+use std::thread::LocalKey;
 use std::time::{Duration, Instant};
 
 use topocomm_proto::flow::FlowEvent;
@@ -34,6 +35,8 @@ use crate::comm::{Comm, CommError, LinkCapabilities, Operation, OperationLog};
 use network::{Network, Totals, UnknownNode};
 
 /// One node's access to the virtual network (what its `Comm` sends and receives through).
+/// The network itself is the simulating thread's (see [`NETWORK`]): a port holds only
+/// which simulation it belongs to.
 #[derive(Clone)]
 pub struct Port {
     shared: Arc<Shared>,
@@ -43,15 +46,24 @@ pub struct Port {
 struct Shared {
     topology: Topology,
     links: LinkCapabilities,
-    network: Mutex<Network>,
+    /// Which simulation this is (the one whose network [`NETWORK`] must hold).
+    simulation: u64,
 }
 
-impl Shared {
-    fn network(&self) -> MutexGuard<'_, Network> {
-        // A node that panicked while holding the lock poisons it; the engine reports the
-        // panic, so later users just go on.
-        self.network.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
+/// Numbers the simulations of this process, so that a port finds its own network.
+static SIMULATIONS: AtomicU64 = AtomicU64::new(0);
+
+/// A simulation's network, installed on the thread that runs it.
+struct Installed {
+    simulation: u64,
+    network: Network,
+}
+
+thread_local! {
+    /// The network of the simulation this thread runs. The engine polls one node at a
+    /// time on its own thread, so a node reaches the network through this thread's slot,
+    /// with no lock to take several times a message.
+    static NETWORK: RefCell<Option<Installed>> = const { RefCell::new(None) };
 }
 
 impl Port {
@@ -68,25 +80,38 @@ impl Port {
         self.shared.links
     }
 
+    /// Runs `action` on this port's network.
+    ///
+    /// # Panics
+    ///
+    /// Outside its simulation's thread, or after it ended (the engine reports a node
+    /// that panics).
+    fn network<R>(&self, action: impl FnOnce(&mut Network) -> R) -> R {
+        NETWORK.with(|installed| match installed.borrow_mut().as_mut() {
+            Some(installed) if installed.simulation == self.shared.simulation => action(&mut installed.network),
+            _ => panic!("node {}: a simulated port used outside its simulation", self.id),
+        })
+    }
+
     /// The virtual time now, in nanoseconds since the start.
     pub fn now_ns(&self) -> u64 {
-        self.shared.network().now_ns()
+        self.network(|network| network.now_ns())
     }
 
     /// Sends a message from this node (see [`Network::originate`]).
     pub fn originate(&self, header: FrameHeader, payload: Payload, causal_ns: u64) -> Result<(), UnknownNode> {
-        self.shared.network().originate(self.id, header, payload, causal_ns)
+        self.network(|network| network.originate(self.id, header, payload, causal_ns))
     }
 
     /// The oldest message from `src` with `tag`, if one is here.
     pub fn take(&self, src: NodeId, tag: Tag) -> Option<Delivery> {
-        self.shared.network().take(self.id, src, tag, None)
+        self.network(|network| network.take(self.id, src, tag, None))
     }
 
     /// The oldest message from `src` with `tag`, if one is here; if not, `waker` is woken
     /// when one comes.
     pub fn take_or_wait(&self, src: NodeId, tag: Tag, waker: &Waker) -> Option<Delivery> {
-        self.shared.network().take(self.id, src, tag, Some(waker))
+        self.network(|network| network.take(self.id, src, tag, Some(waker)))
     }
 }
 
@@ -125,28 +150,38 @@ thread_local! {
     /// The ready queue of the simulation this thread runs: the engine polls one node at a
     /// time on its own thread, so a node's waker needs no more than the node's id (no
     /// allocation, no reference count per node).
-    static READY: RefCell<Ready> = RefCell::default();
+    static READY: RefCell<Ready> = const { RefCell::new(Ready { queue: VecDeque::new(), queued: Vec::new() }) };
 }
 
-/// Installs a simulation's ready queue on this thread while it lives, and puts back what
-/// was there before.
-struct ReadyOnThisThread {
-    before: Ready,
+/// Installs a simulation's value (its ready queue, its network) in a slot of this thread
+/// while it lives, and puts back what was there before.
+struct OnThisThread<T: Default + 'static> {
+    slot: &'static LocalKey<RefCell<T>>,
+    before: T,
 }
 
-impl ReadyOnThisThread {
-    fn install(ready: Ready) -> Self {
-        ReadyOnThisThread { before: READY.with(|current| current.replace(ready)) }
+impl<T: Default + 'static> OnThisThread<T> {
+    fn install(slot: &'static LocalKey<RefCell<T>>, value: T) -> Self {
+        OnThisThread { slot, before: slot.with(|current| current.replace(value)) }
     }
 
-    fn pop(&self) -> Option<usize> {
-        READY.with(|ready| ready.borrow_mut().pop())
+    /// Runs `action` on the installed value (the engine's; never while a node is polled,
+    /// which reaches its network through its port and its queue through its waker).
+    fn with<R>(&self, action: impl FnOnce(&mut T) -> R) -> R {
+        self.slot.with(|current| action(&mut current.borrow_mut()))
     }
 }
 
-impl Drop for ReadyOnThisThread {
+impl OnThisThread<Option<Installed>> {
+    /// Runs `action` on the installed network.
+    fn network<R>(&self, action: impl FnOnce(&mut Network) -> R) -> R {
+        self.with(|slot| action(&mut slot.as_mut().expect("installed while the engine runs").network))
+    }
+}
+
+impl<T: Default + 'static> Drop for OnThisThread<T> {
     fn drop(&mut self) {
-        READY.with(|current| current.replace(std::mem::take(&mut self.before)));
+        self.slot.with(|current| current.replace(std::mem::take(&mut self.before)));
     }
 }
 
@@ -163,6 +198,10 @@ fn node_waker(node: NodeId) -> Waker {
     // so every function of the table may run on any thread, as `Waker` requires.
     unsafe { Waker::from_raw(RawWaker::new(std::ptr::without_provenance(node), &VTABLE)) }
 }
+
+/// How many polls and instants may pass between two readings of the wall clock for
+/// [`Options::wall_limit`].
+const CLOCK_READ_EVERY: u32 = 4096;
 
 /// What to simulate beyond the algorithm: the run id its frames carry, whether to record
 /// the message flow, how much wall time the simulation may take, and where to count
@@ -182,6 +221,11 @@ pub struct Options {
     /// Counts the engine keeps as it goes, for a progress display on another thread
     /// (`None`: none kept).
     pub live: Option<Arc<LiveCounts>>,
+    /// Every frame enters its links through an event of its own, as the engine did
+    /// before it carried a frame ready now at once (`Network::entering_by_events`): the
+    /// same results, more slowly; for the tests that hold the two ways against each
+    /// other.
+    pub entering_by_events: bool,
 }
 
 impl Default for Options {
@@ -193,6 +237,7 @@ impl Default for Options {
             wall_limit: None,
             links: LinkCapabilities::MODELLED,
             live: None,
+            entering_by_events: false,
         }
     }
 }
@@ -280,21 +325,27 @@ where
     D: FnMut(NodeId, u64, Result<T, CommError>),
 {
     let p = topology.p();
-    let shared = Arc::new(Shared {
-        topology: topology.clone(),
-        links: options.links,
-        network: Mutex::new(Network::new(topology.clone(), model, options.record)),
-    });
+    let simulation = SIMULATIONS.fetch_add(1, Ordering::Relaxed);
+    let shared = Arc::new(Shared { topology: topology.clone(), links: options.links, simulation });
+    let mut network = Network::new(topology.clone(), model, options.record);
+    if options.entering_by_events {
+        network = network.entering_by_events();
+    }
+    let installed = OnThisThread::install(&NETWORK, Some(Installed { simulation, network }));
     let logs: Vec<OperationLog> = match options.operations {
         true => (0..p).map(|_| OperationLog::default()).collect(),
         false => Vec::new(),
     };
     let mut nodes: Vec<NodeSlot<T>> = (0..p).map(|_| NodeSlot::Unborn).collect();
-    let ready = ReadyOnThisThread::install(Ready::all(p));
+    let ready = OnThisThread::install(&READY, Ready::all(p));
     let (mut remaining, mut polls, mut time_ns) = (p, 0u64, 0u64);
     let started = Instant::now();
+    // Polls and instants since the clock was last read for the wall limit (a ring's
+    // instants hold an event or two each, and reading the clock at every one of them was
+    // 2 % of the instructions).
+    let mut since_clock_read = 0u32;
     loop {
-        while let Some(node) = ready.pop() {
+        while let Some(node) = ready.with(Ready::pop) {
             let first_poll = matches!(nodes[node], NodeSlot::Unborn | NodeSlot::Dormant);
             let future = match &mut nodes[node] {
                 NodeSlot::Done => continue,
@@ -310,20 +361,21 @@ where
                 }
             };
             polls += 1;
+            since_clock_read += 1;
             let waker = node_waker(node);
             let mut cx = Context::from_waker(&waker);
-            let acted = shared.network().acted();
+            let acted = installed.network(|network| network.acted());
             let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
             match polled {
                 Err(_) => return Err(SimulationError::Panicked { node }),
                 Ok(Poll::Pending) => {
-                    if first_poll && shared.network().only_waits(node, acted, &waker) {
+                    if first_poll && installed.network(|network| network.only_waits(node, acted, &waker)) {
                         nodes[node] = NodeSlot::Dormant;
                     }
                 }
                 Ok(Poll::Ready(result)) => {
                     nodes[node] = NodeSlot::Done;
-                    let at_ns = shared.network().now_ns();
+                    let at_ns = installed.network(|network| network.now_ns());
                     time_ns = time_ns.max(at_ns);
                     remaining -= 1;
                     if let Some(live) = &options.live {
@@ -333,29 +385,41 @@ where
                 }
             }
         }
-        let mut network = shared.network();
-        let Some(next_ns) = network.next_event_ns() else { break };
-        if let Some(limit) = options.wall_limit
-            && started.elapsed() > limit
-        {
-            return Err(SimulationError::WallLimit { limit, at_ns: network.now_ns() });
-        }
-        network.advance_to(next_ns);
-        if let Some(live) = &options.live {
-            live.messages.store(network.totals().messages, Ordering::Relaxed);
-            live.virtual_ns.store(next_ns, Ordering::Relaxed);
-        }
-    }
-    let mut network = shared.network();
-    if remaining > 0 {
-        let at_ns = network.now_ns();
-        let node = nodes.iter().position(|slot| !matches!(slot, NodeSlot::Done)).expect("a node is not done");
-        return Err(match network.waiting_for(node) {
-            Some((src, tag)) => SimulationError::Deadlock { at_ns, stuck: remaining, node, src, tag },
-            None => SimulationError::Stalled { at_ns, node },
+        let advanced = installed.network(|network| {
+            let next_ns = network.next_event_ns()?;
+            since_clock_read += 1;
+            if let Some(limit) = options.wall_limit
+                && since_clock_read >= CLOCK_READ_EVERY
+            {
+                since_clock_read = 0;
+                if started.elapsed() > limit {
+                    return Some(Err(SimulationError::WallLimit { limit, at_ns: network.now_ns() }));
+                }
+            }
+            network.advance_to(next_ns);
+            if let Some(live) = &options.live {
+                live.messages.store(network.totals().messages, Ordering::Relaxed);
+                live.virtual_ns.store(next_ns, Ordering::Relaxed);
+            }
+            Some(Ok(()))
         });
+        match advanced {
+            None => break,
+            Some(Err(error)) => return Err(error),
+            Some(Ok(())) => {}
+        }
     }
-    let simulation = Simulation {
+    if remaining > 0 {
+        let node = nodes.iter().position(|slot| !matches!(slot, NodeSlot::Done)).expect("a node is not done");
+        return Err(installed.network(|network| {
+            let at_ns = network.now_ns();
+            match network.waiting_for(node) {
+                Some((src, tag)) => SimulationError::Deadlock { at_ns, stuck: remaining, node, src, tag },
+                None => SimulationError::Stalled { at_ns, node },
+            }
+        }));
+    }
+    let simulation = installed.network(|network| Simulation {
         time_ns,
         totals: network.totals(),
         link_bytes: network.links().into_iter().map(|(link, state)| (link, state.bytes)).collect(),
@@ -366,9 +430,6 @@ where
             .iter()
             .map(|log| std::mem::take(&mut *log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())))
             .collect(),
-    };
-    drop(network);
-    // The futures are done; the ports hold the network until they go.
-    drop(nodes);
+    });
     Ok(simulation)
 }
