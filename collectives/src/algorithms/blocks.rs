@@ -169,4 +169,32 @@ mod tests {
         assert_eq!(concat(&parts), middle);
         assert_eq!(concat(&[]), Bytes::new());
     }
+
+    #[test]
+    fn placed_blocks_in_any_order_make_the_concatenation() {
+        let layout = BlockLayout::split(10 * 4, 4, 4);
+        let vector: Bytes = (0..40u8).collect::<Vec<u8>>().into();
+        let blocks: Vec<Bytes> = (0..4).map(|i| vector.slice(layout.span(i..i + 1))).collect();
+        let mut placed = PlacedBlocks::new(layout);
+        for at in [2, 0, 3, 1] {
+            placed.put(at, &blocks[at]).expect("the block's length");
+        }
+        assert_eq!(placed.finish(), vector);
+        let mut short = PlacedBlocks::new(layout);
+        assert_eq!(short.put(1, &blocks[1][1..]), Err(blocks[1].len() - 1), "a block of another length is refused");
+    }
+
+    #[test]
+    fn placed_blocks_of_known_zeros_hold_no_buffer() {
+        let layout = BlockLayout::split(1 << 20, 8, 8);
+        let mut placed = PlacedBlocks::new(layout);
+        for at in 0..8 {
+            let zeros = crate::zeros::zeros(layout.len(at)).expect("a region of known zeros");
+            placed.put(at, &zeros).expect("the block's length");
+        }
+        assert!(placed.buffer.is_none());
+        let result = placed.finish();
+        assert_eq!(result.len(), 1 << 20);
+        assert!(crate::zeros::is_zeros(&result), "known zeros, not a copy");
+    }
 }
