@@ -538,17 +538,60 @@ impl Comm {
     /// MPI libraries segment large reductions. A node then holds its vector and about two
     /// of its partner's segments, not both whole vectors. Every segment is a message of
     /// the same step.
+    ///
+    /// A vector in one segment (every exchange of the simulator's, and of vectors shorter
+    /// than two segments) is the pipeline of one stage, [`Comm::exchange_segment`]; the
+    /// pipeline's own state waits in a box of its own, so that an algorithm's future holds
+    /// what one segment needs (recursive doubling's, held for every simulated node: 864
+    /// bytes with the pipeline inline).
     pub async fn exchange_combining<F>(
         &self,
         partner: NodeId,
         tag: Tag,
+        vector: Segments,
+        combine: F,
+    ) -> Result<Segments, CommError>
+    where
+        F: FnMut(Segment, Bytes) -> Result<Segment, CommError>,
+    {
+        let step = self.next_step();
+        match vector.into_whole() {
+            Ok(whole) => Ok(Segments::from(self.exchange_segment(partner, tag, step, whole, combine).await?)),
+            Err(vector) => Box::pin(self.exchange_pipelined(partner, tag, step, vector, combine)).await,
+        }
+    }
+
+    /// One segment of `step` exchanged with `partner`: lent to the link, the partner's
+    /// received, the two combined once the link is done with ours.
+    async fn exchange_segment<F>(
+        &self,
+        partner: NodeId,
+        tag: Tag,
+        step: u16,
+        own: Segment,
+        mut combine: F,
+    ) -> Result<Segment, CommError>
+    where
+        F: FnMut(Segment, Bytes) -> Result<Segment, CommError>,
+    {
+        let (loan, done) = self.lend(partner, tag, step, own)?;
+        let theirs = self.recv(partner, tag).await?;
+        self.written(done, partner, tag).await?;
+        combine(loan.settle(), theirs)
+    }
+
+    /// [`Comm::exchange_combining`]'s pipeline of depth two over several segments.
+    async fn exchange_pipelined<F>(
+        &self,
+        partner: NodeId,
+        tag: Tag,
+        step: u16,
         vector: Segments,
         mut combine: F,
     ) -> Result<Segments, CommError>
     where
         F: FnMut(Segment, Bytes) -> Result<Segment, CommError>,
     {
-        let step = self.next_step();
         let mut combined = SegmentList::with_capacity(vector.count());
         let mut own = vector.into_parts().into_iter();
         let mut in_flight = own.next().map(|first| self.lend(partner, tag, step, first)).transpose()?;

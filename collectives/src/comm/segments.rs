@@ -53,6 +53,14 @@ impl Segments {
     }
 
     /// The segments, in order.
+    /// The one segment, if the vector is in one; else the vector back.
+    pub fn into_whole(mut self) -> Result<Segment, Segments> {
+        match self.parts.len() {
+            1 => Ok(self.parts.pop().expect("one segment")),
+            _ => Err(self),
+        }
+    }
+
     pub fn into_parts(self) -> SegmentList {
         self.parts
     }
@@ -86,6 +94,12 @@ impl Segments {
             }
         }
         whole.freeze()
+    }
+}
+
+impl From<Segment> for Segments {
+    fn from(only: Segment) -> Self {
+        Segments { parts: smallvec![only] }
     }
 }
 
