@@ -103,17 +103,17 @@ fn cases() -> Vec<Case> {
     }
     for log_p in [14, 16, 18, 20] {
         let p = 1 << log_p;
+        let allreduce =
+            |name| case(name, Collective::Allreduce, Algorithm::RecursiveDoubling, TopologyKind::Hypercube, p);
         cases.push(Case {
             closed_form_ns: hypercube(p),
             loggopsim: log_p <= 18,
-            ..case(
-                format!("allreduce-{p}"),
-                Collective::Allreduce,
-                Algorithm::RecursiveDoubling,
-                TopologyKind::Hypercube,
-                p,
-            )
+            ..allreduce(format!("allreduce-{p}"))
         });
+        if log_p == 16 {
+            let name = format!("allreduce-{p}-lengths");
+            cases.push(Case { closed_form_ns: hypercube(p), inputs: Inputs::Lengths, ..allreduce(name) });
+        }
     }
     cases.push(case("ring-allreduce-4096".into(), Collective::Allreduce, Algorithm::Ring, TopologyKind::Ring, 4096));
     for (routing, tag) in [(Routing::Sf, "sf"), (Routing::Ct, "ct")] {
