@@ -128,8 +128,7 @@ impl Future for Receive<'_> {
                     if let Err(error) = comm.check_peer(src) {
                         return Poll::Ready(Err(error));
                     }
-                    let key = MessageKey { run: comm.run, iteration: comm.iteration, src, tag };
-                    *state = ReceiveState::Posted(Pending::Simulated { key, place: None });
+                    *state = ReceiveState::Posted(Pending::Simulated { key: comm.key(src, tag), place: None });
                 }
                 ReceiveState::Unposted { src, tag } => match comm.post(src, tag) {
                     Ok(posted) => *state = ReceiveState::Posted(posted.0),
@@ -396,7 +395,7 @@ impl Comm {
     /// [`Comm::post_into`] when there is a place, [`Comm::post`] when there is none.
     pub fn post_maybe_into(&self, src: NodeId, tag: Tag, place: Option<Place>) -> Result<Posted, CommError> {
         self.check_peer(src)?;
-        let key = MessageKey { run: self.run, iteration: self.iteration, src, tag };
+        let key = self.key(src, tag);
         let fabric = match &self.carrier {
             Carrier::Routed(fabric) => fabric,
             Carrier::Simulated(port) => {
@@ -411,6 +410,11 @@ impl Comm {
             Ok(Take::Wait(waiting)) => Ok(Posted(Pending::Waiting { key, waiting })),
             Err(fault) => Err(CommError::Fault { me: self.id(), fault }),
         }
+    }
+
+    /// The key of the next message from `src` with `tag` in this handle's run and iteration.
+    fn key(&self, src: NodeId, tag: Tag) -> MessageKey {
+        MessageKey { run: self.run, iteration: self.iteration, src, tag }
     }
 
     /// Waits for a posted receive: the message, or its part of the assembly.

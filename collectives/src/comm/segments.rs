@@ -32,7 +32,7 @@ pub enum Segment {
 impl Segments {
     /// `vector` as one segment, as it is (it may be shared).
     pub fn whole(vector: Bytes) -> Self {
-        Segments { parts: smallvec![Segment::Shared(vector)] }
+        Segments::from(Segment::Shared(vector))
     }
 
     /// `vector` in pieces of `segment_len` bytes (the last one shorter), cut from one
