@@ -103,10 +103,29 @@ impl From<Segment> for Segments {
     }
 }
 
+/// A segment this short is sent as a copy of its own: one small allocation, where lending
+/// it would take two (the shared owner and its handle) and leave the segment shared, to be
+/// copied again when it is combined (recursive doubling's 8-byte vectors on the simulator:
+/// a shared count in another node's memory touched by both partners every step).
+pub const COPIED_UP_TO: usize = 512;
+
 impl Segment {
+    /// The segment's bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            Segment::Own(segment) => segment,
+            Segment::Shared(bytes) => bytes,
+        }
+    }
+
     /// The bytes to send, and the loan to [`Loan::settle`] once the link is done with them.
     pub fn lend(self) -> (Bytes, Loan) {
         match self {
+            // Known zeros (lengths only) are shared at no cost: they stay unallocated.
+            Segment::Shared(bytes) if crate::zeros::is_zeros(&bytes) => (bytes.clone(), Loan::Shared(bytes)),
+            short if short.as_slice().len() <= COPIED_UP_TO => {
+                (Bytes::copy_from_slice(short.as_slice()), Loan::Kept(short))
+            }
             Segment::Own(segment) => {
                 let kept = Arc::new(segment);
                 (Bytes::from_owner(Lent(kept.clone())), Loan::Own(kept))
@@ -119,6 +138,8 @@ impl Segment {
 /// A segment lent to a link.
 #[derive(Debug)]
 pub enum Loan {
+    /// A short segment, sent as a copy: still the sender's as it was.
+    Kept(Segment),
     Own(Arc<BytesMut>),
     Shared(Bytes),
 }
@@ -129,6 +150,7 @@ impl Loan {
     /// buffer to the receiver, who may still hold it), else read-only.
     pub fn settle(self) -> Segment {
         match self {
+            Loan::Kept(segment) => segment,
             Loan::Own(kept) => match Arc::try_unwrap(kept) {
                 Ok(segment) => Segment::Own(segment),
                 Err(still_held) => Segment::Shared(Bytes::from_owner(Lent(still_held))),
@@ -151,6 +173,9 @@ impl AsRef<[u8]> for Lent {
 mod tests {
     use super::*;
 
+    /// A segment's length in these tests: long enough to be lent, not copied.
+    const SEG: usize = 2 * COPIED_UP_TO;
+
     fn vector(len: usize) -> Bytes {
         (0..len).map(|i| (i % 251) as u8).collect::<Vec<u8>>().into()
     }
@@ -166,8 +191,8 @@ mod tests {
 
     #[test]
     fn a_shared_vector_is_copied_once_then_joined_without_a_copy() {
-        let input = vector(40);
-        let segments = Segments::cut(input.clone(), 16);
+        let input = vector(2 * SEG + SEG / 2);
+        let segments = Segments::cut(input.clone(), SEG);
         assert_eq!(segments.count(), 3);
         let parts = segments.into_parts();
         assert!(parts.iter().all(|part| matches!(part, Segment::Own(_))));
@@ -183,26 +208,38 @@ mod tests {
 
     #[test]
     fn a_segment_comes_back_writable_once_the_link_drops_it() {
-        let mut parts = Segments::cut(vector(40), 16).into_parts();
+        let mut parts = Segments::cut(vector(2 * SEG + SEG / 2), SEG).into_parts();
         let (sent, loan) = parts.remove(1).lend();
-        assert_eq!(sent, vector(40).slice(16..32));
+        assert_eq!(sent, vector(2 * SEG + SEG / 2).slice(SEG..2 * SEG));
         drop(sent);
         let Segment::Own(mut back) = loan.settle() else { panic!("not writable") };
         back[0] = 7;
         parts.insert(1, Segment::Own(back));
         let whole = Segments::from_parts(parts).into_bytes();
-        assert_eq!(whole[16], 7);
-        assert_eq!(whole[..16], vector(40)[..16]);
+        assert_eq!(whole[SEG], 7);
+        assert_eq!(whole[..SEG], vector(2 * SEG + SEG / 2)[..SEG]);
     }
 
     #[test]
     fn a_segment_still_held_comes_back_read_only_and_is_copied_at_the_join() {
-        let mut parts = Segments::cut(vector(40), 16).into_parts();
+        let mut parts = Segments::cut(vector(2 * SEG + SEG / 2), SEG).into_parts();
         let (sent, loan) = parts.remove(2).lend();
         let back = loan.settle();
         assert!(matches!(back, Segment::Shared(_)));
         parts.push(back);
-        assert_eq!(Segments::from_parts(parts).into_bytes(), vector(40));
-        assert_eq!(sent, vector(40).slice(32..40), "the holder's bytes are untouched");
+        assert_eq!(Segments::from_parts(parts).into_bytes(), vector(2 * SEG + SEG / 2));
+        assert_eq!(sent, vector(2 * SEG + SEG / 2).slice(2 * SEG..), "the holder's bytes are untouched");
+    }
+
+    #[test]
+    fn a_short_segment_is_sent_as_a_copy_and_stays_the_senders() {
+        let input = vector(COPIED_UP_TO);
+        let (sent, loan) = Segment::Shared(input.clone()).lend();
+        assert_eq!(sent, input);
+        assert_ne!(sent.as_ptr(), input.as_ptr(), "a copy");
+        let Segment::Shared(back) = loan.settle() else { panic!("kept as it was") };
+        assert_eq!(back.as_ptr(), input.as_ptr(), "the segment itself");
+        drop(input);
+        assert!(back.is_unique(), "no one else holds it: it can be combined in place");
     }
 }
