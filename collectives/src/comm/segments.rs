@@ -175,6 +175,8 @@ mod tests {
 
     /// A segment's length in these tests: long enough to be lent, not copied.
     const SEG: usize = 2 * COPIED_UP_TO;
+    /// A vector of three such segments, the last shorter (but still lent).
+    const LEN: usize = 2 * SEG + 3 * COPIED_UP_TO / 2;
 
     fn vector(len: usize) -> Bytes {
         (0..len).map(|i| (i % 251) as u8).collect::<Vec<u8>>().into()
@@ -191,7 +193,7 @@ mod tests {
 
     #[test]
     fn a_shared_vector_is_copied_once_then_joined_without_a_copy() {
-        let input = vector(2 * SEG + SEG / 2);
+        let input = vector(LEN);
         let segments = Segments::cut(input.clone(), SEG);
         assert_eq!(segments.count(), 3);
         let parts = segments.into_parts();
@@ -208,27 +210,27 @@ mod tests {
 
     #[test]
     fn a_segment_comes_back_writable_once_the_link_drops_it() {
-        let mut parts = Segments::cut(vector(2 * SEG + SEG / 2), SEG).into_parts();
+        let mut parts = Segments::cut(vector(LEN), SEG).into_parts();
         let (sent, loan) = parts.remove(1).lend();
-        assert_eq!(sent, vector(2 * SEG + SEG / 2).slice(SEG..2 * SEG));
+        assert_eq!(sent, vector(LEN).slice(SEG..2 * SEG));
         drop(sent);
         let Segment::Own(mut back) = loan.settle() else { panic!("not writable") };
         back[0] = 7;
         parts.insert(1, Segment::Own(back));
         let whole = Segments::from_parts(parts).into_bytes();
         assert_eq!(whole[SEG], 7);
-        assert_eq!(whole[..SEG], vector(2 * SEG + SEG / 2)[..SEG]);
+        assert_eq!(whole[..SEG], vector(LEN)[..SEG]);
     }
 
     #[test]
     fn a_segment_still_held_comes_back_read_only_and_is_copied_at_the_join() {
-        let mut parts = Segments::cut(vector(2 * SEG + SEG / 2), SEG).into_parts();
+        let mut parts = Segments::cut(vector(LEN), SEG).into_parts();
         let (sent, loan) = parts.remove(2).lend();
         let back = loan.settle();
         assert!(matches!(back, Segment::Shared(_)));
         parts.push(back);
-        assert_eq!(Segments::from_parts(parts).into_bytes(), vector(2 * SEG + SEG / 2));
-        assert_eq!(sent, vector(2 * SEG + SEG / 2).slice(2 * SEG..), "the holder's bytes are untouched");
+        assert_eq!(Segments::from_parts(parts).into_bytes(), vector(LEN));
+        assert_eq!(sent, vector(LEN).slice(2 * SEG..), "the holder's bytes are untouched");
     }
 
     #[test]
