@@ -186,6 +186,41 @@ fn carrying_a_ready_frame_at_once_changes_nothing() {
     assert!(compared > 700 && forwarding > 100, "only {compared} runs compared, {forwarding} forwarding");
 }
 
+/// The busiest link a run reports (found in one pass over the link states) is the one the
+/// message flow gives: every frame's header and payload summed over the link directions
+/// its sends and forwards left by, store-and-forward, every catalogue algorithm on every
+/// shape (grids and hypercubes keep link states by port, the full topology in a map).
+#[test]
+fn the_busiest_link_is_the_one_the_flow_gives() {
+    use std::collections::BTreeMap;
+    use topocomm_proto::flow::FlowKind;
+    use topocomm_proto::frame::{FrameHeader, SYSTEM_TAG_BASE};
+    let mut compared = 0;
+    for topology in shapes() {
+        let p = topology.p();
+        for entry in catalogue::ENTRIES {
+            let spec =
+                RunSpec { size_bytes: 3000, root: p / 2, shift: 3, ..RunSpec::new(entry.collective, entry.algorithm) };
+            if spec.validate(p).is_err() {
+                continue;
+            }
+            let options = Options { record: true, ..Options::default() };
+            let run = spec::run(&spec, &topology, links(Routing::Sf, 0), Inputs::Lengths, options).expect("a run");
+            let mut carried: BTreeMap<(usize, usize), u64> = BTreeMap::new();
+            for event in run.events.iter().filter(|event| event.tag < SYSTEM_TAG_BASE) {
+                if let (FlowKind::Send | FlowKind::Forward, Some(next)) = (event.kind, event.next) {
+                    *carried.entry((event.node, next)).or_default() += FrameHeader::ENCODED_LEN as u64 + event.bytes;
+                }
+            }
+            let from_flow = carried.into_iter().max_by_key(|&(link, bytes)| (bytes, std::cmp::Reverse(link)));
+            let case = format!("{} ({}) on {topology}", entry.collective, entry.algorithm);
+            assert_eq!(run.busiest_link, from_flow, "{case}");
+            compared += usize::from(from_flow.is_some());
+        }
+    }
+    assert!(compared > 200, "only {compared} runs with a busiest link");
+}
+
 /// A node that waits for a message no one sends: the simulator stops when nothing else
 /// can happen and names the node and the message.
 #[test]

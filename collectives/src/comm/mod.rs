@@ -7,12 +7,13 @@
 //! (links, sockets, codecs) is visible to an algorithm: what it may know of its links
 //! reaches it as a [`LinkCapabilities`] value.
 //!
-//! Submodules: [`fabric`] (what a live node's router provides), [`mailbox`] (where
+//! Submodules: [`exchange`] (the exchange step's future), [`fabric`] (what a live node's router provides), [`mailbox`] (where
 //! messages wait to be taken), [`assembly`] (results assembled in place), [`segments`]
 //! (long vectors in pieces), [`payload`] (what a message carries), [`fault`] (why a link
 //! stopped).
 
 pub mod assembly;
+pub mod exchange;
 pub mod fabric;
 pub mod fault;
 pub mod mailbox;
@@ -32,6 +33,7 @@ use topocomm_proto::{NodeId, Topology};
 
 use crate::simulator::Port;
 use assembly::{AssemblyError, Place};
+pub use exchange::Exchange;
 pub use fabric::{Fabric, LinkCapabilities};
 use fault::LinkFault;
 use mailbox::{Arrival, Delivery, MessageKey, Take};
@@ -43,6 +45,9 @@ pub const SEGMENT_LEN: usize = 512 * 1024;
 
 /// Resolves when a link is done with a message ([`Written`]).
 type Done = tokio::sync::oneshot::Receiver<()>;
+
+/// [`Done`], or the deadline (see [`Comm::written_wait`]).
+type WrittenWait = Pin<Box<tokio::time::Timeout<Done>>>;
 
 /// The `deadline` of every simulated handle (see [`Comm::simulated`]).
 static SIMULATED_DEADLINE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
@@ -544,44 +549,15 @@ impl Comm {
     /// the same step.
     ///
     /// A vector in one segment (every exchange of the simulator's, and of vectors shorter
-    /// than two segments) is the pipeline of one stage, [`Comm::exchange_segment`]; the
-    /// pipeline's own state waits in a box of its own, so that an algorithm's future holds
-    /// what one segment needs (recursive doubling's, held for every simulated node: 864
-    /// bytes with the pipeline inline).
-    pub async fn exchange_combining<F>(
-        &self,
-        partner: NodeId,
-        tag: Tag,
-        vector: Segments,
-        combine: F,
-    ) -> Result<Segments, CommError>
+    /// than two segments) is the pipeline of one stage, held inline in the [`Exchange`]
+    /// (about 200 bytes); the pipeline of several waits in a box of its own, so that an
+    /// algorithm's future holds what one segment needs (recursive doubling's, held for
+    /// every simulated node).
+    pub fn exchange_combining<F>(&self, partner: NodeId, tag: Tag, vector: Segments, combine: F) -> Exchange<'_, F>
     where
-        F: FnMut(Segment, Bytes) -> Result<Segment, CommError>,
+        F: FnMut(Segment, Bytes) -> Result<Segment, CommError> + Send,
     {
-        let step = self.next_step();
-        match vector.into_whole() {
-            Ok(whole) => Ok(Segments::from(self.exchange_segment(partner, tag, step, whole, combine).await?)),
-            Err(vector) => Box::pin(self.exchange_pipelined(partner, tag, step, vector, combine)).await,
-        }
-    }
-
-    /// One segment of `step` exchanged with `partner`: lent to the link, the partner's
-    /// received, the two combined once the link is done with ours.
-    async fn exchange_segment<F>(
-        &self,
-        partner: NodeId,
-        tag: Tag,
-        step: u16,
-        own: Segment,
-        mut combine: F,
-    ) -> Result<Segment, CommError>
-    where
-        F: FnMut(Segment, Bytes) -> Result<Segment, CommError>,
-    {
-        let (loan, done) = self.lend(partner, tag, step, own)?;
-        let theirs = self.recv(partner, tag).await?;
-        self.written(done, partner, tag).await?;
-        combine(loan.settle(), theirs)
+        Exchange::new(self, partner, tag, vector, combine)
     }
 
     /// [`Comm::exchange_combining`]'s pipeline of depth two over several segments.
@@ -633,13 +609,23 @@ impl Comm {
     /// Waits until the link has dropped the message to `dst` with `tag`, written or not.
     async fn written(&self, done: Option<Done>, dst: NodeId, tag: Tag) -> Result<(), CommError> {
         let Some(done) = done else { return Ok(()) };
-        // The timer in a box, as in `wait_routed`: only a routed send has one, and an
-        // algorithm's future holds this one inline.
-        if Box::pin(tokio::time::timeout_at(self.deadline, done)).await.is_err() {
-            let reason = format!("the message to node {dst} (tag {tag}) was not written before the deadline");
-            return Err(CommError::Link { me: self.id(), reason });
+        match self.written_wait(done).await {
+            Ok(_dropped) => Ok(()),
+            Err(_elapsed) => Err(self.not_written(dst, tag)),
         }
-        Ok(())
+    }
+
+    /// Resolves once the link has dropped a message (`done`), or at the deadline. The
+    /// timer in a box, as in `wait_routed`: only a routed send has one, and an algorithm's
+    /// future holds this one inline.
+    fn written_wait(&self, done: Done) -> WrittenWait {
+        Box::pin(tokio::time::timeout_at(self.deadline, done))
+    }
+
+    /// Why a send failed when its link did not drop it by the deadline.
+    fn not_written(&self, dst: NodeId, tag: Tag) -> CommError {
+        let reason = format!("the message to node {dst} (tag {tag}) was not written before the deadline");
+        CommError::Link { me: self.id(), reason }
     }
 
     /// Wraps an element-wise operation failure.

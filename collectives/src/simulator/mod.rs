@@ -260,8 +260,9 @@ pub struct Simulation {
     /// Virtual nanoseconds until the last node finished.
     pub time_ns: u64,
     pub totals: Totals,
-    /// Bytes each link direction carried, as ((from, to), bytes), in no order.
-    pub link_bytes: Vec<((NodeId, NodeId), u64)>,
+    /// The link direction that carried the most bytes, and how many: ((from, to), bytes)
+    /// (of equals, the lowest (from, to)).
+    pub busiest_link: Option<((NodeId, NodeId), u64)>,
     /// Messages delivered and never taken, as (node, count).
     pub unclaimed: Vec<(NodeId, usize)>,
     /// The message flow, when recorded.
@@ -422,7 +423,7 @@ where
     let simulation = installed.network(|network| Simulation {
         time_ns,
         totals: network.totals(),
-        link_bytes: network.links().into_iter().map(|(link, state)| (link, state.bytes)).collect(),
+        busiest_link: network.busiest_link(),
         unclaimed: network.unclaimed(),
         events: network.take_recording(),
         polls,

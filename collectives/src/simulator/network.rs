@@ -336,28 +336,35 @@ impl Links {
         }
     }
 
-    /// Every link direction that carried a frame, and its state.
-    fn carried(&self) -> Vec<((NodeId, NodeId), LinkState)> {
+    /// The link direction that carried the most bytes, and how many (of equals, the
+    /// lowest (from, to)): one pass over the states, no list of them (p log p link
+    /// directions on a hypercube, half a gigabyte as a list at p = 2^20).
+    fn busiest(&self) -> Option<((NodeId, NodeId), u64)> {
+        let mut busiest: Option<((NodeId, NodeId), u64)> = None;
+        let mut consider = |link: (NodeId, NodeId), state: LinkState| {
+            let busier = |(best_link, best_bytes): ((NodeId, NodeId), u64)| {
+                (state.bytes, std::cmp::Reverse(link)) > (best_bytes, std::cmp::Reverse(best_link))
+            };
+            if state.bytes > 0 && busiest.is_none_or(busier) {
+                busiest = Some((link, state.bytes));
+            }
+        };
         let (ports, table_of, tables, groups) = match self {
             Links::Map(map) => {
-                return map.iter().map(|(&(from, to), &state)| ((from as NodeId, to as NodeId), state)).collect();
+                map.iter().for_each(|(&(from, to), &state)| consider((from as NodeId, to as NodeId), state));
+                return busiest;
             }
             Links::Rows { ports, table_of, tables, groups } => (ports, table_of, tables, groups),
         };
-        let mut carried = Vec::new();
         for (from, &table) in table_of.iter().enumerate().filter(|&(_, &table)| table > 0) {
             for port in 0..ports.count() {
                 let group = *tables.at(table - 1 + (port / PORT_GROUP) as u32);
-                if group == 0 {
-                    continue;
-                }
-                let state = groups.at(group - 1)[port % PORT_GROUP];
-                if state.bytes > 0 {
-                    carried.push(((from, ports.neighbour(from, port)), state));
+                if group > 0 {
+                    consider((from, ports.neighbour(from, port)), groups.at(group - 1)[port % PORT_GROUP]);
                 }
             }
         }
-        carried
+        busiest
     }
 }
 
@@ -600,9 +607,10 @@ impl Network {
         self.totals
     }
 
-    /// Every link direction that carried a frame, as ((from, to), state).
-    pub fn links(&self) -> Vec<((NodeId, NodeId), LinkState)> {
-        self.links.carried()
+    /// The link direction that carried the most bytes, and how many (of equals, the
+    /// lowest (from, to)); `None` when no frame crossed a link.
+    pub fn busiest_link(&self) -> Option<((NodeId, NodeId), u64)> {
+        self.links.busiest()
     }
 
     /// Hands over what was recorded (empty when not recording).

@@ -129,15 +129,13 @@ pub fn run(
     if let Some(&(node, count)) = simulation.unclaimed.iter().min() {
         return Err(RunFailure::Unclaimed { node, count });
     }
-    let busiest_link =
-        simulation.link_bytes.iter().copied().max_by_key(|&((from, to), bytes)| (bytes, std::cmp::Reverse((from, to))));
     let mut events = simulation.events;
     events.sort_by_key(|event| (event.at_ns, event.node));
     Ok(SimulatedRun {
         time_ns: simulation.time_ns,
         steps,
         totals: simulation.totals,
-        busiest_link,
+        busiest_link: simulation.busiest_link,
         verified: inputs == Inputs::Reference,
         events,
         polls: simulation.polls,
