@@ -22,6 +22,7 @@ use bytes::Bytes;
 use topocomm_proto::elements::{ElementsError, element_count};
 use topocomm_proto::spec::{Algorithm, Collective};
 
+use super::Running;
 use super::blocks::{BlockLayout, PlacedBlocks};
 use super::folding::{CoreBlocks, Fold, Part};
 use super::patterns::{Grid, LineGroup, Reduction, RingOrder};
@@ -33,15 +34,15 @@ use crate::comm::{Comm, CommError};
 
 /// Runs the all-reduce `algorithm` names: every node returns the reduction of every
 /// node's `vector`.
-pub async fn run(comm: &Comm, algorithm: Algorithm, vector: Bytes, reduction: Reduction) -> Result<Bytes, CommError> {
+pub fn run(comm: &Comm, algorithm: Algorithm, vector: Bytes, reduction: Reduction) -> Running<'_> {
     match algorithm {
-        // Each algorithm's future in a box of its own size (see `super::run`).
-        Algorithm::ReduceBroadcast => Box::pin(reduce_broadcast(comm, vector, reduction)).await,
-        Algorithm::RecursiveDoubling => Box::pin(recursive_doubling(comm, vector, reduction)).await,
-        Algorithm::HalvingDoubling => Box::pin(halving_doubling(comm, vector, reduction)).await,
-        Algorithm::Ring => Box::pin(ring(comm, vector, reduction)).await,
-        Algorithm::Mesh => Box::pin(mesh(comm, vector, reduction)).await,
-        other => Err(super::unsupported(comm, Collective::Allreduce, other)),
+        // Each algorithm's future in a box of its own size, handed to the caller (see `super::run`).
+        Algorithm::ReduceBroadcast => Box::pin(reduce_broadcast(comm, vector, reduction)),
+        Algorithm::RecursiveDoubling => Box::pin(recursive_doubling(comm, vector, reduction)),
+        Algorithm::HalvingDoubling => Box::pin(halving_doubling(comm, vector, reduction)),
+        Algorithm::Ring => Box::pin(ring(comm, vector, reduction)),
+        Algorithm::Mesh => Box::pin(mesh(comm, vector, reduction)),
+        other => super::failed(super::unsupported(comm, Collective::Allreduce, other)),
     }
 }
 

@@ -19,6 +19,7 @@ use topocomm_proto::NodeId;
 use topocomm_proto::frame::Tag;
 use topocomm_proto::spec::{Algorithm, Collective};
 
+use super::Running;
 use super::blocks::{BlockLayout, concat};
 use super::folding::{Fold, Part, Role};
 use super::patterns::{Grid, LineGroup, hypercube_dimension};
@@ -28,17 +29,19 @@ use crate::comm::assembly::Assembly;
 use crate::comm::{Comm, CommError, Posted};
 
 /// Runs the alltoall `algorithm` names; `blocks` holds p blocks of `block` bytes.
-pub async fn run(comm: &Comm, algorithm: Algorithm, blocks: Bytes, block: usize) -> Result<Bytes, CommError> {
-    expect_input(comm, &blocks, comm.p() * block)?;
+pub fn run(comm: &Comm, algorithm: Algorithm, blocks: Bytes, block: usize) -> Running<'_> {
+    if let Err(error) = expect_input(comm, &blocks, comm.p() * block) {
+        return super::failed(error);
+    }
     match algorithm {
-        // Each algorithm's future in a box of its own size (see `super::run`).
-        Algorithm::Ring => Box::pin(ring(comm, blocks, block)).await,
-        Algorithm::Mesh => Box::pin(mesh(comm, blocks, block)).await,
-        Algorithm::Hypercube => Box::pin(hypercube(comm, blocks, block)).await,
-        Algorithm::PairwiseXor => Box::pin(pairwise_xor(comm, blocks, block)).await,
-        Algorithm::Pairwise => Box::pin(pairwise(comm, blocks, block)).await,
-        Algorithm::Bruck => Box::pin(bruck(comm, blocks, block)).await,
-        other => Err(super::unsupported(comm, Collective::Alltoall, other)),
+        // Each algorithm's future in a box of its own size, handed to the caller (see `super::run`).
+        Algorithm::Ring => Box::pin(ring(comm, blocks, block)),
+        Algorithm::Mesh => Box::pin(mesh(comm, blocks, block)),
+        Algorithm::Hypercube => Box::pin(hypercube(comm, blocks, block)),
+        Algorithm::PairwiseXor => Box::pin(pairwise_xor(comm, blocks, block)),
+        Algorithm::Pairwise => Box::pin(pairwise(comm, blocks, block)),
+        Algorithm::Bruck => Box::pin(bruck(comm, blocks, block)),
+        other => super::failed(super::unsupported(comm, Collective::Alltoall, other)),
     }
 }
 

@@ -16,6 +16,7 @@ use bytes::Bytes;
 use topocomm_proto::spec::{Algorithm, Collective};
 use topocomm_proto::{NodeId, catalogue};
 
+use super::Running;
 use super::allgather::allgather_layout;
 use super::blocks::BlockLayout;
 use super::patterns::{Grid, LineGroup, Relabelling, broadcast_along};
@@ -26,19 +27,19 @@ use crate::comm::{Comm, CommError};
 
 /// Runs the broadcast `algorithm` names. Non-roots pass an empty `message`; every node
 /// returns the root's.
-pub async fn run(comm: &Comm, algorithm: Algorithm, root: NodeId, message: Bytes) -> Result<Bytes, CommError> {
+pub fn run(comm: &Comm, algorithm: Algorithm, root: NodeId, message: Bytes) -> Running<'_> {
     if root >= comm.p() {
-        return Err(CommError::NoSuchPeer { me: comm.id(), peer: root, p: comm.p() });
+        return super::failed(CommError::NoSuchPeer { me: comm.id(), peer: root, p: comm.p() });
     }
     match algorithm {
-        // Each algorithm's future in a box of its own size (see `super::run`).
-        Algorithm::Linear => Box::pin(linear(comm, root, message)).await,
-        Algorithm::Ring => Box::pin(ring(comm, root, message)).await,
-        Algorithm::Mesh => Box::pin(mesh(comm, root, message)).await,
-        Algorithm::Hypercube => Box::pin(hypercube(comm, root, message)).await,
-        Algorithm::RecursiveDoubling => Box::pin(recursive_doubling(comm, root, message)).await,
-        Algorithm::ScatterAllgather => Box::pin(scatter_allgather(comm, root, message)).await,
-        other => Err(super::unsupported(comm, Collective::Broadcast, other)),
+        // Each algorithm's future in a box of its own size, handed to the caller (see `super::run`).
+        Algorithm::Linear => Box::pin(linear(comm, root, message)),
+        Algorithm::Ring => Box::pin(ring(comm, root, message)),
+        Algorithm::Mesh => Box::pin(mesh(comm, root, message)),
+        Algorithm::Hypercube => Box::pin(hypercube(comm, root, message)),
+        Algorithm::RecursiveDoubling => Box::pin(recursive_doubling(comm, root, message)),
+        Algorithm::ScatterAllgather => Box::pin(scatter_allgather(comm, root, message)),
+        other => super::failed(super::unsupported(comm, Collective::Broadcast, other)),
     }
 }
 

@@ -21,6 +21,8 @@ pub mod schedule;
 pub mod shift;
 pub mod tree;
 
+use std::pin::Pin;
+
 use bytes::Bytes;
 use topocomm_proto::spec::{Algorithm, Collective, RunSpec};
 
@@ -36,24 +38,35 @@ pub async fn run(comm: &Comm, spec: &RunSpec, input: Bytes) -> Result<Bytes, Com
     if let Some(schedule) = &spec.schedule {
         return Box::pin(schedule::run(comm, spec, schedule, input)).await;
     }
-    // Each family's schedule in a box of its own size: a node's future is then as large
-    // as its own collective's state, not the largest of all (the simulator holds one
-    // per node, a million at a time). Each family's `run` boxes its algorithms the same
-    // way, so what a node holds is its own algorithm's state, not its family's largest.
+    // Each algorithm's future in a box of its own size: a node's future is then as large
+    // as its own algorithm's state, not the largest of all (the simulator holds one per
+    // node, a million at a time). A family whose `run` only picks its algorithm hands
+    // that box back ([`Running`]) and it is awaited as it is, one box a node (the
+    // simulator reaches it at every poll: a box between them was a cache miss each time);
+    // the others lay out blocks first, and their own future is boxed here.
     match spec.collective {
-        Collective::Broadcast => Box::pin(broadcast::run(comm, algorithm, root, input)).await,
-        Collective::Reduce => Box::pin(reduce::run(comm, algorithm, root, input, spec.dtype, spec.op)).await,
+        Collective::Broadcast => broadcast::run(comm, algorithm, root, input).await,
+        Collective::Reduce => reduce::run(comm, algorithm, root, input, spec.dtype, spec.op).await,
         Collective::Allgather => Box::pin(allgather::run(comm, algorithm, input)).await,
         Collective::ReduceScatter => Box::pin(reduce_scatter::run(comm, algorithm, input, block, reduction)).await,
-        Collective::Allreduce => Box::pin(allreduce::run(comm, algorithm, input, reduction)).await,
-        Collective::Scan => Box::pin(scan::run(comm, algorithm, input, reduction, spec.exclusive)).await,
+        Collective::Allreduce => allreduce::run(comm, algorithm, input, reduction).await,
+        Collective::Scan => scan::run(comm, algorithm, input, reduction, spec.exclusive).await,
         Collective::Scatter => Box::pin(scatter_gather::scatter(comm, algorithm, root, input, block)).await,
         Collective::Gather => Box::pin(scatter_gather::gather(comm, algorithm, root, input)).await,
-        Collective::Alltoall => Box::pin(alltoall::run(comm, algorithm, input, block)).await,
-        Collective::Shift => Box::pin(shift::run(comm, algorithm, input, spec.shift)).await,
+        Collective::Alltoall => alltoall::run(comm, algorithm, input, block).await,
+        Collective::Shift => shift::run(comm, algorithm, input, spec.shift).await,
         Collective::PingPong => Box::pin(pingpong::run(comm, algorithm, root, input, spec.shift)).await,
         Collective::Barrier => Box::pin(barrier::run(comm, algorithm)).await.map(|()| Bytes::new()),
     }
+}
+
+/// A node's algorithm on its way, in a box of its own size: what a family's `run`
+/// returns when it does no more than pick the algorithm.
+pub type Running<'a> = Pin<Box<dyn Future<Output = Result<Bytes, CommError>> + Send + 'a>>;
+
+/// A run that fails before it starts, with `error`.
+pub fn failed<'a>(error: CommError) -> Running<'a> {
+    Box::pin(std::future::ready(Err(error)))
 }
 
 /// The error for an algorithm a collective does not have.

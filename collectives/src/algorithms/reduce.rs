@@ -17,6 +17,7 @@ use bytes::Bytes;
 use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp};
 use topocomm_proto::{NodeId, catalogue};
 
+use super::Running;
 use super::blocks::BlockLayout;
 use super::patterns::{Grid, LineGroup, Reduction, Relabelling, reduce_along};
 use super::phases::{self, SINGLE};
@@ -27,27 +28,20 @@ use crate::comm::{Comm, CommError};
 
 /// Runs the reduction `algorithm` names: the root returns the reduction of every node's
 /// `vector` (`dtype` elements combined with `op`), every other node an empty buffer.
-pub async fn run(
-    comm: &Comm,
-    algorithm: Algorithm,
-    root: NodeId,
-    vector: Bytes,
-    dtype: Dtype,
-    op: ReduceOp,
-) -> Result<Bytes, CommError> {
+pub fn run(comm: &Comm, algorithm: Algorithm, root: NodeId, vector: Bytes, dtype: Dtype, op: ReduceOp) -> Running<'_> {
     if root >= comm.p() {
-        return Err(CommError::NoSuchPeer { me: comm.id(), peer: root, p: comm.p() });
+        return super::failed(CommError::NoSuchPeer { me: comm.id(), peer: root, p: comm.p() });
     }
     let reduction = Reduction { dtype, op };
     match algorithm {
-        // Each algorithm's future in a box of its own size (see `super::run`).
-        Algorithm::Linear => Box::pin(linear(comm, root, vector, reduction)).await,
-        Algorithm::Ring => Box::pin(ring(comm, root, vector, reduction)).await,
-        Algorithm::Mesh => Box::pin(mesh(comm, root, vector, reduction)).await,
-        Algorithm::Hypercube => Box::pin(hypercube(comm, root, vector, reduction)).await,
-        Algorithm::RecursiveHalving => Box::pin(recursive_halving(comm, root, vector, reduction)).await,
-        Algorithm::ReduceScatterGather => Box::pin(reduce_scatter_gather(comm, root, vector, reduction)).await,
-        other => Err(super::unsupported(comm, Collective::Reduce, other)),
+        // Each algorithm's future in a box of its own size, handed to the caller (see `super::run`).
+        Algorithm::Linear => Box::pin(linear(comm, root, vector, reduction)),
+        Algorithm::Ring => Box::pin(ring(comm, root, vector, reduction)),
+        Algorithm::Mesh => Box::pin(mesh(comm, root, vector, reduction)),
+        Algorithm::Hypercube => Box::pin(hypercube(comm, root, vector, reduction)),
+        Algorithm::RecursiveHalving => Box::pin(recursive_halving(comm, root, vector, reduction)),
+        Algorithm::ReduceScatterGather => Box::pin(reduce_scatter_gather(comm, root, vector, reduction)),
+        other => super::failed(super::unsupported(comm, Collective::Reduce, other)),
     }
 }
 

@@ -14,6 +14,7 @@ use topocomm_proto::NodeId;
 use topocomm_proto::elements::element_count;
 use topocomm_proto::spec::{Algorithm, Collective};
 
+use super::Running;
 use super::blocks::{BlockLayout, concat};
 use super::patterns::{Reduction, hypercube_dimension};
 use super::phases::SINGLE;
@@ -21,20 +22,14 @@ use crate::comm::{Comm, CommError};
 
 /// Runs the scan `algorithm` names: node i returns the reduction of the vectors of nodes
 /// 0..=i, or of 0..i with `exclusive` (node 0 then returns an empty buffer).
-pub async fn run(
-    comm: &Comm,
-    algorithm: Algorithm,
-    vector: Bytes,
-    reduction: Reduction,
-    exclusive: bool,
-) -> Result<Bytes, CommError> {
+pub fn run(comm: &Comm, algorithm: Algorithm, vector: Bytes, reduction: Reduction, exclusive: bool) -> Running<'_> {
     match algorithm {
-        // Each algorithm's future in a box of its own size (see `super::run`).
-        Algorithm::Hypercube => Box::pin(hypercube(comm, vector, reduction, exclusive)).await,
-        Algorithm::Linear => Box::pin(linear(comm, vector, reduction, exclusive)).await,
-        Algorithm::Pipeline => Box::pin(pipeline(comm, vector, reduction, exclusive)).await,
-        Algorithm::Tree => Box::pin(tree(comm, vector, reduction, exclusive)).await,
-        other => Err(super::unsupported(comm, Collective::Scan, other)),
+        // Each algorithm's future in a box of its own size, handed to the caller (see `super::run`).
+        Algorithm::Hypercube => Box::pin(hypercube(comm, vector, reduction, exclusive)),
+        Algorithm::Linear => Box::pin(linear(comm, vector, reduction, exclusive)),
+        Algorithm::Pipeline => Box::pin(pipeline(comm, vector, reduction, exclusive)),
+        Algorithm::Tree => Box::pin(tree(comm, vector, reduction, exclusive)),
+        other => super::failed(super::unsupported(comm, Collective::Scan, other)),
     }
 }
 

@@ -10,19 +10,20 @@
 use bytes::Bytes;
 use topocomm_proto::spec::{Algorithm, Collective};
 
+use super::Running;
 use super::patterns::{Grid, LineGroup, hypercube_dimension};
 use super::phases::{self, Phase, SINGLE};
 use crate::comm::{Comm, CommError};
 
 /// Runs the shift `algorithm` names.
-pub async fn run(comm: &Comm, algorithm: Algorithm, vector: Bytes, q: usize) -> Result<Bytes, CommError> {
+pub fn run(comm: &Comm, algorithm: Algorithm, vector: Bytes, q: usize) -> Running<'_> {
     let q = q % comm.p();
     match algorithm {
-        // Each algorithm's future in a box of its own size (see `super::run`).
-        Algorithm::Ring => Box::pin(ring(comm, vector, q)).await,
-        Algorithm::Mesh => Box::pin(mesh(comm, vector, q)).await,
-        Algorithm::Hypercube => Box::pin(hypercube(comm, vector, q)).await,
-        other => Err(super::unsupported(comm, Collective::Shift, other)),
+        // Each algorithm's future in a box of its own size, handed to the caller (see `super::run`).
+        Algorithm::Ring => Box::pin(ring(comm, vector, q)),
+        Algorithm::Mesh => Box::pin(mesh(comm, vector, q)),
+        Algorithm::Hypercube => Box::pin(hypercube(comm, vector, q)),
+        other => super::failed(super::unsupported(comm, Collective::Shift, other)),
     }
 }
 
