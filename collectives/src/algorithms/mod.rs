@@ -32,31 +32,31 @@ use patterns::Reduction;
 /// Runs this node's part of the collective `spec` names, from `input`; returns what the
 /// node ends with (see `topocomm_proto::reference` for what that must be, and for the
 /// data layout of each collective: `block` below is `spec.size_bytes`).
-pub async fn run(comm: &Comm, spec: &RunSpec, input: Bytes) -> Result<Bytes, CommError> {
+pub fn run<'a>(comm: &'a Comm, spec: &'a RunSpec, input: Bytes) -> Running<'a> {
     let (algorithm, root, block) = (spec.algorithm, spec.root, spec.size_bytes as usize);
     let reduction = Reduction { dtype: spec.dtype, op: spec.op };
     if let Some(schedule) = &spec.schedule {
-        return Box::pin(schedule::run(comm, spec, schedule, input)).await;
+        return Box::pin(schedule::run(comm, spec, schedule, input));
     }
     // Each algorithm's future in a box of its own size: a node's future is then as large
     // as its own algorithm's state, not the largest of all (the simulator holds one per
     // node, a million at a time). A family whose `run` only picks its algorithm hands
-    // that box back ([`Running`]) and it is awaited as it is, one box a node (the
-    // simulator reaches it at every poll: a box between them was a cache miss each time);
-    // the others lay out blocks first, and their own future is boxed here.
+    // that box back ([`Running`]) as it is, one box a node (the simulator reaches it at
+    // every poll: a box between them was a cache miss each time); the others lay out
+    // blocks first, and their own future is boxed here.
     match spec.collective {
-        Collective::Broadcast => broadcast::run(comm, algorithm, root, input).await,
-        Collective::Reduce => reduce::run(comm, algorithm, root, input, spec.dtype, spec.op).await,
-        Collective::Allgather => Box::pin(allgather::run(comm, algorithm, input)).await,
-        Collective::ReduceScatter => Box::pin(reduce_scatter::run(comm, algorithm, input, block, reduction)).await,
-        Collective::Allreduce => allreduce::run(comm, algorithm, input, reduction).await,
-        Collective::Scan => scan::run(comm, algorithm, input, reduction, spec.exclusive).await,
-        Collective::Scatter => Box::pin(scatter_gather::scatter(comm, algorithm, root, input, block)).await,
-        Collective::Gather => Box::pin(scatter_gather::gather(comm, algorithm, root, input)).await,
-        Collective::Alltoall => alltoall::run(comm, algorithm, input, block).await,
-        Collective::Shift => shift::run(comm, algorithm, input, spec.shift).await,
-        Collective::PingPong => Box::pin(pingpong::run(comm, algorithm, root, input, spec.shift)).await,
-        Collective::Barrier => Box::pin(barrier::run(comm, algorithm)).await.map(|()| Bytes::new()),
+        Collective::Broadcast => broadcast::run(comm, algorithm, root, input),
+        Collective::Reduce => reduce::run(comm, algorithm, root, input, spec.dtype, spec.op),
+        Collective::Allgather => Box::pin(allgather::run(comm, algorithm, input)),
+        Collective::ReduceScatter => Box::pin(reduce_scatter::run(comm, algorithm, input, block, reduction)),
+        Collective::Allreduce => allreduce::run(comm, algorithm, input, reduction),
+        Collective::Scan => scan::run(comm, algorithm, input, reduction, spec.exclusive),
+        Collective::Scatter => Box::pin(scatter_gather::scatter(comm, algorithm, root, input, block)),
+        Collective::Gather => Box::pin(scatter_gather::gather(comm, algorithm, root, input)),
+        Collective::Alltoall => alltoall::run(comm, algorithm, input, block),
+        Collective::Shift => shift::run(comm, algorithm, input, spec.shift),
+        Collective::PingPong => Box::pin(pingpong::run(comm, algorithm, root, input, spec.shift)),
+        Collective::Barrier => Box::pin(async move { barrier::run(comm, algorithm).await.map(|()| Bytes::new()) }),
     }
 }
 

@@ -185,8 +185,6 @@ enum Carrier {
 /// message, and an allocation of its own was a cache miss each time).
 pub struct Comm {
     carrier: Carrier,
-    /// What the links beneath let an algorithm count on.
-    links: LinkCapabilities,
     run: u64,
     iteration: u32,
     deadline: Instant,
@@ -216,7 +214,6 @@ impl Comm {
         let timeout_ms =
             u64::try_from(deadline.saturating_duration_since(Instant::now()).as_millis()).unwrap_or(u64::MAX);
         Comm {
-            links: fabric.links(),
             carrier: Carrier::Routed(fabric),
             run,
             iteration,
@@ -231,7 +228,6 @@ impl Comm {
     /// it never times out, since the simulator finds a deadlock itself.
     pub fn simulated(port: Port, run: u64, iteration: u32) -> Self {
         Comm {
-            links: port.links(),
             carrier: Carrier::Simulated(port),
             run,
             iteration,
@@ -330,7 +326,7 @@ impl Comm {
         parts: impl IntoIterator<Item = Bytes>,
     ) -> Result<(), CommError> {
         let payload = Payload::of(parts);
-        if !self.links.cuts_into_writes(payload.len()) {
+        if !self.links().cuts_into_writes(payload.len()) {
             return self.send_payload(dst, tag, self.next_step(), payload, None);
         }
         let done = self.send_tracked(dst, tag, self.next_step(), payload)?;
@@ -526,7 +522,7 @@ impl Comm {
     /// Emulated links and the simulator (unless told its links are raw) take it whole, so
     /// that the model's one start-up per message holds there exactly as before.
     pub fn segments(&self, vector: Bytes) -> Segments {
-        match self.links.raw && vector.len() >= 2 * SEGMENT_LEN {
+        match self.links().raw && vector.len() >= 2 * SEGMENT_LEN {
             true => Segments::cut(vector, SEGMENT_LEN),
             false => Segments::whole(vector),
         }
@@ -536,7 +532,10 @@ impl Comm {
     /// they are raw (only there may an algorithm send more messages than its textbook
     /// schedule to save copies), and which messages are read straight into their place.
     pub fn links(&self) -> LinkCapabilities {
-        self.links
+        match &self.carrier {
+            Carrier::Routed(fabric) => fabric.links(),
+            Carrier::Simulated(port) => port.links(),
+        }
     }
 
     /// One exchange step with `partner` of a vector in segments (see
