@@ -49,9 +49,6 @@ type Done = tokio::sync::oneshot::Receiver<()>;
 /// [`Done`], or the deadline (see [`Comm::written_wait`]).
 type WrittenWait = Pin<Box<tokio::time::Timeout<Done>>>;
 
-/// The `deadline` of every simulated handle (see [`Comm::simulated`]).
-static SIMULATED_DEADLINE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-
 /// Why a communication step failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CommError {
@@ -174,10 +171,17 @@ impl Future for Receive<'_> {
 
 /// What a node's messages travel over: the router of a real (or in-memory) cluster, or
 /// the simulator's virtual network.
-#[derive(Clone)]
 enum Carrier {
-    Routed(Arc<dyn Fabric>),
+    Routed(Box<Routed>),
     Simulated(Port),
+}
+
+/// A routed handle's carrier: the router, and when every wait of the handle ends (held
+/// apart, so that a simulated node's handle, which never times out, is smaller by them).
+struct Routed {
+    fabric: Arc<dyn Fabric>,
+    deadline: Instant,
+    timeout_ms: u64,
 }
 
 /// One node's view of the cluster for one iteration of one run. Not `Clone`: a node's
@@ -187,8 +191,6 @@ pub struct Comm {
     carrier: Carrier,
     run: u64,
     iteration: u32,
-    deadline: Instant,
-    timeout_ms: u64,
     /// Where this node's schedule stands.
     progress: Progress,
     /// Where this node's operations are recorded, when asked.
@@ -214,11 +216,9 @@ impl Comm {
         let timeout_ms =
             u64::try_from(deadline.saturating_duration_since(Instant::now()).as_millis()).unwrap_or(u64::MAX);
         Comm {
-            carrier: Carrier::Routed(fabric),
+            carrier: Carrier::Routed(Box::new(Routed { fabric, deadline, timeout_ms })),
             run,
             iteration,
-            deadline,
-            timeout_ms,
             progress: Progress::default(),
             log: None,
         }
@@ -227,17 +227,7 @@ impl Comm {
     /// The handle of a node of the simulator's virtual network (see `crate::simulator`):
     /// it never times out, since the simulator finds a deadlock itself.
     pub fn simulated(port: Port, run: u64, iteration: u32) -> Self {
-        Comm {
-            carrier: Carrier::Simulated(port),
-            run,
-            iteration,
-            // Never read: a simulated receive has no deadline. One reading of the clock
-            // for them all (a million nodes would read it a million times).
-            deadline: *SIMULATED_DEADLINE.get_or_init(Instant::now),
-            timeout_ms: 0,
-            progress: Progress::default(),
-            log: None,
-        }
+        Comm { carrier: Carrier::Simulated(port), run, iteration, progress: Progress::default(), log: None }
     }
 
     /// This handle, recording every send and every receive taken into `log`, in order.
@@ -256,8 +246,8 @@ impl Comm {
     /// This handle, its iteration started at `start` (under emulation, the first sends
     /// are ready to go then).
     pub fn started_at(self, start: Instant) -> Self {
-        if let Carrier::Routed(fabric) = &self.carrier
-            && let Some(stamp) = fabric.emulated_stamp(start)
+        if let Carrier::Routed(routed) = &self.carrier
+            && let Some(stamp) = routed.fabric.emulated_stamp(start)
         {
             self.progress.causal_ns.fetch_max(stamp, Ordering::Relaxed);
         }
@@ -267,7 +257,7 @@ impl Comm {
     /// This node's id, 0..p-1.
     pub fn id(&self) -> NodeId {
         match &self.carrier {
-            Carrier::Routed(fabric) => fabric.id(),
+            Carrier::Routed(routed) => routed.fabric.id(),
             Carrier::Simulated(port) => port.id(),
         }
     }
@@ -280,7 +270,7 @@ impl Comm {
     /// The topology the cluster is wired as (algorithms made for a grid read its shape).
     pub fn topology(&self) -> &Topology {
         match &self.carrier {
-            Carrier::Routed(fabric) => fabric.topology(),
+            Carrier::Routed(routed) => routed.fabric.topology(),
             Carrier::Simulated(port) => port.topology(),
         }
     }
@@ -363,7 +353,8 @@ impl Comm {
         };
         let causal_ns = self.progress.causal_ns.load(Ordering::Relaxed);
         match &self.carrier {
-            Carrier::Routed(fabric) => fabric
+            Carrier::Routed(routed) => routed
+                .fabric
                 .originate(header, data, causal_ns, written)
                 .map_err(|reason| CommError::Route { me: self.id(), reason }),
             // The virtual network takes the frame at once: it is written as it is sent.
@@ -398,7 +389,7 @@ impl Comm {
         self.check_peer(src)?;
         let key = self.key(src, tag);
         let fabric = match &self.carrier {
-            Carrier::Routed(fabric) => fabric,
+            Carrier::Routed(routed) => &routed.fabric,
             Carrier::Simulated(port) => {
                 return Ok(Posted(match port.take(src, tag) {
                     Some(delivery) => Pending::Ready(key, delivery, place),
@@ -436,9 +427,10 @@ impl Comm {
         key: MessageKey,
         mut waiting: tokio::sync::oneshot::Receiver<Result<Arrival, LinkFault>>,
     ) -> Result<Bytes, CommError> {
-        let Carrier::Routed(fabric) = &self.carrier else {
+        let Carrier::Routed(routed) = &self.carrier else {
             unreachable!("a routed receive belongs to a routed handle")
         };
+        let fabric = &routed.fabric;
         if let Some(busy_poll) = fabric.busy_poll() {
             // Poll for a while before sleeping, as MPI's progress engine does: a message
             // is then taken when it comes (on emulated links: at its due time), not a
@@ -459,13 +451,13 @@ impl Comm {
                 }
             }
         }
-        match tokio::time::timeout_at(self.deadline, waiting).await {
+        match tokio::time::timeout_at(routed.deadline, waiting).await {
             Ok(Ok(arrival)) => self.took(Some(arrival)),
             Ok(Err(_closed)) => self.took(None),
             Err(_elapsed) => {
                 fabric.mailbox().abandon(key);
                 let (src, tag) = (key.src, key.tag);
-                Err(CommError::Timeout { me: self.id(), src, tag, timeout_ms: self.timeout_ms })
+                Err(CommError::Timeout { me: self.id(), src, tag, timeout_ms: routed.timeout_ms })
             }
         }
     }
@@ -484,10 +476,10 @@ impl Comm {
     /// land in.
     fn arrived(&self, delivery: Delivery, place: Option<Place>) -> Result<Bytes, CommError> {
         self.progress.step.fetch_max(delivery.step, Ordering::Relaxed);
-        if let Carrier::Routed(fabric) = &self.carrier
+        if let Carrier::Routed(routed) = &self.carrier
             && delivery.due_ns > 0
         {
-            fabric.taken(delivery.due_ns);
+            routed.fabric.taken(delivery.due_ns);
         }
         self.progress.causal_ns.fetch_max(delivery.due_ns, Ordering::Relaxed);
         match place {
@@ -533,7 +525,7 @@ impl Comm {
     /// schedule to save copies), and which messages are read straight into their place.
     pub fn links(&self) -> LinkCapabilities {
         match &self.carrier {
-            Carrier::Routed(fabric) => fabric.links(),
+            Carrier::Routed(routed) => routed.fabric.links(),
             Carrier::Simulated(port) => port.links(),
         }
     }
@@ -618,7 +610,10 @@ impl Comm {
     /// timer in a box, as in `wait_routed`: only a routed send has one, and an algorithm's
     /// future holds this one inline.
     fn written_wait(&self, done: Done) -> WrittenWait {
-        Box::pin(tokio::time::timeout_at(self.deadline, done))
+        let Carrier::Routed(routed) = &self.carrier else {
+            unreachable!("only a routed send is tracked (`send_tracked`)")
+        };
+        Box::pin(tokio::time::timeout_at(routed.deadline, done))
     }
 
     /// Why a send failed when its link did not drop it by the deadline.
