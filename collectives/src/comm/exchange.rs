@@ -64,6 +64,11 @@ impl<'a, F> Exchange<'a, F>
 where
     F: FnMut(Segment, Bytes) -> Result<Segment, CommError> + Send + 'a,
 {
+    /// The state, left `Done` until the caller puts the next one.
+    fn take_state(&mut self) -> ExchangeState<'a> {
+        std::mem::replace(&mut self.state, ExchangeState::Done)
+    }
+
     /// Our segment, back from its link, combined with the partner's.
     fn combined(&mut self, loan: Loan, theirs: Bytes) -> Result<Segments, CommError> {
         let combine = self.combine.as_mut().expect("a one-segment exchange keeps its combine");
@@ -101,9 +106,7 @@ where
                 ExchangeState::Receiving { receive, .. } => match Pin::new(receive).poll(cx) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(theirs) => {
-                        let ExchangeState::Receiving { loan, done, .. } =
-                            std::mem::replace(&mut this.state, ExchangeState::Done)
-                        else {
+                        let ExchangeState::Receiving { loan, done, .. } = this.take_state() else {
                             unreachable!("matched above")
                         };
                         let theirs = match theirs {
@@ -122,9 +125,7 @@ where
                 ExchangeState::Writing { written, .. } => match written.as_mut().poll(cx) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(written) => {
-                        let ExchangeState::Writing { loan, theirs, .. } =
-                            std::mem::replace(&mut this.state, ExchangeState::Done)
-                        else {
+                        let ExchangeState::Writing { loan, theirs, .. } = this.take_state() else {
                             unreachable!("matched above")
                         };
                         if written.is_err() {
@@ -135,9 +136,7 @@ where
                 },
                 ExchangeState::Pipelined(pipeline) => return pipeline.as_mut().poll(cx),
                 ExchangeState::Start(_) => {
-                    let ExchangeState::Start(vector) = std::mem::replace(&mut this.state, ExchangeState::Done) else {
-                        unreachable!("matched above")
-                    };
+                    let ExchangeState::Start(vector) = this.take_state() else { unreachable!("matched above") };
                     match this.start(vector) {
                         Ok(next) => this.state = next,
                         Err(error) => return Poll::Ready(Err(error)),
