@@ -52,7 +52,6 @@ impl Segments {
         Segments { parts }
     }
 
-    /// The segments, in order.
     /// The one segment, if the vector is in one; else the vector back.
     pub fn into_whole(mut self) -> Result<Segment, Segments> {
         match self.parts.len() {
@@ -61,6 +60,7 @@ impl Segments {
         }
     }
 
+    /// The segments, in order.
     pub fn into_parts(self) -> SegmentList {
         self.parts
     }
