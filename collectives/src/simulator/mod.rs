@@ -324,18 +324,24 @@ impl<T> NodeSlot<T> {
     /// A prefetch is a hint: it never faults, and where the memory is elsewhere it only
     /// loads lines that are not needed (docs/PERFORMANCE-NOTES.md, part five).
     fn prefetch(&self) {
-        #[cfg(target_arch = "x86_64")]
         if let NodeSlot::Running(future) = self {
-            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            let start = std::ptr::from_ref(&**future).cast::<i8>();
-            for offset in (0..PREFETCHED_BYTES).step_by(64) {
-                // SAFETY: SSE, which the instruction needs, is part of every x86-64
-                // processor; a prefetch reads nothing the program sees and never faults,
-                // whatever the address.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(offset)) };
-            }
+            prefetch(std::ptr::from_ref(&**future).cast(), PREFETCHED_BYTES);
         }
     }
+}
+
+/// Asks the processor to start loading the `bytes` from `start` into its caches (on
+/// x86-64; elsewhere it does nothing). A hint, which never faults whatever the address.
+fn prefetch(start: *const u8, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for offset in (0..bytes).step_by(64) {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: SSE, which the instruction needs, is part of every x86-64 processor; a
+        // prefetch reads nothing the program sees and never faults, whatever the address.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(offset).cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (start, bytes);
 }
 
 /// Runs `per_node`'s future for every node of `topology` (given that node's `Comm`)
@@ -470,4 +476,23 @@ where
             .collect(),
     });
     Ok(simulation)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A prefetch is only a hint: asking for memory nothing is mapped at, or for far more
+    /// than a node's future holds, loads nothing and must not fault (a read would).
+    #[test]
+    fn a_prefetch_of_memory_that_is_not_there_does_not_fault() {
+        let empty: NodeSlot<()> = NodeSlot::Running(Box::pin(async { Ok(()) }));
+        let small: NodeSlot<u8> = NodeSlot::Running(Box::pin(async { Ok(7u8) }));
+        for slot in [empty, NodeSlot::Unborn, NodeSlot::Dormant, NodeSlot::Done] {
+            slot.prefetch();
+        }
+        small.prefetch();
+        prefetch(std::ptr::null(), PREFETCHED_BYTES);
+        prefetch(std::ptr::without_provenance(usize::MAX - 4095), 2 * PREFETCHED_BYTES);
+    }
 }
