@@ -114,8 +114,44 @@ pub enum PayloadMode {
 /// The most nodes `--trace` and `--diagram` draw.
 pub(crate) const MOST_NODES_DRAWN: usize = 1024;
 
-/// The simulator's bytes per node beyond the data: the node's future and its state.
-const OVERHEAD_PER_NODE: u64 = 4096;
+/// The simulator's bytes per node beyond the data, for a node that holds its future all
+/// run: its futures and its state (measured: up to 4.3 KiB at 4,096 nodes, lengths only).
+const STATE_PER_NODE: u64 = 4096;
+
+/// The same for a node of a rooted tree (broadcast, scatter, reduce, gather), which holds
+/// no future while it waits for its message (measured: at most 560 bytes).
+const STATE_PER_TREE_NODE: u64 = 1024;
+
+/// What a node holds for each of the p blocks of an all-to-all, or of the ring
+/// all-gather (of a grid line's blocks in the mesh all-gather), while it exchanges them,
+/// even with lengths only (measured: up to 154 bytes a block for the pairwise
+/// all-to-all, 33 for the ring all-gather, about 40 for the mesh's).
+const STATE_PER_BLOCK: u64 = 256;
+const STATE_PER_RING_BLOCK: u64 = 64;
+
+/// The simulator's bytes a node of `spec` on `topology` holds, beyond the data, on the safe
+/// side of what `--payload lengths` runs of every algorithm took (peak resident memory,
+/// p = 512 to 65,536: docs/PERFORMANCE-NOTES.md, "Simulating at scale, part five", the memory estimate).
+fn state_per_node(spec: &RunSpec, topology: &Topology) -> u64 {
+    let p = topology.p() as u64;
+    let longest_line = topology.dims().iter().max().map_or(p, |&extent| extent as u64);
+    match (spec.collective, spec.algorithm) {
+        (Collective::Alltoall, _) => STATE_PER_NODE.saturating_add(STATE_PER_BLOCK.saturating_mul(p)),
+        (Collective::Allgather, Algorithm::Ring) => {
+            STATE_PER_NODE.saturating_add(STATE_PER_RING_BLOCK.saturating_mul(p))
+        }
+        (Collective::Allgather, Algorithm::Mesh) => {
+            STATE_PER_NODE.saturating_add(STATE_PER_RING_BLOCK.saturating_mul(longest_line))
+        }
+        (Collective::Broadcast, Algorithm::ScatterAllgather) | (Collective::Reduce, Algorithm::ReduceScatterGather) => {
+            STATE_PER_NODE
+        }
+        (Collective::Broadcast | Collective::Scatter | Collective::Reduce | Collective::Gather, _) => {
+            STATE_PER_TREE_NODE
+        }
+        _ => STATE_PER_NODE,
+    }
+}
 
 /// Parses `8..65536` (doubling from the first while not above the last) or a comma list.
 pub fn parse_node_counts(text: &str) -> Result<Vec<usize>, ParseError> {
@@ -355,7 +391,7 @@ fn fit(
     mode: PayloadMode,
     available: Option<u64>,
 ) -> anyhow::Result<(Inputs, u64)> {
-    let (with_data, lengths_only) = estimate(spec, topology.p());
+    let (with_data, lengths_only) = estimate(spec, topology);
     let fits = |bytes: u64| available.is_none_or(|available| bytes <= available);
     let have =
         available.map_or_else(|| "an unknown amount".to_owned(), |bytes| ByteSize(bytes).display().iec().to_string());
@@ -377,10 +413,12 @@ fn fit(
 }
 
 /// The memory a simulation of `spec` on `p` nodes needs, estimated: (with data, with
-/// lengths only). Each node holds its future and state, and with data its input, its
-/// result and the messages in flight (taken as its input and result again).
-fn estimate(spec: &RunSpec, p: usize) -> (u64, u64) {
-    let overhead = p as u64 * OVERHEAD_PER_NODE;
+/// lengths only). Each node holds its futures and state ([`state_per_node`]), and with
+/// data its input, its result and the messages in flight (taken as its input and result
+/// again).
+fn estimate(spec: &RunSpec, topology: &Topology) -> (u64, u64) {
+    let p = topology.p();
+    let overhead = (p as u64).saturating_mul(state_per_node(spec, topology));
     let size = spec.size_bytes;
     let result = match spec.collective {
         Collective::Allgather | Collective::Gather | Collective::Alltoall => size.saturating_mul(p as u64),
@@ -525,4 +563,60 @@ fn plot(args: &SimulateArgs, points: &[SimulationSummary], path: &std::path::Pat
     crate::render::plot::write_with(&title, &series, XAxis::Nodes, path)?;
     eprintln!("wrote the plot to {}", path.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    fn spec(collective: Collective, algorithm: Algorithm) -> RunSpec {
+        RunSpec { size_bytes: 8, ..RunSpec::new(collective, algorithm) }
+    }
+
+    fn hypercube(p: usize) -> Topology {
+        Topology::new(TopologyKind::Hypercube, p, None).expect("a power of two")
+    }
+
+    /// The runs whose state grows with p on every node (an all-to-all's blocks, the ring
+    /// all-gather's) are refused before they start where they would not fit: at 16,384
+    /// nodes the all-to-all took more than this machine's 23 GiB and was killed.
+    #[test]
+    fn an_all_to_all_too_big_for_the_memory_is_refused_before_it_starts() {
+        let refused = fit(
+            &spec(Collective::Alltoall, Algorithm::Pairwise),
+            &hypercube(16384),
+            PayloadMode::Lengths,
+            Some(23 * GIB),
+        )
+        .expect_err("64 GiB of blocks");
+        assert!(refused.to_string().contains("even with lengths only"), "{refused}");
+        let ring = Topology::new(TopologyKind::Ring, 65536, None).expect("a ring");
+        assert!(fit(&spec(Collective::Allgather, Algorithm::Ring), &ring, PayloadMode::Auto, Some(23 * GIB)).is_err());
+        let (_, estimate) = fit(
+            &spec(Collective::Alltoall, Algorithm::Pairwise),
+            &hypercube(2048),
+            PayloadMode::Lengths,
+            Some(23 * GIB),
+        )
+        .expect("2,048 nodes fit");
+        // 2,048 nodes took 621 MiB (lengths only): the estimate is above it.
+        assert!(estimate > 621 << 20, "{estimate}");
+    }
+
+    /// A rooted tree's nodes hold no future while they wait, so the 2^24-node broadcast
+    /// (2.3 GiB resident, data verified) is not refused on a machine of 23 GiB.
+    #[test]
+    fn a_broadcast_of_sixteen_million_nodes_fits_where_it_runs() {
+        let big = hypercube(1 << 24);
+        let (inputs, estimate) =
+            fit(&spec(Collective::Broadcast, Algorithm::Hypercube), &big, PayloadMode::Auto, Some(23 * GIB))
+                .expect("fits");
+        assert_eq!(inputs, Inputs::Reference);
+        assert!(estimate > 5 * GIB / 2 && estimate < 23 * GIB, "{estimate}");
+        // The composite broadcast holds every node's future: the larger estimate.
+        let composite = spec(Collective::Broadcast, Algorithm::ScatterAllgather);
+        assert!(fit(&composite, &big, PayloadMode::Lengths, Some(23 * GIB)).is_err());
+    }
 }
