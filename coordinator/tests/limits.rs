@@ -86,3 +86,41 @@ fn a_served_cluster_survives_a_run_too_large_for_its_nodes() {
     assert_eq!(json["nodes"], 4, "{json:#}");
     assert!(cluster.all_alive(), "a process died:\n{}", cluster.serve_stderr());
 }
+
+/// A simulation that outgrows its memory limit is stopped with one error naming the
+/// figures (the process's memory, the limit, the estimate), not left to the kernel's
+/// out-of-memory killer; the limit is the user's (`--memory-limit`), else nine tenths of
+/// what the machine has available. The 65,536-node all-reduce holds about 90 MiB.
+#[test]
+fn a_simulation_past_its_memory_limit_is_stopped_with_the_figures() {
+    let scratch = Scratch::new("memory-limit");
+    let simulate = |extra: &[&str]| {
+        let mut cli = command(&topocomm_bin());
+        cli.args(["simulate", "allreduce", "-n", "65536", "--ts", "10us", "--tw", "1ns"]).args(extra);
+        run_bounded(cli, &scratch, "simulate", Duration::from_secs(120))
+    };
+    let stopped = simulate(&["--memory-limit", "40MiB"]);
+    assert_eq!(stopped.status.code(), Some(1), "{stopped:?}");
+    let said = &stopped.stderr;
+    assert!(!said.contains("panicked"), "{said}");
+    for needle in ["stopped at", "over the limit of 40.0 MiB (--memory-limit", "the estimate before the run was"] {
+        assert!(said.contains(needle), "{needle:?} is not in: {said}");
+    }
+    assert!(stopped.stdout.is_empty(), "a stopped point printed a table: {}", stopped.stdout);
+    let finished = simulate(&[]);
+    assert!(finished.status.success(), "the same run without a limit: {finished:?}");
+    assert!(finished.stdout.contains("160.128"), "{}", finished.stdout);
+}
+
+/// An all-to-all's every node holds a share for each of the p blocks: 16,384 nodes
+/// took more than 23 GiB and were killed by the kernel; they are refused before the run.
+#[test]
+fn an_all_to_all_that_cannot_fit_is_refused_before_the_run() {
+    let scratch = Scratch::new("alltoall-memory");
+    let mut cli = command(&topocomm_bin());
+    cli.args(["simulate", "alltoall", "-n", "262144", "--payload", "lengths"]);
+    let finished = run_bounded(cli, &scratch, "simulate", Duration::from_secs(60));
+    assert_eq!(finished.status.code(), Some(1), "{finished:?}");
+    assert!(finished.stderr.contains("even with lengths only"), "{}", finished.stderr);
+    assert!(finished.stderr.contains("needs about 16.0 TiB"), "{}", finished.stderr);
+}

@@ -19,7 +19,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 use std::thread::LocalKey;
 use std::time::{Duration, Instant};
@@ -248,7 +248,7 @@ impl Default for Options {
 }
 
 /// How far a running simulation has come, updated by the engine at every event
-/// ([`Options::live`]) and read from any thread.
+/// ([`Options::live`]) and read from any thread; and a request from any thread to stop it.
 #[derive(Debug, Default)]
 pub struct LiveCounts {
     /// Nodes whose algorithm has finished.
@@ -257,6 +257,9 @@ pub struct LiveCounts {
     pub messages: AtomicU64,
     /// The virtual time reached, in nanoseconds.
     pub virtual_ns: AtomicU64,
+    /// Set (from any thread) to stop the simulation before its next poll, with
+    /// [`SimulationError::Stopped`]: a watcher of the process's memory does.
+    pub stop: AtomicBool,
 }
 
 /// What a simulation gives beyond each node's result (which goes to the caller as each
@@ -291,6 +294,8 @@ pub enum SimulationError {
     Panicked { node: NodeId },
     #[error("the simulation took longer than {limit:?} of wall time (virtual time reached {at_ns} ns)")]
     WallLimit { limit: Duration, at_ns: u64 },
+    #[error("the simulation was stopped at {at_ns} ns of virtual time")]
+    Stopped { at_ns: u64 },
 }
 
 type NodeFuture<T> = Pin<Box<dyn Future<Output = Result<T, CommError>> + Send>>;
@@ -387,6 +392,11 @@ where
     let mut since_clock_read = 0u32;
     loop {
         while let Some(node) = ready.with(Ready::pop) {
+            if let Some(live) = &options.live
+                && live.stop.load(Ordering::Relaxed)
+            {
+                return Err(SimulationError::Stopped { at_ns: installed.network(|network| network.now_ns()) });
+            }
             if let Some(next) = ready.with(|ready| ready.next()) {
                 nodes[next].prefetch();
             }
@@ -481,6 +491,39 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stop asked for from outside (the memory watcher's) ends the run before its next
+    /// poll, with the virtual time it had reached; a run nobody stops goes to its end.
+    #[test]
+    fn a_simulation_stops_when_asked_and_only_then() {
+        use topocomm_proto::TopologyKind;
+        let topology = Topology::new(TopologyKind::Hypercube, 64, None).expect("a hypercube");
+        let model = LinkModel {
+            ts_ns: 10_000,
+            th_ns: 0,
+            tw_ps: 1_000,
+            routing: topocomm_proto::spec::Routing::Sf,
+            packet_bytes: 0,
+        };
+        let run = |stop_after: Option<usize>| {
+            let live = Arc::new(LiveCounts::default());
+            let options = Options { live: Some(live.clone()), ..Options::default() };
+            let mut finished = 0;
+            let per_node = |comm: Comm| async move {
+                let partner = comm.id() ^ 1;
+                comm.send(partner, 1, bytes::Bytes::from_static(b"x")).await?;
+                comm.recv(partner, 1).await.map(|_| ())
+            };
+            simulate(&topology, model, options, per_node, |_, _, _| {
+                finished += 1;
+                if stop_after.is_some_and(|after| finished >= after) {
+                    live.stop.store(true, Ordering::Relaxed);
+                }
+            })
+        };
+        assert!(run(None).is_ok());
+        assert!(matches!(run(Some(1)), Err(SimulationError::Stopped { at_ns }) if at_ns > 0));
+    }
 
     /// A prefetch is only a hint: asking for memory nothing is mapped at, or for far more
     /// than a node's future holds, loads nothing and must not fault (a read would).

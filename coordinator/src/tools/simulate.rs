@@ -7,15 +7,16 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use bytesize::ByteSize;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
-use topocomm_collectives::simulator::spec::{Inputs, SimulatedRun};
-use topocomm_collectives::simulator::{self, LiveCounts, Options};
+use topocomm_collectives::simulator::spec::{Inputs, RunFailure, SimulatedRun};
+use topocomm_collectives::simulator::{self, LiveCounts, Options, SimulationError};
 use topocomm_proto::spec::{Algorithm, Collective, LinkModel, RunSpec};
 use topocomm_proto::{Topology, TopologyKind, catalogue, reference};
 
@@ -96,6 +97,12 @@ pub struct SimulateArgs {
     /// Wall time one simulation may take before it is given up (1ms to 24h).
     #[arg(long, default_value = "10m", value_parser = parse_timeout)]
     pub timeout: Duration,
+    /// Stop a simulation once this process holds more than this much memory (B, KiB,
+    /// MiB, GiB; default: what it held when the simulation began plus nine tenths of what
+    /// the machine then had available), with an error naming the figures, instead of
+    /// running the machine out of memory where the estimate fell short.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub memory_limit: Option<u64>,
     #[command(flatten)]
     pub tuning: TuningArgs,
 }
@@ -276,8 +283,11 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
             )
         };
         bar.set_message(so_far());
-        let simulated =
-            bar.watching(so_far, || simulator::spec::run(&point.spec, &point.topology, links, point.inputs, options));
+        let limit = args.memory_limit.or_else(default_memory_limit);
+        let watched = MemoryWatch::default();
+        let simulated = watched.during(&live, limit, || {
+            bar.watching(so_far, || simulator::spec::run(&point.spec, &point.topology, links, point.inputs, options))
+        });
         bar.inc();
         match simulated {
             Ok(simulated) => {
@@ -295,7 +305,18 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
                 points.push(describe(point, &simulated, &links));
                 last_events = simulated.events;
             }
-            Err(error) => failures.push(format!("{what}: {error}")),
+            Err(error) => match (&error, watched.exceeded(), limit) {
+                (RunFailure::Simulation(SimulationError::Stopped { at_ns }), Some(resident), Some(limit)) => failures.push(format!(
+                    "{what}: stopped at {:.3} µs of virtual time, the process holding {} of memory, over the limit of \
+                     {} (--memory-limit; the estimate before the run was {}): fewer nodes, a smaller size or \
+                     --payload lengths need less",
+                    *at_ns as f64 / 1e3,
+                    ByteSize(resident).display().iec(),
+                    ByteSize(limit).display().iec(),
+                    ByteSize(point.estimate).display().iec()
+                )),
+                _ => failures.push(format!("{what}: {error}")),
+            },
         }
     }
     bar.finish();
@@ -333,6 +354,56 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
         bail!("{} of {} simulations failed:\n  {}", failures.len(), planned.len(), failures.join("\n  "));
     }
     Ok(())
+}
+
+/// How often the memory watcher reads the process's resident memory.
+const MEMORY_READ_EVERY: Duration = Duration::from_millis(10);
+
+/// The memory limit when none is given: what the process holds now plus nine tenths of
+/// what the machine has available (`None` where either cannot be read: no limit).
+fn default_memory_limit() -> Option<u64> {
+    let resident = topocomm_node::daemon::allocator::resident_bytes()?;
+    let available = topocomm_node::daemon::allocator::available_bytes()?;
+    Some(resident.saturating_add(available / 10 * 9))
+}
+
+/// Watches the process's resident memory while a simulation runs, and stops the
+/// simulation ([`LiveCounts::stop`]) when it passes the limit: the estimate before a run
+/// is a table of measured figures with a margin, and a run it falls short for must end
+/// with an error that names the figures, not in the kernel's out-of-memory killer.
+#[derive(Default)]
+struct MemoryWatch {
+    /// The resident bytes seen over the limit (0: never).
+    exceeded: AtomicU64,
+}
+
+impl MemoryWatch {
+    /// Runs `work` (the simulation behind `live`), watching the memory against `limit`
+    /// every [`MEMORY_READ_EVERY`] until it returns.
+    fn during<R>(&self, live: &LiveCounts, limit: Option<u64>, work: impl FnOnce() -> R) -> R {
+        let Some(limit) = limit else { return work() };
+        std::thread::scope(|scope| {
+            let (done, finished) = std::sync::mpsc::channel::<()>();
+            scope.spawn(move || {
+                while let Err(RecvTimeoutError::Timeout) = finished.recv_timeout(MEMORY_READ_EVERY) {
+                    let resident = topocomm_node::daemon::allocator::resident_bytes().unwrap_or(0);
+                    if resident > limit {
+                        self.exceeded.store(resident, Ordering::Relaxed);
+                        live.stop.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                }
+            });
+            let result = work();
+            drop(done);
+            result
+        })
+    }
+
+    /// The resident bytes that passed the limit, if they did.
+    fn exceeded(&self) -> Option<u64> {
+        Some(self.exceeded.load(Ordering::Relaxed)).filter(|&bytes| bytes > 0)
+    }
 }
 
 /// Every point to simulate, in order (topology, algorithm, p), each checked and with its

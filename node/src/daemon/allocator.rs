@@ -52,9 +52,20 @@ pub fn available_bytes() -> Option<u64> {
 /// The most memory this process has held resident so far (`VmHWM`), in bytes; `None`
 /// where it cannot be read.
 pub fn peak_resident_bytes() -> Option<u64> {
+    status_bytes("VmHWM:")
+}
+
+/// The memory this process holds resident now (`VmRSS`), in bytes; `None` where it cannot
+/// be read.
+pub fn resident_bytes() -> Option<u64> {
+    status_bytes("VmRSS:")
+}
+
+/// A figure in kB of `/proc/self/status` (the line starting with `field`), in bytes.
+fn status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
-    let kib: u64 = line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().ok()?;
+    let line = status.lines().find(|line| line.starts_with(field))?;
+    let kib: u64 = line.trim_start_matches(field).trim().trim_end_matches("kB").trim().parse().ok()?;
     kib.checked_mul(1024)
 }
 
