@@ -4,6 +4,8 @@
 //! it is drawn by indicatif; without it, and whenever stderr is not a terminal, nothing
 //! is drawn and text printed through [`Progress::suspend`] goes out as is.
 
+use std::ops::ControlFlow;
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
 /// How often a watched piece of work's message is refreshed.
@@ -64,18 +66,11 @@ impl Progress {
     pub fn watching<R>(&self, describe: impl Fn() -> String + Sync, work: impl FnOnce() -> R) -> R {
         #[cfg(feature = "pictures")]
         if !self.bar.is_hidden() {
-            return std::thread::scope(|scope| {
-                let (done, finished) = std::sync::mpsc::channel::<()>();
-                let describe = &describe;
-                scope.spawn(move || {
-                    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = finished.recv_timeout(REFRESH) {
-                        self.set_message(describe());
-                    }
-                });
-                let result = work();
-                drop(done);
-                result
-            });
+            let refresh = || {
+                self.set_message(describe());
+                ControlFlow::Continue(())
+            };
+            return ticking_while(REFRESH, refresh, work);
         }
         let _ = (&describe, REFRESH);
         work()
@@ -86,4 +81,26 @@ impl Progress {
         #[cfg(feature = "pictures")]
         self.bar.finish_and_clear();
     }
+}
+
+/// Runs `work` on this thread while another calls `tick` every `every`, until `work`
+/// returns or `tick` breaks; gives what `work` gave.
+pub fn ticking_while<R>(
+    every: Duration,
+    mut tick: impl FnMut() -> ControlFlow<()> + Send,
+    work: impl FnOnce() -> R,
+) -> R {
+    std::thread::scope(|scope| {
+        let (done, finished) = std::sync::mpsc::channel::<()>();
+        scope.spawn(move || {
+            while let Err(RecvTimeoutError::Timeout) = finished.recv_timeout(every) {
+                if tick().is_break() {
+                    return;
+                }
+            }
+        });
+        let result = work();
+        drop(done);
+        result
+    })
 }

@@ -5,10 +5,10 @@
 //! topologies or algorithms print a scaling table with the textbook's closed form beside
 //! each point that has one, and `--plot` draws time against p.
 
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -24,7 +24,7 @@ use crate::cli::TuningArgs;
 use crate::control::parse::{ParseError, parse_collective, parse_dims, parse_size, parse_timeout, parse_topology};
 use crate::control::request::{self, DataArgs, LinkArgs, Repetition};
 use crate::render::output::outln;
-use crate::render::progress::Progress;
+use crate::render::progress::{Progress, ticking_while};
 use crate::render::quantity::size_text;
 use crate::render::report::{BusiestLink, LinkPhysics, TimeStats};
 use crate::render::table::HouseTable;
@@ -141,13 +141,13 @@ const STATE_PER_RING_BLOCK: u64 = 64;
 /// p = 512 to 65,536: docs/PERFORMANCE-NOTES.md, "Simulating at scale, part five", the memory estimate).
 fn state_per_node(spec: &RunSpec, topology: &Topology) -> u64 {
     let p = topology.p() as u64;
-    let longest_line = topology.dims().iter().max().map_or(p, |&extent| extent as u64);
     match (spec.collective, spec.algorithm) {
         (Collective::Alltoall, _) => STATE_PER_NODE.saturating_add(STATE_PER_BLOCK.saturating_mul(p)),
         (Collective::Allgather, Algorithm::Ring) => {
             STATE_PER_NODE.saturating_add(STATE_PER_RING_BLOCK.saturating_mul(p))
         }
         (Collective::Allgather, Algorithm::Mesh) => {
+            let longest_line = topology.dims().iter().max().map_or(p, |&extent| extent as u64);
             STATE_PER_NODE.saturating_add(STATE_PER_RING_BLOCK.saturating_mul(longest_line))
         }
         (Collective::Broadcast, Algorithm::ScatterAllgather) | (Collective::Reduce, Algorithm::ReduceScatterGather) => {
@@ -382,22 +382,16 @@ impl MemoryWatch {
     /// every [`MEMORY_READ_EVERY`] until it returns.
     fn during<R>(&self, live: &LiveCounts, limit: Option<u64>, work: impl FnOnce() -> R) -> R {
         let Some(limit) = limit else { return work() };
-        std::thread::scope(|scope| {
-            let (done, finished) = std::sync::mpsc::channel::<()>();
-            scope.spawn(move || {
-                while let Err(RecvTimeoutError::Timeout) = finished.recv_timeout(MEMORY_READ_EVERY) {
-                    let resident = topocomm_node::daemon::allocator::resident_bytes().unwrap_or(0);
-                    if resident > limit {
-                        self.exceeded.store(resident, Ordering::Relaxed);
-                        live.stop.store(true, Ordering::Relaxed);
-                        return;
-                    }
-                }
-            });
-            let result = work();
-            drop(done);
-            result
-        })
+        let check = || {
+            let resident = topocomm_node::daemon::allocator::resident_bytes().unwrap_or(0);
+            if resident <= limit {
+                return ControlFlow::Continue(());
+            }
+            self.exceeded.store(resident, Ordering::Relaxed);
+            live.stop.store(true, Ordering::Relaxed);
+            ControlFlow::Break(())
+        };
+        ticking_while(MEMORY_READ_EVERY, check, work)
     }
 
     /// The resident bytes that passed the limit, if they did.
