@@ -12,6 +12,7 @@
 //! its messages gives under the link physics, the cost model's definition; the same
 //! command gives the same numbers, byte for byte.
 
+mod huge_pages;
 pub mod network;
 pub mod spec;
 
@@ -126,7 +127,7 @@ struct Ready {
 impl Ready {
     /// Every one of `p` nodes, ready to be polled in id order.
     fn all(p: usize) -> Self {
-        Ready { queue: (0..p as u32).collect(), queued: vec![true; p] }
+        Ready { queue: huge_pages::vec_of(p, |node| node as u32).into(), queued: huge_pages::vec_of(p, |_| true) }
     }
 
     fn push(&mut self, node: usize) {
@@ -382,7 +383,7 @@ where
         true => (0..p).map(|_| OperationLog::default()).collect(),
         false => Vec::new(),
     };
-    let mut nodes: Vec<NodeSlot<T>> = (0..p).map(|_| NodeSlot::Unborn).collect();
+    let mut nodes: Vec<NodeSlot<T>> = huge_pages::vec_of(p, |_| NodeSlot::Unborn);
     let ready = OnThisThread::install(&READY, Ready::all(p));
     let (mut remaining, mut polls, mut time_ns) = (p, 0u64, 0u64);
     let started = Instant::now();

@@ -18,6 +18,7 @@ use topocomm_proto::frame::{FrameHeader, SYSTEM_TAG_BASE, Tag};
 use topocomm_proto::spec::LinkModel;
 use topocomm_proto::{NodeId, Topology, TopologyKind};
 
+use super::huge_pages;
 use crate::algorithms::blocks::concat;
 use crate::comm::mailbox::Delivery;
 use crate::comm::payload::Payload;
@@ -64,9 +65,12 @@ struct Letter {
     delivery: Delivery,
 }
 
-/// A growing array in chunks of about a mebibyte: growing never moves what it holds
-/// (nor holds it twice while copying it, as a `Vec` that doubles does: at 2^24 nodes the
-/// events in flight alone take a gigabyte), and a run of items never spans two chunks.
+/// A growing array in chunks: the first of about 64 KiB, each next one twice the last up
+/// to about 8 MiB, then chunks of that size. Growing never moves what it holds (nor holds
+/// it twice while copying it, as a `Vec` that doubles does: at 2^24 nodes the events in
+/// flight alone take a gigabyte), and a run of items never spans two chunks; a small
+/// simulation's array takes little, and a large one lies mostly in huge pages
+/// ([`huge_pages`]: an 8 MiB chunk holds three or four of them).
 struct Chunked<T> {
     chunks: Vec<Box<[T]>>,
     /// Items taken of the last chunk.
@@ -80,27 +84,60 @@ impl<T> Default for Chunked<T> {
 }
 
 impl<T: Default> Chunked<T> {
-    const PER_CHUNK: usize = 1 << ((1usize << 20) / size_of::<T>()).ilog2();
+    /// Items of the first chunk (a power of two: a run of items is at most this long).
+    const FIRST: usize = 1 << ((64usize << 10) / size_of::<T>()).ilog2();
+    /// How many chunks double the one before; those after hold `LARGEST` items each.
+    const DOUBLING: usize = 7;
+    const LARGEST: usize = Self::FIRST << Self::DOUBLING;
+    /// Items in the doubling chunks.
+    const DOUBLED: usize = Self::LARGEST - Self::FIRST;
 
-    /// A run of `count` new items (defaults); the index of the first.
+    /// Items of chunk `k`.
+    fn len_of(k: usize) -> usize {
+        Self::FIRST << k.min(Self::DOUBLING)
+    }
+
+    /// The index of chunk `k`'s first item.
+    fn start_of(k: usize) -> usize {
+        match k.checked_sub(Self::DOUBLING) {
+            None => Self::FIRST * ((1 << k) - 1),
+            Some(beyond) => Self::DOUBLED + beyond * Self::LARGEST,
+        }
+    }
+
+    /// The chunk that holds item `index`, and its place there.
+    fn locate(index: u32) -> (usize, usize) {
+        let index = index as usize;
+        if index < Self::DOUBLED {
+            let k = (index / Self::FIRST + 1).ilog2() as usize;
+            (k, index - Self::start_of(k))
+        } else {
+            let beyond = index - Self::DOUBLED;
+            (Self::DOUBLING + beyond / Self::LARGEST, beyond % Self::LARGEST)
+        }
+    }
+
+    /// A run of `count` new items (defaults; at most `FIRST`); the index of the first.
     fn run(&mut self, count: usize) -> u32 {
-        if self.chunks.is_empty() || self.used + count > Self::PER_CHUNK {
-            self.chunks.push((0..Self::PER_CHUNK).map(|_| T::default()).collect());
+        debug_assert!(count <= Self::FIRST, "a run of {count} items is longer than a chunk");
+        if self.chunks.is_empty() || self.used + count > Self::len_of(self.chunks.len() - 1) {
+            let items = Self::len_of(self.chunks.len());
+            self.chunks.push(huge_pages::vec_of(items, |_| T::default()).into_boxed_slice());
             self.used = 0;
         }
-        let at = (self.chunks.len() - 1) * Self::PER_CHUNK + self.used;
+        let at = Self::start_of(self.chunks.len() - 1) + self.used;
         self.used += count;
         u32::try_from(at).expect("fewer than 4 billion items at once")
     }
 
     fn at(&self, index: u32) -> &T {
-        let index = index as usize;
-        &self.chunks[index / Self::PER_CHUNK][index % Self::PER_CHUNK]
+        let (chunk, place) = Self::locate(index);
+        &self.chunks[chunk][place]
     }
 
     fn at_mut(&mut self, index: u32) -> &mut T {
-        let index = index as usize;
-        &mut self.chunks[index / Self::PER_CHUNK][index % Self::PER_CHUNK]
+        let (chunk, place) = Self::locate(index);
+        &mut self.chunks[chunk][place]
     }
 }
 
@@ -288,19 +325,6 @@ impl Ports {
             }
         }
     }
-
-    /// The neighbour of `from` at `port` (the inverse of [`Ports::port`]).
-    fn neighbour(&self, from: NodeId, port: usize) -> NodeId {
-        match self {
-            Ports::Hypercube { .. } => from ^ (1 << port),
-            Ports::Grid { dims } => {
-                let (stride, extent) = dims[port / 2];
-                let a = (from / stride) % extent;
-                let b = if port.is_multiple_of(2) { (a + 1) % extent } else { (a + extent - 1) % extent };
-                from - a * stride + b * stride
-            }
-        }
-    }
 }
 
 impl Links {
@@ -314,7 +338,8 @@ impl Links {
                 Ports::Grid { dims: (0..extents.len()).map(|k| (stride(k), extents[k])).collect() }
             }
         };
-        let (table_of, tables, groups) = (vec![0; topology.p()], Chunked::default(), Chunked::default());
+        let (table_of, tables, groups) =
+            (huge_pages::vec_of(topology.p(), |_| 0), Chunked::default(), Chunked::default());
         Links::Rows { ports, table_of, tables, groups }
     }
 
@@ -335,36 +360,23 @@ impl Links {
             }
         }
     }
+}
 
-    /// The link direction that carried the most bytes, and how many (of equals, the
-    /// lowest (from, to)): one pass over the states, no list of them (p log p link
-    /// directions on a hypercube, half a gigabyte as a list at p = 2^20).
-    fn busiest(&self) -> Option<((NodeId, NodeId), u64)> {
-        let mut busiest: Option<((NodeId, NodeId), u64)> = None;
-        let mut consider = |link: (NodeId, NodeId), state: LinkState| {
-            let busier = |(best_link, best_bytes): ((NodeId, NodeId), u64)| {
-                (state.bytes, std::cmp::Reverse(link)) > (best_bytes, std::cmp::Reverse(best_link))
-            };
-            if state.bytes > 0 && busiest.is_none_or(busier) {
-                busiest = Some((link, state.bytes));
-            }
+/// The link direction that carried the most bytes so far, and how many (of equals, the
+/// lowest (from, to)), kept up as frames cross: a link's bytes only grow, so the one
+/// that held the most when it was last counted is the busiest at the end (no pass over
+/// p log p link states at the end of a hypercube's run).
+#[derive(Debug, Default, Clone, Copy)]
+struct Busiest(Option<((NodeId, NodeId), u64)>);
+
+impl Busiest {
+    fn counted(&mut self, link: (NodeId, NodeId), bytes: u64) {
+        let busier = |(best_link, best_bytes): ((NodeId, NodeId), u64)| {
+            (bytes, std::cmp::Reverse(link)) > (best_bytes, std::cmp::Reverse(best_link))
         };
-        let (ports, table_of, tables, groups) = match self {
-            Links::Map(map) => {
-                map.iter().for_each(|(&(from, to), &state)| consider((from as NodeId, to as NodeId), state));
-                return busiest;
-            }
-            Links::Rows { ports, table_of, tables, groups } => (ports, table_of, tables, groups),
-        };
-        for (from, &table) in table_of.iter().enumerate().filter(|&(_, &table)| table > 0) {
-            for port in 0..ports.count() {
-                let group = *tables.at(table - 1 + (port / PORT_GROUP) as u32);
-                if group > 0 {
-                    consider((from, ports.neighbour(from, port)), groups.at(group - 1)[port % PORT_GROUP]);
-                }
-            }
+        if bytes > 0 && self.0.is_none_or(busier) {
+            self.0 = Some((link, bytes));
         }
-        busiest
     }
 }
 
@@ -395,6 +407,7 @@ pub struct Network {
     /// The packets of messages whose last packet has not come, by (node, source, tag).
     partial: FxHashMap<(u32, u32, Tag), Vec<Bytes>>,
     links: Links,
+    busiest: Busiest,
     /// Messages sent and taken so far, by any node (see [`Network::only_waits`]).
     acted: u64,
     /// `Step::Enter` events pending (see [`Network::enter`]).
@@ -417,7 +430,7 @@ pub struct UnknownNode {
 
 impl Network {
     pub fn new(topology: Topology, model: LinkModel, record: bool) -> Self {
-        let nodes = (0..topology.p()).map(|_| NodeState::EMPTY).collect();
+        let nodes = huge_pages::vec_of(topology.p(), |_| NodeState::EMPTY);
         let links = Links::new(&topology);
         Network {
             topology,
@@ -430,6 +443,7 @@ impl Network {
             more_waiting: FxHashMap::default(),
             partial: FxHashMap::default(),
             links,
+            busiest: Busiest::default(),
             acted: 0,
             entering: 0,
             carry_at_once: true,
@@ -610,7 +624,7 @@ impl Network {
     /// The link direction that carried the most bytes, and how many (of equals, the
     /// lowest (from, to)); `None` when no frame crossed a link.
     pub fn busiest_link(&self) -> Option<((NodeId, NodeId), u64)> {
-        self.links.busiest()
+        self.busiest.0
     }
 
     /// Hands over what was recorded (empty when not recording).
@@ -658,6 +672,7 @@ impl Network {
             link.bytes += (FrameHeader::ENCODED_LEN + payload.len()) as u64;
             link.free_ns = link_free_ns(&self.model, &header, payload.len(), ready_ns, link.free_ns);
             arrived.due_ns = link.free_ns.max(now);
+            self.busiest.counted((from, to), link.bytes);
         }
         self.totals.frame_hops += 1;
         if header.dst() == to {
@@ -725,6 +740,31 @@ mod tests {
         2 * k + usize::from(b != (a + 1) % extent)
     }
 
+    /// Every item of a chunked array is found where it was put, across chunks that double
+    /// and chunks past them, and runs never span two chunks.
+    #[test]
+    fn a_chunked_array_finds_every_item_where_it_was_put() {
+        let mut array = Chunked::<u64>::default();
+        let (first, largest) = (Chunked::<u64>::FIRST, Chunked::<u64>::LARGEST);
+        let mut runs = Vec::new();
+        for (n, count) in (0..).zip([1, 3, first, 7, first - 1, 2].into_iter().cycle()).take(2500) {
+            let at = array.run(count);
+            for offset in 0..count {
+                *array.at_mut(at + offset as u32) = n;
+            }
+            let (chunk, place) = Chunked::<u64>::locate(at);
+            assert!(place + count <= Chunked::<u64>::len_of(chunk), "run {n} spans chunks {chunk} and {}", chunk + 1);
+            runs.push((at, count, n));
+        }
+        assert!(array.chunks.len() > Chunked::<u64>::DOUBLING + 2, "only {} chunks", array.chunks.len());
+        assert_eq!(array.chunks.last().map(|chunk| chunk.len()), Some(largest));
+        for (at, count, n) in runs {
+            for offset in 0..count {
+                assert_eq!(*array.at(at + offset as u32), n, "item {offset} of run {n} at {at}");
+            }
+        }
+    }
+
     #[test]
     fn a_port_found_from_the_ids_difference_is_the_one_their_coordinates_give() {
         let mut checked = 0;
@@ -747,9 +787,11 @@ mod tests {
             let topology = Topology::new(kind, p, dims).expect("a valid shape");
             let Links::Rows { ports, .. } = Links::new(&topology) else { panic!("{topology} has ports") };
             for from in 0..p {
+                let mut used = vec![None; ports.count()];
                 for to in topology.neighbours(from) {
                     let port = ports.port(from, to);
-                    assert_eq!(ports.neighbour(from, port), to, "{topology}: {from} -> {to} by port {port}");
+                    let other = used[port].replace(to);
+                    assert_eq!(other, None, "{topology}: {from} leads to {to} and {other:?} by port {port}");
                     if let Ports::Grid { dims } = &ports {
                         assert_eq!(port, port_by_coordinates(dims, from, to), "{topology}: {from} -> {to}");
                     }
