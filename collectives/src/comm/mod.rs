@@ -210,6 +210,23 @@ struct Progress {
     causal_ns: AtomicU64,
 }
 
+impl Progress {
+    /// A message of `step`, due at `due_ns`, was taken: each rises to it if it is higher.
+    ///
+    /// A node's schedule runs as one task, whose futures share its handle but are polled
+    /// one at a time: the fields have one writer at a time, so a load and a store raise
+    /// them, not a locked read-modify-write (two per message received, each a full
+    /// barrier on x86).
+    fn took(&self, step: u16, due_ns: u64) {
+        if step > self.step.load(Ordering::Relaxed) {
+            self.step.store(step, Ordering::Relaxed);
+        }
+        if due_ns > self.causal_ns.load(Ordering::Relaxed) {
+            self.causal_ns.store(due_ns, Ordering::Relaxed);
+        }
+    }
+}
+
 impl Comm {
     /// A handle whose every wait ends at `deadline`.
     pub fn new(fabric: Arc<dyn Fabric>, run: u64, iteration: u32, deadline: Instant) -> Self {
@@ -475,13 +492,12 @@ impl Comm {
     /// A message that reached this node: as it came, or copied into the place it did not
     /// land in.
     fn arrived(&self, delivery: Delivery, place: Option<Place>) -> Result<Bytes, CommError> {
-        self.progress.step.fetch_max(delivery.step, Ordering::Relaxed);
+        self.progress.took(delivery.step, delivery.due_ns);
         if let Carrier::Routed(routed) = &self.carrier
             && delivery.due_ns > 0
         {
             routed.fabric.taken(delivery.due_ns);
         }
-        self.progress.causal_ns.fetch_max(delivery.due_ns, Ordering::Relaxed);
         match place {
             None => Ok(delivery.payload),
             Some(place) => place.fill_from(&delivery.payload).map_err(|error| self.assembly_error(error)),

@@ -12,9 +12,15 @@ pub(super) const HUGE_PAGE: usize = 2 << 20;
 /// `len` items made by `item` from their index, in memory advised for huge pages
 /// before the items are written.
 pub(super) fn vec_of<T>(len: usize, item: impl FnMut(usize) -> T) -> Vec<T> {
-    let mut items = Vec::with_capacity(len);
-    advise(items.spare_capacity_mut());
+    let mut items = with_capacity(len);
     items.extend((0..len).map(item));
+    items
+}
+
+/// An empty vector with room for `capacity` items, in memory advised for huge pages.
+pub(super) fn with_capacity<T>(capacity: usize) -> Vec<T> {
+    let mut items = Vec::with_capacity(capacity);
+    advise(items.spare_capacity_mut());
     items
 }
 

@@ -65,79 +65,55 @@ struct Letter {
     delivery: Delivery,
 }
 
-/// A growing array in chunks: the first of about 64 KiB, each next one twice the last up
-/// to about 8 MiB, then chunks of that size. Growing never moves what it holds (nor holds
-/// it twice while copying it, as a `Vec` that doubles does: at 2^24 nodes the events in
-/// flight alone take a gigabyte), and a run of items never spans two chunks; a small
-/// simulation's array takes little, and a large one lies mostly in huge pages
-/// ([`huge_pages`]: an 8 MiB chunk holds three or four of them).
+/// A growing array in chunks of about 8 MiB: the first grows as a vector does (so a small
+/// simulation's array takes little), the next ones are made whole and filled as items
+/// are taken. Growing never copies more than a chunk (a `Vec` that doubles holds
+/// everything twice while it copies: at 2^24 nodes the events in flight alone take a
+/// gigabyte), a run of items never spans two chunks, and a chunk made whole lies mostly
+/// in huge pages ([`huge_pages`]: it holds three or four of them).
 struct Chunked<T> {
-    chunks: Vec<Box<[T]>>,
-    /// Items taken of the last chunk.
-    used: usize,
+    chunks: Vec<Vec<T>>,
 }
 
 impl<T> Default for Chunked<T> {
     fn default() -> Self {
-        Chunked { chunks: Vec::new(), used: 0 }
+        Chunked { chunks: Vec::new() }
     }
 }
 
 impl<T: Default> Chunked<T> {
-    /// Items of the first chunk (a power of two: a run of items is at most this long).
-    const FIRST: usize = 1 << ((64usize << 10) / size_of::<T>()).ilog2();
-    /// How many chunks double the one before; those after hold `LARGEST` items each.
-    const DOUBLING: usize = 7;
-    const LARGEST: usize = Self::FIRST << Self::DOUBLING;
-    /// Items in the doubling chunks.
-    const DOUBLED: usize = Self::LARGEST - Self::FIRST;
+    /// Items of a chunk (a power of two, so that an index splits by shift and mask).
+    const PER_CHUNK: usize = 1 << ((8usize << 20) / size_of::<T>()).ilog2();
 
-    /// Items of chunk `k`.
-    fn len_of(k: usize) -> usize {
-        Self::FIRST << k.min(Self::DOUBLING)
-    }
-
-    /// The index of chunk `k`'s first item.
-    fn start_of(k: usize) -> usize {
-        match k.checked_sub(Self::DOUBLING) {
-            None => Self::FIRST * ((1 << k) - 1),
-            Some(beyond) => Self::DOUBLED + beyond * Self::LARGEST,
-        }
-    }
-
-    /// The chunk that holds item `index`, and its place there.
-    fn locate(index: u32) -> (usize, usize) {
-        let index = index as usize;
-        if index < Self::DOUBLED {
-            let k = (index / Self::FIRST + 1).ilog2() as usize;
-            (k, index - Self::start_of(k))
-        } else {
-            let beyond = index - Self::DOUBLED;
-            (Self::DOUBLING + beyond / Self::LARGEST, beyond % Self::LARGEST)
-        }
-    }
-
-    /// A run of `count` new items (defaults; at most `FIRST`); the index of the first.
+    /// A run of `count` new items (defaults); the index of the first.
     fn run(&mut self, count: usize) -> u32 {
-        debug_assert!(count <= Self::FIRST, "a run of {count} items is longer than a chunk");
-        if self.chunks.is_empty() || self.used + count > Self::len_of(self.chunks.len() - 1) {
-            let items = Self::len_of(self.chunks.len());
-            self.chunks.push(huge_pages::vec_of(items, |_| T::default()).into_boxed_slice());
-            self.used = 0;
+        let full = |chunk: &Vec<T>| chunk.len() + count > Self::PER_CHUNK;
+        if self.chunks.last().is_none_or(full) {
+            let chunk = match self.chunks.is_empty() {
+                true => Vec::new(),
+                false => huge_pages::with_capacity(Self::PER_CHUNK),
+            };
+            self.chunks.push(chunk);
         }
-        let at = Self::start_of(self.chunks.len() - 1) + self.used;
-        self.used += count;
+        let chunk = self.chunks.len() - 1;
+        let last = &mut self.chunks[chunk];
+        let at = chunk * Self::PER_CHUNK + last.len();
+        if last.len() + count > last.capacity() {
+            // The first chunk, doubling: never past a chunk's size.
+            last.reserve_exact((2 * last.capacity()).clamp(last.len() + count, Self::PER_CHUNK) - last.len());
+        }
+        last.extend((0..count).map(|_| T::default()));
         u32::try_from(at).expect("fewer than 4 billion items at once")
     }
 
     fn at(&self, index: u32) -> &T {
-        let (chunk, place) = Self::locate(index);
-        &self.chunks[chunk][place]
+        let index = index as usize;
+        &self.chunks[index / Self::PER_CHUNK][index % Self::PER_CHUNK]
     }
 
     fn at_mut(&mut self, index: u32) -> &mut T {
-        let (chunk, place) = Self::locate(index);
-        &mut self.chunks[chunk][place]
+        let index = index as usize;
+        &mut self.chunks[index / Self::PER_CHUNK][index % Self::PER_CHUNK]
     }
 }
 
@@ -211,11 +187,19 @@ struct Timeline {
     /// (instant, event) by the highest bit in which the instant differs from `last_ns`
     /// (bucket 0 unused: those are `due_now`).
     buckets: [Vec<(u64, u32)>; 65],
+    /// Bit b - 1 set: bucket b holds events (the lowest found in one instruction).
+    occupied: u64,
 }
 
 impl Default for Timeline {
     fn default() -> Self {
-        Timeline { last_ns: 0, due_now: Vec::new(), taken: 0, buckets: std::array::from_fn(|_| Vec::new()) }
+        Timeline {
+            last_ns: 0,
+            due_now: Vec::new(),
+            taken: 0,
+            buckets: std::array::from_fn(|_| Vec::new()),
+            occupied: 0,
+        }
     }
 }
 
@@ -224,7 +208,10 @@ impl Timeline {
         debug_assert!(at_ns >= self.last_ns, "an event in the past: {at_ns} < {}", self.last_ns);
         match Self::bucket(at_ns, self.last_ns) {
             0 => self.due_now.push(slot),
-            bucket => self.buckets[bucket].push((at_ns, slot)),
+            bucket => {
+                self.buckets[bucket].push((at_ns, slot));
+                self.occupied |= 1 << (bucket - 1);
+            }
         }
     }
 
@@ -240,7 +227,11 @@ impl Timeline {
         }
         self.due_now.clear();
         self.taken = 0;
-        let lowest = self.buckets.iter().position(|bucket| !bucket.is_empty())?;
+        if self.occupied == 0 {
+            return None;
+        }
+        let lowest = self.occupied.trailing_zeros() as usize + 1;
+        self.occupied &= !(1 << (lowest - 1));
         let mut moving = std::mem::take(&mut self.buckets[lowest]);
         self.last_ns = moving.iter().map(|&(at_ns, _)| at_ns).min().expect("a bucket that holds events");
         for (at_ns, slot) in moving.drain(..) {
@@ -269,7 +260,9 @@ impl Timeline {
 enum Links {
     Rows {
         ports: Ports,
-        /// Each node's table in `tables`, plus one (0: none yet).
+        /// Each node's table in `tables`, plus one (0: none yet); where one group holds
+        /// every port (a ring's, a 2-D grid's, a hypercube of up to 16 nodes), the node's
+        /// group itself, with no table.
         table_of: Vec<u32>,
         /// Each group's states in `groups`, plus one (0: none yet).
         tables: Chunked<u32>,
@@ -349,10 +342,15 @@ impl Links {
             Links::Map(map) => map.entry((from as u32, to as u32)).or_default(),
             Links::Rows { ports, table_of, tables, groups } => {
                 let port = ports.port(from, to);
-                if table_of[from] == 0 {
-                    table_of[from] = tables.run(ports.count().div_ceil(PORT_GROUP)) + 1;
-                }
-                let group = tables.at_mut(table_of[from] - 1 + (port / PORT_GROUP) as u32);
+                let group = if ports.count() <= PORT_GROUP {
+                    // One group holds all the node's ports: the node's entry is its group.
+                    &mut table_of[from]
+                } else {
+                    if table_of[from] == 0 {
+                        table_of[from] = tables.run(ports.count().div_ceil(PORT_GROUP)) + 1;
+                    }
+                    tables.at_mut(table_of[from] - 1 + (port / PORT_GROUP) as u32)
+                };
                 if *group == 0 {
                     *group = groups.run(1) + 1;
                 }
@@ -745,19 +743,19 @@ mod tests {
     #[test]
     fn a_chunked_array_finds_every_item_where_it_was_put() {
         let mut array = Chunked::<u64>::default();
-        let (first, largest) = (Chunked::<u64>::FIRST, Chunked::<u64>::LARGEST);
+        let per_chunk = Chunked::<u64>::PER_CHUNK;
         let mut runs = Vec::new();
-        for (n, count) in (0..).zip([1, 3, first, 7, first - 1, 2].into_iter().cycle()).take(2500) {
+        for (n, count) in (0..).zip([1, 3, 4096, 7, 4095, 2].into_iter().cycle()).take(2500) {
             let at = array.run(count);
             for offset in 0..count {
                 *array.at_mut(at + offset as u32) = n;
             }
-            let (chunk, place) = Chunked::<u64>::locate(at);
-            assert!(place + count <= Chunked::<u64>::len_of(chunk), "run {n} spans chunks {chunk} and {}", chunk + 1);
+            let (first, last) = (at as usize / per_chunk, (at as usize + count - 1) / per_chunk);
+            assert_eq!(first, last, "run {n} of {count} at {at} spans two chunks");
             runs.push((at, count, n));
         }
-        assert!(array.chunks.len() > Chunked::<u64>::DOUBLING + 2, "only {} chunks", array.chunks.len());
-        assert_eq!(array.chunks.last().map(|chunk| chunk.len()), Some(largest));
+        assert!(array.chunks.len() > 2, "only {} chunks", array.chunks.len());
+        assert!(array.chunks.iter().all(|chunk| chunk.capacity() <= per_chunk), "a chunk grew past its size");
         for (at, count, n) in runs {
             for offset in 0..count {
                 assert_eq!(*array.at(at + offset as u32), n, "item {offset} of run {n} at {at}");
