@@ -16,11 +16,13 @@ pub enum Payload {
 impl Payload {
     /// The payload of `parts`, in order (a single part needs no list).
     pub fn of(parts: impl IntoIterator<Item = Bytes>) -> Self {
-        let mut parts: Vec<Bytes> = parts.into_iter().filter(|part| !part.is_empty()).collect();
-        match parts.len() {
-            0 => Payload::One(Bytes::new()),
-            1 => Payload::One(parts.pop().expect("one part")),
-            _ => Payload::Parts(parts),
+        // No list for a message of one part, the common case (a list is an allocation
+        // per message).
+        let mut parts = parts.into_iter().filter(|part| !part.is_empty());
+        let Some(first) = parts.next() else { return Payload::One(Bytes::new()) };
+        match parts.next() {
+            None => Payload::One(first),
+            Some(second) => Payload::Parts([first, second].into_iter().chain(parts).collect()),
         }
     }
 
@@ -71,5 +73,24 @@ impl Written {
     pub fn new() -> (Self, tokio::sync::oneshot::Receiver<()>) {
         let (signal, done) = tokio::sync::oneshot::channel();
         (Self { _signal: signal }, done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Empty parts are left out; one part is the payload itself, more keep their order.
+    #[test]
+    fn a_payload_of_parts_keeps_the_non_empty_ones_in_order() {
+        let part = |text: &'static str| Bytes::from_static(text.as_bytes());
+        let of = |parts: Vec<Bytes>| Payload::of(parts);
+        assert!(matches!(of(vec![]), Payload::One(bytes) if bytes.is_empty()));
+        assert!(matches!(of(vec![part(""), part("")]), Payload::One(bytes) if bytes.is_empty()));
+        assert!(matches!(of(vec![part(""), part("ab"), part("")]), Payload::One(bytes) if bytes == "ab"));
+        let Payload::Parts(parts) = of(vec![part("a"), part(""), part("bc"), part("d")]) else {
+            panic!("three parts make a list")
+        };
+        assert_eq!(parts, [part("a"), part("bc"), part("d")]);
     }
 }
