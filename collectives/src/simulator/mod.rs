@@ -194,7 +194,9 @@ impl<T: Default + 'static> Drop for OnThisThread<T> {
 /// A node's waker: its id in the data pointer; waking it puts it in this thread's ready
 /// queue.
 fn node_waker(node: NodeId) -> Waker {
-    const VTABLE: RawWakerVTable =
+    // A static, not a constant: one address, so that `Waker::will_wake` knows a node's
+    // waker wherever it was made (the network keeps no copy of it: `network::NodeState`).
+    static VTABLE: RawWakerVTable =
         RawWakerVTable::new(|data| RawWaker::new(data, &VTABLE), wake_node, wake_node, |_| {});
     fn wake_node(data: *const ()) {
         READY.with(|ready| ready.borrow_mut().push(data.addr()));
@@ -424,7 +426,7 @@ where
             match polled {
                 Err(_) => return Err(SimulationError::Panicked { node }),
                 Ok(Poll::Pending) => {
-                    if first_poll && installed.network(|network| network.only_waits(node, acted, &waker)) {
+                    if first_poll && installed.network(|network| network.only_waits(node, acted)) {
                         nodes[node] = NodeSlot::Dormant;
                     }
                 }

@@ -32,14 +32,17 @@ pub struct LinkState {
     pub bytes: u64,
 }
 
-/// What the network holds for one node, in 32 bytes and no allocation of its own: its
+/// What the network holds for one node, in 20 bytes and no allocation of its own: its
 /// messages nobody took yet, as a list through the network's letters (oldest first), and
-/// the receive it waits in (a schedule's concurrent blocks may wait in more: those
-/// are in `Network::more_waiting`).
+/// the receive it waits in, woken by the node's own waker (the engine's, which the
+/// network makes again when it wakes the node: `super::node_waker`). A receive polled
+/// with another waker, and those of a schedule's concurrent blocks beyond the first, wait
+/// in `Network::more_waiting`, with their wakers.
 struct NodeState {
     first: u32,
     last: u32,
-    waiting: Option<Waiting>,
+    /// The (source, tag) of the message the node waits for.
+    waiting: Option<(u32, Tag)>,
 }
 
 impl NodeState {
@@ -48,13 +51,6 @@ impl NodeState {
 
 /// No letter (the end of a list).
 const NONE: u32 = u32::MAX;
-
-/// A receive that waits: for the message from `src` with `tag`.
-struct Waiting {
-    src: u32,
-    tag: Tag,
-    waker: Waker,
-}
 
 /// A message in a node's mailbox.
 struct Letter {
@@ -549,13 +545,22 @@ impl Network {
             (before, at) = (at, letter.next);
         }
         if let Some(waker) = waker {
+            let own = waker.will_wake(&super::node_waker(me));
             let node = &mut self.nodes[me];
-            match &mut node.waiting {
-                Some(waiting) if (waiting.src, waiting.tag) == key => waiting.waker.clone_from(waker),
-                Some(_) => {
+            match node.waiting {
+                Some(waiting) if waiting == key && own => {}
+                None if own => {
+                    node.waiting = Some(key);
+                    if !self.more_waiting.is_empty() {
+                        self.more_waiting.remove(&(me as u32, key.0, key.1));
+                    }
+                }
+                waiting => {
+                    if waiting == Some(key) {
+                        node.waiting = None;
+                    }
                     self.more_waiting.insert((me as u32, key.0, key.1), waker.clone());
                 }
-                empty @ None => *empty = Some(Waiting { src: key.0, tag, waker: waker.clone() }),
             }
         }
         None
@@ -564,8 +569,9 @@ impl Network {
     /// The receive of node `me` for `key` (source, tag) waits no more: its waker, if it waited.
     fn stop_waiting(&mut self, me: NodeId, key: (u32, Tag)) -> Option<Waker> {
         let node = &mut self.nodes[me];
-        if node.waiting.as_ref().is_some_and(|waiting| (waiting.src, waiting.tag) == key) {
-            return node.waiting.take().map(|waiting| waiting.waker);
+        if node.waiting == Some(key) {
+            node.waiting = None;
+            return Some(super::node_waker(me));
         }
         if self.more_waiting.is_empty() {
             return None;
@@ -578,13 +584,11 @@ impl Network {
         self.acted
     }
 
-    /// Whether node `me`, polled with `waker` when [`Network::acted`] was `acted`, did
-    /// nothing but wait in one receive, woken by that very waker: then dropping its future
-    /// and making it again when the message comes runs it exactly as keeping it would.
-    pub fn only_waits(&self, me: NodeId, acted: u64, waker: &Waker) -> bool {
-        self.acted == acted
-            && self.more_waiting.is_empty()
-            && self.nodes[me].waiting.as_ref().is_some_and(|waiting| waiting.waker.will_wake(waker))
+    /// Whether node `me`, polled when [`Network::acted`] was `acted`, did nothing but wait
+    /// in one receive, woken by its own waker: then dropping its future and making it
+    /// again when the message comes runs it exactly as keeping it would.
+    pub fn only_waits(&self, me: NodeId, acted: u64) -> bool {
+        self.acted == acted && self.more_waiting.is_empty() && self.nodes[me].waiting.is_some()
     }
 
     /// Messages delivered and never taken, over every node.
@@ -606,8 +610,8 @@ impl Network {
 
     /// What node `me` waits for, if it waits: (source, tag).
     pub fn waiting_for(&self, me: NodeId) -> Option<(NodeId, Tag)> {
-        let first = self.nodes[me].waiting.as_ref().map(|waiting| (waiting.src, waiting.tag));
-        first
+        self.nodes[me]
+            .waiting
             .or_else(|| {
                 let more = self.more_waiting.keys().filter(|(node, ..)| *node as NodeId == me);
                 more.map(|&(_, src, tag)| (src, tag)).min()
@@ -736,6 +740,75 @@ mod tests {
         let k = (0..dims.len()).find(|&k| coordinate(from, dims[k]) != coordinate(to, dims[k])).expect("neighbours");
         let (a, b, extent) = (coordinate(from, dims[k]), coordinate(to, dims[k]), dims[k].1);
         2 * k + usize::from(b != (a + 1) % extent)
+    }
+
+    /// A receive waits on the node's own waker in the node's state, and on any other (a
+    /// combinator's) with that waker, which the message then wakes; only the first kind
+    /// lets the engine drop the node's future while it waits.
+    #[test]
+    fn a_receive_is_woken_by_the_waker_it_was_last_polled_with() {
+        struct Counting(std::sync::atomic::AtomicUsize);
+        impl std::task::Wake for Counting {
+            fn wake(self: std::sync::Arc<Self>) {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        let topology = Topology::new(TopologyKind::Ring, 4, None).expect("a ring");
+        let model = LinkModel {
+            ts_ns: 10,
+            th_ns: 0,
+            tw_ps: 1_000,
+            routing: topocomm_proto::spec::Routing::Sf,
+            packet_bytes: 0,
+        };
+        let header = |tag| FrameHeader {
+            run: 0,
+            iteration: 0,
+            src: 1,
+            dst: 0,
+            tag,
+            hops: 0,
+            step: 1,
+            packet: 0,
+            last: true,
+            due_ns: 0,
+        };
+        let counting = std::sync::Arc::new(Counting(0.into()));
+        let foreign = Waker::from(counting.clone());
+        let woken = || counting.0.load(std::sync::atomic::Ordering::Relaxed);
+        let mut network = Network::new(topology, model, false);
+        let deliver_all = |network: &mut Network| {
+            while let Some(at_ns) = network.next_event_ns() {
+                network.advance_to(at_ns);
+            }
+        };
+
+        // Polled with the node's own waker: it waits in the node's state.
+        let acted = network.acted();
+        assert!(network.take(0, 1, 7, Some(&super::super::node_waker(0))).is_none());
+        assert!(network.only_waits(0, acted));
+        assert_eq!(network.waiting_for(0), Some((1, 7)));
+        // Polled again with another waker: that one is woken, and the node may not be dropped.
+        assert!(network.take(0, 1, 7, Some(&foreign)).is_none());
+        assert!(!network.only_waits(0, acted));
+        assert_eq!(network.waiting_for(0), Some((1, 7)));
+        network.originate(1, header(7), Payload::One(Bytes::from_static(b"x")), 0).expect("a node");
+        deliver_all(&mut network);
+        assert_eq!(woken(), 1);
+        assert_eq!(network.take(0, 1, 7, None).map(|delivery| delivery.payload), Some(Bytes::from_static(b"x")));
+        assert_eq!(network.waiting_for(0), None);
+
+        // The other way round: another waker first, then the node's own, which the message
+        // wakes; the other is not woken again.
+        assert!(network.take(0, 1, 8, Some(&foreign)).is_none());
+        assert!(network.take(0, 1, 8, Some(&super::super::node_waker(0))).is_none());
+        let acted = network.acted();
+        assert!(network.only_waits(0, acted), "the other waker's wait is gone");
+        network.originate(1, header(8), Payload::One(Bytes::from_static(b"y")), 0).expect("a node");
+        deliver_all(&mut network);
+        assert_eq!(woken(), 1);
+        assert!(network.take(0, 1, 8, None).is_some());
+        assert!(network.unclaimed().is_empty());
     }
 
     /// Every item of a chunked array is found where it was put, across chunks that double
