@@ -7,7 +7,7 @@
 use std::mem::MaybeUninit;
 
 /// The size of a transparent huge page on x86-64 (and of the smallest on arm64 with 4 KiB pages).
-pub(super) const HUGE_PAGE: usize = 2 << 20;
+const HUGE_PAGE: usize = 2 << 20;
 
 /// `len` items made by `item` from their index, in memory advised for huge pages
 /// before the items are written.
@@ -24,8 +24,8 @@ pub(super) fn with_capacity<T>(capacity: usize) -> Vec<T> {
     items
 }
 
-/// Asks the kernel to back the huge pages that lie wholly inside `memory` with huge
-/// pages (on Linux; elsewhere, or where the system has them off, nothing happens).
+/// Asks the kernel to back every aligned 2 MiB run of `memory` with a huge page (on Linux;
+/// elsewhere, or where the system has them off, nothing happens).
 pub(super) fn advise<T>(memory: &mut [MaybeUninit<T>]) {
     let start = memory.as_ptr().addr();
     let (first, end) = (start.next_multiple_of(HUGE_PAGE), start + size_of_val(memory));
@@ -39,4 +39,48 @@ pub(super) fn advise<T>(memory: &mut [MaybeUninit<T>]) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = (first, last);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A vector of three huge pages' worth holds what it was given, and the aligned part
+    /// of it is advised: the kernel lists the mapping that holds it with the flag `hg`.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_large_array_is_advised_into_huge_pages() {
+        let setting = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+        if setting.is_empty() || setting.contains("[never]") {
+            eprintln!("SKIPPED: this system has transparent huge pages off ({setting:?})");
+            return;
+        }
+        let items: Vec<u64> = vec_of(3 * HUGE_PAGE / 8, |at| at as u64);
+        assert!(items.iter().enumerate().all(|(at, &item)| item == at as u64));
+        let advised = items.as_ptr().addr().next_multiple_of(HUGE_PAGE);
+        let smaps = std::fs::read_to_string("/proc/self/smaps").expect("this process's mappings");
+        let mut lines = smaps.lines();
+        let mut flags = None;
+        while let Some(line) = lines.next() {
+            let range = line.split_whitespace().next().and_then(|range| range.split_once('-'));
+            let Some((start, end)) = range.and_then(|(start, end)| {
+                Some((usize::from_str_radix(start, 16).ok()?, usize::from_str_radix(end, 16).ok()?))
+            }) else {
+                continue;
+            };
+            if (start..end).contains(&advised) {
+                flags = lines.by_ref().find_map(|line| line.strip_prefix("VmFlags:")).map(str::to_owned);
+                break;
+            }
+        }
+        let flags = flags.expect("the mapping that holds the vector");
+        assert!(flags.split_whitespace().any(|flag| flag == "hg"), "not advised: VmFlags {flags}");
+    }
+
+    /// Memory too small to hold an aligned huge page is left as it is.
+    #[test]
+    fn a_small_array_is_left_alone() {
+        let items = vec_of(100, |at| at as u8);
+        assert_eq!(items, (0..100).collect::<Vec<u8>>());
+    }
 }
