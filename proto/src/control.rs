@@ -5,6 +5,8 @@
 //! node's link (then `ToNode` and `ToCoordinator` messages) or a CLI client's (then one
 //! `ClientRequest` and its `ClientResponse`). Only after it do the limits below apply.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
@@ -41,7 +43,22 @@ pub struct Wiring {
     pub topology: TopologySpec,
     /// Each neighbour: its id, its data address and the key of the link to it.
     pub neighbours: Vec<Neighbour>,
+    /// How long the node has to bring its links up, in milliseconds ([`link_deadline`]
+    /// of the cluster's size; a node holds it to [`LONGEST_LINK_DEADLINE`]).
+    pub link_within_ms: u64,
 }
+
+/// How long the nodes of a cluster of `p` have to bring their links up: 15 s, and 100 ms
+/// more for every node, up to [`LONGEST_LINK_DEADLINE`]. Bring-up grows with the cluster:
+/// 256 containers on one 2-core host took more than a fixed 15 s to start dialling each
+/// other, and 128 did not (docs/containers-at-scale.md).
+pub fn link_deadline(p: usize) -> Duration {
+    let per_node = Duration::from_millis(100).saturating_mul(u32::try_from(p).unwrap_or(u32::MAX));
+    Duration::from_secs(15).saturating_add(per_node).min(LONGEST_LINK_DEADLINE)
+}
+
+/// The longest a wiring may give its nodes to link (what a cluster of 5,850 nodes gets).
+pub const LONGEST_LINK_DEADLINE: Duration = Duration::from_secs(600);
 
 /// One neighbour of a wiring.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -333,6 +333,7 @@ fn wiring() -> Wiring {
             Neighbour { id: 1, address: "10.0.0.2:7000".into(), key: Key::from_token("one") },
             Neighbour { id: 2, address: "[::1]:7001".into(), key: Key::from_token("two") },
         ],
+        link_within_ms: 15_000,
     }
 }
 

@@ -14,7 +14,8 @@ use topocomm_proto::NodeId;
 use topocomm_proto::auth::Key;
 use topocomm_proto::catalogue::{self, NoSuchAlgorithm};
 use topocomm_proto::control::{
-    Neighbour, NodeReport, RunOutcome, RunRequest, RunTrace, SetupTimes, ToCoordinator, ToNode, TopologySpec, Wiring,
+    self, Neighbour, NodeReport, RunOutcome, RunRequest, RunTrace, SetupTimes, ToCoordinator, ToNode, TopologySpec,
+    Wiring,
 };
 use topocomm_proto::spec::{Collective, Dilation, RunSpec, SpecError};
 use topocomm_proto::{Topology, TopologyError};
@@ -22,14 +23,23 @@ use topocomm_proto::{Topology, TopologyError};
 use crate::control::cluster::{Cluster, Event, Incomplete, Participant, SessionId};
 use topocomm_collectives::tuning::Tuning;
 
-/// How long every node has to bring its links up.
-const WIRE_DEADLINE: Duration = Duration::from_secs(20);
+/// How much longer than its nodes' deadline to link (`control::link_deadline`) the
+/// coordinator waits for their word on a wiring.
+const WIRE_GRACE: Duration = Duration::from_secs(5);
 
 /// Clock probes per node before a traced run.
 const CLOCK_PROBES: u64 = 8;
 
 /// How long a round of clock probes may take.
 const PROBE_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The farthest a node's clock may read from the coordinator's: both count from the Unix
+/// epoch, so a day apart is a machine whose clock was never set, or a node lying.
+const MOST_CLOCK_OFFSET: Duration = Duration::from_secs(24 * 3600);
+
+/// How far two probes' intervals may miss each other and still be one clock's: the
+/// clocks' drift over the probes' few milliseconds, and the rounding of the midpoints.
+const CLOCK_SLACK: Duration = Duration::from_millis(1);
 
 /// After the first node reports a failure, how much longer the others get.
 const FAILURE_GRACE: Duration = Duration::from_secs(2);
@@ -63,6 +73,9 @@ pub enum RunError {
     /// Some nodes did not answer a clock probe in time.
     #[error("clock probe {round} was not answered within {PROBE_DEADLINE:?} by {nodes}")]
     ProbeUnanswered { round: u64, nodes: String },
+    /// A node's clock replies are not those of a clock.
+    #[error("{node}'s clock replies were refused: {why}")]
+    ClockRefused { node: String, why: ClockRefusal },
     /// Some nodes failed the run, or never reported.
     #[error("run {run} of {collective} failed{}", failure_lines(.silent, .failures))]
     Failed {
@@ -114,8 +127,8 @@ pub struct WiringFailure {
 /// Who a failed wiring is blamed on, most certain first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Culprits {
-    /// These nodes never answered.
-    Silent(String),
+    /// These nodes never answered within `within`.
+    Silent { nodes: String, within: Duration },
     /// These nodes, each with the neighbours that reported it (unreachable at its
     /// address, or never dialling).
     Named(Vec<String>),
@@ -126,8 +139,8 @@ pub enum Culprits {
 impl std::fmt::Display for Culprits {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Culprits::Silent(nodes) => {
-                write!(f, ": {nodes} did not answer within {WIRE_DEADLINE:?} (paused, or stuck)")
+            Culprits::Silent { nodes, within } => {
+                write!(f, ": {nodes} did not answer within {within:?} (paused, or stuck)")
             }
             Culprits::Named(culprits) => write!(f, " at {}", culprits.join("; ")),
             Culprits::Unknown => Ok(()),
@@ -281,7 +294,9 @@ impl Driver {
     ) -> Result<(), RunError> {
         self.epoch += 1;
         let epoch = self.epoch;
-        tracing::info!(epoch, %topology, "wiring");
+        let link_within = control::link_deadline(participants.len());
+        let link_within_ms = u64::try_from(link_within.as_millis()).unwrap_or(u64::MAX);
+        tracing::info!(epoch, %topology, ?link_within, "wiring");
         let mut link_keys: BTreeMap<(NodeId, NodeId), Key> = BTreeMap::new();
         for participant in participants {
             let neighbours = topology
@@ -293,12 +308,13 @@ impl Driver {
                     Neighbour { id: n, address: participants[n].data_addr.clone(), key: key.clone() }
                 })
                 .collect();
-            let wiring = Wiring { epoch, id: participant.id, topology: spec.clone(), neighbours };
+            let wiring = Wiring { epoch, id: participant.id, topology: spec.clone(), neighbours, link_within_ms };
             let _ = participant.sender.send(ToNode::Wire(wiring));
         }
         let by_session = index(participants);
         let mut outcomes: Vec<Option<WireOutcome>> = vec![None; participants.len()];
-        let deadline = Instant::now() + WIRE_DEADLINE;
+        let within = link_within + WIRE_GRACE;
+        let deadline = Instant::now() + within;
         while outcomes.iter().any(Option::is_none) {
             let Some(event) = self.next(deadline).await else { break };
             match event {
@@ -325,7 +341,7 @@ impl Driver {
             tracing::info!(epoch, %topology, "every link is up");
             return Ok(());
         }
-        let error = blame(participants, &outcomes, topology);
+        let error = blame(participants, &outcomes, topology, within);
         tracing::error!(epoch, %error, "wiring failed");
         Err(error.into())
     }
@@ -336,7 +352,7 @@ impl Driver {
     /// trip bounds the error.
     async fn probe_clocks(&mut self, participants: &[Participant]) -> Result<Vec<ClockOffset>, RunError> {
         let by_session = index(participants);
-        let mut best: Vec<Option<ClockOffset>> = vec![None; participants.len()];
+        let mut samples: Vec<Vec<ClockOffset>> = vec![Vec::new(); participants.len()];
         for round in 0..CLOCK_PROBES {
             let mut sent_at = vec![0u64; participants.len()];
             for participant in participants {
@@ -362,11 +378,9 @@ impl Driver {
                         let received_at = timebase::now_ns();
                         let sent = sent_at[node.id];
                         let round_trip = received_at.saturating_sub(sent);
-                        let offset_ns = node_ns as i64 - (sent / 2 + received_at / 2) as i64;
-                        let candidate = ClockOffset { offset_ns, error_ns: round_trip / 2 };
-                        if best[node.id].is_none_or(|b| candidate.error_ns < b.error_ns) {
-                            best[node.id] = Some(candidate);
-                        }
+                        let midpoint = i128::from(sent / 2 + received_at / 2);
+                        let offset = (i128::from(node_ns) - midpoint).clamp(i64::MIN.into(), i64::MAX.into());
+                        samples[node.id].push(ClockOffset { offset_ns: offset as i64, error_ns: round_trip / 2 });
                     }
                     Event::Closed { session } if by_session.contains_key(&session) => {
                         let node = describe(&by_session[&session]);
@@ -376,8 +390,13 @@ impl Driver {
                 }
             }
         }
-        // Every node answered every round, so every entry is set.
-        Ok(best.into_iter().flatten().collect())
+        participants
+            .iter()
+            .map(|node| {
+                ClockOffset::agreed(&samples[node.id])
+                    .map_err(|why| RunError::ClockRefused { node: describe(node), why })
+            })
+            .collect()
     }
 
     /// Starts `spec` on every participant and gathers one report from each.
@@ -478,7 +497,46 @@ struct ClockOffset {
     error_ns: u64,
 }
 
+/// Why a node's clock replies are not believed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ClockRefusal {
+    #[error("it sent none")]
+    NoReply,
+    #[error(
+        "its clock reads {} s from the coordinator's (more than {} s: not a clock that was set)",
+        .offset_ns / 1_000_000_000,
+        MOST_CLOCK_OFFSET.as_secs()
+    )]
+    FarOff { offset_ns: i64 },
+    #[error(
+        "two of its replies are {} µs apart, more than their round trips allow ({} µs): not one clock",
+        .apart_ns / 1_000,
+        .allowed_ns / 1_000
+    )]
+    Disagree { apart_ns: u64, allowed_ns: u64 },
+}
+
 impl ClockOffset {
+    /// The offset of the probe with the shortest round trip, once every probe's answer is
+    /// seen to be a clock's: within [`MOST_CLOCK_OFFSET`] of the coordinator's (both count
+    /// from the Unix epoch), and each probe's interval (offset ± half its round trip, where
+    /// an honest clock's offset must lie) overlapping the best one's, as Marzullo's
+    /// intersection of NTP samples asks (Mills, RFC 5905 §11.2.1).
+    fn agreed(samples: &[ClockOffset]) -> Result<ClockOffset, ClockRefusal> {
+        let best = *samples.iter().min_by_key(|s| s.error_ns).ok_or(ClockRefusal::NoReply)?;
+        if best.offset_ns.unsigned_abs() > MOST_CLOCK_OFFSET.as_nanos() as u64 {
+            return Err(ClockRefusal::FarOff { offset_ns: best.offset_ns });
+        }
+        for sample in samples {
+            let apart = sample.offset_ns.abs_diff(best.offset_ns);
+            let allowed = sample.error_ns.saturating_add(best.error_ns).saturating_add(CLOCK_SLACK.as_nanos() as u64);
+            if apart > allowed {
+                return Err(ClockRefusal::Disagree { apart_ns: apart, allowed_ns: allowed });
+            }
+        }
+        Ok(best)
+    }
+
     /// The offset, or 0 when it lies within its own error bound: nodes on one host share
     /// a clock, and a probe's noise must not invent a difference between them.
     fn significant_ns(&self) -> i64 {
@@ -558,34 +616,46 @@ enum WireOutcome {
 /// answered (paused, or stuck); else those a neighbour dialled and could not reach (an
 /// address nobody listens on); else those that never dialled in. Each culprit is named
 /// with the neighbours that reported it; every node's own report follows. A node knows
-/// only its own links: a node it names that it does not link to is ignored, and logged
-/// against it.
-fn blame(participants: &[Participant], outcomes: &[Option<WireOutcome>], topology: &Topology) -> WiringFailure {
+/// only its own links, and of each only its own side: it dials its higher-id neighbours
+/// (so only they can be unreachable for it) and is dialled by its lower-id ones (so only
+/// they can fail to dial in). A node it names otherwise is ignored, and logged against it.
+fn blame(
+    participants: &[Participant],
+    outcomes: &[Option<WireOutcome>],
+    topology: &Topology,
+    within: Duration,
+) -> WiringFailure {
     let silent: Vec<bool> = outcomes.iter().map(Option::is_none).collect();
     let mut named_unreachable: BTreeMap<NodeId, Vec<NodeId>> = BTreeMap::new();
     let mut named_missing: BTreeMap<NodeId, Vec<NodeId>> = BTreeMap::new();
     for (reporter, outcome) in outcomes.iter().enumerate() {
         if let Some(WireOutcome::Failed { unreachable, missing, .. }) = outcome {
             let neighbours = topology.neighbours(reporter);
-            let foreign: Vec<NodeId> =
-                unreachable.iter().chain(missing).copied().filter(|n| !neighbours.contains(n)).collect();
+            let dials = |n: &&NodeId| neighbours.contains(n) && **n > reporter;
+            let is_dialled_by = |n: &&NodeId| neighbours.contains(n) && **n < reporter;
+            let foreign: Vec<NodeId> = unreachable
+                .iter()
+                .filter(|n| !dials(n))
+                .chain(missing.iter().filter(|n| !is_dialled_by(n)))
+                .copied()
+                .collect();
             if !foreign.is_empty() {
                 tracing::warn!(
                     reporter = %describe(&participants[reporter]),
                     named = ?foreign,
-                    "ignored the nodes a wiring failure names that the reporter does not link to"
+                    "ignored the nodes a wiring failure names that the reporter neither dials nor is dialled by"
                 );
             }
-            for &n in unreachable.iter().filter(|n| neighbours.contains(n)) {
+            for &n in unreachable.iter().filter(dials) {
                 named_unreachable.entry(n).or_default().push(reporter);
             }
-            for &n in missing.iter().filter(|n| neighbours.contains(n)) {
+            for &n in missing.iter().filter(is_dialled_by) {
                 named_missing.entry(n).or_default().push(reporter);
             }
         }
     }
     let culprits = if silent.iter().any(|&s| s) {
-        Culprits::Silent(names(participants, &silent))
+        Culprits::Silent { nodes: names(participants, &silent), within }
     } else {
         let (named, how) = if named_unreachable.is_empty() {
             (&named_missing, "never dialled")
@@ -645,6 +715,12 @@ mod tests {
         answers_per_probe: usize,
         /// Sends every report this many times.
         reports: usize,
+        /// What it says its clock reads, given the probe's nonce.
+        clock: fn(u64) -> u64,
+    }
+
+    impl Rogue {
+        const HONEST: Rogue = Rogue { answers_per_probe: 1, reports: 1, clock: |_| timebase::now_ns() };
     }
 
     /// Registers `p` in-process nodes that answer orders as a daemon would (without
@@ -657,7 +733,7 @@ mod tests {
                 Registration { name: format!("node-{index}"), data_addr: format!("a:{index}"), memory_bytes: 1 << 30 };
             let session = coordinator.cluster.register(registration, sender).expect("registered");
             let (coordinator, queue) = (coordinator.clone(), Arc::new(Semaphore::new(16)));
-            let behaviour = if index == 0 { rogue } else { Rogue { answers_per_probe: 1, reports: 1 } };
+            let behaviour = if index == 0 { rogue } else { Rogue::HONEST };
             tokio::spawn(async move {
                 let mut id = usize::MAX;
                 while let Some(order) = orders.recv().await {
@@ -668,7 +744,7 @@ mod tests {
                         }
                         ToNode::ClockProbe { nonce } => (
                             behaviour.answers_per_probe,
-                            ToCoordinator::ClockReply { nonce, node_ns: timebase::now_ns() },
+                            ToCoordinator::ClockReply { nonce, node_ns: (behaviour.clock)(nonce) },
                         ),
                         ToNode::Start(spec) => {
                             let report =
@@ -737,6 +813,24 @@ mod tests {
         assert_eq!(trace.clock_error_us, vec![0.25, 1.0]);
     }
 
+    /// Issue 44, row 13: a node that lies in its clock replies is refused by name, before
+    /// its lie can give a trace a 57-year axis or an emulated run a start 1.8e12 ms away.
+    #[tokio::test]
+    async fn a_node_whose_clock_replies_are_no_clock_is_refused_by_name() {
+        let far_off = cluster_of(4, Rogue { clock: |_| 1 << 63, ..Rogue::HONEST });
+        let error = far_off.execute(traced_request()).await.expect_err("a clock 2^63 ns from now");
+        assert!(matches!(error, RunError::ClockRefused { why: ClockRefusal::FarOff { .. }, .. }), "{error}");
+        assert!(error.to_string().starts_with("node 0 (node-0)'s clock replies were refused"), "{error}");
+        // Each reply a different second: no one offset lies within every reply's round trip.
+        let jumping =
+            cluster_of(4, Rogue { clock: |nonce| timebase::now_ns() + nonce * 1_000_000_000, ..Rogue::HONEST });
+        let error = jumping.execute(traced_request()).await.expect_err("a clock that jumps");
+        assert!(matches!(error, RunError::ClockRefused { why: ClockRefusal::Disagree { .. }, .. }), "{error}");
+        // An honest clock an hour behind is a clock (and the offset is measured).
+        let behind = cluster_of(4, Rogue { clock: |_| timebase::now_ns() - 3_600_000_000_000, ..Rogue::HONEST });
+        behind.execute(traced_request()).await.expect("an hour behind is still a clock");
+    }
+
     fn traced_request() -> RunRequest {
         let spec = RunSpec { trace: true, ..RunSpec::new(Collective::Barrier, Algorithm::Hypercube) };
         RunRequest { topology: TopologyKind::Hypercube, dims: None, spec }
@@ -744,7 +838,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_node_answering_every_clock_probe_twice_cannot_panic_the_coordinator() {
-        let coordinator = cluster_of(4, Rogue { answers_per_probe: 2, reports: 1 });
+        let coordinator = cluster_of(4, Rogue { answers_per_probe: 2, ..Rogue::HONEST });
         let outcome = coordinator.execute(traced_request()).await.expect("the run goes on");
         assert_eq!(outcome.reports.len(), 4);
         assert_eq!(outcome.trace.expect("traced").clock_error_us.len(), 4);
@@ -754,7 +848,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_second_report_of_one_run_is_dropped() {
-        let coordinator = cluster_of(4, Rogue { answers_per_probe: 1, reports: 3 });
+        let coordinator = cluster_of(4, Rogue { reports: 3, ..Rogue::HONEST });
         let outcome = coordinator.execute(traced_request()).await.expect("the forged repeats were dropped");
         assert_eq!(outcome.reports.iter().filter(|r| r.node == 0).count(), 1);
         assert!(outcome.reports.iter().all(|r| r.verified && r.error.is_none()));
@@ -762,7 +856,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_silent_prober_is_named() {
-        let coordinator = cluster_of(2, Rogue { answers_per_probe: 0, reports: 1 });
+        let coordinator = cluster_of(2, Rogue { answers_per_probe: 0, ..Rogue::HONEST });
         tokio::time::pause();
         let error = coordinator.execute(traced_request()).await.unwrap_err();
         assert!(matches!(&error, RunError::ProbeUnanswered { nodes, .. } if nodes == "node 0 (node-0)"), "{error:?}");
@@ -816,8 +910,11 @@ mod tests {
         let ring = Topology::new(TopologyKind::Ring, 4, None).unwrap();
 
         let silent = [Some(WireOutcome::Linked), None, failed("no link to 1", vec![], vec![1]), None];
-        let failure = blame(&participants, &silent, &ring);
-        assert_eq!(failure.culprits, Culprits::Silent("node 1 (n1), node 3 (n3)".into()));
+        let failure = blame(&participants, &silent, &ring, Duration::from_secs(20));
+        assert_eq!(
+            failure.culprits,
+            Culprits::Silent { nodes: "node 1 (n1), node 3 (n3)".into(), within: Duration::from_secs(20) }
+        );
         assert_eq!(failure.reports, ["node 2 (n2): no link to 1"]);
         assert_eq!(
             failure.to_string(),
@@ -834,7 +931,7 @@ mod tests {
             failed("b", vec![3, 1], vec![]),
             failed("c", vec![], vec![0]),
         ];
-        let failure = blame(&participants, &unreachable, &ring);
+        let failure = blame(&participants, &unreachable, &ring, Duration::from_secs(20));
         let culprit = "node 3 (n3) (could not be reached at its address by node 0, node 2)";
         assert_eq!(failure.culprits, Culprits::Named(vec![culprit.into()]));
         assert_eq!(
@@ -848,14 +945,14 @@ mod tests {
             failed("b", vec![], vec![9]),
             Some(WireOutcome::Linked),
         ];
-        let failure = blame(&participants, &answered, &ring);
+        let failure = blame(&participants, &answered, &ring, Duration::from_secs(20));
         assert_eq!(failure.culprits, Culprits::Unknown, "a node outside the cluster is named by nobody");
         assert_eq!(failure.to_string(), format!("wiring the {ring} failed\n  node 0 (n0): a\n  node 2 (n2): b"));
 
         // "No route to host" points at the host's neighbour table, and how to check it.
         let reason = "could not link to neighbour 3 at 172.18.0.5:40000 within 15s (No route to host (os error 113))";
         let no_route = [Some(WireOutcome::Linked), Some(WireOutcome::Linked), failed(reason, vec![3], vec![]), None];
-        let text = blame(&participants, &no_route, &ring).to_string();
+        let text = blame(&participants, &no_route, &ring, Duration::from_secs(20)).to_string();
         assert!(text.ends_with(NEIGHBOUR_TABLE_HINT), "{text}");
         assert!(text.contains("gc_thresh3") && text.contains("deploy/prepare-host.sh"), "{text}");
         // Node 3 of a ring of 4 links to 0 and 2: what it says of node 1 is not its to say.
@@ -865,12 +962,41 @@ mod tests {
             Some(WireOutcome::Linked),
             failed("could not link to neighbour 1", vec![1], vec![1]),
         ];
-        let failure = blame(&participants, &foreign, &ring);
+        let failure = blame(&participants, &foreign, &ring, Duration::from_secs(20));
         assert_eq!(failure.culprits, Culprits::Unknown, "a healthy node was blamed by a node not linked to it");
         assert_eq!(
             failure.to_string(),
             format!("wiring the {ring} failed\n  node 3 (n3): could not link to neighbour 1")
         );
+    }
+
+    /// Issue 44, row 14: on a hypercube, a node dials only its higher-id neighbours and is
+    /// dialled only by its lower-id ones, so it cannot know that a lower one is unreachable
+    /// or that a higher one never dialled in: a failure that says so blames nobody.
+    #[test]
+    fn a_wiring_failure_names_only_what_its_reporter_can_see_of_a_link() {
+        let participants: Vec<Participant> = (0..8).map(participant).collect();
+        let cube = Topology::new(TopologyKind::Hypercube, 8, None).unwrap();
+        let within = Duration::from_secs(20);
+        let mut outcomes = vec![Some(WireOutcome::Linked); 8];
+        // Node 5 (neighbours 1, 4, 7): it is dialled by 1 and 4, and dials 7.
+        outcomes[5] = failed("forged", vec![1, 4], vec![7]);
+        let failure = blame(&participants, &outcomes, &cube, within);
+        assert_eq!(failure.culprits, Culprits::Unknown, "{failure}");
+        // What it can see is still believed: 7 unreachable, 4 never dialling in.
+        outcomes[5] = failed("true", vec![7], vec![4]);
+        let failure = blame(&participants, &outcomes, &cube, within);
+        assert_eq!(
+            failure.culprits,
+            Culprits::Named(vec!["node 7 (n7) (could not be reached at its address by node 5)".into()])
+        );
+    }
+
+    #[test]
+    fn the_nodes_get_longer_to_link_in_a_larger_cluster() {
+        assert_eq!(control::link_deadline(8), Duration::from_millis(15_800));
+        assert_eq!(control::link_deadline(256), Duration::from_millis(40_600));
+        assert_eq!(control::link_deadline(usize::MAX), control::LONGEST_LINK_DEADLINE);
     }
 
     #[test]

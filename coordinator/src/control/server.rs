@@ -369,7 +369,7 @@ mod tests {
         assert_eq!(owed.longest_message(), MAX_UNASKED_MESSAGE);
         assert!(!owed.settle(1), "no run owed a report");
         let topology = TopologySpec { kind: TopologyKind::Ring, p, dims: vec![p] };
-        owed.ordered(&ToNode::Wire(Wiring { epoch: 1, id: 0, topology, neighbours: vec![] }));
+        owed.ordered(&ToNode::Wire(Wiring { epoch: 1, id: 0, topology, neighbours: vec![], link_within_ms: 15_000 }));
         owed.ordered(&ToNode::Start(Box::new(RunSpec { run: 5, ..spec.clone() })));
         owed.ordered(&ToNode::Start(Box::new(RunSpec { run: 6, dump: false, ..spec.clone() })));
         assert!(owed.longest_message() > 16 << 20, "run 5's dump may still come");

@@ -27,7 +27,7 @@ use tokio::time::Instant;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use topocomm_proto::auth::{self, Hello, Key, Purpose};
 use topocomm_proto::codec;
-use topocomm_proto::control::{MAX_ORDER_FRAME, NodeReport, ToCoordinator, ToNode, Wiring};
+use topocomm_proto::control::{self, MAX_ORDER_FRAME, NodeReport, ToCoordinator, ToNode, Wiring};
 use topocomm_proto::frame::DEFAULT_MAX_FRAME;
 use topocomm_proto::{NodeId, Topology};
 
@@ -38,9 +38,6 @@ use crate::security::{PendingHandshakes, RefusalLog, SecurityArgs};
 use crate::transport::pacing::Timeline;
 use crate::transport::stream::StreamLink;
 use crate::transport::tcp::Congestion;
-
-/// How long a wiring may take to bring every link up.
-const WIRE_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// The daemon's settings (the `topocomm-node` command line).
 #[derive(Debug, Clone, clap::Args)]
@@ -420,7 +417,9 @@ async fn wire(wiring: &Wiring, shared: &Arc<Shared>, max_frame: usize) -> Result
     let spec = &wiring.topology;
     let topology = Topology::new(spec.kind, spec.p, Some(&spec.dims)).map_err(|e| WireError::new(e.to_string()))?;
     let me = wiring.id;
-    let deadline = Instant::now() + WIRE_TIMEOUT;
+    // The coordinator scales the deadline with the cluster (`control::link_deadline`).
+    let within = Duration::from_millis(wiring.link_within_ms).min(control::LONGEST_LINK_DEADLINE);
+    let deadline = Instant::now() + within;
     let links: BTreeMap<NodeId, (String, Key)> =
         wiring.neighbours.iter().map(|n| (n.id, (n.address.clone(), n.key.clone()))).collect();
     for neighbour in topology.neighbours(me) {
@@ -444,7 +443,7 @@ async fn wire(wiring: &Wiring, shared: &Arc<Shared>, max_frame: usize) -> Result
         .map(|(&peer, (address, key))| {
             let purpose = Purpose::Link { epoch: wiring.epoch, from: me, to: peer };
             let (address, key, shared) = (address.clone(), key.clone(), shared.clone());
-            tokio::spawn(async move { (peer, dial(peer, address, key, purpose, &shared, deadline).await) })
+            tokio::spawn(async move { (peer, dial(peer, address, key, purpose, &shared, deadline, within).await) })
         })
         .collect();
     let mut channels = Vec::new();
@@ -472,7 +471,12 @@ async fn wire(wiring: &Wiring, shared: &Arc<Shared>, max_frame: usize) -> Result
                 break;
             }
             Err(_) => {
-                failures.push(format!("neighbours {waiting:?} did not link within {WIRE_TIMEOUT:?}"));
+                let ids: Vec<String> = waiting.iter().map(NodeId::to_string).collect();
+                failures.push(format!(
+                    "neighbours {} did not dial this node within {within:?} (a node dials its higher-id \
+                     neighbours once it has its own wiring; theirs say what they were waiting for)",
+                    ids.join(", ")
+                ));
                 break;
             }
         }
@@ -496,6 +500,7 @@ async fn dial(
     purpose: Purpose,
     shared: &Shared,
     deadline: Instant,
+    within: Duration,
 ) -> anyhow::Result<Channel<TcpStream>> {
     let mut pause = Duration::from_millis(20);
     let mut last_error = String::from("no answer");
@@ -519,7 +524,7 @@ async fn dial(
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(320));
     }
-    bail!("could not link to neighbour {peer} at {address} within {WIRE_TIMEOUT:?} ({last_error})")
+    bail!("could not link to neighbour {peer} at {address} within {within:?} (last try: {last_error})")
 }
 
 /// Admits data links that fit the current wiring; refuses and logs every other.
