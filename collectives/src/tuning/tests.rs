@@ -215,13 +215,13 @@ fn bad_files_are_refused_saying_why() {
             .contains("schema_version 2 is not one this topocomm reads (it reads 1)")
     );
     let unknown = refusal(|j| j["rules"][0]["nodez"] = json!({ "min": 4 }));
-    assert!(unknown.contains("unknown field `nodez`"), "{unknown}");
+    assert!(unknown.contains("a field this program does not read") && !unknown.contains("nodez"), "{unknown}");
     let unknown = refusal(|j| j["rules"][0]["nodes"] = json!({ "least": 4 }));
-    assert!(unknown.contains("unknown field `least`"), "{unknown}");
+    assert!(unknown.contains("a field this program does not read") && !unknown.contains("least"), "{unknown}");
     let collective = refusal(|j| j["rules"][0]["collective"] = json!("allreduse"));
-    assert!(collective.contains("unknown variant `allreduse`"), "{collective}");
+    assert!(collective.contains("a name this program does not know") && !collective.contains("allreduse"), "{collective}");
     let algorithm = refusal(|j| j["rules"][0]["algorithm"] = json!("quantum"));
-    assert!(algorithm.contains("unknown variant `quantum`"), "{algorithm}");
+    assert!(algorithm.contains("a name this program does not know") && !algorithm.contains("quantum"), "{algorithm}");
     let wrong_pair = refusal(|j| j["rules"][2]["algorithm"] = json!("bruck"));
     assert!(
         wrong_pair.starts_with("rule 3 (scan → bruck): scan has no algorithm bruck; choose one of: auto, "),

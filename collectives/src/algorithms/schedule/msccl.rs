@@ -331,7 +331,7 @@ mod tests {
     #[test]
     fn malformed_xml_says_where() {
         let error = parse("<algo name=\"x\"><gpu></algo>").unwrap_err().to_string();
-        assert_eq!(error, "malformed XML at line 1, column 24: a closing tag that does not match");
+        assert_eq!(error, "malformed XML at line 1, column 21: a closing tag that does not match");
     }
 
     #[test]
@@ -380,7 +380,7 @@ mod tests {
         let error = parse("<algo coll=\"allreduce\" ngpus=\"s3cr3t\"/>").unwrap_err().to_string();
         assert_eq!(
             error,
-            "the algo: the attribute ngpus (line 1, column 30) is not a whole number of 0 or more in range"
+            "the algo: the attribute ngpus (line 1, column 31) is not a whole number of 0 or more in range"
         );
     }
 }
