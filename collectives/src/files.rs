@@ -296,7 +296,10 @@ mod tests {
             "line 1, column 47: a name this program does not know, expected `ring` or `tree`"
         );
         let unknown = said(&format!("{{\"{secret}\": 1}}"));
-        assert!(unknown == "line 1, column 27: a field this program does not read, expected `count` or `kind`", "{unknown}");
+        assert!(
+            unknown == "line 1, column 27: a field this program does not read, expected `count` or `kind`",
+            "{unknown}"
+        );
         assert!(!unknown.contains("s3cr3t"), "{unknown}");
         assert_eq!(said("{\"count\": 1}"), "line 1, column 12: missing field `kind`");
         assert_eq!(said("root:x:0:0"), "line 1, column 1: expected value");

@@ -219,7 +219,10 @@ fn bad_files_are_refused_saying_why() {
     let unknown = refusal(|j| j["rules"][0]["nodes"] = json!({ "least": 4 }));
     assert!(unknown.contains("a field this program does not read") && !unknown.contains("least"), "{unknown}");
     let collective = refusal(|j| j["rules"][0]["collective"] = json!("allreduse"));
-    assert!(collective.contains("a name this program does not know") && !collective.contains("allreduse"), "{collective}");
+    assert!(
+        collective.contains("a name this program does not know") && !collective.contains("allreduse"),
+        "{collective}"
+    );
     let algorithm = refusal(|j| j["rules"][0]["algorithm"] = json!("quantum"));
     assert!(algorithm.contains("a name this program does not know") && !algorithm.contains("quantum"), "{algorithm}");
     let wrong_pair = refusal(|j| j["rules"][2]["algorithm"] = json!("bruck"));

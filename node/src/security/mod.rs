@@ -408,7 +408,7 @@ mod tests {
         writer.await.unwrap();
         std::fs::remove_file(&file).unwrap();
         let error = args.cluster_key_waiting(Duration::from_secs(1)).await.unwrap_err();
-        assert!(error.to_string().contains("reading the token file"), "{error}");
+        assert!(error.to_string().contains("the token file") && error.to_string().contains("No such file"), "{error}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -423,6 +423,30 @@ mod tests {
         std::fs::write(&file, "\n").unwrap();
         assert!(args.token().unwrap_err().to_string().contains("empty"));
         assert!(SecurityArgs::default().required_token().unwrap_err().to_string().contains("--token-file"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A token file that is a device or a FIFO: one line, at once (on main `/dev/zero`
+    /// was read without end and a FIFO's open waited for a writer forever).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_token_file_that_is_not_a_regular_file_is_refused_at_once() {
+        let token_file = |path: &str| SecurityArgs { token: None, token_file: Some(path.into()), encrypt: false };
+        let error = token_file("/dev/zero").token().unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "the token file /dev/zero is a character device, not a regular file: give the path of a file"
+        );
+        let dir = std::env::temp_dir().join(format!("topocomm-token-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("token");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo only makes the node.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        let started = std::time::Instant::now();
+        let error = token_file(fifo.to_str().unwrap()).token().unwrap_err().to_string();
+        assert!(error.contains("is a FIFO (named pipe), not a regular file"), "{error}");
+        assert!(started.elapsed() < Duration::from_secs(5));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
