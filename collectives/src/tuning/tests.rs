@@ -215,13 +215,16 @@ fn bad_files_are_refused_saying_why() {
             .contains("schema_version 2 is not one this topocomm reads (it reads 1)")
     );
     let unknown = refusal(|j| j["rules"][0]["nodez"] = json!({ "min": 4 }));
-    assert!(unknown.contains("unknown field `nodez`"), "{unknown}");
+    assert!(unknown.contains("a field this program does not read") && !unknown.contains("nodez"), "{unknown}");
     let unknown = refusal(|j| j["rules"][0]["nodes"] = json!({ "least": 4 }));
-    assert!(unknown.contains("unknown field `least`"), "{unknown}");
+    assert!(unknown.contains("a field this program does not read") && !unknown.contains("least"), "{unknown}");
     let collective = refusal(|j| j["rules"][0]["collective"] = json!("allreduse"));
-    assert!(collective.contains("unknown variant `allreduse`"), "{collective}");
+    assert!(
+        collective.contains("a name this program does not know") && !collective.contains("allreduse"),
+        "{collective}"
+    );
     let algorithm = refusal(|j| j["rules"][0]["algorithm"] = json!("quantum"));
-    assert!(algorithm.contains("unknown variant `quantum`"), "{algorithm}");
+    assert!(algorithm.contains("a name this program does not know") && !algorithm.contains("quantum"), "{algorithm}");
     let wrong_pair = refusal(|j| j["rules"][2]["algorithm"] = json!("bruck"));
     assert!(
         wrong_pair.starts_with("rule 3 (scan → bruck): scan has no algorithm bruck; choose one of: auto, "),
@@ -235,11 +238,14 @@ fn bad_files_are_refused_saying_why() {
     let empty = refusal(|j| j["rules"][6]["size"] = json!({ "min": "2 MiB", "max": "1 MiB" }));
     assert!(empty.contains("size 2 MiB - 1 MiB is empty"), "{empty}");
     let size = refusal(|j| j["rules"][6]["size"] = json!({ "max": "lots" }));
-    assert!(size.contains("\"lots\" is not a size"), "{size}");
+    assert!(size.contains("expected a size like \"64 KiB\" or 4096") && !size.contains("lots"), "{size}");
     let model = refusal(|j| j["rules"][1]["cost_model"] = json!({ "startup_bytes": "1 KiB" }));
     assert!(model.contains("rule 2 (allreduce → reduce-broadcast): the cost model's predicate"), "{model}");
     let leaner = refusal(|j| j["leaner"][0]["algorithm"] = json!("bruck-ish"));
-    assert!(leaner.contains("unknown variant `bruck-ish`"), "{leaner}");
+    assert!(
+        leaner.contains("a name this program does not know, expected one of") && !leaner.contains("bruck-ish"),
+        "{leaner}"
+    );
     let leaner = refusal(|j| j["leaner"][0]["algorithm"] = json!("linear"));
     assert!(leaner.contains("leaner 1: alltoall has no algorithm"), "{leaner}");
     // Not JSON at all: where it stopped.

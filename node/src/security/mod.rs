@@ -40,8 +40,7 @@ impl SecurityArgs {
     /// The token from the file, else the flag or environment; `None` if neither is given.
     pub fn token(&self) -> anyhow::Result<Option<String>> {
         if let Some(path) = &self.token_file {
-            let text =
-                std::fs::read_to_string(path).with_context(|| format!("reading the token file {}", path.display()))?;
+            let text = read_token_file(path)?;
             let token = text.lines().next().unwrap_or("").trim().to_owned();
             if token.is_empty() {
                 bail!("the token file {} is empty", path.display());
@@ -94,11 +93,21 @@ impl SecurityArgs {
 
     /// Whether the token file is named but not there yet, or still empty.
     fn token_file_pending(&self) -> bool {
-        self.token_file.as_ref().is_some_and(|path| match std::fs::read_to_string(path) {
+        self.token_file.as_ref().is_some_and(|path| match read_token_file(path) {
             Ok(text) => text.trim().is_empty(),
-            Err(error) => error.kind() == std::io::ErrorKind::NotFound,
+            Err(error) => error.is_missing(),
         })
     }
+}
+
+/// The most bytes a token file may have: its first line is the token.
+pub const MAX_TOKEN_FILE_BYTES: u64 = 64 << 10;
+
+/// The text of the token file at `path`, through the bounded reader
+/// (`topocomm_collectives::files::read_text`: a regular file of at most
+/// [`MAX_TOKEN_FILE_BYTES`]; a device or FIFO is refused, never read or waited on).
+fn read_token_file(path: &std::path::Path) -> Result<String, topocomm_collectives::files::FileError> {
+    topocomm_collectives::files::read_text(path, "token file", MAX_TOKEN_FILE_BYTES)
 }
 
 /// The fewest bits a token must carry where other hosts can reach the coordinator: the
@@ -399,7 +408,7 @@ mod tests {
         writer.await.unwrap();
         std::fs::remove_file(&file).unwrap();
         let error = args.cluster_key_waiting(Duration::from_secs(1)).await.unwrap_err();
-        assert!(error.to_string().contains("reading the token file"), "{error}");
+        assert!(error.to_string().contains("the token file") && error.to_string().contains("No such file"), "{error}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -414,6 +423,30 @@ mod tests {
         std::fs::write(&file, "\n").unwrap();
         assert!(args.token().unwrap_err().to_string().contains("empty"));
         assert!(SecurityArgs::default().required_token().unwrap_err().to_string().contains("--token-file"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A token file that is a device or a FIFO: one line, at once (on main `/dev/zero`
+    /// was read without end and a FIFO's open waited for a writer forever).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_token_file_that_is_not_a_regular_file_is_refused_at_once() {
+        let token_file = |path: &str| SecurityArgs { token: None, token_file: Some(path.into()), encrypt: false };
+        let error = token_file("/dev/zero").token().unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "the token file /dev/zero is a character device, not a regular file: give the path of a file"
+        );
+        let dir = std::env::temp_dir().join(format!("topocomm-token-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("token");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo only makes the node.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        let started = std::time::Instant::now();
+        let error = token_file(fifo.to_str().unwrap()).token().unwrap_err().to_string();
+        assert!(error.contains("is a FIFO (named pipe), not a regular file"), "{error}");
+        assert!(started.elapsed() < Duration::from_secs(5));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
