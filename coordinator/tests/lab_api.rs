@@ -120,7 +120,7 @@ fn off_loopback_the_lab_refuses_to_start_without_a_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn off_loopback_the_api_needs_the_token_and_the_page_asks_for_it() {
-    let lab = Lab::start_with("lab-token", 1, &["--http", "0.0.0.0:0"], Some("s3cret-token"));
+    let lab = Lab::start_with("lab-token", 1, &["--http", "0.0.0.0:0"], Some(STRONG_TOKEN));
     let port = lab.address.rsplit_once(':').unwrap().1;
     // Only loopback is spoken to: the lab listens everywhere, the test connects here.
     let address = format!("127.0.0.1:{port}");
@@ -132,10 +132,13 @@ async fn off_loopback_the_api_needs_the_token_and_the_page_asks_for_it() {
     assert_eq!(api.status, 401);
     let wrong = http(&address, "GET", "/api/cluster", &[host, ("Authorization", "Bearer nope")], None).await;
     assert_eq!(wrong.status, 401);
-    let right = http(&address, "GET", "/api/cluster", &[host, ("Authorization", "Bearer s3cret-token")], None).await;
+    let right =
+        http(&address, "GET", "/api/cluster", &[host, ("Authorization", &format!("Bearer {STRONG_TOKEN}"))], None)
+            .await;
     assert_eq!(right.status, 200, "{}", right.body);
     assert_eq!(right.json()["expected"], 1);
-    let index = http(&address, "GET", "/api", &[host, ("Authorization", "Bearer s3cret-token")], None).await.json();
+    let index =
+        http(&address, "GET", "/api", &[host, ("Authorization", &format!("Bearer {STRONG_TOKEN}"))], None).await.json();
     assert_eq!(index["needs_token"], true);
 }
 

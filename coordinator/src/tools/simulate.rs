@@ -223,7 +223,7 @@ pub(crate) struct Planned {
     pub(crate) topology: Topology,
     pub(crate) spec: RunSpec,
     pub(crate) inputs: Inputs,
-    estimate: u64,
+    pub(crate) estimate: u64,
 }
 
 /// Why `simulate` refuses `--dilation`.
@@ -361,7 +361,7 @@ const MEMORY_READ_EVERY: Duration = Duration::from_millis(10);
 
 /// The memory limit when none is given: what the process holds now plus nine tenths of
 /// what the machine has available (`None` where either cannot be read: no limit).
-fn default_memory_limit() -> Option<u64> {
+pub(crate) fn default_memory_limit() -> Option<u64> {
     let resident = topocomm_node::daemon::allocator::resident_bytes()?;
     let available = topocomm_node::daemon::allocator::available_bytes()?;
     Some(resident.saturating_add(available / 10 * 9))
@@ -372,7 +372,7 @@ fn default_memory_limit() -> Option<u64> {
 /// is a table of measured figures with a margin, and a run it falls short for must end
 /// with an error that names the figures, not in the kernel's out-of-memory killer.
 #[derive(Default)]
-struct MemoryWatch {
+pub(crate) struct MemoryWatch {
     /// The resident bytes seen over the limit (0: never).
     exceeded: AtomicU64,
 }
@@ -380,7 +380,7 @@ struct MemoryWatch {
 impl MemoryWatch {
     /// Runs `work` (the simulation behind `live`), watching the memory against `limit`
     /// every [`MEMORY_READ_EVERY`] until it returns.
-    fn during<R>(&self, live: &LiveCounts, limit: Option<u64>, work: impl FnOnce() -> R) -> R {
+    pub(crate) fn during<R>(&self, live: &LiveCounts, limit: Option<u64>, work: impl FnOnce() -> R) -> R {
         let Some(limit) = limit else { return work() };
         let check = || {
             let resident = topocomm_node::daemon::allocator::resident_bytes().unwrap_or(0);
@@ -395,7 +395,7 @@ impl MemoryWatch {
     }
 
     /// The resident bytes that passed the limit, if they did.
-    fn exceeded(&self) -> Option<u64> {
+    pub(crate) fn exceeded(&self) -> Option<u64> {
         Some(self.exceeded.load(Ordering::Relaxed)).filter(|&bytes| bytes > 0)
     }
 }
