@@ -9,7 +9,7 @@ mod lab_support;
 
 use std::time::{Duration, Instant};
 
-use lab_support::{Lab, http};
+use lab_support::{Lab, STRONG_TOKEN, http};
 use serde_json::Value;
 
 /// The CLI's standard error for `topocomm <words>`.

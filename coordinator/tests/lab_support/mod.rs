@@ -21,6 +21,10 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::common::{self, Scratch};
 
+/// A token strong enough for an address off loopback (128 bits in hex, as `openssl rand
+/// -hex 16` makes them).
+pub const STRONG_TOKEN: &str = "3f9a1c07d2e84b6a9c0e5f71b2d43a86";
+
 /// `topocomm lab` running as a child process.
 pub struct Lab {
     pub url: String,
@@ -39,8 +43,27 @@ impl Lab {
 
     /// Starts a lab with these extra words and, if given, this token in its environment.
     pub fn start_with(label: &str, nodes: usize, words: &[&str], token: Option<&str>) -> Self {
+        Self::start_limited(label, nodes, words, token, None)
+    }
+
+    /// Starts a lab as [`Lab::start_with`] does, holding at most `open_files` descriptors
+    /// (its hard `RLIMIT_NOFILE`, set by the shell that starts it) when given.
+    pub fn start_limited(
+        label: &str,
+        nodes: usize,
+        words: &[&str],
+        token: Option<&str>,
+        open_files: Option<u64>,
+    ) -> Self {
         let scratch = Scratch::new(label);
-        let mut command = common::command(&common::topocomm_bin());
+        let mut command = match open_files {
+            None => common::command(&common::topocomm_bin()),
+            Some(limit) => {
+                let mut shell = common::command(Path::new("sh"));
+                shell.args(["-c", "ulimit -n \"$0\" && exec \"$@\"", &limit.to_string()]).arg(common::topocomm_bin());
+                shell
+            }
+        };
         command.args(["lab", "--nodes", &nodes.to_string(), "--logs"]).arg(scratch.path.join("logs")).args(words);
         if let Some(token) = token {
             command.env("TOPOCOMM_TOKEN", token);
