@@ -18,9 +18,11 @@
 //!   with the daemon's emulated links.
 //! * [`tuning`]: what `--algorithm auto` picks, as data (a JSON table, overridable).
 //! * [`zeros`]: known-zero buffers, so lengths-only runs carry no data.
+//! * [`files`]: the files a user names, read bounded and written without following links.
 
 pub mod algorithms;
 pub mod comm;
+pub mod files;
 pub mod physics;
 pub mod simulator;
 pub mod tuning;

@@ -289,3 +289,23 @@ async fn wrong_tokens_are_slowed_per_address() {
     // The token holder at another address is not slowed.
     assert_eq!(ask([127, 0, 0, 1], STRONG_TOKEN.to_owned()).await, 200);
 }
+
+/// Row 4, the lab's part: the form's explain of `allgather -n 64 --size 16MiB` killed the
+/// lab (`memory allocation of 1073741824 bytes failed`) and its nodes with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_explanation_too_large_for_the_memory_fails_and_the_lab_lives_on() {
+    let lab = Lab::start("lab-guards-explain", 2);
+    let address = lab.address.as_str();
+    let (code, answer) = post(address, "explain", &["allgather", "--nodes", "64", "--size", "16MiB"]).await;
+    assert_eq!(code, 202, "{answer}");
+    let id = answer["id"].as_u64().unwrap();
+    let ended = until(address, id, Duration::from_secs(120), over).await;
+    assert_eq!(status(&ended), "failed", "{ended}");
+    let note = ended["note"].as_str().unwrap();
+    assert!(note.contains("needs about") || note.contains("--memory-limit"), "{note}");
+    // The lab and its cluster are still there, and run.
+    let (code, answer) = post(address, "run", &["allreduce", "--topology", "ring", "--size", "1KiB"]).await;
+    assert_eq!(code, 202, "{answer}");
+    let run = until(address, answer["id"].as_u64().unwrap(), Duration::from_secs(60), over).await;
+    assert_eq!(status(&run), "verified", "{run}");
+}

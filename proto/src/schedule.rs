@@ -29,6 +29,12 @@ pub const MAX_CHANNELS: u32 = 256;
 pub const MAX_CHUNKS: u32 = 1 << 20;
 /// The most operations a GOAL schedule may hold, over all ranks.
 pub const MAX_GOAL_OPS: usize = 1 << 20;
+/// The most bytes one GOAL message may carry: 1 TiB, the region of known zeros a
+/// lengths-only message is a slice of (the simulator's, `topocomm_collectives::zeros`).
+/// What a node can hold is for the memory check to say ([`Schedule::bytes_held`]): this
+/// bound only keeps every size and every sum of sizes far inside 64 bits
+/// ([`MAX_GOAL_OPS`] × this is 2^60).
+pub const MAX_GOAL_MESSAGE_BYTES: u64 = 1 << 40;
 /// GOAL tags must fit in the 24 bits a message tag gives a phase's steps.
 pub const MAX_GOAL_TAG: u32 = (1 << 24) - 1;
 
@@ -59,6 +65,66 @@ impl Schedule {
         match self {
             Schedule::Msccl(program) => program.check(),
             Schedule::Goal(goal) => goal.check(),
+        }
+    }
+
+    /// The bytes node `node` of a `p`-node run of `size_bytes` per node (of `dtype`) may
+    /// hold for the schedule beyond the collective's input and output, on the safe side:
+    /// for a GOAL schedule, every message it sends or receives (its operations may all
+    /// run at once); for an MSCCL-IR program, its scratch chunks and every message it
+    /// receives (each is buffered until its step takes it). `None` where the program does
+    /// not lay out at this size or the sum overflows `u64`.
+    pub fn bytes_held(&self, node: usize, p: usize, size_bytes: u64, dtype: Dtype) -> Option<u64> {
+        match self {
+            Schedule::Goal(goal) => goal.ranks.get(node)?.ops.iter().try_fold(0u64, |sum, op| match op.kind {
+                GoalKind::Send { bytes, .. } | GoalKind::Recv { bytes, .. } => sum.checked_add(bytes),
+                GoalKind::Calc { .. } => Some(sum),
+            }),
+            Schedule::Msccl(program) => {
+                let chunk = u64::try_from(program.layout(p, size_bytes, dtype).ok()?.chunk_bytes).ok()?;
+                let gpu = program.gpus.get(node)?;
+                let received = gpu
+                    .blocks
+                    .iter()
+                    .flat_map(|block| &block.steps)
+                    .filter(|step| step.kind.receives())
+                    .try_fold(0u64, |sum, step| sum.checked_add(u64::from(step.count).checked_mul(chunk)?))?;
+                u64::from(gpu.scratch_chunks).checked_mul(chunk)?.checked_add(received)
+            }
+        }
+    }
+
+    /// The longest message the schedule sends at `size_bytes` per node on `p` nodes, in
+    /// bytes, with its sender and receiver; `None` if it sends none (or does not lay out).
+    pub fn longest_message(&self, p: usize, size_bytes: u64, dtype: Dtype) -> Option<(u64, usize, usize)> {
+        match self {
+            Schedule::Goal(goal) => goal
+                .ranks
+                .iter()
+                .enumerate()
+                .flat_map(|(from, rank)| {
+                    rank.ops.iter().filter_map(move |op| match op.kind {
+                        GoalKind::Send { bytes, peer, .. } => Some((bytes, from, peer as usize)),
+                        _ => None,
+                    })
+                })
+                .max_by_key(|&(bytes, from, to)| (bytes, std::cmp::Reverse((from, to)))),
+            Schedule::Msccl(program) => {
+                let chunk = u64::try_from(program.layout(p, size_bytes, dtype).ok()?.chunk_bytes).ok()?;
+                program
+                    .gpus
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(from, gpu)| {
+                        gpu.blocks.iter().flat_map(move |block| {
+                            block.steps.iter().filter(|step| step.kind.sends()).filter_map(move |step| {
+                                let to = block.send? as usize;
+                                Some((u64::from(step.count).saturating_mul(chunk), from, to))
+                            })
+                        })
+                    })
+                    .max_by_key(|&(bytes, from, to)| (bytes, std::cmp::Reverse((from, to))))
+            }
         }
     }
 
@@ -456,8 +522,14 @@ impl Program {
                 self.collective
             )));
         };
-        let size = size_bytes as usize;
         let whole_mult = in_mult.max(out_mult);
+        // Every buffer must be addressable: p × --size within usize.
+        let Some(size) = usize::try_from(size_bytes).ok().filter(|size| size.checked_mul(whole_mult).is_some()) else {
+            return Err(ScheduleError::Layout(format!(
+                "--size {size_bytes} B on {p} nodes makes buffers of {} × {size_bytes} B, more than a node can address",
+                whole_mult
+            )));
+        };
         let chunks = self.chunks_per_loop as usize;
         // --size must make whole_mult × size a multiple of chunks × element size.
         let unit_whole = chunks * dtype.size();
@@ -483,7 +555,7 @@ impl Program {
             ] {
                 // In place, MSCCL's tools declare no chunks for the buffer that aliases the other.
                 let aliased = self.inplace && declared == 0;
-                if !aliased && declared as usize * chunk_bytes != needed {
+                if !aliased && (declared as usize).checked_mul(chunk_bytes) != Some(needed) {
                     return Err(ScheduleError::Layout(format!(
                         "gpu {g} declares {declared} {} chunks of {chunk_bytes} B, but {}'s {} buffer holds {needed} B at --size {size} B on {p} nodes ({} chunks)",
                         buffer.name(),
@@ -686,7 +758,12 @@ impl Goal {
         for (r, rank) in self.ranks.iter().enumerate() {
             for (i, op) in rank.ops.iter().enumerate() {
                 let invalid = |reason: String| ScheduleError::Invalid { at: format!("rank {r} operation {i}"), reason };
-                if let GoalKind::Send { peer, tag, .. } | GoalKind::Recv { peer, tag, .. } = op.kind {
+                if let GoalKind::Send { peer, tag, bytes } | GoalKind::Recv { peer, tag, bytes } = op.kind {
+                    if bytes > MAX_GOAL_MESSAGE_BYTES {
+                        return Err(invalid(format!(
+                            "a message of {bytes} B, over the {MAX_GOAL_MESSAGE_BYTES} B (1 TiB) a GOAL message may carry"
+                        )));
+                    }
                     if peer as usize >= ranks || peer as usize == r {
                         return Err(invalid(format!("peer {peer} is not another of the {ranks} ranks")));
                     }

@@ -416,6 +416,11 @@ pub enum SpecError {
     TooManyIterations { warmup: u32, iterations: u32 },
     #[error("the run's deadline, timeout {timeout_ms} ms × {iterations} iterations, does not fit in a duration")]
     DeadlineOverflow { timeout_ms: u64, iterations: u32 },
+    #[error(
+        "--size {size} B on {p} nodes gives a node {blocks} × {size} B to hold, more than any buffer can be \
+         (at most {MAX_BUFFER_BYTES} B)"
+    )]
+    SizeTooLarge { size: u64, p: usize, blocks: usize },
     #[error("the memory the nodes need for {size} bytes on {p} nodes does not fit in 64 bits")]
     MemoryOverflow { size: u64, p: usize },
     #[error("the run needs about {} at {holder}; {} available", ByteSize(*needed), ByteSize(*available))]
@@ -427,6 +432,10 @@ pub enum SpecError {
     #[error(transparent)]
     Schedule(#[from] ScheduleError),
 }
+
+/// The largest buffer a node may be asked to hold, `isize::MAX` bytes: no allocation can
+/// be larger, and every length below it fits `usize` and `u64` with room to add to it.
+pub const MAX_BUFFER_BYTES: u64 = isize::MAX as u64;
 
 /// The longest `timeout_ms` a spec may have: one day per iteration. Longer waits are no
 /// use to anyone watching a run, and the cap keeps every deadline derived from it
@@ -525,6 +534,23 @@ impl RunSpec {
                 below,
                 above: below + elem,
             });
+        }
+        // The p blocks an all-gather's or all-to-all's node holds (one for a vector) must
+        // be a length a buffer can have: a size past it is this line, not an overflow.
+        let blocks = match self.collective {
+            Collective::Allgather
+            | Collective::Gather
+            | Collective::Scatter
+            | Collective::Alltoall
+            | Collective::ReduceScatter => p.max(1),
+            _ => 1,
+        };
+        if u64::try_from(blocks)
+            .ok()
+            .and_then(|blocks| self.size_bytes.checked_mul(blocks))
+            .is_none_or(|bytes| bytes > MAX_BUFFER_BYTES)
+        {
+            return Err(SpecError::SizeTooLarge { size: self.size_bytes, p, blocks });
         }
         if self.collective.has_root() && self.root >= p {
             return Err(SpecError::RootOutOfRange { root: self.root, p });
@@ -656,6 +682,29 @@ mod tests {
                 assert_eq!(spec.validate(p), Ok(()), "{collective} on {p}");
             }
         }
+    }
+
+    /// `explain --size` 2^64 - 8 B reached the simulator and panicked (`capacity
+    /// overflow`); a size no buffer can have is refused here, with the figures.
+    #[test]
+    fn a_size_no_buffer_can_hold_is_refused() {
+        let spec = |collective, size_bytes| RunSpec { size_bytes, ..RunSpec::new(collective, Algorithm::Auto) };
+        let huge = u64::MAX - 7;
+        let error = spec(Collective::Allreduce, huge).validate(8).unwrap_err();
+        assert_eq!(error, SpecError::SizeTooLarge { size: huge, p: 8, blocks: 1 });
+        assert_eq!(
+            error.to_string(),
+            "--size 18446744073709551608 B on 8 nodes gives a node 1 × 18446744073709551608 B to hold, more than \
+             any buffer can be (at most 9223372036854775807 B)"
+        );
+        assert_eq!(spec(Collective::Allreduce, MAX_BUFFER_BYTES - 7).validate(8), Ok(()));
+        // An all-gather's node holds p blocks.
+        assert_eq!(spec(Collective::Allgather, 1 << 60).validate(4), Ok(()));
+        assert!(matches!(
+            spec(Collective::Allgather, 1 << 60).validate(8),
+            Err(SpecError::SizeTooLarge { blocks: 8, .. })
+        ));
+        assert!(matches!(spec(Collective::Alltoall, 1 << 62).validate(1 << 20), Err(SpecError::SizeTooLarge { .. })));
     }
 
     #[test]

@@ -284,6 +284,15 @@ pub struct Simulation {
     pub operations: Vec<Vec<Operation>>,
 }
 
+/// What a panic said: its message where it is text (as `panic!` and `expect` give it).
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    match (payload.downcast_ref::<&str>(), payload.downcast_ref::<String>()) {
+        (Some(text), _) => (*text).to_owned(),
+        (_, Some(text)) => text.clone(),
+        _ => "a panic with no message".to_owned(),
+    }
+}
+
 /// Why a simulation did not finish.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SimulationError {
@@ -293,8 +302,9 @@ pub enum SimulationError {
     Deadlock { at_ns: u64, stuck: usize, node: NodeId, src: NodeId, tag: Tag },
     #[error("deadlock at {at_ns} ns: node {node} never finished and waits for no message")]
     Stalled { at_ns: u64, node: NodeId },
-    #[error("node {node} panicked")]
-    Panicked { node: NodeId },
+    /// A node's algorithm panicked: a bug, with the panic's own message (said once).
+    #[error("node {node}'s algorithm panicked: {message}")]
+    Panicked { node: NodeId, message: String },
     #[error("the simulation took longer than {limit:?} of wall time (virtual time reached {at_ns} ns)")]
     WallLimit { limit: Duration, at_ns: u64 },
     #[error("the simulation was stopped at {at_ns} ns of virtual time")]
@@ -424,7 +434,7 @@ where
             let acted = installed.network(|network| network.acted());
             let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
             match polled {
-                Err(_) => return Err(SimulationError::Panicked { node }),
+                Err(payload) => return Err(SimulationError::Panicked { node, message: panic_message(&*payload) }),
                 Ok(Poll::Pending) => {
                     if first_poll && installed.network(|network| network.only_waits(node, acted)) {
                         nodes[node] = NodeSlot::Dormant;

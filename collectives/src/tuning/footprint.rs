@@ -72,8 +72,7 @@ impl Serialize for Factor {
 impl<'de> Deserialize<'de> for Factor {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let text = String::deserialize(deserializer)?;
-        let refuse =
-            || serde::de::Error::custom(format!("factor {text:?} is not a whole number or a fraction like \"3/2\""));
+        let refuse = || serde::de::Error::custom("expected a factor, a whole number or a fraction like \"3/2\"");
         let (times, over) = match text.split_once('/') {
             Some((times, over)) => (times.trim(), over.trim()),
             None => (text.trim(), "1"),
@@ -124,10 +123,15 @@ impl Footprint {
     /// * in flight, the largest input or output any node of the run holds times the
     ///   collective's factor ([`Footprint::in_flight_factor`]), while input and output are
     ///   held;
-    /// * 8 bytes of timing per timed iteration.
+    /// * 8 bytes of timing per timed iteration;
+    /// * for a schedule the user brought, what it holds beyond the collective's buffers
+    ///   ([`Schedule::bytes_held`](topocomm_proto::schedule::Schedule::bytes_held): every
+    ///   message of a GOAL rank, an MSCCL-IR rank's scratch and the messages it
+    ///   receives), so that a schedule file cannot ask a node for more than it has.
     ///
     /// The daemon's own base is not included (docs/PERFORMANCE-NOTES.md holds the
-    /// estimate against measured peaks). `None` when the estimate overflows `u64`.
+    /// estimate against measured peaks). `None` when the estimate overflows `u64` (or a
+    /// program does not lay out at this size).
     pub fn of_node(&self, spec: &RunSpec, p: usize, node: NodeId) -> Option<u64> {
         let size = spec.size_bytes;
         let blocks = || size.checked_mul(u64::try_from(p).ok()?);
@@ -150,7 +154,11 @@ impl Footprint {
         };
         let in_flight = self.in_flight_factor(spec).of(largest_anywhere)?;
         let timing = u64::from(spec.iterations).checked_mul(std::mem::size_of::<f64>() as u64)?;
-        input.checked_add(output)?.checked_add(in_flight)?.checked_add(timing)
+        let schedule = match &spec.schedule {
+            Some(schedule) => schedule.bytes_held(node, p, size, spec.dtype)?,
+            None => 0,
+        };
+        input.checked_add(output)?.checked_add(in_flight)?.checked_add(timing)?.checked_add(schedule)
     }
 
     /// [`Footprint::of_node`] summed over `nodes`: what they need together when they
@@ -274,7 +282,7 @@ mod tests {
         assert_eq!(Factor { times: 2, over: 1 }.to_string(), "2");
         for bad in ["1/0", "x", "1.5", "-1", ""] {
             let error = read(bad).unwrap_err().to_string();
-            assert!(error.contains("is not a whole number or a fraction"), "{bad}: {error}");
+            assert!(error.contains("expected a factor, a whole number or a fraction"), "{bad}: {error}");
         }
     }
 
@@ -285,5 +293,32 @@ mod tests {
         assert_eq!(footprint.of_node(&spec, 8, 0), Some(1000 + 8000 + 12000));
         footprint.in_flight.retain(|entry| entry.collective != Collective::Allgather);
         assert_eq!(footprint.of_node(&spec, 8, 0), Some(1000 + 8000 + 16000), "the default, twice");
+    }
+
+    /// A GOAL file of 150 bytes asked node 0 for 10^15 B and aborted its daemon: the
+    /// schedule's messages count in the estimate, so every memory check (the CLI's
+    /// local capacity, the coordinator's, the node's own on arrival) refuses it.
+    #[test]
+    fn a_schedules_messages_count_in_the_estimate() {
+        use topocomm_proto::schedule::{Goal, GoalKind, GoalOp, GoalRank, Schedule};
+        let op = |kind| GoalOp { kind, requires: vec![], irequires: vec![] };
+        let goal = |bytes| Goal {
+            ranks: vec![
+                GoalRank { ops: vec![op(GoalKind::Send { bytes, peer: 1, tag: 0 }), op(GoalKind::Calc { ns: 5 })] },
+                GoalRank { ops: vec![op(GoalKind::Recv { bytes, peer: 0, tag: 0 })] },
+            ],
+        };
+        let spec = |bytes| RunSpec {
+            size_bytes: 8,
+            iterations: 1,
+            schedule: Some(Box::new(Schedule::Goal(goal(bytes)))),
+            ..RunSpec::new(Collective::Allreduce, Algorithm::Auto)
+        };
+        let plain = footprint().of_node(&RunSpec { schedule: None, ..spec(0) }, 2, 0).unwrap();
+        assert_eq!(footprint().of_node(&spec(1000), 2, 0), Some(plain + 1000));
+        assert_eq!(footprint().of_node(&spec(1000), 2, 1), Some(plain + 1000));
+        let huge = spec(1 << 40);
+        let error = footprint().check(&huge, 2, [0], 24 * GIB, "node 0 (node-0)").unwrap_err();
+        assert!(matches!(error, SpecError::TooMuchMemory { needed, .. } if needed == plain + (1 << 40)), "{error}");
     }
 }

@@ -140,9 +140,11 @@ impl<'de> Deserialize<'de> for Bytes {
         }
         match Written::deserialize(deserializer)? {
             Written::Number(bytes) => Ok(Bytes(bytes)),
-            Written::Text(text) => text.trim().parse::<ByteSize>().map(|size| Bytes(size.as_u64())).map_err(|reason| {
-                serde::de::Error::custom(format!("{text:?} is not a size like \"64 KiB\" or 4096 ({reason})"))
-            }),
+            Written::Text(text) => text
+                .trim()
+                .parse::<ByteSize>()
+                .map(|size| Bytes(size.as_u64()))
+                .map_err(|_| serde::de::Error::custom("expected a size like \"64 KiB\" or 4096")),
         }
     }
 }
@@ -219,8 +221,9 @@ impl<T: Limit> fmt::Display for Bounds<T> {
 /// Why a tuning file was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum TuningError {
+    /// Where the JSON is wrong, quoting none of it ([`crate::files::json_error`]).
     #[error("not a tuning file: {0}")]
-    Json(#[from] serde_json::Error),
+    Json(String),
     #[error("schema_version {found} is not one this topocomm reads (it reads {SCHEMA_VERSION})")]
     Schema { found: u32 },
     #[error("rule {rule}: {error}")]
@@ -243,11 +246,20 @@ pub enum TuningError {
     TwoLeaner { collective: Collective, instead_of: Algorithm },
 }
 
+impl From<serde_json::Error> for TuningError {
+    fn from(error: serde_json::Error) -> Self {
+        TuningError::Json(crate::files::json_error(&error))
+    }
+}
+
+/// The most bytes a tuning file may have (the built-in table has about 6 KiB).
+pub const MAX_FILE_BYTES: u64 = 4 << 20;
+
 /// Why a tuning file could not be used: unreadable, or refused for what it says.
 #[derive(Debug, thiserror::Error)]
 pub enum TuningFileError {
-    #[error("reading the tuning file {file}: {error}")]
-    Read { file: String, error: std::io::Error },
+    #[error(transparent)]
+    Read(#[from] crate::files::FileError),
     #[error("the tuning file {file}: {error}")]
     Refused { file: String, error: TuningError },
 }
@@ -267,8 +279,7 @@ impl Tuning {
     /// Reads and checks a tuning file.
     pub fn read(path: &Path) -> Result<Self, TuningFileError> {
         let file = path.display().to_string();
-        let text =
-            std::fs::read_to_string(path).map_err(|error| TuningFileError::Read { file: file.clone(), error })?;
+        let text = crate::files::read_text(path, "tuning file", MAX_FILE_BYTES)?;
         let tuning = Tuning::parse(&text).map_err(|error| TuningFileError::Refused { file, error })?;
         Ok(Tuning { source: Some(path.to_owned()), ..tuning })
     }

@@ -235,11 +235,14 @@ fn bad_files_are_refused_saying_why() {
     let empty = refusal(|j| j["rules"][6]["size"] = json!({ "min": "2 MiB", "max": "1 MiB" }));
     assert!(empty.contains("size 2 MiB - 1 MiB is empty"), "{empty}");
     let size = refusal(|j| j["rules"][6]["size"] = json!({ "max": "lots" }));
-    assert!(size.contains("\"lots\" is not a size"), "{size}");
+    assert!(size.contains("expected a size like \"64 KiB\" or 4096") && !size.contains("lots"), "{size}");
     let model = refusal(|j| j["rules"][1]["cost_model"] = json!({ "startup_bytes": "1 KiB" }));
     assert!(model.contains("rule 2 (allreduce → reduce-broadcast): the cost model's predicate"), "{model}");
     let leaner = refusal(|j| j["leaner"][0]["algorithm"] = json!("bruck-ish"));
-    assert!(leaner.contains("unknown variant `bruck-ish`"), "{leaner}");
+    assert!(
+        leaner.contains("a name this program does not know, expected one of") && !leaner.contains("bruck-ish"),
+        "{leaner}"
+    );
     let leaner = refusal(|j| j["leaner"][0]["algorithm"] = json!("linear"));
     assert!(leaner.contains("leaner 1: alltoall has no algorithm"), "{leaner}");
     // Not JSON at all: where it stopped.

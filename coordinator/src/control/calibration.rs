@@ -19,12 +19,26 @@ pub fn path() -> PathBuf {
     cache.join("topocomm").join("calibration.json")
 }
 
-/// The fitted link physics of the last calibration.
+/// The most bytes a calibration file may have (one is a few hundred).
+pub const MAX_FILE_BYTES: u64 = 64 << 10;
+
+/// The fitted link physics of the last calibration, read through the bounded reader
+/// (`topocomm_collectives::files`); an error quotes nothing of the file.
 pub fn load() -> anyhow::Result<LinkModel> {
     let path = path();
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("no calibration at {} (run `topocomm calibrate` first)", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("unreadable calibration at {}", path.display()))
+    let text = match topocomm_collectives::files::read_text(&path, "calibration file", MAX_FILE_BYTES) {
+        Err(error) if error.is_missing() => {
+            anyhow::bail!("no calibration at {} (run `topocomm calibrate` first)", path.display())
+        }
+        other => other?,
+    };
+    serde_json::from_str(&text).map_err(|error| {
+        anyhow::anyhow!(
+            "unreadable calibration at {}: {} (run `topocomm calibrate` again)",
+            path.display(),
+            topocomm_collectives::files::json_error(&error)
+        )
+    })
 }
 
 /// Keeps `model` for later `--ts auto` runs; returns where.
@@ -33,7 +47,7 @@ pub fn save(model: &LinkModel) -> anyhow::Result<PathBuf> {
     if let Some(folder) = path.parent() {
         std::fs::create_dir_all(folder).with_context(|| format!("creating {}", folder.display()))?;
     }
-    std::fs::write(&path, serde_json::to_string_pretty(model)?)
+    topocomm_collectives::files::write(&path, serde_json::to_string_pretty(model)?)
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(path)
 }

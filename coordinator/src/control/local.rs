@@ -85,6 +85,14 @@ pub enum CapacityError {
         /// A size whose messages fit (they grow with the size: this one scales the longest down).
         fits: u64,
     },
+    #[error(
+        "the {schedule} sends a message of {} (node {from} to node {to}), longer than a link carries: at most \
+         {LONGEST_MESSAGE} bytes (frames of {} less their {}-byte header)",
+        ByteSize(*.longest),
+        ByteSize(DEFAULT_MAX_FRAME as u64),
+        FrameHeader::ENCODED_LEN
+    )]
+    ScheduleMessageTooLong { schedule: String, longest: u64, from: usize, to: usize },
     #[error(transparent)]
     Spec(#[from] SpecError),
 }
@@ -193,6 +201,7 @@ impl Capacity {
 
 /// Refuses `spec` (its algorithm resolved) on `topology` if one of its messages is longer
 /// than a local cluster's link carries ([`LONGEST_MESSAGE`]), before any process starts.
+/// A schedule's longest message is read off the schedule.
 /// No message of any algorithm is longer than p blocks of the size (the most any node
 /// holds: a gathered result, a scatter's or all-to-all's input; held by a test below),
 /// so a run under that bound is let through at once. Otherwise the run's own schedule
@@ -201,6 +210,15 @@ impl Capacity {
 /// takes too long refuses nothing: the nodes still refuse a frame over their limit.
 pub fn check_messages(spec: &RunSpec, topology: &Topology) -> Result<(), CapacityError> {
     let p = topology.p();
+    // A schedule's messages are read off it: a GOAL file's sizes are its own, not --size's.
+    if let Some(schedule) = &spec.schedule {
+        return match schedule.longest_message(p, spec.size_bytes, spec.dtype) {
+            Some((longest, from, to)) if longest > LONGEST_MESSAGE => {
+                Err(CapacityError::ScheduleMessageTooLong { schedule: schedule.describe(), longest, from, to })
+            }
+            _ => Ok(()),
+        };
+    }
     if spec.size_bytes.saturating_mul(p as u64) <= LONGEST_MESSAGE {
         return Ok(());
     }
@@ -359,11 +377,8 @@ pub fn random_token() -> String {
 
 /// Writes `token` to a new file that only its owner can read.
 pub fn write_token_file(path: &Path, token: &str) -> anyhow::Result<()> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options.open(path).with_context(|| format!("creating the token file {}", path.display()))?;
+    let mut file = topocomm_collectives::files::create_private(path, 0o600)
+        .with_context(|| format!("creating the token file {}", path.display()))?;
     std::io::Write::write_all(&mut file, format!("{token}\n").as_bytes())
         .with_context(|| format!("writing the token file {}", path.display()))
 }
@@ -393,7 +408,8 @@ impl LocalCluster {
         for index in 0..nodes {
             let name = node_name(index, nodes);
             let log_path = logs.join(format!("{name}.log"));
-            let log = std::fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
+            let log = topocomm_collectives::files::create(&log_path)
+                .with_context(|| format!("creating {}", log_path.display()))?;
             let mut command = Command::new(&executable);
             for (variable, _) in std::env::vars_os().filter(|(name, _)| names_a_cluster(name)) {
                 command.env_remove(variable);
@@ -563,6 +579,37 @@ mod tests {
         assert!(error.starts_with("allreduce by recursive-doubling of 1.0 GiB per node on 8 nodes"), "{error}");
         // Small runs are not simulated at all, and pass.
         check_messages(&spec_of(Collective::Alltoall, Algorithm::Hypercube, 64 << 10, true), &hypercube(1024)).unwrap();
+    }
+
+    /// A GOAL file's sizes are its own: on main a 150-byte file sending 10^15 B passed
+    /// every check (the estimate counted --size only) and aborted the node that sent it.
+    #[test]
+    fn a_goal_files_messages_are_checked_against_memory_and_frames() {
+        use topocomm_proto::schedule::{Goal, GoalKind, GoalOp, GoalRank, Schedule};
+        let op = |kind| GoalOp { kind, requires: vec![], irequires: vec![] };
+        let goal = |bytes| RunSpec {
+            size_bytes: 8,
+            schedule: Some(Box::new(Schedule::Goal(Goal {
+                ranks: vec![
+                    GoalRank { ops: vec![op(GoalKind::Send { bytes, peer: 1, tag: 0 })] },
+                    GoalRank { ops: vec![op(GoalKind::Recv { bytes, peer: 0, tag: 0 })] },
+                ],
+            }))),
+            ..RunSpec::new(Collective::Allreduce, Algorithm::Auto)
+        };
+        let tuning = Tuning::built_in();
+        machine().check_run(&goal(1 << 20), Hypercube, 2, &tuning).unwrap();
+        let error = machine().check_run(&goal(1 << 40), Hypercube, 2, &tuning).unwrap_err().to_string();
+        assert!(error.starts_with("the run needs about 2.0 TiB at the 2 local nodes"), "{error}");
+        let two = Topology::new(Hypercube, 2, None).unwrap();
+        check_messages(&goal(1 << 20), &two).unwrap();
+        let error = check_messages(&goal(1 << 30), &two).unwrap_err().to_string();
+        assert!(
+            error.starts_with(
+                "the GOAL schedule sends a message of 1.0 GiB (node 0 to node 1), longer than a link carries"
+            ),
+            "{error}"
+        );
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! What each of the lab's jobs does, through the code of its command: a run through
 //! `tools::execute` on the lab's `Target`, a sweep through `tools::sweep::measure_points`,
-//! an explanation through `tools::explain`, a simulation through `tools::simulate`'s plan
-//! (its memory estimate) and under its memory watcher, against `--memory-limit` (default
-//! as `topocomm simulate`'s). Every job can be stopped (`jobs::Stop`): a run or sweep is
+//! an explanation through `tools::explain::explain_within` (its memory estimate and
+//! watcher), a simulation through `tools::simulate`'s plan (its memory estimate) and
+//! under `tools::memory`'s watcher; both against `--memory-limit` (default as the CLI's). Every job can be stopped (`jobs::Stop`): a run or sweep is
 //! dropped, and the coordinator aborts it on its nodes; a simulation stops at its next
 //! poll.
 
@@ -24,6 +24,7 @@ use crate::lab::words::{self, ExplainWords, RunWords, SimulateWords, SweepWords}
 use crate::render::schema;
 use crate::tools::execute::{self, Stage};
 use crate::tools::explain::{self, ExplainArgs};
+use crate::tools::memory::{self, Exceeded, Limits, MemoryWatch};
 use crate::tools::simulate::{self, SimulateArgs};
 use crate::tools::sweep::{self, SweepArgs};
 
@@ -136,10 +137,12 @@ pub async fn carry_out(lab: &Lab, id: u64, args: &[String], job: Job, stop: &Sto
         }
         Job::Explain(words) => {
             let (coordinator, args) = (lab.coordinator.clone(), args.to_vec());
-            // The model cannot be stopped half way: a cancelled explanation ends with it,
-            // before the next job starts.
+            // The model is not stopped by a cancel: a cancelled explanation (bounded by its
+            // estimate, the memory limit and the messages explain records) ends before the
+            // next job starts.
             blocking(move || {
-                let explained = explain::explain(&words.what, coordinator.tuning())?;
+                let limit = words.memory_limit.or_else(memory::default_memory_limit);
+                let explained = explain::explain_within(&words.what, coordinator.tuning(), limit)?;
                 let flow = document::flow(
                     &explained.prediction.events,
                     &format!("cost model's schedule, {}", crate::render::trace::describe_links(&explained.links)),
@@ -180,7 +183,7 @@ fn cancelled() -> Ended {
 }
 
 /// One simulation of `point` (its flow recorded if `record`), stopped by `stop` and by
-/// `topocomm simulate`'s memory watcher past `args.memory_limit` (default: what the lab
+/// `topocomm simulate`'s memory watcher (`tools::memory`) past `args.memory_limit` (default: what the lab
 /// holds now plus nine tenths of what the machine has available).
 fn watched(
     args: &SimulateArgs,
@@ -191,12 +194,14 @@ fn watched(
 ) -> anyhow::Result<SimulatedRun> {
     let options =
         Options { run: 1, record, wall_limit: Some(args.timeout), live: Some(stop.live.clone()), ..Options::default() };
-    let limit = args.memory_limit.or_else(simulate::default_memory_limit);
-    let watch = simulate::MemoryWatch::default();
-    let ran = watch
-        .during(&stop.live, limit, || simulator::spec::run(&point.spec, &point.topology, links, point.inputs, options));
+    let limit = args.memory_limit.or_else(memory::default_memory_limit);
+    let watch = MemoryWatch::default();
+    let limits = Limits { memory: limit, messages: None };
+    let ran = watch.during(&stop.live, limits, || {
+        simulator::spec::run(&point.spec, &point.topology, links, point.inputs, options)
+    });
     ran.map_err(|error| match (watch.exceeded(), limit) {
-        (Some(resident), Some(limit)) => anyhow!(
+        (Some(Exceeded::Memory(resident)), Some(limit)) => anyhow!(
             "{} on a {}: stopped, the lab holding {} of memory, over the limit of {} (--memory-limit; the estimate \
              before the run was {}): fewer nodes, a smaller size or --payload lengths need less",
             point.spec.collective,

@@ -2,6 +2,10 @@
 //! (`topocomm list | head -1`, `topocomm status | true`), and the files a user names
 //! (`--trace`, `--diagram`, `--dump`, `--csv`, `--plot`...), each checked before
 //! anything runs so that a run's results are never lost to a path that cannot be written.
+//! Every output is opened through `topocomm_collectives::files`, which never follows a
+//! symbolic link where the file goes (another user's link in `/tmp` must not turn a
+//! `--trace` into an overwrite of one of this user's files); a `--dump` folder that is
+//! a link is refused as the log folder is.
 
 use std::fmt::Display;
 use std::io::{ErrorKind, Write};
@@ -36,7 +40,8 @@ pub(crate) use outln;
 
 /// Checks, before anything runs, that the file `option` names can be written: an
 /// existing file is opened for writing (not truncated), a new one is created and
-/// removed again. `-` (standard output) is always writable.
+/// removed again; a symbolic link there is refused. `-` (standard output) is always
+/// writable.
 pub fn check_file_writable(option: &str, path: &Path) -> anyhow::Result<()> {
     if path.as_os_str() == "-" {
         return Ok(());
@@ -48,7 +53,7 @@ pub fn check_file_writable(option: &str, path: &Path) -> anyhow::Result<()> {
         return Err(refuse(std::io::Error::new(ErrorKind::IsADirectory, "it is a directory")));
     }
     let existed = path.exists();
-    std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(path).map_err(refuse)?;
+    topocomm_collectives::files::open_for_writing(path).map_err(refuse)?;
     if !existed {
         std::fs::remove_file(path).map_err(refuse)?;
     }
@@ -56,12 +61,17 @@ pub fn check_file_writable(option: &str, path: &Path) -> anyhow::Result<()> {
 }
 
 /// Checks, before anything runs, that files can be written in the folder `option`
-/// names: it is made (with its parents) if it does not exist, and a probe file is
-/// created in it and removed.
+/// names: it is made (with its parents) if it does not exist, it is not a symbolic link,
+/// and a probe file is created in it and removed.
 pub fn check_folder_writable(option: &str, folder: &Path) -> anyhow::Result<()> {
     let refuse = |error: std::io::Error| {
         anyhow::anyhow!("{option} {}: cannot write there ({error}); nothing was run", folder.display())
     };
+    if std::fs::symlink_metadata(folder).is_ok_and(|meta| meta.file_type().is_symlink()) {
+        return Err(refuse(std::io::Error::other(
+            "it is a symbolic link, and outputs never follow one (another user may have left it there)",
+        )));
+    }
     std::fs::create_dir_all(folder).map_err(refuse)?;
     let probe = folder.join(format!(".topocomm-probe-{}", std::process::id()));
     std::fs::OpenOptions::new().write(true).create_new(true).open(&probe).map_err(refuse)?;
@@ -95,6 +105,34 @@ mod tests {
         assert!(scratch.join("dump/deeper").is_dir());
         let error = check_folder_writable("--dump", &kept).unwrap_err().to_string();
         assert!(error.starts_with("--dump "), "{error}");
+        std::fs::remove_dir_all(&scratch).unwrap();
+    }
+
+    /// A link another user left where `--trace` or `--dump` goes: refused before the
+    /// run, its target untouched (on main the link was followed and its target
+    /// overwritten).
+    #[cfg(unix)]
+    #[test]
+    fn a_symbolic_link_where_an_output_goes_is_refused_and_its_target_kept() {
+        let scratch = std::env::temp_dir().join(format!("topocomm-output-links-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&scratch);
+        std::fs::create_dir_all(scratch.join("victim")).unwrap();
+        let target = scratch.join("victim").join(".bashrc");
+        std::fs::write(&target, "the user's own").unwrap();
+        let link = scratch.join("trace.json");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let error = check_file_writable("--trace", &link).unwrap_err().to_string();
+        assert!(
+            error.starts_with("--trace ") && error.contains("is a symbolic link, and outputs never follow one"),
+            "{error}"
+        );
+        let error = crate::render::trace::write_json(&serde_json::json!({"x": 1}), &link).unwrap_err();
+        assert!(format!("{error:#}").contains("is a symbolic link"), "{error:#}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "the user's own");
+        let folder_link = scratch.join("dump");
+        std::os::unix::fs::symlink(scratch.join("victim"), &folder_link).unwrap();
+        let error = check_folder_writable("--dump", &folder_link).unwrap_err().to_string();
+        assert!(error.starts_with("--dump ") && error.contains("is a symbolic link"), "{error}");
         std::fs::remove_dir_all(&scratch).unwrap();
     }
 }

@@ -80,7 +80,7 @@ fn shell_word(word: &str) -> String {
 
 /// Writes the page to `path`.
 pub fn write(path: &Path, text: &str) -> anyhow::Result<()> {
-    std::fs::write(path, text).with_context(|| format!("writing the page {}", path.display()))
+    topocomm_collectives::files::write(path, text).with_context(|| format!("writing the page {}", path.display()))
 }
 
 #[cfg(test)]

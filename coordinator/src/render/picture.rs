@@ -44,7 +44,7 @@ pub fn save(svg: &str, path: &Path) -> anyhow::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
+    topocomm_collectives::files::write(path, bytes).with_context(|| format!("writing {}", path.display()))
 }
 
 /// `svg` rasterised to PNG bytes, one pixel per SVG user unit, on a white background.

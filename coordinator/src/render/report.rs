@@ -335,15 +335,18 @@ pub fn headline(summary: &RunSummary) -> String {
 
 /// Writes `node-<id>.input`, `node-<id>.output` (raw little-endian arrays) and `run.json`.
 pub fn dump(dir: &Path, outcome: &RunOutcome, json: &serde_json::Value) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    crate::render::output::check_folder_writable("--dump", dir)?;
+    let write = |name: String, bytes: &[u8]| {
+        let path = dir.join(name);
+        topocomm_collectives::files::write(&path, bytes).with_context(|| format!("writing {}", path.display()))
+    };
     for report in &outcome.reports {
         if let Some(dump) = &report.dump {
-            std::fs::write(dir.join(format!("node-{}.input", report.node)), &dump.input)?;
-            std::fs::write(dir.join(format!("node-{}.output", report.node)), &dump.output)?;
+            write(format!("node-{}.input", report.node), &dump.input)?;
+            write(format!("node-{}.output", report.node), &dump.output)?;
         }
     }
-    std::fs::write(dir.join("run.json"), serde_json::to_string_pretty(json)?)?;
-    Ok(())
+    write("run.json".to_owned(), serde_json::to_string_pretty(json)?.as_bytes())
 }
 
 #[cfg(test)]

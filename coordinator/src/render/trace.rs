@@ -318,7 +318,7 @@ pub fn write_flow(
             }),
         };
         let text = serde_json::to_string(&chrome_json(events, &meta))?;
-        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+        topocomm_collectives::files::write(path, text).with_context(|| format!("writing {}", path.display()))?;
         eprintln!("wrote the trace to {} (open it in ui.perfetto.dev or chrome://tracing)", path.display());
     }
     crate::render::check_pictures_built("--diagram", outputs.diagram)?;
@@ -385,7 +385,7 @@ pub fn write_json(value: &Value, path: &Path) -> anyhow::Result<()> {
     if path.as_os_str() == "-" {
         return crate::render::output::print(text);
     }
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+    topocomm_collectives::files::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 #[cfg(test)]

@@ -4,15 +4,23 @@
 //! with the same link physics does: who sends how many bytes to whom in each step, over
 //! which route, when each message leaves and arrives, and which link carries the most.
 //!
-//! It only reads the command line and the model; it starts no cluster.
+//! It only reads the command line and the model; it starts no cluster. Like `simulate`,
+//! it estimates the model's memory before it starts and refuses what would not fit, and
+//! a watcher stops the model past `--memory-limit` or past [`MOST_MESSAGES_EXPLAINED`]
+//! recorded messages ([`explain_within`], which the lab calls too).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use anyhow::Context;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use bytesize::ByteSize;
 use clap::Args;
 use serde_json::json;
+use topocomm_collectives::simulator::spec::RunFailure;
+use topocomm_collectives::simulator::{LiveCounts, SimulationError};
 use topocomm_proto::flow::{FlowEvent, FlowKind};
 use topocomm_proto::spec::{Algorithm, LinkModel, Routing, RunSpec};
 use topocomm_proto::{NodeId, Topology, catalogue};
@@ -21,7 +29,8 @@ use crate::cli::TuningArgs;
 use crate::control::request::{self, CollectiveArgs, Emulated, LinkArgs, Repetition};
 use crate::render::output;
 use crate::tools::goal_out;
-use crate::tools::model::{self, Prediction};
+use crate::tools::memory::{self, Exceeded, Limits, MemoryWatch};
+use crate::tools::model::{self, ModelError, Prediction};
 use topocomm_collectives::tuning::Tuning;
 
 #[derive(Debug, Clone, Args)]
@@ -35,9 +44,20 @@ pub struct ExplainArgs {
     /// receives in order, with the dependencies that order them) to FILE.
     #[arg(long, value_name = "FILE")]
     pub goal: Option<std::path::PathBuf>,
+    /// Stop the model once this process holds more than this much memory (B, KiB, MiB,
+    /// GiB; default: what it held when the model began plus nine tenths of what the
+    /// machine then had available), with an error naming the figures.
+    #[arg(long, value_name = "SIZE", value_parser = crate::control::parse::parse_size)]
+    pub memory_limit: Option<u64>,
     #[command(flatten)]
     pub tuning: TuningArgs,
 }
+
+/// The most messages `explain` records and shows: a schedule of more (an all-to-all of
+/// 4,096 nodes sends 16.8 million) would take gigabytes to record and pages to print;
+/// `simulate` runs it without recording. An all-to-all of 1,024 nodes (1,047,552
+/// messages) is explained.
+pub const MOST_MESSAGES_EXPLAINED: u64 = 1 << 20;
 
 /// One iteration, nothing to dump: the model runs the schedule once.
 const ONCE: Repetition = Repetition { warmup: 0, iterations: 1, timeout: Duration::from_secs(30), dump: false };
@@ -53,7 +73,8 @@ const LINES_PER_STEP: usize = 12;
 
 /// Prints the schedule `args` describes, as text or (`--json`) one JSON object.
 pub fn print(args: &ExplainArgs) -> anyhow::Result<()> {
-    let explained = explain(&args.what, &*args.tuning.load()?)?;
+    let limit = args.memory_limit.or_else(memory::default_memory_limit);
+    let explained = explain_within(&args.what, &*args.tuning.load()?, limit)?;
     if let Some(path) = &args.goal {
         let written = goal_out::write(&explained.spec, &explained.topology, explained.links, path)?;
         eprintln!("{written}");
@@ -131,8 +152,23 @@ pub(crate) struct Explained {
     busiest: Option<LinkLoad>,
 }
 
-/// Plans, validates and predicts the run `what` describes.
+/// Plans, validates and predicts the run `what` describes, within the default memory
+/// limit ([`explain_within`]).
+#[cfg(test)]
 pub(crate) fn explain(what: &CollectiveArgs, tuning: &Tuning) -> anyhow::Result<Explained> {
+    explain_within(what, tuning, memory::default_memory_limit())
+}
+
+/// Plans, validates and predicts the run `what` describes: refused before the model
+/// starts where its memory estimate (simulate's, with data: the model runs on zeros)
+/// exceeds what the machine has available or `memory_limit`; stopped, with an error
+/// naming the figures, where the process passes `memory_limit` (`None`: no limit) or the
+/// schedule passes [`MOST_MESSAGES_EXPLAINED`] messages.
+pub(crate) fn explain_within(
+    what: &CollectiveArgs,
+    tuning: &Tuning,
+    memory_limit: Option<u64>,
+) -> anyhow::Result<Explained> {
     let planned = request::plan(what, ONCE)?;
     let request = planned.request;
     let topology = Topology::new(request.topology, what.nodes, request.dims.as_deref())?;
@@ -142,7 +178,48 @@ pub(crate) fn explain(what: &CollectiveArgs, tuning: &Tuning) -> anyhow::Result<
     let spec = RunSpec { algorithm, ..request.spec };
     spec.validate(p)?;
     let (links, source) = physics(planned.predict_with, &what.links)?;
-    let prediction = model::predict(&spec, &topology, links)?;
+    let what =
+        format!("{} ({}) on a {topology}, {} per node", spec.collective, spec.what_runs(), size(spec.size_bytes));
+    let (estimate, _) = memory::estimate(&spec, &topology);
+    let shown = |bytes: u64| ByteSize(bytes).display().iec().to_string();
+    if let Some(available) = topocomm_node::daemon::allocator::available_bytes()
+        && estimate > available
+    {
+        bail!(
+            "explaining {what} needs about {} and this machine has {} available: fewer nodes or a smaller size need less",
+            shown(estimate),
+            shown(available)
+        );
+    }
+    if let Some(limit) = memory_limit
+        && estimate > limit
+    {
+        bail!("explaining {what} needs about {}, over the limit of {} (--memory-limit)", shown(estimate), shown(limit));
+    }
+    let live = Arc::new(LiveCounts::default());
+    let watch = MemoryWatch::default();
+    let limits = Limits { memory: memory_limit, messages: Some(MOST_MESSAGES_EXPLAINED) };
+    let predicted = watch.during(&live, limits, || model::predict_counted(&spec, &topology, links, Some(live.clone())));
+    let prediction = match (predicted, watch.exceeded()) {
+        (Ok(prediction), _) => prediction,
+        (Err(ModelError(RunFailure::Simulation(SimulationError::Stopped { at_ns }))), Some(exceeded)) => {
+            let at = format!("{:.3} µs of virtual time", at_ns as f64 / 1e3);
+            match exceeded {
+                Exceeded::Memory(resident) => bail!(
+                    "explaining {what} was stopped at {at}, the process holding {}, over the limit of {} \
+                     (--memory-limit; the estimate before it was {}): fewer nodes or a smaller size need less",
+                    shown(resident),
+                    shown(memory_limit.unwrap_or(0)),
+                    shown(estimate)
+                ),
+                Exceeded::Messages(sent) => bail!(
+                    "explaining {what} was stopped at {at} after {sent} messages: explain records and shows at most \
+                     {MOST_MESSAGES_EXPLAINED}; fewer nodes send fewer (`topocomm simulate` runs it without recording)"
+                ),
+            }
+        }
+        (Err(error), _) => return Err(error.into()),
+    };
     let schedule = schedule(&prediction.events, &topology);
     let busiest = busiest_link(&schedule);
     Ok(Explained { spec, requested, topology, links, source, prediction, schedule, busiest })

@@ -29,7 +29,8 @@ pub fn write(spec: &RunSpec, topology: &Topology, links: LinkModel, path: &Path)
     let recorded = spec::run(spec, topology, links, Inputs::Lengths, options)?;
     let schedule = goal::from_operations(&recorded.operations);
     let operations: usize = schedule.ranks.iter().map(|rank| rank.ops.len()).sum();
-    std::fs::write(path, goal::write(&schedule)).with_context(|| format!("writing {}", path.display()))?;
+    topocomm_collectives::files::write(path, goal::write(&schedule))
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(format!(
         "wrote the schedule as GOAL to {}: {} ranks, {operations} operations ({} µs on the model)\n{}",
         path.display(),

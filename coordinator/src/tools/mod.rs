@@ -10,6 +10,7 @@ pub mod dilation;
 pub mod execute;
 pub mod explain;
 pub mod goal_out;
+pub mod memory;
 pub mod model;
 pub mod simulate;
 pub mod sweep;

@@ -36,14 +36,32 @@ impl Prediction {
     }
 }
 
-/// Why the model could not predict a run.
+/// Why the model could not predict a run. The failure is said in the message and is not
+/// also its source, so that a chain of causes prints it once (on main a panic read
+/// "node 0 panicked: node 0 panicked").
 #[derive(Debug, thiserror::Error)]
 #[error("the model could not run: {0}")]
-pub struct ModelError(#[from] RunFailure);
+pub struct ModelError(pub RunFailure);
+
+impl From<RunFailure> for ModelError {
+    fn from(failure: RunFailure) -> Self {
+        ModelError(failure)
+    }
+}
 
 /// Predicts `spec` (its algorithm already resolved) on `topology` under `model`.
 pub fn predict(spec: &RunSpec, topology: &Topology, model: LinkModel) -> Result<Prediction, ModelError> {
-    let options = Options { run: spec.run, record: true, ..Options::default() };
+    predict_counted(spec, topology, model, None)
+}
+
+/// [`predict`], keeping `live` counts as it goes (a watcher may stop it through them).
+pub fn predict_counted(
+    spec: &RunSpec,
+    topology: &Topology,
+    model: LinkModel,
+    live: Option<std::sync::Arc<simulator::LiveCounts>>,
+) -> Result<Prediction, ModelError> {
+    let options = Options { run: spec.run, record: true, live, ..Options::default() };
     // The timing does not depend on the values, only on the lengths.
     let simulated = simulator::spec::run(spec, topology, model, Inputs::Zeros, options)?;
     Ok(Prediction {

@@ -5,10 +5,9 @@
 //! topologies or algorithms print a scaling table with the textbook's closed form beside
 //! each point that has one, and `--plot` draws time against p.
 
-use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -18,19 +17,20 @@ use serde::Serialize;
 use topocomm_collectives::simulator::spec::{Inputs, RunFailure, SimulatedRun};
 use topocomm_collectives::simulator::{self, LiveCounts, Options, SimulationError};
 use topocomm_proto::spec::{Algorithm, Collective, LinkModel, RunSpec};
-use topocomm_proto::{Topology, TopologyKind, catalogue, reference};
+use topocomm_proto::{Topology, TopologyKind, catalogue};
 
 use crate::cli::TuningArgs;
 use crate::control::parse::{ParseError, parse_collective, parse_dims, parse_size, parse_timeout, parse_topology};
 use crate::control::request::{self, DataArgs, LinkArgs, Repetition};
 use crate::render::output::outln;
-use crate::render::progress::{Progress, ticking_while};
+use crate::render::progress::Progress;
 use crate::render::quantity::size_text;
 use crate::render::report::{BusiestLink, LinkPhysics, TimeStats};
 use crate::render::table::HouseTable;
 use crate::render::trace::{self, FlowOutputs};
 use crate::tools::closed_form;
 use crate::tools::explain;
+use crate::tools::memory::{self, Exceeded, Limits, MemoryWatch, estimate};
 use crate::tools::sweep::{Algorithms, parse_algorithms};
 
 /// `topocomm simulate`: what `run` takes, with node counts, topologies and algorithms as
@@ -120,45 +120,6 @@ pub enum PayloadMode {
 
 /// The most nodes `--trace` and `--diagram` draw.
 pub(crate) const MOST_NODES_DRAWN: usize = 1024;
-
-/// The simulator's bytes per node beyond the data, for a node that holds its future all
-/// run: its futures and its state (measured: up to 4.3 KiB at 4,096 nodes, lengths only).
-const STATE_PER_NODE: u64 = 4096;
-
-/// The same for a node of a rooted tree (broadcast, scatter, reduce, gather), which holds
-/// no future while it waits for its message (measured: at most 560 bytes).
-const STATE_PER_TREE_NODE: u64 = 1024;
-
-/// What a node holds for each of the p blocks of an all-to-all, or of the ring
-/// all-gather (of a grid line's blocks in the mesh all-gather), while it exchanges them,
-/// even with lengths only (measured: up to 154 bytes a block for the pairwise
-/// all-to-all, 33 for the ring all-gather, about 40 for the mesh's).
-const STATE_PER_BLOCK: u64 = 256;
-const STATE_PER_RING_BLOCK: u64 = 64;
-
-/// The simulator's bytes a node of `spec` on `topology` holds, beyond the data, on the safe
-/// side of what `--payload lengths` runs of every algorithm took (peak resident memory,
-/// p = 512 to 65,536: docs/PERFORMANCE-NOTES.md, "Simulating at scale, part five", the memory estimate).
-fn state_per_node(spec: &RunSpec, topology: &Topology) -> u64 {
-    let p = topology.p() as u64;
-    match (spec.collective, spec.algorithm) {
-        (Collective::Alltoall, _) => STATE_PER_NODE.saturating_add(STATE_PER_BLOCK.saturating_mul(p)),
-        (Collective::Allgather, Algorithm::Ring) => {
-            STATE_PER_NODE.saturating_add(STATE_PER_RING_BLOCK.saturating_mul(p))
-        }
-        (Collective::Allgather, Algorithm::Mesh) => {
-            let longest_line = topology.dims().iter().max().map_or(p, |&extent| extent as u64);
-            STATE_PER_NODE.saturating_add(STATE_PER_RING_BLOCK.saturating_mul(longest_line))
-        }
-        (Collective::Broadcast, Algorithm::ScatterAllgather) | (Collective::Reduce, Algorithm::ReduceScatterGather) => {
-            STATE_PER_NODE
-        }
-        (Collective::Broadcast | Collective::Scatter | Collective::Reduce | Collective::Gather, _) => {
-            STATE_PER_TREE_NODE
-        }
-        _ => STATE_PER_NODE,
-    }
-}
 
 /// Parses `8..65536` (doubling from the first while not above the last) or a comma list.
 pub fn parse_node_counts(text: &str) -> Result<Vec<usize>, ParseError> {
@@ -283,9 +244,9 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
             )
         };
         bar.set_message(so_far());
-        let limit = args.memory_limit.or_else(default_memory_limit);
+        let limit = args.memory_limit.or_else(memory::default_memory_limit);
         let watched = MemoryWatch::default();
-        let simulated = watched.during(&live, limit, || {
+        let simulated = watched.during(&live, Limits { memory: limit, messages: None }, || {
             bar.watching(so_far, || simulator::spec::run(&point.spec, &point.topology, links, point.inputs, options))
         });
         bar.inc();
@@ -306,7 +267,11 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
                 last_events = simulated.events;
             }
             Err(error) => match (&error, watched.exceeded(), limit) {
-                (RunFailure::Simulation(SimulationError::Stopped { at_ns }), Some(resident), Some(limit)) => failures.push(format!(
+                (
+                    RunFailure::Simulation(SimulationError::Stopped { at_ns }),
+                    Some(Exceeded::Memory(resident)),
+                    Some(limit),
+                ) => failures.push(format!(
                     "{what}: stopped at {:.3} µs of virtual time, the process holding {} of memory, over the limit of \
                      {} (--memory-limit; the estimate before the run was {}): fewer nodes, a smaller size or \
                      --payload lengths need less",
@@ -354,50 +319,6 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
         bail!("{} of {} simulations failed:\n  {}", failures.len(), planned.len(), failures.join("\n  "));
     }
     Ok(())
-}
-
-/// How often the memory watcher reads the process's resident memory.
-const MEMORY_READ_EVERY: Duration = Duration::from_millis(10);
-
-/// The memory limit when none is given: what the process holds now plus nine tenths of
-/// what the machine has available (`None` where either cannot be read: no limit).
-pub(crate) fn default_memory_limit() -> Option<u64> {
-    let resident = topocomm_node::daemon::allocator::resident_bytes()?;
-    let available = topocomm_node::daemon::allocator::available_bytes()?;
-    Some(resident.saturating_add(available / 10 * 9))
-}
-
-/// Watches the process's resident memory while a simulation runs, and stops the
-/// simulation ([`LiveCounts::stop`]) when it passes the limit: the estimate before a run
-/// is a table of measured figures with a margin, and a run it falls short for must end
-/// with an error that names the figures, not in the kernel's out-of-memory killer.
-#[derive(Default)]
-pub(crate) struct MemoryWatch {
-    /// The resident bytes seen over the limit (0: never).
-    exceeded: AtomicU64,
-}
-
-impl MemoryWatch {
-    /// Runs `work` (the simulation behind `live`), watching the memory against `limit`
-    /// every [`MEMORY_READ_EVERY`] until it returns.
-    pub(crate) fn during<R>(&self, live: &LiveCounts, limit: Option<u64>, work: impl FnOnce() -> R) -> R {
-        let Some(limit) = limit else { return work() };
-        let check = || {
-            let resident = topocomm_node::daemon::allocator::resident_bytes().unwrap_or(0);
-            if resident <= limit {
-                return ControlFlow::Continue(());
-            }
-            self.exceeded.store(resident, Ordering::Relaxed);
-            live.stop.store(true, Ordering::Relaxed);
-            ControlFlow::Break(())
-        };
-        ticking_while(MEMORY_READ_EVERY, check, work)
-    }
-
-    /// The resident bytes that passed the limit, if they did.
-    pub(crate) fn exceeded(&self) -> Option<u64> {
-        Some(self.exceeded.load(Ordering::Relaxed)).filter(|&bytes| bytes > 0)
-    }
 }
 
 /// Every point to simulate, in order (topology, algorithm, p), each checked and with its
@@ -475,25 +396,6 @@ fn fit(
             ByteSize(lengths_only).display().iec()
         ),
     }
-}
-
-/// The memory a simulation of `spec` on `p` nodes needs, estimated: (with data, with
-/// lengths only). Each node holds its futures and state ([`state_per_node`]), and with
-/// data its input, its result and the messages in flight (taken as its input and result
-/// again).
-fn estimate(spec: &RunSpec, topology: &Topology) -> (u64, u64) {
-    let p = topology.p();
-    let overhead = (p as u64).saturating_mul(state_per_node(spec, topology));
-    let size = spec.size_bytes;
-    let result = match spec.collective {
-        Collective::Allgather | Collective::Gather | Collective::Alltoall => size.saturating_mul(p as u64),
-        Collective::Barrier => 0,
-        _ => size,
-    };
-    let data: u64 = (0..p)
-        .map(|node| (reference::input_len(spec, p, node) as u64).saturating_add(result).saturating_mul(2))
-        .fold(0u64, u64::saturating_add);
-    (overhead.saturating_add(data), overhead)
 }
 
 pub(crate) fn describe(point: &Planned, simulated: &SimulatedRun, links: &LinkModel) -> SimulationSummary {

@@ -688,7 +688,7 @@ pub fn json_of(args: &SweepArgs, sweep: &Sweep, topology: &Topology) -> serde_js
 fn write_outputs(args: &SweepArgs, sweep: &Sweep) -> anyhow::Result<()> {
     let Some(topology) = &sweep.topology else { return Ok(()) };
     if let Some(path) = &args.csv {
-        std::fs::write(path, csv(args, topology, &sweep.points))
+        topocomm_collectives::files::write(path, csv(args, topology, &sweep.points))
             .with_context(|| format!("writing {}", path.display()))?;
         eprintln!("wrote {}", path.display());
     }

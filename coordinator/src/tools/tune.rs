@@ -186,7 +186,8 @@ async fn tune(args: &TuneArgs, target: &Target, base: &Arc<Tuning>) -> anyhow::R
         source: None,
     };
     tuning.check().context("the measured rules do not fit with the general ones")?;
-    std::fs::write(&args.output, tuning.to_json()).with_context(|| format!("writing {}", args.output.display()))?;
+    topocomm_collectives::files::write(&args.output, tuning.to_json())
+        .with_context(|| format!("writing {}", args.output.display()))?;
     for rule in &tuned {
         println!("{} on {p} nodes of a {kind}, size {}: auto runs {}", rule.collective, rule.size, rule.algorithm);
     }

@@ -40,8 +40,7 @@ impl SecurityArgs {
     /// The token from the file, else the flag or environment; `None` if neither is given.
     pub fn token(&self) -> anyhow::Result<Option<String>> {
         if let Some(path) = &self.token_file {
-            let text =
-                std::fs::read_to_string(path).with_context(|| format!("reading the token file {}", path.display()))?;
+            let text = read_token_file(path)?;
             let token = text.lines().next().unwrap_or("").trim().to_owned();
             if token.is_empty() {
                 bail!("the token file {} is empty", path.display());
@@ -94,11 +93,21 @@ impl SecurityArgs {
 
     /// Whether the token file is named but not there yet, or still empty.
     fn token_file_pending(&self) -> bool {
-        self.token_file.as_ref().is_some_and(|path| match std::fs::read_to_string(path) {
+        self.token_file.as_ref().is_some_and(|path| match read_token_file(path) {
             Ok(text) => text.trim().is_empty(),
-            Err(error) => error.kind() == std::io::ErrorKind::NotFound,
+            Err(error) => error.is_missing(),
         })
     }
+}
+
+/// The most bytes a token file may have: its first line is the token.
+pub const MAX_TOKEN_FILE_BYTES: u64 = 64 << 10;
+
+/// The text of the token file at `path`, through the bounded reader
+/// (`topocomm_collectives::files::read_text`: a regular file of at most
+/// [`MAX_TOKEN_FILE_BYTES`]; a device or FIFO is refused, never read or waited on).
+fn read_token_file(path: &std::path::Path) -> Result<String, topocomm_collectives::files::FileError> {
+    topocomm_collectives::files::read_text(path, "token file", MAX_TOKEN_FILE_BYTES)
 }
 
 /// The fewest bits a token must carry where other hosts can reach the coordinator: the

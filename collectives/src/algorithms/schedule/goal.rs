@@ -21,26 +21,42 @@ use topocomm_proto::schedule::{Goal, GoalKind, GoalOp, GoalRank};
 use crate::algorithms::phases::{Phase, SCHEDULE};
 use crate::comm::{Comm, CommError, Operation};
 
-/// Why a GOAL file could not be read.
+/// Why a GOAL file could not be read: where (line and column, 1-based; 0 where the fault
+/// is the whole schedule's or the whole line's) and what was expected there. It never
+/// quotes the file: a file named by mistake (or by someone else, through the lab) may
+/// hold a secret, and the line and column find the fault as well.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("GOAL line {line}: {reason}")]
+#[error("{}{reason}", place(*line, *column))]
 pub struct ParseError {
     pub line: usize,
+    pub column: usize,
     pub reason: String,
 }
 
-/// The text with `//` and `/* */` comments blanked (line breaks kept).
+/// "GOAL line 3, column 9: ", "GOAL line 3: " or "GOAL schedule: ".
+fn place(line: usize, column: usize) -> String {
+    match (line, column) {
+        (0, _) => "GOAL schedule: ".to_owned(),
+        (line, 0) => format!("GOAL line {line}: "),
+        (line, column) => format!("GOAL line {line}, column {column}: "),
+    }
+}
+
+/// The text with `//` and `/* */` comments blanked to spaces (line breaks kept), so that
+/// every other character keeps its line and column.
 fn strip_comments(text: &str) -> String {
+    let blank = |comment: &str| comment.chars().map(|c| if c == '\n' { '\n' } else { ' ' }).collect::<String>();
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while !rest.is_empty() {
-        if let Some(after) = rest.strip_prefix("//") {
-            let end = after.find('\n').unwrap_or(after.len());
-            rest = &after[end..];
+        if rest.starts_with("//") {
+            let end = rest.find('\n').unwrap_or(rest.len());
+            out.push_str(&blank(&rest[..end]));
+            rest = &rest[end..];
         } else if let Some(after) = rest.strip_prefix("/*") {
-            let end = after.find("*/").map_or(after.len(), |end| end + 2);
-            out.extend(after[..end.min(after.len())].chars().filter(|&c| c == '\n'));
-            rest = &after[end.min(after.len())..];
+            let end = after.find("*/").map_or(rest.len(), |end| end + 4);
+            out.push_str(&blank(&rest[..end]));
+            rest = &rest[end..];
         } else {
             let c = rest.chars().next().expect("not empty");
             out.push(c);
@@ -48,6 +64,37 @@ fn strip_comments(text: &str) -> String {
         }
     }
     out
+}
+
+/// A word of a line and the column (1-based, in characters) it starts at.
+#[derive(Debug, Clone, Copy)]
+struct Word<'a> {
+    text: &'a str,
+    column: usize,
+}
+
+/// The words of `line`: runs of characters between white space, with `{`, `}` and `:`
+/// words of their own.
+fn words(line: &str) -> Vec<Word<'_>> {
+    let mut words = Vec::new();
+    let mut open: Option<(usize, usize)> = None;
+    for (index, (at, c)) in line.char_indices().enumerate() {
+        let single = matches!(c, '{' | '}' | ':');
+        if c.is_whitespace() || single {
+            if let Some((from, column)) = open.take() {
+                words.push(Word { text: &line[from..at], column });
+            }
+            if single {
+                words.push(Word { text: &line[at..at + 1], column: index + 1 });
+            }
+        } else if open.is_none() {
+            open = Some((at, index + 1));
+        }
+    }
+    if let Some((from, column)) = open {
+        words.push(Word { text: &line[from..], column });
+    }
+    words
 }
 
 /// The rank being read: its number, operations, labels, and dependencies by label
@@ -59,50 +106,58 @@ struct OpenRank {
     dependencies: Vec<Dependency>,
 }
 
-/// `label requires on` (or `irequires`: `started`), read on line `line`.
+/// `label requires on` (or `irequires`: `started`), read on line `line`, the two
+/// labels at their columns.
 struct Dependency {
     line: usize,
-    label: String,
-    on: String,
+    label: (String, usize),
+    on: (String, usize),
     started: bool,
 }
 
-/// Reads a GOAL schedule.
+/// Reads a GOAL schedule, every message at most
+/// [`MAX_GOAL_MESSAGE_BYTES`](topocomm_proto::schedule::MAX_GOAL_MESSAGE_BYTES) and every
+/// count within the schedule's bounds; errors name the line and column, never the text.
 pub fn parse(text: &str) -> Result<Goal, ParseError> {
+    use topocomm_proto::schedule::MAX_GOAL_OPS;
     let text = strip_comments(text);
     let mut ranks: Option<Vec<Option<GoalRank>>> = None;
     let mut open: Option<OpenRank> = None;
+    let mut total_ops = 0usize;
+    let mut last_line = 0;
     for (number, line) in text.lines().enumerate() {
         let line_no = number + 1;
-        let fail = |reason: String| ParseError { line: line_no, reason };
-        let spaced = line.replace('{', " { ").replace('}', " } ").replace(':', " : ");
-        let words: Vec<&str> = spaced.split_whitespace().collect();
-        if words.is_empty() {
-            continue;
-        }
-        match (&mut open, words.as_slice()) {
-            (None, ["num_ranks", n]) => {
-                let n: usize = n.parse().map_err(|_| fail(format!("num_ranks {n} is not a number")))?;
-                if n == 0 || n > topocomm_proto::schedule::MAX_GOAL_OPS {
-                    return Err(fail(format!("num_ranks {n} is out of range")));
+        last_line = line_no;
+        let at = |word: &Word, reason: String| ParseError { line: line_no, column: word.column, reason };
+        let words = words(line);
+        let texts: Vec<&str> = words.iter().map(|word| word.text).collect();
+        let Some(first) = words.first() else { continue };
+        match (&mut open, texts.as_slice()) {
+            (None, ["num_ranks", _]) => {
+                let fail = || at(&words[1], format!("expected the number of ranks, 1 to {MAX_GOAL_OPS}"));
+                let n: usize = words[1].text.parse().map_err(|_| fail())?;
+                if n == 0 || n > MAX_GOAL_OPS {
+                    return Err(fail());
                 }
                 ranks = Some(vec![None; n]);
             }
-            (None, ["rank", r, "{"]) => {
-                let Some(ranks) = &ranks else { return Err(fail("a rank before num_ranks".into())) };
-                let r: usize = r.parse().map_err(|_| fail(format!("rank {r} is not a number")))?;
+            (None, ["rank", _, "{"]) => {
+                let Some(ranks) = &ranks else { return Err(at(first, "a rank before num_ranks".into())) };
+                let fail = || at(&words[1], format!("expected a rank of 0..{} not seen before", ranks.len()));
+                let r: usize = words[1].text.parse().map_err(|_| fail())?;
                 if r >= ranks.len() || ranks[r].is_some() {
-                    return Err(fail(format!("rank {r} is not one of 0..{} seen once", ranks.len())));
+                    return Err(fail());
                 }
                 open = Some(OpenRank { rank: r, ops: Vec::new(), labels: HashMap::new(), dependencies: Vec::new() });
             }
             (Some(_), ["}"]) => {
                 let OpenRank { rank: r, mut ops, labels, dependencies } = open.take().expect("a rank is open");
                 for Dependency { line, label, on, started } in dependencies {
-                    let find = |name: &str| {
+                    let find = |(name, column): &(String, usize)| {
                         labels.get(name).copied().ok_or_else(|| ParseError {
                             line,
-                            reason: format!("label {name} is not defined in rank {r}"),
+                            column: *column,
+                            reason: format!("this label is not defined in rank {r}"),
                         })
                     };
                     let (op, on) = (find(&label)?, find(&on)?);
@@ -111,79 +166,105 @@ pub fn parse(text: &str) -> Result<Goal, ParseError> {
                 }
                 ranks.as_mut().expect("num_ranks came first")[r] = Some(GoalRank { ops });
             }
-            (Some(OpenRank { dependencies, .. }), [label, kind @ ("requires" | "irequires"), on]) => {
+            (Some(OpenRank { dependencies, .. }), [_, kind @ ("requires" | "irequires"), _]) => {
                 dependencies.push(Dependency {
                     line: line_no,
-                    label: (*label).to_owned(),
-                    on: (*on).to_owned(),
+                    label: (words[0].text.to_owned(), words[0].column),
+                    on: (words[2].text.to_owned(), words[2].column),
                     started: *kind == "irequires",
                 });
             }
-            (Some(OpenRank { rank: r, ops, labels, .. }), words) => {
-                let (label, words) = match words {
-                    [label, ":", rest @ ..] => (Some(*label), rest),
+            (Some(OpenRank { rank: r, ops, labels, .. }), _) => {
+                let (label, operation_words) = match words.as_slice() {
+                    [label, colon, rest @ ..] if colon.text == ":" => (Some(label), rest),
                     rest => (None, rest),
                 };
-                let kind = operation(words).map_err(fail)?;
+                let kind = operation(operation_words).map_err(|(word, reason)| ParseError {
+                    line: line_no,
+                    column: word.map_or(first.column, |word| word.column),
+                    reason,
+                })?;
                 if let Some(label) = label
-                    && labels.insert(label.to_owned(), ops.len() as u32).is_some()
+                    && labels.insert(label.text.to_owned(), ops.len() as u32).is_some()
                 {
-                    return Err(fail(format!("label {label} is defined twice in rank {r}")));
+                    return Err(at(label, format!("this label is defined twice in rank {r}")));
                 }
                 ops.push(GoalOp { kind, requires: Vec::new(), irequires: Vec::new() });
-                if ops.len() > topocomm_proto::schedule::MAX_GOAL_OPS {
-                    return Err(fail("too many operations".into()));
+                total_ops += 1;
+                if total_ops > MAX_GOAL_OPS {
+                    return Err(at(first, format!("too many operations (at most {MAX_GOAL_OPS} in all)")));
                 }
             }
-            (None, words) => {
-                return Err(fail(format!("expected num_ranks or rank R {{, found \"{}\"", words.join(" "))));
-            }
+            (None, _) => return Err(at(first, "expected num_ranks N or rank R {".into())),
         }
     }
     if let Some(OpenRank { rank: r, .. }) = open {
-        return Err(ParseError { line: text.lines().count(), reason: format!("rank {r} is not closed with }}") });
+        return Err(ParseError { line: last_line, column: 0, reason: format!("rank {r} is not closed with }}") });
     }
-    let ranks = ranks.ok_or(ParseError { line: 1, reason: "no num_ranks line".into() })?;
+    let ranks = ranks.ok_or(ParseError { line: 1, column: 0, reason: "no num_ranks line".into() })?;
     let ranks: Vec<GoalRank> = ranks.into_iter().map(|rank| rank.unwrap_or(GoalRank { ops: Vec::new() })).collect();
     let goal = Goal { ranks };
-    goal.check().map_err(|error| ParseError { line: 0, reason: error.to_string() })?;
+    goal.check().map_err(|error| ParseError { line: 0, column: 0, reason: error.to_string() })?;
     Ok(goal)
 }
 
+/// Why an operation's words are wrong: the word at fault (`None`: the operation as a
+/// whole) and what was expected there.
+type OperationError<'a> = (Option<&'a Word<'a>>, String);
+
 /// One operation's words: `send 8b to 3 tag 1`, `recv 8b from 2`, `calc 100` (with
 /// `cpu` and `nic` options, read and ignored).
-fn operation(words: &[&str]) -> Result<GoalKind, String> {
-    let number = |word: &str, what: &str| -> Result<u64, String> {
-        word.parse().map_err(|_| format!("{what} \"{word}\" is not a non-negative number"))
+fn operation<'a>(words: &'a [Word<'a>]) -> Result<GoalKind, OperationError<'a>> {
+    use topocomm_proto::schedule::MAX_GOAL_MESSAGE_BYTES;
+    let number = |word: &'a Word<'a>, what: &str| -> Result<u64, OperationError<'a>> {
+        word.text.parse().map_err(|_| (Some(word), format!("expected {what}, a whole number of 0 or more")))
     };
-    let bytes = |word: &str| number(word.strip_suffix('b').unwrap_or(word), "the size");
-    let (kind, rest) = words.split_first().ok_or("an empty operation")?;
-    let mut tag = 0;
-    let options = |rest: &[&str], tag: &mut u64| -> Result<(), String> {
+    let bytes = |word: &'a Word<'a>| -> Result<u64, OperationError<'a>> {
+        let expected =
+            || (Some(word), format!("expected the message's size in bytes, 0 to {MAX_GOAL_MESSAGE_BYTES} (8b or 8)"));
+        let bytes: u64 = word.text.strip_suffix('b').unwrap_or(word.text).parse().map_err(|_| expected())?;
+        if bytes > MAX_GOAL_MESSAGE_BYTES {
+            return Err(expected());
+        }
+        Ok(bytes)
+    };
+    let too_large = |word: &'a Word<'a>, what: &str| (Some(word), format!("{what} is too large"));
+    let texts: Vec<&str> = words.iter().map(|word| word.text).collect();
+    let options = |rest: &'a [Word<'a>], tag: &mut u32| -> Result<(), OperationError<'a>> {
         for pair in rest.chunks(2) {
             match pair {
-                ["tag", value] => *tag = number(value, "the tag (any tag, -1, is not supported)")?,
-                ["cpu" | "nic", value] => {
+                [name, value] if name.text == "tag" => {
+                    let number = number(value, "the tag (any tag, -1, is not supported)")?;
+                    *tag = u32::try_from(number).map_err(|_| too_large(value, "the tag"))?;
+                }
+                [name, value] if matches!(name.text, "cpu" | "nic") => {
                     number(value, "the cpu or nic")?;
                 }
-                other => return Err(format!("unexpected \"{}\"", other.join(" "))),
+                [other, ..] => return Err((Some(other), "expected tag T, cpu N or nic N".into())),
+                [] => {}
             }
         }
         Ok(())
     };
-    match (*kind, rest) {
-        ("send", [size, "to", peer, rest @ ..]) | ("recv", [size, "from", peer, rest @ ..]) => {
-            options(rest, &mut tag)?;
-            let peer = number(peer, "the peer (any source, -1, is not supported)")?;
-            let (bytes, peer, tag) = (bytes(size)?, u32::try_from(peer).map_err(|_| "the peer is too large")?, tag);
-            let tag = u32::try_from(tag).map_err(|_| "the tag is too large")?;
-            Ok(if *kind == "send" { GoalKind::Send { bytes, peer, tag } } else { GoalKind::Recv { bytes, peer, tag } })
+    let mut tag = 0;
+    match texts.as_slice() {
+        ["send", _, "to", _, ..] | ["recv", _, "from", _, ..] => {
+            let (size, peer) = (&words[1], &words[3]);
+            options(&words[4..], &mut tag)?;
+            let bytes = bytes(size)?;
+            let peer_number = number(peer, "the peer (any source, -1, is not supported)")?;
+            let peer = u32::try_from(peer_number).map_err(|_| too_large(peer, "the peer"))?;
+            Ok(if texts[0] == "send" {
+                GoalKind::Send { bytes, peer, tag }
+            } else {
+                GoalKind::Recv { bytes, peer, tag }
+            })
         }
-        ("calc", [ns, rest @ ..]) => {
-            options(rest, &mut tag)?;
-            Ok(GoalKind::Calc { ns: number(ns, "the time")? })
+        ["calc", _, ..] => {
+            options(&words[2..], &mut tag)?;
+            Ok(GoalKind::Calc { ns: number(&words[1], "the time in nanoseconds")? })
         }
-        _ => Err(format!("\"{}\" is not send Nb to R, recv Nb from R or calc N", words.join(" "))),
+        _ => Err((None, "expected send Nb to R, recv Nb from R or calc N".into())),
     }
 }
 
@@ -364,8 +445,7 @@ impl RankState<'_> {
         };
         match op.kind {
             GoalKind::Send { bytes, peer, .. } => {
-                let len = bytes as usize;
-                let data = crate::zeros::zeros(len).unwrap_or_else(|| Bytes::from(vec![0; len]));
+                let data = zeros_to_send(me, bytes)?;
                 self.comm.send(peer as usize, tag(peer)?, data).await?;
             }
             GoalKind::Recv { peer, .. } => {
@@ -377,6 +457,24 @@ impl RankState<'_> {
         self.notify.notify_waiters();
         Ok(())
     }
+}
+
+/// `bytes` zeros for a send: known zeros where the region holds them (no memory), else a
+/// buffer this node can have; an error, never an abort, where it cannot.
+fn zeros_to_send(me: usize, bytes: u64) -> Result<Bytes, CommError> {
+    let refuse = || CommError::Unsupported {
+        me,
+        algorithm: "goal".into(),
+        reason: format!("a message of {bytes} B is more than this node can hold"),
+    };
+    let len = usize::try_from(bytes).map_err(|_| refuse())?;
+    if let Some(zeros) = crate::zeros::zeros(len) {
+        return Ok(zeros);
+    }
+    let mut buffer = Vec::new();
+    buffer.try_reserve_exact(len).map_err(|_| refuse())?;
+    buffer.resize(len, 0);
+    Ok(Bytes::from(buffer))
 }
 
 #[cfg(test)]
@@ -412,12 +510,59 @@ a: recv 8b from 0
     #[test]
     fn an_undefined_label_is_named() {
         let error = parse(&TREE.replace("l2 requires l1", "l2 requires l9")).unwrap_err().to_string();
-        assert_eq!(error, "GOAL line 10: label l9 is not defined in rank 1");
+        assert_eq!(error, "GOAL line 10, column 13: this label is not defined in rank 1");
     }
 
     #[test]
     fn a_receive_with_no_send_is_refused() {
         let error = parse(&TREE.replace("l2: send 8b to 2 tag 0 cpu 0", "")).unwrap_err().to_string();
         assert!(error.contains("rank 2 receives 1 messages from rank 0 with tag 0, and rank 0 sends 0"), "{error}");
+    }
+
+    /// A file named by mistake (or by a stranger, through the lab): the error names the
+    /// line and column and what was expected, never what the file holds.
+    #[test]
+    fn an_error_never_quotes_the_file() {
+        let secret = "root:$6$Zx9Qv2kS$s3cr3tHashThatMustNotLeak:19000:0:99999:7:::\nnum_ranks 2\n";
+        let error = parse(secret).unwrap_err().to_string();
+        assert_eq!(error, "GOAL line 1, column 1: expected num_ranks N or rank R {");
+        let words = ["root", "s3cr3t", "Zx9Qv2kS", "19000"];
+        for bad in [
+            "num_ranks s3cr3t\n",
+            "num_ranks 2\nrank s3cr3t {\n}\n",
+            "num_ranks 2\nrank 0 {\nl1: send s3cr3tb to 1\n}\n",
+            "num_ranks 2\nrank 0 {\nl1: send 8b to s3cr3t\n}\n",
+            "num_ranks 2\nrank 0 {\nl1: send 8b to 1 s3cr3t 19000\n}\n",
+            "num_ranks 2\nrank 0 {\nl1: calc s3cr3t\n}\n",
+            "num_ranks 2\nrank 0 {\nroot s3cr3t Zx9Qv2kS\n}\n",
+            "num_ranks 2\nrank 0 {\nl1: calc 1\nl1 requires s3cr3t\n}\n",
+            "num_ranks 2\nrank 0 {\ns3cr3t: calc 1\ns3cr3t: calc 1\n}\n",
+        ] {
+            let error = parse(bad).unwrap_err().to_string();
+            assert!(error.starts_with("GOAL line "), "{bad:?}: {error}");
+            for word in words {
+                assert!(!error.contains(word), "{bad:?}: {error}");
+            }
+        }
+        let error = parse("num_ranks 2\nrank 0 {\nl1: send 8b to 1 s3cr3t 1\n}\n").unwrap_err().to_string();
+        assert_eq!(error, "GOAL line 3, column 18: expected tag T, cpu N or nic N");
+    }
+
+    /// 10^15 B aborted the node that sent it (its buffer could not be had), 2^64 - 1 B
+    /// panicked with `capacity overflow`: both are one line at parse.
+    #[test]
+    fn an_absurd_message_size_is_refused_at_parse() {
+        for size in ["1000000000000000b", "18446744073709551615b", "18446744073709551616"] {
+            let text = format!("num_ranks 2\nrank 0 {{\nl1: send {size} to 1\n}}\nrank 1 {{\nl1: recv 8b from 0\n}}\n");
+            let error = parse(&text).unwrap_err().to_string();
+            assert_eq!(
+                error, "GOAL line 3, column 10: expected the message's size in bytes, 0 to 1099511627776 (8b or 8)",
+                "{size}"
+            );
+        }
+        let most = topocomm_proto::schedule::MAX_GOAL_MESSAGE_BYTES;
+        let text =
+            format!("num_ranks 2\nrank 0 {{\nl1: send {most}b to 1\n}}\nrank 1 {{\nl1: recv {most}b from 0\n}}\n");
+        assert!(parse(&text).is_ok());
     }
 }

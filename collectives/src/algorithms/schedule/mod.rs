@@ -23,14 +23,10 @@ pub async fn run(comm: &Comm, spec: &RunSpec, schedule: &Schedule, input: Bytes)
 /// The largest schedule file read (a program at its step limit is well under it).
 pub const MAX_FILE_BYTES: u64 = 64 << 20;
 
-/// The text of `path`, refusing a file over [`MAX_FILE_BYTES`].
-fn read_text(path: &std::path::Path) -> Result<String, String> {
-    let shown = path.display();
-    let len = std::fs::metadata(path).map_err(|error| format!("{shown}: {error}"))?.len();
-    if len > MAX_FILE_BYTES {
-        return Err(format!("{shown}: {len} bytes, over the {MAX_FILE_BYTES}-byte limit of a schedule file"));
-    }
-    std::fs::read_to_string(path).map_err(|error| format!("{shown}: {error}"))
+/// The text of the schedule file at `path` (`what` it is), through the bounded reader
+/// ([`crate::files::read_text`]: a regular file of at most [`MAX_FILE_BYTES`]).
+fn read_text(path: &std::path::Path, what: &'static str) -> Result<String, String> {
+    crate::files::read_text(path, what, MAX_FILE_BYTES).map_err(|error| error.to_string())
 }
 
 /// Reads the MSCCL-IR program at `path` and plays it with no data
@@ -38,14 +34,14 @@ fn read_text(path: &std::path::Path) -> Result<String, String> {
 /// message behind is refused here, before any node runs it.
 pub fn read_msccl(path: &std::path::Path) -> Result<Schedule, String> {
     let shown = path.display();
-    let program = msccl::parse(&read_text(path)?).map_err(|error| format!("{shown}: {error}"))?;
+    let program = msccl::parse(&read_text(path, "MSCCL-IR file")?).map_err(|error| format!("{shown}: {error}"))?;
     program.dry_run().map_err(|error| format!("{shown}: {error}"))?;
     Ok(Schedule::Msccl(program))
 }
 
 /// Reads the GOAL schedule at `path`.
 pub fn read_goal(path: &std::path::Path) -> Result<Schedule, String> {
-    let goal = goal::parse(&read_text(path)?).map_err(|error| format!("{}: {error}", path.display()))?;
+    let goal = goal::parse(&read_text(path, "GOAL file")?).map_err(|error| format!("{}: {error}", path.display()))?;
     Ok(Schedule::Goal(goal))
 }
 
@@ -74,12 +70,12 @@ pub fn summary(schedule: &Schedule) -> String {
                 match op.kind {
                     topocomm_proto::schedule::GoalKind::Send { bytes: b, .. } => {
                         sends += 1;
-                        bytes += b;
+                        bytes = bytes.saturating_add(b);
                     }
                     topocomm_proto::schedule::GoalKind::Recv { .. } => {}
                     topocomm_proto::schedule::GoalKind::Calc { ns } => {
                         calcs += 1;
-                        calc_ns += ns;
+                        calc_ns = calc_ns.saturating_add(ns);
                     }
                 }
             }

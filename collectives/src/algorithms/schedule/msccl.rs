@@ -1,6 +1,8 @@
 //! MSCCL-IR XML (what MSCCLang and msccl-tools write: `<algo>`, a `<gpu>` per rank, a
 //! `<tb>` per thread block, a `<step>` per operation) read with roxmltree into the typed
-//! program of `topocomm_proto::schedule`, with errors that say where the file is wrong.
+//! program of `topocomm_proto::schedule`, with errors that say where the file is wrong
+//! (the element, and the line and column of a value) and what was expected there, never
+//! what the file holds: a file named by mistake may hold a secret.
 
 use std::str::FromStr;
 
@@ -12,8 +14,8 @@ use topocomm_proto::schedule::{
 /// Why an MSCCL-IR file could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
-    #[error("malformed XML: {0}")]
-    Xml(String),
+    #[error("malformed XML at line {line}, column {column}: {fault}")]
+    Xml { line: u32, column: u32, fault: &'static str },
     #[error("{at}: {reason}")]
     Invalid { at: String, reason: String },
 }
@@ -22,14 +24,28 @@ fn invalid(at: &str, reason: impl Into<String>) -> ParseError {
     ParseError::Invalid { at: at.to_owned(), reason: reason.into() }
 }
 
-/// Reads attribute `name` of `node` as a `T`; `default` when it is absent (`None`: required).
+/// "line L, column C" of byte `at` of the document `node` is in.
+fn position(node: Node, at: usize) -> String {
+    let pos = node.document().text_pos_at(at);
+    format!("line {}, column {}", pos.row, pos.col)
+}
+
+/// Reads attribute `name` of `node` as a whole number `T`; `default` when it is absent
+/// (`None`: required).
 fn attribute<T: FromStr>(node: Node, name: &str, default: Option<T>, at: &str) -> Result<T, ParseError> {
-    match node.attribute(name) {
+    match node.attribute_node(name) {
         None => default.ok_or_else(|| invalid(at, format!("the attribute {name} is missing"))),
-        Some(text) => text
-            .trim()
-            .parse()
-            .map_err(|_| invalid(at, format!("{name}=\"{text}\" is not a {}", std::any::type_name::<T>()))),
+        Some(found) => found.value().trim().parse().map_err(|_| {
+            let kind = if std::any::type_name::<T>().starts_with('i') {
+                "a whole number"
+            } else {
+                "a whole number of 0 or more"
+            };
+            invalid(
+                at,
+                format!("the attribute {name} ({}) is not {kind} in range", position(node, found.range_value().start)),
+            )
+        }),
     }
 }
 
@@ -37,7 +53,7 @@ fn attribute<T: FromStr>(node: Node, name: &str, default: Option<T>, at: &str) -
 fn optional(value: i64, name: &str, at: &str) -> Result<Option<u32>, ParseError> {
     match value {
         -1 => Ok(None),
-        v => u32::try_from(v).map(Some).map_err(|_| invalid(at, format!("{name}=\"{v}\" is neither -1 nor an index"))),
+        v => u32::try_from(v).map(Some).map_err(|_| invalid(at, format!("{name} is neither -1 nor an index"))),
     }
 }
 
@@ -46,7 +62,31 @@ fn buffer(letter: &str, at: &str) -> Result<Buffer, ParseError> {
         "i" => Ok(Buffer::Input),
         "o" => Ok(Buffer::Output),
         "s" => Ok(Buffer::Scratch),
-        other => Err(invalid(at, format!("buffer \"{other}\" is not i, o or s"))),
+        _ => Err(invalid(at, "a buffer is not i, o or s")),
+    }
+}
+
+/// What a malformed document's fault is, in words that quote none of it.
+fn xml_fault(error: &roxmltree::Error) -> &'static str {
+    use roxmltree::Error;
+    match error {
+        Error::UnexpectedCloseTag(..) | Error::UnexpectedEntityCloseTag(..) => "a closing tag that does not match",
+        Error::UnknownEntityReference(..) | Error::MalformedEntityReference(..) => "an unknown or malformed entity",
+        Error::EntityReferenceLoop(..) => "entities that refer to each other",
+        Error::InvalidAttributeValue(..) => "an invalid attribute value",
+        Error::DuplicatedAttribute(..) => "an attribute given twice",
+        Error::NoRootNode => "no root element (is it XML?)",
+        Error::UnclosedRootNode => "the root element is not closed",
+        Error::DtdDetected => "a DTD, which MSCCL-IR files do not have",
+        Error::NodesLimitReached | Error::AttributesLimitReached | Error::NamespacesLimitReached => {
+            "more elements or attributes than a document may have"
+        }
+        Error::InvalidName(..) => "an invalid name",
+        Error::NonXmlChar(..) | Error::InvalidChar(..) | Error::InvalidChar2(..) => {
+            "a character that is not allowed there"
+        }
+        Error::UnexpectedEndOfStream => "the file ends inside an element",
+        _ => "not well-formed XML",
     }
 }
 
@@ -62,7 +102,10 @@ fn children<'a, 'input>(node: Node<'a, 'input>, name: &str, at: &str) -> Result<
                     "<op> elements are the newer MSCCL-IR format; write the <step> format (msccl-tools' default, old_format=True)",
                 ));
             }
-            other => return Err(invalid(at, format!("unexpected element <{other}> (expected <{name}>)"))),
+            _ => {
+                let here = position(child, child.range().start);
+                return Err(invalid(at, format!("an unexpected element at {here} (expected <{name}>)")));
+            }
         }
     }
     Ok(found)
@@ -70,25 +113,25 @@ fn children<'a, 'input>(node: Node<'a, 'input>, name: &str, at: &str) -> Result<
 
 /// Parses an MSCCL-IR file into a program, checked with [`Program::check`].
 pub fn parse(xml: &str) -> Result<Program, ParseError> {
-    let document = Document::parse(xml).map_err(|error| ParseError::Xml(error.to_string()))?;
+    let document = Document::parse(xml).map_err(|error| {
+        let pos = error.pos();
+        ParseError::Xml { line: pos.row, column: pos.col, fault: xml_fault(&error) }
+    })?;
     let algo = document.root_element();
     if algo.tag_name().name() != "algo" {
-        return Err(invalid("the file", format!("the root element is <{}>, not <algo>", algo.tag_name().name())));
+        return Err(invalid("the file", "the root element is not <algo>"));
     }
     let name = algo.attribute("name").unwrap_or("unnamed").to_owned();
     let coll = algo.attribute("coll").ok_or_else(|| invalid("the algo", "the attribute coll is missing"))?;
     let collective = collective_named(coll).ok_or_else(|| {
-        invalid("the algo", format!("coll=\"{coll}\" is not a collective topocomm can verify ({KNOWN_COLLECTIVES})"))
+        invalid("the algo", format!("coll names no collective topocomm can verify ({KNOWN_COLLECTIVES})"))
     })?;
     let ngpus: usize = attribute(algo, "ngpus", None, "the algo")?;
     let inplace = attribute::<u8>(algo, "inplace", Some(0), "the algo")? != 0;
     let protocol = algo.attribute("proto").unwrap_or("Simple").to_owned();
     let gpu_nodes = children(algo, "gpu", "the algo")?;
     if gpu_nodes.len() != ngpus {
-        return Err(invalid(
-            "the algo",
-            format!("ngpus=\"{ngpus}\" but the file has {} <gpu> elements", gpu_nodes.len()),
-        ));
+        return Err(invalid("the algo", format!("ngpus does not match the file's {} <gpu> elements", gpu_nodes.len())));
     }
     let mut gpus: Vec<Option<Gpu>> = vec![None; ngpus];
     let mut largest_channel = 0;
@@ -140,7 +183,7 @@ fn parse_gpu(node: Node, here: &str) -> Result<(Gpu, u32), ParseError> {
             let kind_name = step.attribute("type").ok_or_else(|| invalid(&at, "the attribute type is missing"))?;
             let kind = StepKind::from_name(kind_name).ok_or_else(|| {
                 let known: Vec<&str> = StepKind::ALL.iter().map(|(_, name)| *name).collect();
-                invalid(&at, format!("unknown step type \"{kind_name}\" (known: {})", known.join(", ")))
+                invalid(&at, format!("the step type is none of those known ({})", known.join(", ")))
             })?;
             let chunks = |buf: &str, off: &str, used: bool| -> Result<Chunks, ParseError> {
                 let buffer = buffer(step.attribute(buf).unwrap_or("i"), &at)?;
@@ -148,7 +191,7 @@ fn parse_gpu(node: Node, here: &str) -> Result<(Gpu, u32), ParseError> {
                 match u32::try_from(index) {
                     Ok(index) => Ok(Chunks { buffer, index }),
                     Err(_) if !used => Ok(Chunks { buffer, index: 0 }),
-                    Err(_) => Err(invalid(&at, format!("{off}=\"{index}\" is not a chunk index"))),
+                    Err(_) => Err(invalid(&at, format!("{off} is not a chunk index"))),
                 }
             };
             let src = chunks("srcbuf", "srcoff", kind.reads_src())?;
@@ -177,10 +220,7 @@ fn parse_gpu(node: Node, here: &str) -> Result<(Gpu, u32), ParseError> {
         for (s, dependency) in dependencies.into_iter().enumerate() {
             let Some((block_id, step)) = dependency else { continue };
             let position = blocks.iter().position(|block| block.id == block_id).ok_or_else(|| {
-                invalid(
-                    &format!("{here} tb {} step {s}", blocks[b].id),
-                    format!("depid=\"{block_id}\" names no tb of this gpu"),
-                )
+                invalid(&format!("{here} tb {} step {s}", blocks[b].id), "depid names no tb of this gpu".to_owned())
             })?;
             blocks[b].steps[s].after = Some((position as u32, step));
         }
@@ -291,8 +331,7 @@ mod tests {
     #[test]
     fn malformed_xml_says_where() {
         let error = parse("<algo name=\"x\"><gpu></algo>").unwrap_err().to_string();
-        assert!(error.starts_with("malformed XML: "), "{error}");
-        assert!(error.contains("1:"), "{error}");
+        assert_eq!(error, "malformed XML at line 1, column 24: a closing tag that does not match");
     }
 
     #[test]
@@ -300,7 +339,7 @@ mod tests {
         let error = parse(&EXCHANGE.replace("type=\"cpy\"", "type=\"copy\"")).unwrap_err().to_string();
         assert_eq!(
             error,
-            "gpu 0 tb 0 step 2: unknown step type \"copy\" (known: s, r, rcs, rrc, rrs, rrcs, cpy, re, nop)"
+            "gpu 0 tb 0 step 2: the step type is none of those known (s, r, rcs, rrc, rrs, rrcs, cpy, re, nop)"
         );
     }
 
@@ -316,6 +355,32 @@ mod tests {
     #[test]
     fn an_unknown_collective_is_refused() {
         let error = parse(&EXCHANGE.replace("coll=\"allgather\"", "coll=\"custom\"")).unwrap_err().to_string();
-        assert!(error.contains("coll=\"custom\" is not a collective topocomm can verify"), "{error}");
+        assert!(error.contains("coll names no collective topocomm can verify"), "{error}");
+    }
+
+    /// A file named by mistake: the error says where and what was expected, never what
+    /// the file holds.
+    #[test]
+    fn an_error_never_quotes_the_file() {
+        let secret = "s3cr3tValue";
+        for bad in [
+            format!("{secret}:x:0:0\n"),
+            format!("<{secret}/>"),
+            format!("<algo name=\"a\" coll=\"{secret}\" ngpus=\"1\"/>"),
+            format!("<algo name=\"a\" coll=\"allreduce\" ngpus=\"{secret}\"/>"),
+            format!("<algo coll=\"allreduce\" ngpus=\"1\"><{secret}/></algo>"),
+            format!("<algo coll=\"allreduce\" ngpus=\"1\"></{secret}>"),
+            format!("<algo coll=\"allreduce\" ngpus=\"1\" x=\"&{secret};\"/>"),
+            EXCHANGE.replace("type=\"cpy\"", &format!("type=\"{secret}\"")),
+            EXCHANGE.replace("srcbuf=\"i\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"0\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>\n      <step s=\"1\"", &format!("srcbuf=\"{secret}\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"0\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>\n      <step s=\"1\"")),
+        ] {
+            let error = parse(&bad).unwrap_err().to_string();
+            assert!(!error.contains(secret) && !error.contains("s3cr3t"), "{bad}: {error}");
+        }
+        let error = parse("<algo coll=\"allreduce\" ngpus=\"s3cr3t\"/>").unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "the algo: the attribute ngpus (line 1, column 30) is not a whole number of 0 or more in range"
+        );
     }
 }
