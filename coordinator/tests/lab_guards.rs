@@ -10,7 +10,7 @@ mod lab_support;
 
 use std::time::{Duration, Instant};
 
-use lab_support::{Lab, STRONG_TOKEN, http};
+use lab_support::{Lab, STRONG_TOKEN, Served, http};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -308,4 +308,31 @@ async fn an_explanation_too_large_for_the_memory_fails_and_the_lab_lives_on() {
     assert_eq!(code, 202, "{answer}");
     let run = until(address, answer["id"].as_u64().unwrap(), Duration::from_secs(60), over).await;
     assert_eq!(status(&run), "verified", "{run}");
+}
+
+/// Row 11 on a served cluster: the page's runs go to the coordinator's control port, and
+/// a run cancelled in the page must end there too (the connection closes, the coordinator
+/// drops the run and aborts it on its nodes), or the cluster stays busy for the hour.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cancelled_on_a_served_cluster_frees_its_nodes() {
+    let mut served = Served::start("lab-guards-served", 2);
+    for index in 0..2 {
+        served.add_node(index);
+    }
+    let address = served.page.clone();
+    let address = address.as_str();
+    let (code, long) = post(address, "run", &["barrier", "--topology", "ring", "--iterations", "50000000"]).await;
+    assert_eq!(code, 202, "{long}");
+    let long = long["id"].as_u64().unwrap();
+    until(address, long, Duration::from_secs(60), |j| status(j) == "running").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (code, next) = post(address, "run", &["allreduce", "--topology", "ring", "--size", "1KiB"]).await;
+    assert_eq!(code, 202, "{next}");
+    let next = next["id"].as_u64().unwrap();
+    let began = Instant::now();
+    let cancelled = http(address, "DELETE", &format!("/api/runs/{long}"), &[("Host", address)], None).await;
+    assert_eq!(cancelled.status, 200, "{}", cancelled.body);
+    let done = until(address, next, Duration::from_secs(60), over).await;
+    assert_eq!(status(&done), "verified", "{done}");
+    assert!(began.elapsed() < Duration::from_secs(30), "the served cluster was free at once: {:?}", began.elapsed());
 }

@@ -99,6 +99,72 @@ impl Drop for Lab {
     }
 }
 
+/// Child processes killed and reaped on drop, even when the test fails.
+pub struct Children(pub Vec<Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            common::kill_and_reap(child);
+        }
+    }
+}
+
+/// `topocomm serve --http` on loopback for `nodes` nodes, and the node processes added to it.
+pub struct Served {
+    /// HOST:PORT of the page.
+    pub page: String,
+    /// HOST:PORT of the control port.
+    pub control: String,
+    pub token: String,
+    /// The coordinator first, then each node in the order added.
+    pub children: Children,
+    pub scratch: Scratch,
+}
+
+impl Served {
+    /// Starts the coordinator; waits (at most 30 s) for it to announce both addresses.
+    pub fn start(label: &str, nodes: usize) -> Self {
+        let scratch = Scratch::new(label);
+        let token = format!("{label}-{}", std::process::id());
+        let stderr = scratch.path.join("serve.stderr");
+        let mut serve = common::command(&common::topocomm_bin());
+        serve
+            .args(["serve", "--nodes", &nodes.to_string(), "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+            .env("TOPOCOMM_TOKEN", &token);
+        let children = Children(vec![common::spawn_logged(&mut serve, &scratch.path.join("serve.stdout"), &stderr)]);
+        let announced = |marker: &str| {
+            common::poll(Duration::from_secs(30), || {
+                let text = common::read_text(&stderr);
+                let rest = text.split(marker).nth(1)?;
+                Some(rest.split_whitespace().next()?.trim_end_matches('/').to_owned())
+            })
+            .unwrap_or_else(|| panic!("serve did not announce {marker:?}: {}", common::read_text(&stderr)))
+        };
+        let control = announced("topocomm coordinator on ");
+        let page = announced("lab: http://");
+        Served { page, control, token, children, scratch }
+    }
+
+    /// Starts node `node-INDEX` against the coordinator.
+    pub fn add_node(&mut self, index: usize) {
+        let mut node = common::command(&common::topocomm_bin());
+        node.args([
+            "node",
+            "--coordinator",
+            &self.control,
+            "--name",
+            &format!("node-{index}"),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .env("TOPOCOMM_TOKEN", &self.token);
+        let out = self.scratch.path.join(format!("node-{index}.stdout"));
+        let err = self.scratch.path.join(format!("node-{index}.stderr"));
+        self.children.0.push(common::spawn_logged(&mut node, &out, &err));
+    }
+}
+
 /// An HTTP answer: status, headers (lower-case names) and body.
 #[derive(Debug)]
 pub struct Answer {
