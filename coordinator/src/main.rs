@@ -241,14 +241,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     );
     if let Some(token) = &given
         && !security::loopback_only(&args.listen).await
-        && let Err(weak) = security::check_token_strength(token)
     {
-        bail!(
-            "the cluster token is too weak for a coordinator that other hosts can reach ({}): {weak}. Let the \
-             coordinator make one (`topocomm serve --write-token FILE` writes 128 random bits to FILE, for nodes \
-             and clients to read with --token-file FILE), or make one with `openssl rand -hex 16`",
-            args.listen
-        );
+        security::check_reachable_token(token, "a coordinator", &args.listen)?;
     }
     let token = given.clone().unwrap_or_else(local::random_token);
     let listener = TcpListener::bind(&args.listen).await.with_context(|| format!("binding {}", args.listen))?;

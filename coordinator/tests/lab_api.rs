@@ -9,7 +9,7 @@ mod lab_support;
 
 use std::time::{Duration, Instant};
 
-use lab_support::{Lab, http};
+use lab_support::{Lab, STRONG_TOKEN, Served, http};
 use serde_json::Value;
 
 /// The CLI's standard error for `topocomm <words>`.
@@ -120,7 +120,7 @@ fn off_loopback_the_lab_refuses_to_start_without_a_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn off_loopback_the_api_needs_the_token_and_the_page_asks_for_it() {
-    let lab = Lab::start_with("lab-token", 1, &["--http", "0.0.0.0:0"], Some("s3cret-token"));
+    let lab = Lab::start_with("lab-token", 1, &["--http", "0.0.0.0:0"], Some(STRONG_TOKEN));
     let port = lab.address.rsplit_once(':').unwrap().1;
     // Only loopback is spoken to: the lab listens everywhere, the test connects here.
     let address = format!("127.0.0.1:{port}");
@@ -132,55 +132,26 @@ async fn off_loopback_the_api_needs_the_token_and_the_page_asks_for_it() {
     assert_eq!(api.status, 401);
     let wrong = http(&address, "GET", "/api/cluster", &[host, ("Authorization", "Bearer nope")], None).await;
     assert_eq!(wrong.status, 401);
-    let right = http(&address, "GET", "/api/cluster", &[host, ("Authorization", "Bearer s3cret-token")], None).await;
+    let right =
+        http(&address, "GET", "/api/cluster", &[host, ("Authorization", &format!("Bearer {STRONG_TOKEN}"))], None)
+            .await;
     assert_eq!(right.status, 200, "{}", right.body);
     assert_eq!(right.json()["expected"], 1);
-    let index = http(&address, "GET", "/api", &[host, ("Authorization", "Bearer s3cret-token")], None).await.json();
+    let index =
+        http(&address, "GET", "/api", &[host, ("Authorization", &format!("Bearer {STRONG_TOKEN}"))], None).await.json();
     assert_eq!(index["needs_token"], true);
-}
-
-/// Child processes killed and reaped on drop, even when the test fails.
-struct Children(Vec<std::process::Child>);
-
-impl Drop for Children {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            common::kill_and_reap(child);
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_http_runs_from_the_page_on_the_registered_nodes() {
-    let scratch = common::Scratch::new("lab-serve");
-    let token = format!("lab-serve-{}", std::process::id());
-    let stderr = scratch.path.join("serve.stderr");
-    let mut serve = common::command(&common::topocomm_bin());
-    serve
-        .args(["serve", "--nodes", "2", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"])
-        .env("TOPOCOMM_TOKEN", &token);
-    let mut children = Children(vec![common::spawn_logged(&mut serve, &scratch.path.join("serve.stdout"), &stderr)]);
-    let announced = |marker: &str| {
-        common::poll(Duration::from_secs(30), || {
-            let text = common::read_text(&stderr);
-            let rest = text.split(marker).nth(1)?;
-            Some(rest.split_whitespace().next()?.trim_end_matches('/').to_owned())
-        })
-        .unwrap_or_else(|| panic!("serve did not announce {marker:?}: {}", common::read_text(&stderr)))
-    };
-    let control = announced("topocomm coordinator on ");
-    let page = announced("lab: http://");
+    let mut served = Served::start("lab-serve", 2);
+    let page = served.page.clone();
     let host = ("Host", page.as_str());
     // Before any node registers, the page shows an empty cluster of 2 expected.
     let cluster = http(&page, "GET", "/api/cluster", &[host], None).await.json();
     assert_eq!(cluster["expected"], 2);
     for index in 0..2 {
-        let mut node = common::command(&common::topocomm_bin());
-        node.args(["node", "--coordinator", &control, "--name", &format!("node-{index}"), "--listen", "127.0.0.1:0"])
-            .env("TOPOCOMM_TOKEN", &token);
-        let out = scratch.path.join(format!("node-{index}.stdout"));
-        let err = scratch.path.join(format!("node-{index}.stderr"));
-        children.0.push(common::spawn_logged(&mut node, &out, &err));
+        served.add_node(index);
     }
     let start =
         r#"{"kind": "run", "args": ["allreduce", "--topology", "ring", "--size", "4KiB", "--iterations", "2"]}"#;
@@ -197,7 +168,7 @@ async fn serve_http_runs_from_the_page_on_the_registered_nodes() {
     assert!(!cluster["traffic"].as_array().unwrap().is_empty(), "the last run's traffic is shown");
 
     // A node that fails is shown as gone, still listed under its name.
-    common::kill_and_reap(&mut children.0[2]);
+    common::kill_and_reap(&mut served.children.0[2]);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let cluster = http(&page, "GET", "/api/cluster", &[host], None).await.json();

@@ -1,6 +1,7 @@
 //! The lab's page in a real browser: headless chromium, driven over the DevTools
 //! protocol, against `topocomm lab` with a local cluster of 8 daemons. Skipped, saying
-//! so, where no chromium binary exists (`apt-get install chromium`).
+//! so, where no chromium binary exists (`apt-get install chromium`), except under
+//! `CI=true`, where that fails.
 
 mod common;
 mod lab_support;
@@ -15,12 +16,62 @@ use topocomm_proto::{Topology, TopologyKind};
 /// How long a run from the form may take, the cluster's forming included.
 const RUN_PATIENCE: Duration = Duration::from_secs(180);
 
+/// The chromium binary; without one, `None` (the test skips, saying so), except under
+/// `CI=true`, where a missing browser fails the test rather than pass it unseen.
 fn skip_without_chromium() -> Option<std::path::PathBuf> {
     let found = chromium();
     if found.is_none() {
+        let on_ci = std::env::var("CI").is_ok_and(|value| value.eq_ignore_ascii_case("true"));
+        assert!(!on_ci, "CI=true and no chromium binary: install chromium (or set CHROMIUM) to run the browser tests");
         eprintln!("SKIPPED: no chromium binary on this machine (apt-get install chromium, or set CHROMIUM)");
     }
     found
+}
+
+/// A fast run from the form, as a user starts it, until the page shows its verdict. With
+/// `answer_late`, the page's `fetch` hands the POST's answer over only after a while (a
+/// slow network): the run's events, verdict included, come first.
+async fn a_fast_run_from_the_form(answer_late: bool) {
+    let Some(chromium) = skip_without_chromium() else { return };
+    let lab = Lab::start("lab-browser-fast", 2);
+    let browser = Browser::launch(&chromium).await;
+    browser.navigate(&lab.url).await;
+    browser
+        .wait_for(
+            "document.querySelector('#cluster-line').textContent.startsWith('2 of 2 nodes connected')",
+            RUN_PATIENCE,
+        )
+        .await;
+    browser.wait_for("document.querySelectorAll('#collective option').length > 10", Duration::from_secs(10)).await;
+    if answer_late {
+        browser
+            .eval(
+                "(() => { const real = window.fetch; window.fetch = async (path, options) => {                  const answer = await real(path, options);                  if (path === '/api/runs' && options && options.method === 'POST')                  await new Promise((resolve) => setTimeout(resolve, 1500));                  return answer; }; return true; })()",
+            )
+            .await;
+    }
+    let fields = [("collective", "allreduce"), ("topology", "ring"), ("size", "8B"), ("iterations", "1")];
+    browser.eval(&fill_form("run", &fields)).await;
+    browser.eval("document.querySelector('[data-testid=run]').click()").await;
+    browser
+        .wait_for(
+            "document.querySelector('[data-testid=verdict]').textContent.includes('verified on all 2 nodes')",
+            Duration::from_secs(60),
+        )
+        .await;
+    assert_eq!(browser.eval("document.querySelector('#progress').hidden").await, Value::Bool(true), "no longer queued");
+    let errors = browser.errors();
+    assert!(errors.is_empty(), "the page logged errors: {errors:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fast_run_from_the_form_shows_its_verdict() {
+    a_fast_run_from_the_form(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_events_come_before_the_posts_answer_is_not_lost() {
+    a_fast_run_from_the_form(true).await;
 }
 
 /// The edges the page draws, as (lower id, higher id).

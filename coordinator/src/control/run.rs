@@ -249,21 +249,38 @@ impl Coordinator {
             _ => Vec::new(),
         };
         let spec = RunSpec { clock_offsets_ns, ..spec };
+        // A run that fails, or whose caller gives up on it (drops this future: a job
+        // cancelled in the lab, a client that left), is aborted on every node.
+        let aborting = AbortOnDrop { cluster: &self.cluster, participants: &participants, run: spec.run };
         match driver.start(&participants, &spec).await {
             Ok(mut reports) => {
+                // Every node reported: nothing to abort.
+                std::mem::forget(aborting);
                 let trace = clocks.map(|clocks| align(&mut reports, &clocks, spec.dilation));
                 Ok(RunOutcome { spec, topology: topology_spec, reports, trace, setup })
             }
             Err(error) => {
-                // Every node stops now (not at its own deadline), and whatever is left of
-                // this run dies with the next wiring.
-                for participant in &participants {
-                    let _ = participant.sender.send(ToNode::Abort { run: spec.run });
-                }
-                self.cluster.set_wiring(None);
+                drop(aborting);
                 Err(error)
             }
         }
+    }
+}
+
+/// Aborts a started run when dropped: every node stops it now (not at its own deadline),
+/// and whatever is left of it dies with the next wiring.
+struct AbortOnDrop<'a> {
+    cluster: &'a Cluster,
+    participants: &'a [Participant],
+    run: u64,
+}
+
+impl Drop for AbortOnDrop<'_> {
+    fn drop(&mut self) {
+        for participant in self.participants {
+            let _ = participant.sender.send(ToNode::Abort { run: self.run });
+        }
+        self.cluster.set_wiring(None);
     }
 }
 

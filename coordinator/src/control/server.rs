@@ -161,10 +161,19 @@ async fn connection(hello: Hello, channel: Channel<TcpStream>, coordinator: &Coo
                 .context("no request within the deadline")??;
             let Some(request) = request else { return Ok(()) };
             let response = match request {
-                ClientRequest::Run(request) => match coordinator.execute(request).await {
-                    Ok(outcome) => ClientResponse::RunDone(Box::new(outcome)),
-                    Err(error) => ClientResponse::Error(error.to_string()),
-                },
+                ClientRequest::Run(request) => {
+                    let executed = tokio::select! {
+                        executed = coordinator.execute(request) => executed,
+                        // The client sends nothing more: a read that ends means it left (a
+                        // cancelled job of the lab, a Ctrl-C), and the run, dropped, is
+                        // aborted on its nodes.
+                        _ = receive::<_, ClientRequest>(&mut control) => return Ok(()),
+                    };
+                    match executed {
+                        Ok(outcome) => ClientResponse::RunDone(Box::new(outcome)),
+                        Err(error) => ClientResponse::Error(error.to_string()),
+                    }
+                }
                 ClientRequest::Status => ClientResponse::Status(coordinator.cluster.status()),
             };
             send(&mut control, &response).await

@@ -4,8 +4,17 @@
 //! must name this server in its `Host` (a page of another site that resolves its own name
 //! to this address, DNS rebinding, is refused), and a browser's request from another
 //! origin (`Origin`, `Sec-Fetch-Site`) is refused, so no other site can drive runs.
+//! Off loopback the token must be strong, by the rule `serve --listen` applies
+//! (`topocomm_node::security::check_reachable_token`), and a source address that gives
+//! wrong tokens is slowed ([`WrongTokens`]): past [`WRONG_TOKENS_ALLOWED`] in
+//! [`WRONG_TOKEN_WINDOW`], its API requests are refused (429) until the window ends.
 
-use std::net::{IpAddr, SocketAddr};
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use topocomm_node::security::{TooWeakToReach, check_reachable_token};
 
 /// Why a request was turned away; the text is what the client is told.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -24,11 +33,16 @@ pub enum Refusal {
 
 /// Why the page cannot be served on an address.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "the lab serves {0} only with a token: off loopback anyone who reaches the address could run on the cluster; \
-     give --token-file FILE (or TOPOCOMM_TOKEN), or serve on 127.0.0.1"
-)]
-pub struct NeedsToken(pub SocketAddr);
+pub enum NeedsToken {
+    #[error(
+        "the lab serves {0} only with a token: off loopback anyone who reaches the address could run on the \
+         cluster; give --token-file FILE (or TOPOCOMM_TOKEN), or serve on 127.0.0.1"
+    )]
+    None(SocketAddr),
+    /// The token given would fall to guessing.
+    #[error(transparent)]
+    Weak(#[from] TooWeakToReach),
+}
 
 /// The lab's access policy for the address it is bound to.
 #[derive(Debug, Clone)]
@@ -47,7 +61,9 @@ impl Access {
         let token = if bound.ip().is_loopback() {
             None
         } else {
-            Some(blake3::hash(token.filter(|t| !t.is_empty()).ok_or(NeedsToken(bound))?.as_bytes()))
+            let token = token.filter(|t| !t.is_empty()).ok_or(NeedsToken::None(bound))?;
+            check_reachable_token(token, "the lab's page", &bound.to_string())?;
+            Some(blake3::hash(token.as_bytes()))
         };
         let bound_ip = (!bound.ip().is_unspecified()).then_some(bound.ip());
         Ok(Access { port: bound.port(), bound: bound_ip, token })
@@ -108,6 +124,69 @@ impl Access {
     }
 }
 
+/// Wrong tokens an address may give in [`WRONG_TOKEN_WINDOW`] before its API requests
+/// are refused until the window ends.
+pub const WRONG_TOKENS_ALLOWED: u32 = 10;
+
+/// The window wrong tokens are counted in, from an address's first.
+pub const WRONG_TOKEN_WINDOW: Duration = Duration::from_secs(60);
+
+/// The most addresses whose wrong tokens are counted: past it the expired are forgotten,
+/// then the oldest window.
+const MOST_COUNTED: usize = 4096;
+
+/// The address a connection counts against: its own, or an IPv6 address's /64 (one host
+/// may hold a whole /64).
+pub fn source_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none() => {
+            IpAddr::V6(Ipv6Addr::from(v6.to_bits() & !((1u128 << 64) - 1)))
+        }
+        IpAddr::V6(v6) => IpAddr::V4(v6.to_ipv4_mapped().expect("mapped")),
+        v4 => v4,
+    }
+}
+
+/// Wrong tokens by source address, each counted in a window from its first.
+#[derive(Default)]
+pub struct WrongTokens {
+    counted: Mutex<HashMap<IpAddr, (Instant, u32)>>,
+}
+
+impl WrongTokens {
+    /// `None` if `source` may try a token now, else how long until it may.
+    pub fn wait_for(&self, source: IpAddr, now: Instant) -> Option<Duration> {
+        let counted = self.counted.lock().expect("wrong tokens lock");
+        let &(since, count) = counted.get(&source_of(source))?;
+        let ends = since + WRONG_TOKEN_WINDOW;
+        (count >= WRONG_TOKENS_ALLOWED && now < ends).then(|| ends - now)
+    }
+
+    /// Counts a wrong token from `source`.
+    pub fn failed(&self, source: IpAddr, now: Instant) {
+        let mut counted = self.counted.lock().expect("wrong tokens lock");
+        let source = source_of(source);
+        if !counted.contains_key(&source) && counted.len() >= MOST_COUNTED {
+            counted.retain(|_, (since, _)| now.duration_since(*since) < WRONG_TOKEN_WINDOW);
+            if counted.len() >= MOST_COUNTED
+                && let Some(oldest) = counted.iter().min_by_key(|(_, (since, _))| *since).map(|(s, _)| *s)
+            {
+                counted.remove(&oldest);
+            }
+        }
+        let entry = counted.entry(source).or_insert((now, 0));
+        if now.duration_since(entry.0) >= WRONG_TOKEN_WINDOW {
+            *entry = (now, 0);
+        }
+        entry.1 = entry.1.saturating_add(1);
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.counted.lock().unwrap().len()
+    }
+}
+
 /// `name:port` or `[v6]:port` → (name, port).
 fn split_host(host: &str) -> Option<(&str, u16)> {
     let (name, port) = host.rsplit_once(':')?;
@@ -119,6 +198,48 @@ fn split_host(host: &str) -> Option<(&str, u16)> {
 mod tests {
     use super::*;
 
+    /// 128 bits in hex, as `openssl rand -hex 16` makes them.
+    const STRONG: &str = "3f9a1c07d2e84b6a9c0e5f71b2d43a86";
+
+    #[test]
+    fn off_loopback_a_weak_token_is_refused_by_the_rule_serve_applies() {
+        for weak in ["a", "s3cret", "topocomm-local-only"] {
+            let error = Access::new("10.77.0.1:7780".parse().unwrap(), Some(weak)).unwrap_err().to_string();
+            assert!(
+                error.contains("too weak for the lab's page that other hosts can reach (10.77.0.1:7780)"),
+                "{error}"
+            );
+            assert_eq!(error.lines().count(), 1, "{error}");
+        }
+        assert!(Access::new("127.0.0.1:7780".parse().unwrap(), Some("a")).is_ok(), "loopback asks no token");
+    }
+
+    #[test]
+    fn wrong_tokens_past_the_allowance_make_their_address_wait_and_no_other() {
+        let wrong = WrongTokens::default();
+        let (one, other) = (IpAddr::from([10, 0, 0, 1]), IpAddr::from([10, 0, 0, 2]));
+        let start = Instant::now();
+        for _ in 0..WRONG_TOKENS_ALLOWED {
+            assert_eq!(wrong.wait_for(one, start), None);
+            wrong.failed(one, start);
+        }
+        let wait = wrong.wait_for(one, start + Duration::from_secs(1)).expect("slowed");
+        assert_eq!(wait, WRONG_TOKEN_WINDOW - Duration::from_secs(1));
+        assert_eq!(wrong.wait_for(other, start), None, "another address is not slowed");
+        assert_eq!(wrong.wait_for(one, start + WRONG_TOKEN_WINDOW), None, "the window ends");
+        // An IPv6 host's whole /64 counts as one source.
+        let (a, b): (IpAddr, IpAddr) = ("2001:db8::1".parse().unwrap(), "2001:db8::ffff:1".parse().unwrap());
+        for _ in 0..WRONG_TOKENS_ALLOWED {
+            wrong.failed(a, start);
+        }
+        assert!(wrong.wait_for(b, start).is_some());
+        // The table is bounded.
+        for n in 0..(MOST_COUNTED as u32 + 10) {
+            wrong.failed(IpAddr::from(std::net::Ipv4Addr::from(0x0b00_0000 + n)), start);
+        }
+        assert!(wrong.len() <= MOST_COUNTED);
+    }
+
     fn loopback() -> Access {
         Access::new("127.0.0.1:7780".parse().unwrap(), None).unwrap()
     }
@@ -128,7 +249,7 @@ mod tests {
         let error = Access::new("0.0.0.0:7780".parse().unwrap(), None).unwrap_err();
         assert!(error.to_string().contains("only with a token"), "{error}");
         assert!(Access::new("192.168.1.5:7780".parse().unwrap(), Some("")).is_err());
-        assert!(Access::new("192.168.1.5:7780".parse().unwrap(), Some("s3cret")).unwrap().needs_token());
+        assert!(Access::new("192.168.1.5:7780".parse().unwrap(), Some(STRONG)).unwrap().needs_token());
         assert!(!loopback().needs_token());
         assert!(!Access::new("[::1]:7780".parse().unwrap(), None).unwrap().needs_token());
     }
@@ -142,10 +263,10 @@ mod tests {
         for host in ["evil.example:7780", "127.0.0.1:80", "127.0.0.1", "192.168.1.5:7780", "", "localhost:x"] {
             assert!(!access.host_allowed(host), "{host}");
         }
-        let everywhere = Access::new("0.0.0.0:7780".parse().unwrap(), Some("t")).unwrap();
+        let everywhere = Access::new("0.0.0.0:7780".parse().unwrap(), Some(STRONG)).unwrap();
         assert!(everywhere.host_allowed("192.168.1.5:7780"));
         assert!(!everywhere.host_allowed("rebound.example:7780"));
-        let one = Access::new("192.168.1.5:7780".parse().unwrap(), Some("t")).unwrap();
+        let one = Access::new("192.168.1.5:7780".parse().unwrap(), Some(STRONG)).unwrap();
         assert!(one.host_allowed("192.168.1.5:7780"));
         assert!(!one.host_allowed("192.168.1.6:7780"));
     }
@@ -171,12 +292,12 @@ mod tests {
 
     #[test]
     fn the_api_needs_the_token_off_loopback_and_the_page_does_not() {
-        let access = Access::new("0.0.0.0:7780".parse().unwrap(), Some("s3cret")).unwrap();
+        let access = Access::new("0.0.0.0:7780".parse().unwrap(), Some(STRONG)).unwrap();
         let host = Some("10.0.0.2:7780");
         assert_eq!(access.check(host, None, None, None, false), Ok(()));
         assert_eq!(access.check(host, None, None, None, true), Err(Refusal::Token));
         assert_eq!(access.check(host, None, None, Some("Bearer wrong"), true), Err(Refusal::Token));
-        assert_eq!(access.check(host, None, None, Some("s3cret"), true), Err(Refusal::Token));
-        assert_eq!(access.check(host, None, None, Some("Bearer s3cret"), true), Ok(()));
+        assert_eq!(access.check(host, None, None, Some(STRONG), true), Err(Refusal::Token));
+        assert_eq!(access.check(host, None, None, Some(&format!("Bearer {STRONG}")), true), Ok(()));
     }
 }

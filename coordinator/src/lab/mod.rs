@@ -6,9 +6,14 @@
 //! simulations at several points; shows a simulation too large to animate by step);
 //! `run --html FILE` writes one run as a page that plays offline.
 //!
-//! - `access`: who may use the page (loopback, Host and Origin checks, the token);
+//! - `access`: who may use the page (loopback, Host and Origin checks, the token, the
+//!   slowing of wrong tokens);
+//! - `door`: the HTTP port before a request is read (connection caps, header deadline);
 //! - `document`: a run, a schedule or a simulation as the JSON document the page plays;
 //! - `assets`: the page itself (HTML, CSS, JavaScript), embedded in the binary;
+//! - `words`: the command words a request may give (every option naming a file refused);
+//! - `jobs`: the queue of jobs (one at a time, bounded, cancellable) and the history;
+//! - `work`: what each kind of job does, through its command's code;
 //! - `server`: the HTTP server and its JSON API.
 //!
 //! Behind the `lab` cargo feature (default on; the container image is built without it).
@@ -25,7 +30,15 @@ pub mod assets;
 #[cfg(feature = "lab")]
 pub mod document;
 #[cfg(feature = "lab")]
+pub mod door;
+#[cfg(feature = "lab")]
+pub mod jobs;
+#[cfg(feature = "lab")]
 pub mod server;
+#[cfg(feature = "lab")]
+pub mod words;
+#[cfg(feature = "lab")]
+pub mod work;
 
 /// `topocomm lab`: a local cluster and its page.
 #[derive(Debug, Clone, Args)]

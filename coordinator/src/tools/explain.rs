@@ -154,6 +154,7 @@ pub(crate) struct Explained {
 
 /// Plans, validates and predicts the run `what` describes, within the default memory
 /// limit ([`explain_within`]).
+#[cfg(test)]
 pub(crate) fn explain(what: &CollectiveArgs, tuning: &Tuning) -> anyhow::Result<Explained> {
     explain_within(what, tuning, memory::default_memory_limit())
 }

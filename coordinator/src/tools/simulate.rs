@@ -184,7 +184,7 @@ pub(crate) struct Planned {
     pub(crate) topology: Topology,
     pub(crate) spec: RunSpec,
     pub(crate) inputs: Inputs,
-    estimate: u64,
+    pub(crate) estimate: u64,
 }
 
 /// Why `simulate` refuses `--dilation`.

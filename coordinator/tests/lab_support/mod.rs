@@ -21,6 +21,10 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::common::{self, Scratch};
 
+/// A token strong enough for an address off loopback (128 bits in hex, as `openssl rand
+/// -hex 16` makes them).
+pub const STRONG_TOKEN: &str = "3f9a1c07d2e84b6a9c0e5f71b2d43a86";
+
 /// `topocomm lab` running as a child process.
 pub struct Lab {
     pub url: String,
@@ -39,8 +43,27 @@ impl Lab {
 
     /// Starts a lab with these extra words and, if given, this token in its environment.
     pub fn start_with(label: &str, nodes: usize, words: &[&str], token: Option<&str>) -> Self {
+        Self::start_limited(label, nodes, words, token, None)
+    }
+
+    /// Starts a lab as [`Lab::start_with`] does, holding at most `open_files` descriptors
+    /// (its hard `RLIMIT_NOFILE`, set by the shell that starts it) when given.
+    pub fn start_limited(
+        label: &str,
+        nodes: usize,
+        words: &[&str],
+        token: Option<&str>,
+        open_files: Option<u64>,
+    ) -> Self {
         let scratch = Scratch::new(label);
-        let mut command = common::command(&common::topocomm_bin());
+        let mut command = match open_files {
+            None => common::command(&common::topocomm_bin()),
+            Some(limit) => {
+                let mut shell = common::command(Path::new("sh"));
+                shell.args(["-c", "ulimit -n \"$0\" && exec \"$@\"", &limit.to_string()]).arg(common::topocomm_bin());
+                shell
+            }
+        };
         command.args(["lab", "--nodes", &nodes.to_string(), "--logs"]).arg(scratch.path.join("logs")).args(words);
         if let Some(token) = token {
             command.env("TOPOCOMM_TOKEN", token);
@@ -73,6 +96,72 @@ impl Lab {
 impl Drop for Lab {
     fn drop(&mut self) {
         common::kill_and_reap(&mut self.child);
+    }
+}
+
+/// Child processes killed and reaped on drop, even when the test fails.
+pub struct Children(pub Vec<Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            common::kill_and_reap(child);
+        }
+    }
+}
+
+/// `topocomm serve --http` on loopback for `nodes` nodes, and the node processes added to it.
+pub struct Served {
+    /// HOST:PORT of the page.
+    pub page: String,
+    /// HOST:PORT of the control port.
+    pub control: String,
+    pub token: String,
+    /// The coordinator first, then each node in the order added.
+    pub children: Children,
+    pub scratch: Scratch,
+}
+
+impl Served {
+    /// Starts the coordinator; waits (at most 30 s) for it to announce both addresses.
+    pub fn start(label: &str, nodes: usize) -> Self {
+        let scratch = Scratch::new(label);
+        let token = format!("{label}-{}", std::process::id());
+        let stderr = scratch.path.join("serve.stderr");
+        let mut serve = common::command(&common::topocomm_bin());
+        serve
+            .args(["serve", "--nodes", &nodes.to_string(), "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+            .env("TOPOCOMM_TOKEN", &token);
+        let children = Children(vec![common::spawn_logged(&mut serve, &scratch.path.join("serve.stdout"), &stderr)]);
+        let announced = |marker: &str| {
+            common::poll(Duration::from_secs(30), || {
+                let text = common::read_text(&stderr);
+                let rest = text.split(marker).nth(1)?;
+                Some(rest.split_whitespace().next()?.trim_end_matches('/').to_owned())
+            })
+            .unwrap_or_else(|| panic!("serve did not announce {marker:?}: {}", common::read_text(&stderr)))
+        };
+        let control = announced("topocomm coordinator on ");
+        let page = announced("lab: http://");
+        Served { page, control, token, children, scratch }
+    }
+
+    /// Starts node `node-INDEX` against the coordinator.
+    pub fn add_node(&mut self, index: usize) {
+        let mut node = common::command(&common::topocomm_bin());
+        node.args([
+            "node",
+            "--coordinator",
+            &self.control,
+            "--name",
+            &format!("node-{index}"),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .env("TOPOCOMM_TOKEN", &self.token);
+        let out = self.scratch.path.join(format!("node-{index}.stdout"));
+        let err = self.scratch.path.join(format!("node-{index}.stderr"));
+        self.children.0.push(common::spawn_logged(&mut node, &out, &err));
     }
 }
 

@@ -157,6 +157,27 @@ pub fn check_token_strength(token: &str) -> Result<(), WeakToken> {
     Ok(())
 }
 
+/// A token too weak for a listener that other hosts can reach: `what` (a coordinator,
+/// the lab's page) on `address`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the cluster token is too weak for {what} that other hosts can reach ({address}): {weak}. Let the \
+     coordinator make one (`topocomm serve --write-token FILE` writes 128 random bits to FILE, for nodes and \
+     clients to read with --token-file FILE), or make one with `openssl rand -hex 16`"
+)]
+pub struct TooWeakToReach {
+    pub what: &'static str,
+    pub address: String,
+    pub weak: WeakToken,
+}
+
+/// The one rule for every listener off loopback (the control port of `serve --listen`,
+/// the page of `lab --http` and `serve --http`): its token must pass
+/// [`check_token_strength`].
+pub fn check_reachable_token(token: &str, what: &'static str, address: &str) -> Result<(), TooWeakToReach> {
+    check_token_strength(token).map_err(|weak| TooWeakToReach { what, address: address.to_owned(), weak })
+}
+
 /// Whether only this machine can reach a listener on `listen` (`HOST:PORT`): every
 /// address it resolves to is a loopback one. An address that does not resolve is left
 /// to the bind to report.

@@ -673,7 +673,10 @@
         method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ kind, args: words() }),
       });
       state.watching = answer.id;
-      progress(`${kind} ${answer.id} queued`);
+      // The job's events may have come before this answer (a fast run is over by now):
+      // they were kept, and the latest says where it is.
+      const known = state.history.get(answer.id);
+      if (known) onRun(known); else progress(`${kind} ${answer.id} queued`);
     } catch (error) {
       showError(error.message);
     }
@@ -691,13 +694,18 @@
     progressTimer = setInterval(show, 500);
   }
 
+  const FINISHED = ['verified', 'failed', 'cancelled'];
+
+  // Every job's news is kept, watched or not: the page follows a job by the id its POST
+  // answered and by its events, whichever comes first.
   async function onRun(run) {
     state.history.set(run.id, run);
     drawHistory();
     if (run.id !== state.watching) return;
-    if (run.status === 'verified' || run.status === 'failed') {
+    if (FINISHED.includes(run.status)) {
       progress(null);
       state.watching = null;
+      if (run.status === 'cancelled') { showError(`${run.kind} ${run.id} cancelled`); return; }
       if (run.status === 'failed' && run.note) showError(run.note);
       try {
         const doc = await api(`/api/runs/${run.id}`);
@@ -715,13 +723,24 @@
     const list = $('#history');
     list.replaceChildren();
     for (const run of [...state.history.values()].sort((a, b) => b.id - a.id)) {
-      const item = html('li', { class: run.status }, list);
+      const item = html('li', { class: run.status, 'data-run': run.id }, list);
       const button = html('button', { type: 'button' }, item);
       button.textContent = `#${run.id} ${run.kind} ${run.args.join(' ')} — ${run.status}`;
       button.onclick = async () => {
         try { const doc = await api(`/api/runs/${run.id}`); if (showable(doc)) showDocument(doc, run.id); else showError(run.note || 'not finished'); } catch (error) { showError(error.message); }
       };
+      if (!FINISHED.includes(run.status)) {
+        const stop = html('button', { type: 'button', class: 'cancel', 'data-testid': 'cancel-run', 'aria-label': `cancel #${run.id}` }, item);
+        stop.textContent = 'cancel';
+        stop.onclick = () => cancelRun(run.id);
+      }
     }
+  }
+
+  // Cancels a job waiting or running; its events say when it is over.
+  async function cancelRun(id) {
+    if (id == null) return;
+    try { await api(`/api/runs/${id}`, { method: 'DELETE' }); } catch (error) { showError(error.message); }
   }
 
   async function download(path, name, type) {
@@ -802,6 +821,7 @@
       boot();
     };
     $('#run-form').onsubmit = submit;
+    $('#cancel').onclick = () => cancelRun(state.watching);
     $('#run-form').oninput = () => { showWords(); };
     $('#collective').onchange = () => { fillAlgorithms(); showWords(); };
     $('#topology').onchange = () => { showWords(); previewShape(); };
