@@ -284,7 +284,8 @@ impl Router {
                 *link = link.saturating_add(delivered);
             }
         }
-        let bounds = Allowance { source: Bound::ByNode(allowance.delivered.clone()), link: Bound::ByNode(by_link.into()) };
+        let bounds =
+            Allowance { source: Bound::ByNode(allowance.delivered.clone()), link: Bound::ByNode(by_link.into()) };
         self.mailbox.begin_run(spec.run, Some(bounds));
         self.forwarding.set_allowance(Some(&allowance.forwarded));
     }

@@ -175,7 +175,7 @@ pub enum Charged {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error(
     "it would hold {} of messages {} nobody asked for yet (+{}), over the {} this run lets {}",
-    ByteSize(held.saturating_add(*adding)), self.from_whom(), ByteSize(*adding), ByteSize(*allowance), self.allowed_whom()
+    ByteSize(held.saturating_add(*adding)), self.whose(), ByteSize(*adding), ByteSize(*allowance), self.allowed_whom()
 )]
 pub struct Overdrawn {
     pub charged: Charged,
@@ -192,7 +192,7 @@ impl Overdrawn {
         }
     }
 
-    fn from_whom(&self) -> String {
+    fn whose(&self) -> String {
         match self.charged {
             Charged::Source(src) => format!("from node {src}"),
             Charged::Link(via) => format!("over the link from node {via}"),

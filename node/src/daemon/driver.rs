@@ -16,11 +16,11 @@ use topocomm_proto::reference;
 use topocomm_proto::spec::{RunSpec, SpecError};
 use topocomm_proto::topology::NodeId;
 
+use crate::allowance::{self, RunAllowance};
 use crate::daemon::allocator;
 use crate::daemon::limits;
 use crate::daemon::probe;
 use crate::daemon::timebase;
-use crate::allowance::{self, RunAllowance};
 use crate::router::Router;
 use crate::transport::pacing::{self, Clock};
 use topocomm_collectives::algorithms::{self, barrier};
