@@ -425,9 +425,9 @@ impl Driver {
                     }
                     reports[node.id] = Some(NodeReport { node: node.id, ..*report });
                 }
-                Event::Message { session, message: ToCoordinator::LinkFault { epoch, peer, cause, source }, .. }
-                    if epoch == self.epoch =>
-                {
+                Event::Message {
+                    session, message: ToCoordinator::LinkFault { epoch, peer, cause, source }, ..
+                } if epoch == self.epoch => {
                     // A broken link ends the run now (its nodes would wait out their
                     // deadline), once the other end has had a moment to say what it saw.
                     let Some(node) = by_session.get(&session) else { continue };
@@ -438,7 +438,12 @@ impl Driver {
                     if link_faults.is_empty() {
                         deadline = deadline.min(Instant::now() + LINK_FAULT_HEARING);
                     }
-                    link_faults.push(link_fault_text(node, other, source.and_then(|source| participants.get(source)), &cause));
+                    link_faults.push(link_fault_text(
+                        node,
+                        other,
+                        source.and_then(|source| participants.get(source)),
+                        &cause,
+                    ));
                 }
                 Event::Message { .. } => {}
             }
