@@ -16,6 +16,7 @@ use topocomm_proto::reference;
 use topocomm_proto::spec::{Collective, LinkModel, RunSpec};
 use topocomm_proto::{NodeId, Topology};
 
+use crate::allowance;
 use crate::router::Router;
 use crate::transport::Link;
 use crate::transport::channel::ChannelLink;
@@ -109,11 +110,16 @@ impl InProcessCluster {
     /// Runs `spec` on every node from the reference's inputs, holds every node's output
     /// against the reference and checks that no message was left unclaimed; returns the
     /// deepest step any node received from, or what went wrong (naming the node). The
-    /// routers guard the run as a daemon's do (`Router::begin_run`: each link's queue
-    /// held to the spec's allowance), then take any run again.
+    /// routers guard the run as a daemon's do (`Router::begin_run`: what each source
+    /// and link may queue held to the run's schedule, counted for every node by one
+    /// simulation), then take any run again.
     pub async fn verify(&self, spec: &RunSpec, timeout: Duration) -> Result<u16, RunFailure> {
-        for router in &self.routers {
-            router.begin_run(spec);
+        let nodes: Vec<NodeId> = (0..self.routers.len()).collect();
+        let topology = self.routers[0].topology().clone();
+        let allowances = allowance::counted(spec, &topology, &nodes)
+            .map_err(|reason| RunFailure::Node { node: 0, reason: format!("its allowances: {reason}") })?;
+        for (router, allowance) in self.routers.iter().zip(&allowances) {
+            router.begin_run(spec, allowance);
         }
         let verified = self.verify_guarded(spec, timeout).await;
         for router in &self.routers {

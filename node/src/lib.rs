@@ -7,6 +7,9 @@
 //!
 //! * [`router`]: the hop-by-hop router — delivers a frame for this node to its mailbox,
 //!   passes any other on towards its destination, guards what neighbours send.
+//! * [`allowance`]: what a run lets each source queue at a node and pass through it, the
+//!   run's schedule counted on the simulator; [`forwarding`]: what a node holds of the
+//!   frames it passes on, charged to their sources.
 //! * [`transport`]: the links beneath the router — frames over byte streams (TCP, raw or
 //!   encrypted) or in-memory channels, TCP sockets, and the emulation's physics and
 //!   clock (`emulated`, `pacing`) laid over any of them.
@@ -17,7 +20,9 @@
 //! * [`in_process`]: a whole cluster in one process (every node's router, links in
 //!   memory), for the tests and as the simulator's baseline.
 
+pub mod allowance;
 pub mod daemon;
+pub mod forwarding;
 pub mod in_process;
 pub mod router;
 pub mod security;

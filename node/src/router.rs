@@ -9,9 +9,10 @@
 //! A neighbour is not trusted with this node's memory: a frame of a run other than the
 //! one in progress (or the next, whose first frames may come early) is dropped and
 //! counted; a frame whose source's route does not enter this node over the link it came
-//! in on closes that link; and what a link may queue here for messages nobody has taken
-//! yet is held to what the run's spec lets it carry ([`link_allowance`]): past it the
-//! link is closed and the run fails naming the sender.
+//! in on closes that link; and what each source may queue here for messages nobody has
+//! taken yet, and in this node's outgoing links to be passed on, is held to what the
+//! run's schedule brings from it ([`crate::allowance`]; per link, the sum of the sources
+//! it brings): past it the link is closed and the run fails naming the source.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
@@ -29,11 +30,12 @@ use topocomm_proto::{NodeId, Topology};
 
 use topocomm_collectives::comm::assembly::Place;
 use topocomm_collectives::comm::fault::LinkFault;
-use topocomm_collectives::comm::mailbox::{Delivery, Mailbox, MessageKey, Overdrawn, charge_of};
+use topocomm_collectives::comm::mailbox::{Allowance, Bound, Delivery, Mailbox, MessageKey, Overdrawn};
 use topocomm_collectives::comm::payload::{Payload, Written};
 use topocomm_collectives::comm::{Fabric, LinkCapabilities};
-use topocomm_collectives::tuning::Tuning;
 
+use crate::allowance::{self, RunAllowance};
+use crate::forwarding::{Charge, Ledger, Overforwarded};
 use crate::transport::emulated::Emulation;
 use crate::transport::pacing::{Clock, Timeline};
 use crate::transport::stream::STREAM_LINKS;
@@ -120,39 +122,27 @@ pub enum RouteError {
         "node {from} sent a frame from node {src} to node {dst}, but that route does not reach this node from node {from}"
     )]
     WrongLink { from: NodeId, src: u32, dst: u32 },
-    #[error("node {from} overflowed this node's queue: {overdrawn}")]
+    #[error("node {} overflowed this node's queue{}: {overdrawn}", overdrawn.charged_node(), relayed(*from, overdrawn.charged_node()))]
     Overdrawn { from: NodeId, overdrawn: Overdrawn },
+    #[error("node {} overflowed this node's queue of frames to pass on{}: {overdrawn}", overdrawn.src, relayed(*from, overdrawn.src))]
+    Overforwarded { from: NodeId, overdrawn: Overforwarded },
 }
 
-/// What one link may hold here, in bytes, of messages of `spec`'s run that this node has
-/// not taken yet (each counted with its header, see `mailbox::charge_of`): what the whole
-/// run holds, every node's memory estimate summed (input, output and messages in flight),
-/// plus the headers of the messages two iterations may bring ([`signal_allowance`] and one
-/// message from every node per round of a logarithmic schedule).
-///
-/// Not this node's own estimate: in a pipelined schedule the nodes upstream of a slow one
-/// run ahead of it, so every message a link brings in an iteration may be waiting before
-/// the first is taken (a ring all-to-all of 1 KiB blocks on 256 containers queued 1.2 MiB
-/// at one node, past that node's own estimate). No message is made of more than what the
-/// nodes hold, so the whole run's is a bound a schedule cannot legitimately pass.
-pub fn link_allowance(spec: &RunSpec, p: usize) -> u64 {
-    let data = Tuning::built_in_ref().footprint.of_nodes(spec, p, 0..p).unwrap_or(u64::MAX);
-    let messages = (p as u64).saturating_mul(u64::from(rounds(p)) + 1).saturating_mul(2);
-    data.saturating_add(messages.saturating_mul(charge_of(0))).saturating_add(signal_allowance(p))
+impl RouteError {
+    /// The node an overflow is charged to: the frames' source (`None`: not an overflow).
+    pub fn charged(&self) -> Option<NodeId> {
+        match self {
+            RouteError::Overdrawn { overdrawn, .. } => Some(overdrawn.charged_node()),
+            RouteError::Overforwarded { overdrawn, .. } => Some(overdrawn.src),
+            _ => None,
+        }
+    }
 }
 
-/// What one link may hold here before this node knows the run: the runtime's signals of
-/// one iteration, which may reach it before the run's spec does (each round of the
-/// runtime barrier, the butterfly's signal and release, the start announcement of 8
-/// bytes), twice over.
-pub fn signal_allowance(p: usize) -> u64 {
-    let signals = 2 * u64::from(rounds(p)) + 3;
-    2 * signals * charge_of(std::mem::size_of::<u64>())
-}
-
-/// ⌈log2 p⌉: the rounds of a logarithmic schedule over p nodes.
-fn rounds(p: usize) -> u32 {
-    p.max(1).next_power_of_two().trailing_zeros()
+/// " (its frames relayed by node `from`)" when the frames charged to `src` came over
+/// another node's link.
+fn relayed(from: NodeId, src: NodeId) -> String {
+    if from == src { String::new() } else { format!(" (its frames relayed by node {from})") }
 }
 
 /// The longest a link holds back a long message that no receive has asked for yet.
@@ -177,6 +167,10 @@ pub struct Router {
     partial: Mutex<HashMap<MessageKey, BytesMut>>,
     /// Which runs' frames are taken.
     runs: RunWindow,
+    /// What each source has queued in this node's links to be passed on, and may.
+    forwarding: Arc<Ledger>,
+    /// The last run's allowances, for the next run of the same shape.
+    allowances: allowance::Cache,
     /// The first link fault of this wiring, for whoever watches ([`Router::faults`]).
     first_fault: tokio::sync::watch::Sender<Option<LinkFault>>,
     /// The message flow, while recording.
@@ -202,8 +196,9 @@ impl Router {
     }
 
     /// [`Router::start`] for a daemon's links: until the first run begins, frames of any
-    /// run are taken only within [`signal_allowance`] per link; then only the run's and
-    /// the next one's, within [`link_allowance`] (see [`Router::begin_run`]).
+    /// run are taken only within [`allowance::signal_allowance`] per source and per link;
+    /// then only the run's and the next one's, within the run's allowances (see
+    /// [`Router::begin_run`]).
     pub fn start_guarded<L: Link>(
         id: NodeId,
         topology: Topology,
@@ -224,6 +219,7 @@ impl Router {
         let arrives_via = (0..topology.p())
             .map(|src| if src == id { id } else { topology.route(src, id).iter().rev().nth(1).copied().unwrap_or(src) })
             .collect();
+        let topology_p = topology.p();
         let mut queues = HashMap::new();
         let mut starting = Vec::new();
         for (peer, link) in links {
@@ -243,12 +239,19 @@ impl Router {
             emulation: Emulation::new(timeline),
             partial: Mutex::new(HashMap::new()),
             runs: RunWindow::default(),
+            forwarding: Ledger::new(topology_p),
+            allowances: allowance::Cache::default(),
             first_fault: tokio::sync::watch::Sender::new(None),
             recorder: Recorder::default(),
         });
         if guarded {
             router.runs.set(Runs::BeforeFirst);
-            router.mailbox.set_allowance(Some(signal_allowance(router.topology.p())));
+            let signals = RunAllowance::signals_only(router.topology.p());
+            router.mailbox.set_allowance(Some(Allowance {
+                source: Bound::Each(allowance::signal_allowance(router.topology.p())),
+                link: Bound::Each(allowance::signal_allowance(router.topology.p())),
+            }));
+            router.forwarding.set_allowance(Some(&signals.forwarded));
         }
         for (peer, link, outbox) in starting {
             link.start(peer, outbox, router.clone(), router.shutdown.child_token());
@@ -269,16 +272,51 @@ impl Router {
     }
 
     /// Starts `spec`'s run: from now on only its frames and the next run's are taken, and
-    /// each link may hold [`link_allowance`] of messages not yet taken.
-    pub fn begin_run(&self, spec: &RunSpec) {
+    /// each source may hold what `allowance` says of messages not yet taken here and of
+    /// frames to pass on; each link, the sum of the sources whose route it is.
+    pub fn begin_run(&self, spec: &RunSpec, allowance: &RunAllowance) {
         self.runs.set(Runs::Current(spec.run));
-        self.mailbox.begin_run(spec.run, Some(link_allowance(spec, self.topology.p())));
+        let mut by_link = vec![0u64; self.topology.p()];
+        for (src, &delivered) in allowance.delivered.iter().enumerate() {
+            if src != self.id
+                && let Some(link) = self.arrives_via.get(src).and_then(|&via| by_link.get_mut(via))
+            {
+                *link = link.saturating_add(delivered);
+            }
+        }
+        let bounds =
+            Allowance { source: Bound::ByNode(allowance.delivered.clone()), link: Bound::ByNode(by_link.into()) };
+        self.mailbox.begin_run(spec.run, Some(bounds));
+        self.forwarding.set_allowance(Some(&allowance.forwarded));
+    }
+
+    /// The allowances of `spec` at this node: the last run's if it had the same shape,
+    /// else counted on the simulator ([`allowance::Cache`]). Blocks: call it off the
+    /// runtime's threads.
+    pub fn allowance_of(&self, spec: &RunSpec) -> Arc<RunAllowance> {
+        self.allowances.of_run(spec, &self.topology, self.id)
     }
 
     /// Takes frames of every run again, unbounded (in-process clusters between runs).
     pub fn take_any_run(&self) {
         self.runs.set(Runs::Any);
         self.mailbox.set_allowance(None);
+        self.forwarding.set_allowance(None);
+    }
+
+    /// What the link from `peer` may hold here of messages not yet taken (`None`: no bound).
+    pub fn link_allowance(&self, peer: NodeId) -> Option<u64> {
+        self.mailbox.allowance().map(|allowance| allowance.link.of(peer))
+    }
+
+    /// Bytes of messages from `src` queued here that nobody has taken yet.
+    pub fn held_by_source(&self, src: NodeId) -> u64 {
+        self.mailbox.held_by_source(src)
+    }
+
+    /// Bytes of frames from `src` queued in this node's links to be passed on.
+    pub fn forwarding_from(&self, src: NodeId) -> u64 {
+        self.forwarding.held(src)
     }
 
     /// Watches for this wiring's first link fault (the daemon tells the coordinator).
@@ -490,9 +528,14 @@ impl Router {
             self.counters.forwarded.fetch_add(1, Ordering::Relaxed);
             self.record(FlowKind::Forward, &forwarded, frame.payload.len(), Some(self.next_hop[header.dst()]));
         }
+        let bytes = (FrameHeader::ENCODED_LEN + frame.payload.len()) as u64;
+        let charge = self
+            .forwarding
+            .charge(header.src(), bytes)
+            .map_err(|overdrawn| RouteError::Overforwarded { from, overdrawn })?;
         // Under emulation the frame is ready to go on when its tail arrived here.
         let ready_at = self.emulation.hop_ready(&header);
-        self.push(forwarded, Payload::One(frame.payload), ready_at, None)
+        self.push_charged(forwarded, Payload::One(frame.payload), ready_at, None, charge)
     }
 
     /// Zeroes the traffic counters at the start of the timed iterations: from now on
@@ -529,7 +572,7 @@ impl Router {
         } else {
             let mut partial = self.partial.lock().expect("reassembly lock");
             if let Some(via) = via {
-                self.mailbox.hold_partial(via, payload.len() as u64).map_err(overdrawn)?;
+                self.mailbox.hold_partial(via, key.src, payload.len() as u64).map_err(overdrawn)?;
             }
             let message = partial.entry(key).or_default();
             message.extend_from_slice(&payload);
@@ -538,7 +581,7 @@ impl Router {
             }
             let whole = partial.remove(&key).expect("just extended").freeze();
             if let Some(via) = via {
-                self.mailbox.release_partial(via, whole.len() as u64);
+                self.mailbox.release_partial(via, key.src, whole.len() as u64);
             }
             whole
         };
@@ -555,12 +598,25 @@ impl Router {
         ready_at: Instant,
         written: Option<Written>,
     ) -> Result<(), RouteError> {
+        self.push_charged(header, payload, ready_at, written, None)
+    }
+
+    /// [`Router::push`], the frame carrying `charge` (a forwarded frame's, to its source)
+    /// until its link is done with it.
+    fn push_charged(
+        &self,
+        header: FrameHeader,
+        payload: Payload,
+        ready_at: Instant,
+        written: Option<Written>,
+        charge: Option<Charge>,
+    ) -> Result<(), RouteError> {
         let via = self.next_hop[header.dst()];
         let link = self.links.get(&via).ok_or(RouteError::LinkClosed(via))?;
         if self.counts(&header) {
             link.bytes.fetch_add((FrameHeader::ENCODED_LEN + payload.len()) as u64, Ordering::Relaxed);
         }
-        let outgoing = Outgoing { header, payload, ready_at, written };
+        let outgoing = Outgoing { header, payload, ready_at, written, charge };
         link.frames.send(outgoing).map_err(|_| RouteError::LinkClosed(via))
     }
 }
@@ -626,7 +682,10 @@ impl Endpoint for Router {
     }
 
     fn on_frame(&self, from: NodeId, frame: Frame) -> Result<(), LinkFault> {
-        self.route(from, frame).map_err(|error| LinkFault::Rejected { peer: from, reason: error.to_string() })
+        self.route(from, frame).map_err(|error| match error.charged() {
+            Some(charged) => LinkFault::Overflowed { peer: from, charged, reason: error.to_string() },
+            None => LinkFault::Rejected { peer: from, reason: error.to_string() },
+        })
     }
 
     fn screen(&self, from: NodeId, header: &FrameHeader) -> Result<bool, LinkFault> {
@@ -673,9 +732,12 @@ impl Endpoint for Router {
         self.mailbox.landing(key, len)
     }
 
-    /// A link failed: the wiring is broken and every wait fails with `fault`.
+    /// A link failed: the wiring is broken, every wait fails with `fault`, and what was
+    /// queued here for receives (whole messages and packets of unfinished ones) is
+    /// dropped at once.
     fn link_failed(&self, fault: LinkFault) {
         self.first_fault.send_if_modified(|first| first.is_none().then(|| *first = Some(fault.clone())).is_some());
         self.mailbox.fail(fault);
+        self.partial.lock().expect("reassembly lock").clear();
     }
 }

@@ -13,8 +13,9 @@ use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::time::Instant;
 use topocomm_collectives::comm::Comm;
+use topocomm_node::allowance::{self, signal_allowance};
 use topocomm_node::daemon::driver;
-use topocomm_node::router::{Router, link_allowance, signal_allowance};
+use topocomm_node::router::Router;
 use topocomm_node::transport::pacing::Timeline;
 use topocomm_node::transport::stream::StreamLink;
 use topocomm_proto::control::NodeReport;
@@ -42,6 +43,11 @@ fn small_run() -> RunSpec {
     RunSpec { run: 5, size_bytes: 1024, dtype: Dtype::I32, ..RunSpec::new(Collective::Allreduce, Algorithm::Ring) }
 }
 
+/// Starts `spec` on `router` with its allowances counted, as a daemon's driver does.
+fn begin(router: &Router, spec: &RunSpec) {
+    router.begin_run(spec, &allowance::of_run(spec, router.topology(), router.id()));
+}
+
 fn header(run: u64, src: u32, dst: u32, tag: u32) -> FrameHeader {
     FrameHeader { run, iteration: 0, src, dst, tag, hops: 0, step: 1, packet: 0, last: true, due_ns: 0 }
 }
@@ -62,7 +68,7 @@ async fn receive(router: &Arc<Router>, tag: u32) -> Result<Bytes, String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn big_frames_of_a_run_not_in_progress_are_dropped_counted_and_never_kept() {
     let (router, mut far_1, _far_3) = victim();
-    router.begin_run(&small_run());
+    begin(&router, &small_run());
     const FRAMES: usize = 24;
     let big = vec![0xA5u8; 4 << 20];
     let writer = tokio::spawn(async move {
@@ -97,7 +103,7 @@ async fn a_frame_under_a_forged_source_closes_the_link_naming_the_sender() {
     // node 1's for node 3 go 1 → 2 → 3, never through node 0.
     for (src, dst) in [(2, 0), (1, 3), (0, 2)] {
         let (router, mut far_1, _far_3) = victim();
-        router.begin_run(&small_run());
+        begin(&router, &small_run());
         // The link may close before the rogue has written it all.
         let _ = write_frame(&mut far_1, header(5, src, dst, 7), &[1; 4 << 20]).await;
         let error = receive(&router, 7).await.expect_err("the forged frame must close the link");
@@ -110,7 +116,6 @@ async fn a_frame_under_a_forged_source_closes_the_link_naming_the_sender() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_link_queueing_past_its_allowance_is_closed_naming_the_sender() {
     let spec = small_run();
-    let allowance = link_allowance(&spec, 4);
     // Messages nobody asked for, and packets of a message that never ends.
     let floods = [
         ("messages", FrameHeader { ..header(5, 1, 0, 0) }),
@@ -118,7 +123,8 @@ async fn a_link_queueing_past_its_allowance_is_closed_naming_the_sender() {
     ];
     for (what, template) in floods {
         let (router, mut far_1, _far_3) = victim();
-        router.begin_run(&spec);
+        begin(&router, &spec);
+        let allowance = router.link_allowance(1).expect("a bound");
         let watcher = {
             let router = router.clone();
             tokio::spawn(async move {
@@ -150,7 +156,7 @@ async fn a_link_queueing_past_its_allowance_is_closed_naming_the_sender() {
             "{what}: {written} bytes written; at most {most_held} held, allowance {allowance}; the wait said: {error}"
         );
         assert!(error.contains("link to node 1") && error.contains("node 1 overflowed"), "{error}");
-        assert!(error.contains("this run allows one link"), "{error}");
+        assert!(error.contains("this run lets node 1 queue here"), "{error}");
         assert!(most_held <= allowance, "{what}: {most_held} bytes held, over the allowance of {allowance}");
         assert!(written < 10_000 * 1024, "{what}: the link took the whole flood");
     }
@@ -169,7 +175,7 @@ async fn before_the_first_run_a_link_holds_no_more_than_the_runtime_signals() {
     let error = receive(&router, 7).await.expect_err("past the signals' allowance the link closes");
     assert!(error.contains("node 1 overflowed"), "{error}");
     // The run that then begins drops what it does not own.
-    router.begin_run(&small_run());
+    begin(&router, &small_run());
     assert_eq!(router.held_from(1), 0);
 }
 

@@ -88,8 +88,10 @@ pub enum ToCoordinator {
     ClockReply { nonce: u64, node_ns: u64 },
     /// The link of this epoch to neighbour `peer` failed (reset, closed, a frame refused,
     /// a record that failed authentication), in words: sent at once, so that the run in
-    /// progress ends now rather than at its deadline.
-    LinkFault { epoch: u64, peer: NodeId, cause: String },
+    /// progress ends now rather than at its deadline. `source`: the node the fault is
+    /// charged to when it is not `peer` — frames that overflowed what the run lets their
+    /// source queue at this node, which `peer` may only have relayed.
+    LinkFault { epoch: u64, peer: NodeId, cause: String, source: Option<NodeId> },
 }
 
 /// Messages from the coordinator to a node.

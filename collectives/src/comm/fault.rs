@@ -27,6 +27,10 @@ pub enum LinkFault {
     /// The frame was not one of this cluster's (the endpoint says why).
     #[error("link to node {peer}: {reason}")]
     Rejected { peer: NodeId, reason: String },
+    /// The frame would take its source past what the run lets it queue at this node
+    /// (`charged`: the node the frames name as theirs, which `peer` may only have relayed).
+    #[error("link to node {peer}: {reason}")]
+    Overflowed { peer: NodeId, charged: NodeId, reason: String },
     #[error("link to node {peer}: a frame due {due_ms} ms from now, beyond the run's deadline of {horizon_ms} ms")]
     DueBeyondDeadline { peer: NodeId, due_ms: u64, horizon_ms: u64 },
     #[error("the wiring was closed")]
@@ -63,8 +67,18 @@ impl LinkFault {
             | LinkFault::BadFrame { peer, .. }
             | LinkFault::Malformed { peer, .. }
             | LinkFault::Rejected { peer, .. }
+            | LinkFault::Overflowed { peer, .. }
             | LinkFault::DueBeyondDeadline { peer, .. } => Some(*peer),
             LinkFault::WiringClosed => None,
+        }
+    }
+
+    /// The node the fault is charged to when that is not the link's peer: the source of
+    /// frames that overflowed what the run lets it queue.
+    pub fn charged_source(&self) -> Option<NodeId> {
+        match self {
+            LinkFault::Overflowed { charged, .. } => Some(*charged),
+            _ => None,
         }
     }
 }

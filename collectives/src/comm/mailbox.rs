@@ -3,12 +3,14 @@
 //! receive may offer a place of an assembled result (see `assembly`), which the link
 //! reader then fills straight from the socket. Every new waiting receive is announced
 //! (`Mailbox::posted`), so a link reader that holds back a large message nobody asked
-//! for yet learns when someone does. What each link has queued here and nobody has
-//! taken yet is counted, and held to an allowance (see `Router::begin_run`): a neighbour
-//! cannot fill this node's memory with messages it never asks for.
+//! for yet learns when someone does. What each source (the frames' `src`) and each link
+//! has queued here and nobody has taken yet is counted, and held to an [`Allowance`]
+//! (see `Router::begin_run`): a neighbour cannot fill this node's memory with messages
+//! it never asks for, and a flood relayed by honest nodes is charged to its source, not
+//! to the last hop. A link fault drops whatever was queued at once.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use bytesize::ByteSize;
@@ -77,6 +79,40 @@ enum Slot {
     Waiting(Waiter, Option<Place>),
 }
 
+/// A bound for each node: the same for all, or one each (indexed by node id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bound {
+    Each(u64),
+    ByNode(Arc<[u64]>),
+}
+
+impl Bound {
+    /// The bound of `node` (0 for a node the list does not have).
+    pub fn of(&self, node: NodeId) -> u64 {
+        match self {
+            Bound::Each(bound) => *bound,
+            Bound::ByNode(bounds) => bounds.get(node).copied().unwrap_or(0),
+        }
+    }
+}
+
+/// What may be queued here and not taken yet, in bytes (messages and partial packets,
+/// each message with its header, see [`charge_of`]): by each source, and by each link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Allowance {
+    /// By the frames' source (`src`): what that node's messages may hold here.
+    pub source: Bound,
+    /// By the neighbour whose link brought them.
+    pub link: Bound,
+}
+
+/// Bytes queued here and not taken yet, by source and by link.
+#[derive(Default)]
+struct Held {
+    by_source: HashMap<NodeId, u64>,
+    by_link: HashMap<NodeId, u64>,
+}
+
 #[derive(Default)]
 struct State {
     slots: HashMap<MessageKey, Slot>,
@@ -84,45 +120,91 @@ struct State {
     fault: Option<LinkFault>,
     /// Messages of runs older than this are dropped.
     oldest_run: u64,
-    /// Bytes each link has queued here (messages and partial packets not yet taken).
-    held: HashMap<NodeId, u64>,
-    /// The most one link may hold (`None`: no bound, for in-process clusters).
-    allowance: Option<u64>,
+    /// Bytes each source and each link has queued here (messages and partial packets
+    /// not yet taken).
+    held: Held,
+    /// The most each may hold (`None`: no bound, for in-process clusters).
+    allowance: Option<Allowance>,
 }
 
 impl State {
-    /// Charges `bytes` to `via`'s link, unless that would take it past the allowance.
-    fn charge(&mut self, via: Option<NodeId>, bytes: u64) -> Result<(), Overdrawn> {
+    /// Charges `bytes` from `src` that came in over `via`'s link (`None`: from this node
+    /// itself, never charged), unless that would take the source or the link past its
+    /// allowance: the source is checked first, so a flood is charged to the node its
+    /// frames name as their source, not to the neighbour that relayed them last.
+    fn charge(&mut self, via: Option<NodeId>, src: NodeId, bytes: u64) -> Result<(), Overdrawn> {
         let Some(via) = via else { return Ok(()) };
-        let held = self.held.entry(via).or_default();
-        let after = held.saturating_add(bytes);
-        if let Some(allowance) = self.allowance
-            && after > allowance
-        {
-            return Err(Overdrawn { held: *held, adding: bytes, allowance });
+        let by_source = self.held.by_source.get(&src).copied().unwrap_or(0);
+        let by_link = self.held.by_link.get(&via).copied().unwrap_or(0);
+        if let Some(allowance) = &self.allowance {
+            for (charged, held, allowance) in [
+                (Charged::Source(src), by_source, allowance.source.of(src)),
+                (Charged::Link(via), by_link, allowance.link.of(via)),
+            ] {
+                if held.saturating_add(bytes) > allowance {
+                    return Err(Overdrawn { charged, held, adding: bytes, allowance });
+                }
+            }
         }
-        *held = after;
+        self.held.by_source.insert(src, by_source.saturating_add(bytes));
+        self.held.by_link.insert(via, by_link.saturating_add(bytes));
         Ok(())
     }
 
-    /// Gives `bytes` back to `via`'s link.
-    fn release(&mut self, via: Option<NodeId>, bytes: u64) {
-        if let Some(held) = via.and_then(|via| self.held.get_mut(&via)) {
-            *held = held.saturating_sub(bytes);
+    /// Gives `bytes` back to `src` and `via`'s link.
+    fn release(&mut self, via: Option<NodeId>, src: NodeId, bytes: u64) {
+        let Some(via) = via else { return };
+        for (held, key) in [(&mut self.held.by_source, src), (&mut self.held.by_link, via)] {
+            if let Some(held) = held.get_mut(&key) {
+                *held = held.saturating_sub(bytes);
+            }
         }
     }
 }
 
-/// A link would hold more than its allowance of messages nobody has taken.
+/// Whom an overdrawn allowance was charged to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Charged {
+    /// The node the frames name as their source.
+    Source(NodeId),
+    /// The neighbour whose link brought them.
+    Link(NodeId),
+}
+
+/// A source (or a link) would hold more than its allowance of messages nobody has taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "it would hold {} of messages nobody asked for yet (+{}), over the {} this run allows one link",
-    ByteSize(held + adding), ByteSize(*adding), ByteSize(*allowance)
+    "it would hold {} of messages {} nobody asked for yet (+{}), over the {} this run lets {}",
+    ByteSize(held.saturating_add(*adding)), self.whose(), ByteSize(*adding), ByteSize(*allowance), self.allowed_whom()
 )]
 pub struct Overdrawn {
+    pub charged: Charged,
     pub held: u64,
     pub adding: u64,
     pub allowance: u64,
+}
+
+impl Overdrawn {
+    /// The node this is charged to: the frames' source, or the link's neighbour.
+    pub fn charged_node(&self) -> NodeId {
+        match self.charged {
+            Charged::Source(node) | Charged::Link(node) => node,
+        }
+    }
+
+    fn whose(&self) -> String {
+        match self.charged {
+            Charged::Source(src) => format!("from node {src}"),
+            Charged::Link(via) => format!("over the link from node {via}"),
+        }
+    }
+
+    fn allowed_whom(&self) -> String {
+        match self.charged {
+            Charged::Source(src) => format!("node {src} queue here"),
+            Charged::Link(via) => format!("the link from node {via} queue here"),
+        }
+    }
 }
 
 /// The per-wiring mailbox of one node.
@@ -163,7 +245,7 @@ impl Mailbox {
             }
             None => Queued { delivery: payload, via },
         };
-        state.charge(via, queued.charge())?;
+        state.charge(via, key.src, queued.charge())?;
         match state.slots.get_mut(&key) {
             Some(Slot::Queued(queue)) => queue.push_back(queued),
             _ => {
@@ -173,21 +255,26 @@ impl Mailbox {
         Ok(())
     }
 
-    /// Charges `bytes` of a message still coming in packets to the link from `via`,
-    /// unless that would take it past its allowance.
-    pub fn hold_partial(&self, via: NodeId, bytes: u64) -> Result<(), Overdrawn> {
-        self.state.lock().expect("mailbox lock").charge(Some(via), bytes)
+    /// Charges `bytes` of a message from `src` still coming in packets over the link from
+    /// `via`, unless that would take either past its allowance.
+    pub fn hold_partial(&self, via: NodeId, src: NodeId, bytes: u64) -> Result<(), Overdrawn> {
+        self.state.lock().expect("mailbox lock").charge(Some(via), src, bytes)
     }
 
     /// Gives back what [`Mailbox::hold_partial`] charged, once the message is whole.
-    pub fn release_partial(&self, via: NodeId, bytes: u64) {
-        self.state.lock().expect("mailbox lock").release(Some(via), bytes);
+    pub fn release_partial(&self, via: NodeId, src: NodeId, bytes: u64) {
+        self.state.lock().expect("mailbox lock").release(Some(via), src, bytes);
     }
 
     /// Bytes the link from `via` has queued here that nobody has taken yet (messages and
     /// partial packets, each with its header).
     pub fn held_from(&self, via: NodeId) -> u64 {
-        self.state.lock().expect("mailbox lock").held.get(&via).copied().unwrap_or(0)
+        self.state.lock().expect("mailbox lock").held.by_link.get(&via).copied().unwrap_or(0)
+    }
+
+    /// Bytes of messages from `src` queued here that nobody has taken yet.
+    pub fn held_by_source(&self, src: NodeId) -> u64 {
+        self.state.lock().expect("mailbox lock").held.by_source.get(&src).copied().unwrap_or(0)
     }
 
     /// Takes the oldest message for `key`, or registers to wait for it.
@@ -204,7 +291,7 @@ impl Mailbox {
             if queue.is_empty() {
                 state.slots.remove(&key);
             }
-            state.release(queued.via, queued.charge());
+            state.release(queued.via, key.src, queued.charge());
             return Ok(Take::Ready(queued.delivery, place));
         }
         if let Some(fault) = &state.fault {
@@ -247,15 +334,18 @@ impl Mailbox {
         }
     }
 
-    /// Marks the wiring broken: every present and future wait fails with `fault`.
+    /// Marks the wiring broken: every present and future wait fails with `fault`, and
+    /// every message queued here is dropped at once (no receive will take it: the run
+    /// fails), so a flood that ended the run does not stay in memory until the next one.
     pub fn fail(&self, fault: LinkFault) {
         let mut state = self.state.lock().expect("mailbox lock");
         if state.fault.is_none() {
             state.fault = Some(fault.clone());
         }
-        let waiters: Vec<Slot> =
-            state.slots.extract_if(|_, slot| matches!(slot, Slot::Waiting(..))).map(|(_, slot)| slot).collect();
+        let slots: Vec<Slot> = state.slots.drain().map(|(_, slot)| slot).collect();
+        state.held = Held::default();
         drop(state);
+        let waiters = slots.into_iter().filter(|slot| matches!(slot, Slot::Waiting(..)));
         self.posted.notify_waiters();
         for slot in waiters {
             if let Slot::Waiting(waiter, _) = slot {
@@ -269,29 +359,31 @@ impl Mailbox {
         self.state.lock().expect("mailbox lock").fault.clone()
     }
 
-    /// Starts run `run`, each link holding at most `allowance` bytes of messages not yet
-    /// taken (`None`: no bound): drops what is left of other runs, keeps early frames of
-    /// this one and the next.
-    pub fn begin_run(&self, run: u64, allowance: Option<u64>) {
+    /// Starts run `run`, each source and link holding at most `allowance` of messages not
+    /// yet taken (`None`: no bound): drops what is left of other runs, keeps early frames
+    /// of this one and the next.
+    pub fn begin_run(&self, run: u64, allowance: Option<Allowance>) {
         let mut state = self.state.lock().expect("mailbox lock");
         state.oldest_run = run;
         state.allowance = allowance;
-        let dropped: Vec<Slot> = state
-            .slots
-            .extract_if(|key, _| key.run != run && key.run != run.saturating_add(1))
-            .map(|(_, slot)| slot)
-            .collect();
-        for slot in dropped {
+        let dropped: Vec<(MessageKey, Slot)> =
+            state.slots.extract_if(|key, _| key.run != run && key.run != run.saturating_add(1)).collect();
+        for (key, slot) in dropped {
             if let Slot::Queued(queue) = slot {
                 for queued in queue {
-                    state.release(queued.via, queued.charge());
+                    state.release(queued.via, key.src, queued.charge());
                 }
             }
         }
     }
 
-    /// Bounds what each link may hold before the first run's spec is known.
-    pub fn set_allowance(&self, allowance: Option<u64>) {
+    /// What each source and link may hold now (`None`: no bound).
+    pub fn allowance(&self) -> Option<Allowance> {
+        self.state.lock().expect("mailbox lock").allowance.clone()
+    }
+
+    /// Bounds what each source and link may hold (before the first run's spec is known).
+    pub fn set_allowance(&self, allowance: Option<Allowance>) {
         self.state.lock().expect("mailbox lock").allowance = allowance;
     }
 

@@ -15,6 +15,7 @@
 mod huge_pages;
 pub mod network;
 pub mod spec;
+pub mod watch;
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -234,6 +235,9 @@ pub struct Options {
     /// same results, more slowly; for the tests that hold the two ways against each
     /// other.
     pub entering_by_events: bool,
+    /// Nodes whose deliveries and forwards are counted by source
+    /// (`Simulation::watched`).
+    pub watch: Vec<NodeId>,
 }
 
 impl Default for Options {
@@ -246,6 +250,7 @@ impl Default for Options {
             links: LinkCapabilities::MODELLED,
             live: None,
             entering_by_events: false,
+            watch: Vec::new(),
         }
     }
 }
@@ -282,6 +287,8 @@ pub struct Simulation {
     pub polls: u64,
     /// Each node's operations in the order it did them, when asked (`Options::operations`).
     pub operations: Vec<Vec<Operation>>,
+    /// What each watched node was delivered and passed on (`Options::watch`).
+    pub watched: Vec<watch::Watched>,
 }
 
 /// What a panic said: its message where it is text (as `panic!` and `expect` give it).
@@ -390,6 +397,9 @@ where
     if options.entering_by_events {
         network = network.entering_by_events();
     }
+    if !options.watch.is_empty() {
+        network = network.watching(&options.watch);
+    }
     let installed = OnThisThread::install(&NETWORK, Some(Installed { simulation, network }));
     let logs: Vec<OperationLog> = match options.operations {
         true => (0..p).map(|_| OperationLog::default()).collect(),
@@ -497,6 +507,7 @@ where
             .iter()
             .map(|log| std::mem::take(&mut *log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())))
             .collect(),
+        watched: network.take_watched(),
     });
     Ok(simulation)
 }

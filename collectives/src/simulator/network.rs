@@ -19,6 +19,7 @@ use topocomm_proto::spec::LinkModel;
 use topocomm_proto::{NodeId, Topology, TopologyKind};
 
 use super::huge_pages;
+use super::watch::{Watch, Watched};
 use crate::algorithms::blocks::concat;
 use crate::comm::mailbox::Delivery;
 use crate::comm::payload::Payload;
@@ -412,6 +413,9 @@ pub struct Network {
     totals: Totals,
     /// Every send, forward and delivery, while recording.
     recording: Option<Vec<FlowEvent>>,
+    /// What the watched nodes were delivered and passed on, by source (`None`: no node
+    /// watched).
+    watch: Option<Watch>,
 }
 
 /// Why a frame could not be sent.
@@ -443,7 +447,21 @@ impl Network {
             carry_at_once: true,
             totals: Totals::default(),
             recording: record.then(Vec::new),
+            watch: None,
         }
+    }
+
+    /// This network, counting what each of `nodes` is delivered and passes on, by
+    /// source ([`Network::take_watched`]).
+    pub fn watching(mut self, nodes: &[NodeId]) -> Self {
+        self.watch = Watch::of(nodes, self.topology.p());
+        self
+    }
+
+    /// Hands over what the watched nodes were delivered and passed on (empty when none
+    /// was watched).
+    pub fn take_watched(&mut self) -> Vec<Watched> {
+        self.watch.take().map(Watch::into_watched).unwrap_or_default()
     }
 
     pub fn topology(&self) -> &Topology {
@@ -668,6 +686,11 @@ impl Network {
             self.totals.forwarded += 1;
             self.record(FlowKind::Forward, from, &header, payload.len(), Some(to));
         }
+        if header.hops > 0
+            && let Some(watch) = &mut self.watch
+        {
+            watch.forwarded(from, &header, payload.len());
+        }
         let link = self.links.state(from, to);
         let mut arrived = header;
         if physics {
@@ -702,6 +725,9 @@ impl Network {
             concat(&self.partial.remove(&(me as u32, src, tag)).expect("the packets so far"))
         };
         self.record(FlowKind::Deliver, me, &header, payload.len(), None);
+        if let Some(watch) = &mut self.watch {
+            watch.delivered(me, &header, payload.len());
+        }
         let delivery = Delivery { payload, step: header.step, due_ns: header.due_ns };
         let letter = self.letters.insert(Letter { src, tag, next: NONE, delivery });
         let node = &mut self.nodes[me];

@@ -461,9 +461,9 @@ impl Driver {
                     }
                     reports[node.id] = Some(NodeReport { node: node.id, ..*report });
                 }
-                Event::Message { session, message: ToCoordinator::LinkFault { epoch, peer, cause }, .. }
-                    if epoch == self.epoch =>
-                {
+                Event::Message {
+                    session, message: ToCoordinator::LinkFault { epoch, peer, cause, source }, ..
+                } if epoch == self.epoch => {
                     // A broken link ends the run now (its nodes would wait out their
                     // deadline), once the other end has had a moment to say what it saw.
                     let Some(node) = by_session.get(&session) else { continue };
@@ -474,11 +474,11 @@ impl Driver {
                     if link_faults.is_empty() {
                         deadline = deadline.min(Instant::now() + LINK_FAULT_HEARING);
                     }
-                    link_faults.push(format!(
-                        "the link between {} and {} failed, as {} saw it: {cause}",
-                        describe(node),
-                        describe(other),
-                        describe(node)
+                    link_faults.push(link_fault_text(
+                        node,
+                        other,
+                        source.and_then(|source| participants.get(source)),
+                        &cause,
                     ));
                 }
                 Event::Message { .. } => {}
@@ -703,6 +703,28 @@ fn blame(
 
 fn index(participants: &[Participant]) -> HashMap<SessionId, Participant> {
     participants.iter().map(|p| (p.session, p.clone())).collect()
+}
+
+/// How the run's failure names a link fault `node` reported on its link to `other`: the
+/// link and the cause; or, when the fault is charged to another node (`charged`, the
+/// source of frames that overflowed what the run lets it queue, which `other` only
+/// relayed), that node first.
+fn link_fault_text(node: &Participant, other: &Participant, charged: Option<&Participant>, cause: &str) -> String {
+    match charged.filter(|charged| charged.id != other.id && charged.id != node.id) {
+        Some(source) => format!(
+            "{} sent more than the run lets it queue at {}, through {}, as {} saw it: {cause}",
+            describe(source),
+            describe(node),
+            describe(other),
+            describe(node)
+        ),
+        None => format!(
+            "the link between {} and {} failed, as {} saw it: {cause}",
+            describe(node),
+            describe(other),
+            describe(node)
+        ),
+    }
 }
 
 fn describe(node: &Participant) -> String {

@@ -16,6 +16,7 @@ use topocomm_proto::reference;
 use topocomm_proto::spec::{RunSpec, SpecError};
 use topocomm_proto::topology::NodeId;
 
+use crate::allowance::{self, RunAllowance};
 use crate::daemon::allocator;
 use crate::daemon::limits;
 use crate::daemon::probe;
@@ -29,15 +30,17 @@ use topocomm_collectives::tuning::Tuning;
 /// Takes part in `spec` over `router`'s wiring and says how it went.
 pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
     let (id, p) = (router.id(), router.topology().p());
-    router.begin_run(spec);
+    let mut report = NodeReport::empty(spec.run, id);
+    let admitted = admit(spec, p, id, &mut report);
+    let allowance = allowance_for(&router, spec, admitted.is_ok()).await;
+    router.begin_run(spec, &allowance);
     let clock_offset_ns = spec.clock_offsets_ns.get(id).copied().unwrap_or(0);
     // Before the emulation: every emulated instant of the run reads on the dilated clock.
     // (A spec with a dilation out of range is refused below and runs nothing.)
     pacing::dilate_wall_clock(spec.dilation.check().map(|()| spec.dilation).unwrap_or_default());
     router.set_emulation(spec.emulation, clock_offset_ns);
     router.emulation().set_due_horizon(spec.timeout());
-    let mut report = NodeReport::empty(spec.run, id);
-    let last = match admit(spec, p, id, &mut report) {
+    let last = match admitted {
         Ok(last) => last,
         Err(refused) => {
             tracing::error!(run = spec.run, %refused, "run refused");
@@ -120,6 +123,24 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
     report
 }
 
+/// What `spec` lets each source queue at this node and pass through it: its schedule
+/// counted (off the runtime's threads: it is a simulation), or, for a run this node
+/// turned away, no more than the runtime's signals.
+async fn allowance_for(router: &Arc<Router>, spec: &RunSpec, admitted: bool) -> Arc<RunAllowance> {
+    let p = router.topology().p();
+    if !admitted {
+        return Arc::new(RunAllowance::signals_only(p));
+    }
+    let (counting, owned) = (router.clone(), spec.clone());
+    match tokio::task::spawn_blocking(move || counting.allowance_of(&owned)).await {
+        Ok(allowance) => allowance,
+        Err(failed) => {
+            tracing::warn!(run = spec.run, %failed, "counting the run's schedule failed");
+            Arc::new(RunAllowance::uniform(allowance::whole_run_bound(spec, p), p))
+        }
+    }
+}
+
 /// The first iteration whose result's digest is not `last`'s, if any.
 fn differing_iteration(digests: &[u64], last: u64) -> Option<u32> {
     digests.iter().position(|&digest| digest != last).map(|at| at as u32)
@@ -199,24 +220,31 @@ const START_TAG: Tag = barrier::RUNTIME_BARRIER_TAG + 0x100;
 /// the cost model does. A node the announcement reaches late starts at once, and its
 /// time still counts from the common instant.
 async fn common_start(comm: &Comm, offsets_ns: &[i64]) -> Result<Instant, CommError> {
+    let start_ns = (timebase::now_ns() + START_MARGIN_NS).saturating_add_signed(-offsets_ns[0]);
+    let start_ns = announce_start(comm, start_ns).await?;
     let me = comm.id();
-    let start_ns = if me == 0 {
-        let start_ns = (timebase::now_ns() + START_MARGIN_NS).saturating_add_signed(-offsets_ns[0]);
-        for node in 1..comm.p() {
-            comm.send(node, START_TAG, Bytes::copy_from_slice(&start_ns.to_le_bytes())).await?;
-        }
-        start_ns
-    } else {
-        let announcement = comm.recv(0, START_TAG).await?;
-        let bytes: [u8; 8] = announcement[..].try_into().map_err(|_| CommError::Link {
-            me,
-            reason: format!("node 0 announced a start of {} bytes, not 8", announcement.len()),
-        })?;
-        u64::from_le_bytes(bytes)
-    };
     let start = Instant::from_std(timebase::instant_at(start_ns.saturating_add_signed(offsets_ns[me])));
     Clock::Real.wait_until(start).await;
     Ok(start)
+}
+
+/// The messages of the common start: node 0 sends `start_ns` to every other node, which
+/// returns what it announced (node 0 returns `start_ns`). The allowances count them too
+/// (`allowance::counted`).
+pub async fn announce_start(comm: &Comm, start_ns: u64) -> Result<u64, CommError> {
+    let me = comm.id();
+    if me == 0 {
+        for node in 1..comm.p() {
+            comm.send(node, START_TAG, Bytes::copy_from_slice(&start_ns.to_le_bytes())).await?;
+        }
+        return Ok(start_ns);
+    }
+    let announcement = comm.recv(0, START_TAG).await?;
+    let bytes: [u8; 8] = announcement[..].try_into().map_err(|_| CommError::Link {
+        me,
+        reason: format!("node 0 announced a start of {} bytes, not 8", announcement.len()),
+    })?;
+    Ok(u64::from_le_bytes(bytes))
 }
 
 /// Runs every iteration, noting each timed one's time, the schedule's steps and (when

@@ -219,6 +219,7 @@ enum Underway {
         epoch: u64,
         peer: NodeId,
         cause: String,
+        source: Option<NodeId>,
     },
 }
 
@@ -332,9 +333,9 @@ async fn session(
                         router = Some(wired);
                         ToCoordinator::Wired { epoch }
                     }
-                    Underway::LinkFault { epoch, peer, cause } => {
+                    Underway::LinkFault { epoch, peer, cause, source } => {
                         tracing::warn!(epoch, peer, %cause, "telling the coordinator a link failed");
-                        ToCoordinator::LinkFault { epoch, peer, cause }
+                        ToCoordinator::LinkFault { epoch, peer, cause, source }
                     }
                     Underway::Wired { epoch, result: Err(error) } => {
                         wiring = None;
@@ -366,7 +367,8 @@ fn watch_faults(router: &Router, epoch: u64, underway: mpsc::UnboundedSender<Und
         if let Some(fault) = fault
             && let Some(peer) = fault.peer()
         {
-            let _ = underway.send(Underway::LinkFault { epoch, peer, cause: fault.to_string() });
+            let source = fault.charged_source();
+            let _ = underway.send(Underway::LinkFault { epoch, peer, cause: fault.to_string(), source });
         }
     });
 }

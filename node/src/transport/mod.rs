@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use topocomm_proto::NodeId;
 use topocomm_proto::frame::{Frame, FrameHeader};
 
+use crate::forwarding::Charge;
 use emulated::{Emulation, Occupancy};
 use topocomm_collectives::comm::assembly::Place;
 use topocomm_collectives::comm::fault::LinkFault;
@@ -43,6 +44,9 @@ pub struct Outgoing {
     pub ready_at: Instant,
     /// Dropped with the frame once the link has written it (or given up on it).
     pub written: Option<Written>,
+    /// A forwarded frame's charge to its source ([`crate::forwarding`]), given back when
+    /// the link is done with it.
+    pub charge: Option<Charge>,
 }
 
 /// The queue a link takes its outgoing frames from, in order.
