@@ -134,8 +134,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub write_token: Option<PathBuf>,
     /// Also serve the lab, the cluster's page in a browser, on ADDR (HOST:PORT). Any
-    /// address but loopback needs the cluster token (--token-file or TOPOCOMM_TOKEN),
-    /// which the page asks for.
+    /// address but loopback needs the cluster token (--token-file or TOPOCOMM_TOKEN), a
+    /// strong one (128 random bits), which the page asks for.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
     /// The rules `--algorithm auto` picks by for every client.

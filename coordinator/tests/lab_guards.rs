@@ -147,6 +147,13 @@ async fn jobs_queue_within_a_bound_and_a_long_run_is_cancelled_freeing_its_nodes
     assert_eq!(document(address, first).await["result"]["verified"], true);
     assert!(began.elapsed() < Duration::from_secs(30), "the nodes were free at once: {:?}", began.elapsed());
     assert_eq!(status(&job(address, long).await), "cancelled");
+    // The coordinator aborted it on the nodes (not left for the next run's start to end).
+    let logs = lab.scratch.path.join("logs");
+    let aborted = common::poll(Duration::from_secs(10), || {
+        let said = |node: usize| common::read_text(&logs.join(format!("node-{node}.log")));
+        (0..2).all(|node| said(node).contains("run aborted by the coordinator")).then_some(())
+    });
+    assert!(aborted.is_some(), "no node logged the abort: {}", common::read_text(&logs.join("node-0.log")));
     let again = http(address, "DELETE", &format!("/api/runs/{long}"), &[("Host", address)], None).await;
     assert_eq!(again.status, 409, "{}", again.body);
     let none = http(address, "DELETE", "/api/runs/99999", &[("Host", address)], None).await;

@@ -47,7 +47,8 @@ pub struct LabArgs {
     #[arg(long, short = 'n', default_value_t = 8)]
     pub nodes: usize,
     /// Address to serve the page on, HOST:PORT (port 0: any free port). Any address
-    /// but loopback needs a token (--token-file or TOPOCOMM_TOKEN), which the page asks for.
+    /// but loopback needs a strong token (128 random bits: --token-file or
+    /// TOPOCOMM_TOKEN), which the page asks for.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7780")]
     pub http: String,
     /// Folder for the node daemons' logs (default: a folder of this lab's own, named when
