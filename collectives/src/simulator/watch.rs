@@ -2,7 +2,7 @@
 //! the bytes of the messages each watched node was delivered and of the frames it passed
 //! on for others, runtime signals (system tags) apart from the algorithm's. A daemon
 //! derives from it what each source may have queued at it and in its outgoing links
-//! (`topocomm_node::allowance`): a schedule's own traffic is exactly what it carries.
+//! (the daemon's allowance module): a schedule's own traffic is exactly what it carries.
 
 use topocomm_proto::NodeId;
 use topocomm_proto::frame::{FrameHeader, SYSTEM_TAG_BASE, Tag};

@@ -180,6 +180,9 @@ struct Driver {
     events: mpsc::UnboundedReceiver<Event>,
     epoch: u64,
     run: u64,
+    /// The nonce of the next clock probe: never reused, so a late reply to a run that was
+    /// cancelled while its clocks were probed answers no probe of a later run.
+    next_nonce: u64,
 }
 
 impl Coordinator {
@@ -187,7 +190,13 @@ impl Coordinator {
     pub fn new(expected: usize, key: Key, encrypted: bool) -> Self {
         let (cluster, events) = Cluster::new(expected);
         let tuning = Arc::new(Tuning::built_in());
-        Coordinator { cluster, key, encrypted, tuning, driver: Mutex::new(Driver { events, epoch: 0, run: 0 }) }
+        Coordinator {
+            cluster,
+            key,
+            encrypted,
+            tuning,
+            driver: Mutex::new(Driver { events, epoch: 0, run: 0, next_nonce: 0 }),
+        }
     }
 
     /// This coordinator resolving `auto` by `tuning` rather than the built-in rules.
@@ -371,10 +380,12 @@ impl Driver {
         let by_session = index(participants);
         let mut samples: Vec<Vec<ClockOffset>> = vec![Vec::new(); participants.len()];
         for round in 0..CLOCK_PROBES {
+            let probe = self.next_nonce;
+            self.next_nonce += 1;
             let mut sent_at = vec![0u64; participants.len()];
             for participant in participants {
                 sent_at[participant.id] = timebase::now_ns();
-                let _ = participant.sender.send(ToNode::ClockProbe { nonce: round });
+                let _ = participant.sender.send(ToNode::ClockProbe { nonce: probe });
             }
             let mut answered = vec![false; participants.len()];
             let deadline = Instant::now() + PROBE_DEADLINE;
@@ -385,7 +396,7 @@ impl Driver {
                 };
                 match event {
                     Event::Message { session, message: ToCoordinator::ClockReply { nonce, node_ns }, .. }
-                        if nonce == round =>
+                        if nonce == probe =>
                     {
                         let Some(node) = by_session.get(&session) else { continue };
                         if std::mem::replace(&mut answered[node.id], true) {

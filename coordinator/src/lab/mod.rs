@@ -119,7 +119,8 @@ pub async fn serve_beside(
 pub fn write_run_html(executed: &crate::tools::execute::Executed, path: &Path) -> anyhow::Result<()> {
     let document = document::of_run(executed, &[])?;
     let page = assets::standalone(&document)?;
-    std::fs::write(path, page).map_err(|error| anyhow::anyhow!("writing {}: {error}", path.display()))
+    topocomm_collectives::files::write(path, page)
+        .map_err(|error| anyhow::anyhow!("writing {}: {error}", path.display()))
 }
 
 /// Writes the run `executed` as one self-contained page that plays it offline.
