@@ -3,15 +3,14 @@
 //! Each layer owns the options of its commands; this file puts them together.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
-use topocomm_collectives::tuning::Tuning;
 use topocomm_node::daemon::NodeArgs;
 use topocomm_node::security::SecurityArgs;
 
 use crate::control::client::RemoteArgs;
 use crate::control::request::{CollectiveArgs, IterationArgs};
+use crate::control::tuning::TuningArgs;
 use crate::lab::LabArgs;
 use crate::render::dilation::Verbosity;
 use crate::render::topology_view::{ListArgs, TopologyArgs};
@@ -164,24 +163,5 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         Cli::command().debug_assert();
-    }
-}
-
-/// `--tuning FILE`: the options of every command that resolves `auto`.
-#[derive(Debug, Clone, Default, Args)]
-pub struct TuningArgs {
-    /// The rules `--algorithm auto` picks by: a JSON file (`topocomm tune` writes one,
-    /// `topocomm list --tuning-json` prints the built-in one).
-    #[arg(long, value_name = "FILE", env = "TOPOCOMM_TUNING")]
-    pub tuning: Option<PathBuf>,
-}
-
-impl TuningArgs {
-    /// The file's rules, or the built-in ones without `--tuning`.
-    pub fn load(&self) -> anyhow::Result<Arc<Tuning>> {
-        match &self.tuning {
-            None => Ok(Arc::new(Tuning::built_in())),
-            Some(path) => Ok(Arc::new(Tuning::read(path)?)),
-        }
     }
 }

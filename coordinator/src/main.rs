@@ -37,12 +37,12 @@ use crate::control::request::{self, Planned};
 use crate::control::run::Coordinator;
 use crate::control::target::Target;
 use crate::control::{client, server};
+use crate::render::flow::{self, FlowOutputs};
 use crate::render::output::{self, StdoutClosed, outln};
 use crate::render::report;
 #[cfg(feature = "pictures")]
 use crate::render::topology_svg;
 use crate::render::topology_view::{self, TopologyArgs};
-use crate::render::trace::{self, FlowOutputs};
 use crate::tools::model;
 use crate::tools::{bench_model, calibrate, execute, explain, simulate, sweep, tune};
 use topocomm_collectives::tuning::Tuning;
@@ -221,7 +221,7 @@ async fn run_on(target: &Target, args: &RunArgs, planned: Planned, tuning: &Tuni
         let schedule = |spec: &RunSpec, topology: &Topology, links: LinkModel| {
             model::predict(spec, topology, links).map(|p| p.events).map_err(anyhow::Error::from)
         };
-        trace::write_run_outputs(outputs, outcome, predicted, *predict_with, &schedule)?;
+        flow::write_run_outputs(outputs, outcome, predicted, *predict_with, &schedule)?;
     }
     if let Some(path) = &args.html {
         lab::write_run_html(&executed, path)?;

@@ -11,3 +11,4 @@ pub mod request;
 pub mod run;
 pub mod server;
 pub mod target;
+pub mod tuning;

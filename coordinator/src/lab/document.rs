@@ -1,17 +1,18 @@
 //! A run, a schedule (`explain`) or a simulation as the JSON document the lab's page
 //! plays: what ran and its verdict (the CLI's own JSON), the topology with its picture's
 //! layout (the one `topology --svg` draws), and the message flow joined into messages,
-//! each with its hops in emulated nanoseconds (`render::trace::messages`).
+//! each with its hops in emulated nanoseconds (`render::messages::messages`).
 
 use serde_json::{Value, json};
 use topocomm_proto::Topology;
 use topocomm_proto::flow::FlowEvent;
 use topocomm_proto::spec::RunSpec;
 
+use crate::render::links::describe_links;
+use crate::render::messages::messages;
 use crate::render::picture::PALETTE;
 use crate::render::schema;
 use crate::render::topology_svg;
-use crate::render::trace::{describe_links, messages};
 use crate::tools::execute::Executed;
 
 /// What a document shows.

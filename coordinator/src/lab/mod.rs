@@ -60,7 +60,7 @@ pub struct LabArgs {
     pub security: SecurityArgs,
     /// The rules `--algorithm auto` picks by for the page's runs.
     #[command(flatten)]
-    pub tuning: crate::cli::TuningArgs,
+    pub tuning: crate::control::tuning::TuningArgs,
 }
 
 /// The lab was asked of a binary built without it.

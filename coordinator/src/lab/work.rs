@@ -145,7 +145,7 @@ pub async fn carry_out(lab: &Lab, id: u64, args: &[String], job: Job, stop: &Sto
                 let explained = explain::explain_within(&words.what, coordinator.tuning(), limit)?;
                 let flow = document::flow(
                     &explained.prediction.events,
-                    &format!("cost model's schedule, {}", crate::render::trace::describe_links(&explained.links)),
+                    &format!("cost model's schedule, {}", crate::render::links::describe_links(&explained.links)),
                 );
                 let result = schema::versioned(explain::to_json(&explained));
                 let doc = document::document(Kind::Explain, &explained.spec, &explained.topology, &args, result, flow);
@@ -231,7 +231,7 @@ fn simulated(args: &SimulateArgs, words: &[String], stop: &Stop) -> Done {
     let source = format!(
         "simulated ({}), {}",
         if verified { "verified" } else { "lengths only" },
-        crate::render::trace::describe_links(&links)
+        crate::render::links::describe_links(&links)
     );
     let flow = document::flow(&ran.events, &source);
     // The simulation's own data goes now, before the document is kept.
@@ -319,7 +319,7 @@ fn by_steps(args: &SimulateArgs, point: &simulate::Planned, links: LinkModel, wo
         "kind": Kind::Steps.name(), "title": title, "args": words, "note": note,
         "result": schema::versioned_json(&described)?,
         "steps": steps,
-        "source": format!("simulated, {}", crate::render::trace::describe_links(&links)),
+        "source": format!("simulated, {}", crate::render::links::describe_links(&links)),
     }));
     Ok((document, true, None))
 }
@@ -352,7 +352,7 @@ fn scaling(
         "{} simulated at {} points, {}",
         args.collective,
         planned.len(),
-        crate::render::trace::describe_links(&links)
+        crate::render::links::describe_links(&links)
     );
     let failure = (!failures.is_empty()).then(|| format!("error: {}", failures.join("; ")));
     let document = schema::versioned(json!({

@@ -14,8 +14,8 @@ use std::path::Path;
 
 use topocomm_proto::flow::FlowEvent;
 
+use crate::render::messages::{self, Message};
 use crate::render::picture::{self, Svg, colour, n};
-use crate::render::trace::{self, Message};
 
 /// What the diagram's title and subtitle say, and how its x axis runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,7 +57,7 @@ const MAX_LABELLED_HOPS: usize = 160;
 /// `hop` (one per link crossing; `forwarded` too when an intermediate node sent it
 /// on), `deliver` (one per delivered message), `step-label`, `legend`.
 pub fn svg(events: &[FlowEvent], meta: &DiagramMeta) -> String {
-    let messages = trace::messages(events);
+    let messages = messages::messages(events);
     let nodes = meta.nodes.max(events.iter().map(|e| e.node + 1).max().unwrap_or(0)).max(1);
     let lane_gap = (560.0 / nodes as f64).clamp(30.0, 60.0);
     let height = TOP + lane_gap * nodes as f64 + BOTTOM;
@@ -269,7 +269,7 @@ mod tests {
     use topocomm_proto::spec::{Algorithm, Collective, Routing};
 
     use super::*;
-    use crate::render::trace::tests::model_run;
+    use crate::render::messages::tests::model_run;
 
     fn meta(p: usize, by_steps: bool) -> DiagramMeta {
         DiagramMeta {

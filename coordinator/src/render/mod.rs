@@ -1,4 +1,6 @@
-//! Rendering: run reports and the house table, how runs were dilated, Chrome traces, topology
+//! Rendering: run reports and the house table, how runs were dilated, the message flow
+//! (`messages`: events joined into messages; `trace`: the Chrome trace; `flow`: what
+//! `--trace` and `--diagram` write; `links`: the link physics in words), topology
 //! text, where output goes (standard output, files checked before a run), the sweep's
 //! progress bar and, with the `pictures` feature, the pictures
 //! (space-time diagrams, topology drawings and sweep plots, as SVG or PNG). Uses
@@ -9,6 +11,9 @@ use std::path::Path;
 #[cfg(feature = "pictures")]
 pub mod diagram;
 pub mod dilation;
+pub mod flow;
+pub mod links;
+pub mod messages;
 pub mod output;
 pub mod page;
 #[cfg(feature = "pictures")]

@@ -78,6 +78,15 @@ pub fn check_folder_writable(option: &str, folder: &Path) -> anyhow::Result<()> 
     std::fs::remove_file(&probe).map_err(refuse)
 }
 
+/// Writes `value` as JSON to `path` (`-`: standard output).
+pub fn write_json(value: &serde_json::Value, path: &Path) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(value)? + "\n";
+    if path.as_os_str() == "-" {
+        return print(text);
+    }
+    topocomm_collectives::files::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,7 +135,7 @@ mod tests {
             error.starts_with("--trace ") && error.contains("is a symbolic link, and outputs never follow one"),
             "{error}"
         );
-        let error = crate::render::trace::write_json(&serde_json::json!({"x": 1}), &link).unwrap_err();
+        let error = write_json(&serde_json::json!({"x": 1}), &link).unwrap_err();
         assert!(format!("{error:#}").contains("is a symbolic link"), "{error:#}");
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "the user's own");
         let folder_link = scratch.join("dump");

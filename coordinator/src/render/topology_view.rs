@@ -10,9 +10,9 @@ use strum::IntoEnumIterator;
 use topocomm_proto::spec::Collective;
 use topocomm_proto::{Topology, TopologyKind, catalogue};
 
-use crate::cli::TuningArgs;
 use crate::control::parse::parse_collective;
 use crate::control::request::ShapeArgs;
+use crate::control::tuning::TuningArgs;
 use crate::render::output;
 use crate::render::table::HouseTable;
 use topocomm_collectives::tuning::Rule;

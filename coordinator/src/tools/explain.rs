@@ -25,8 +25,8 @@ use topocomm_proto::flow::{FlowEvent, FlowKind};
 use topocomm_proto::spec::{Algorithm, LinkModel, Routing, RunSpec};
 use topocomm_proto::{NodeId, Topology, catalogue};
 
-use crate::cli::TuningArgs;
 use crate::control::request::{self, CollectiveArgs, Emulated, LinkArgs, Repetition};
+use crate::control::tuning::TuningArgs;
 use crate::render::output;
 use crate::tools::goal_out;
 use crate::tools::memory::{self, Exceeded, Limits, MemoryWatch};

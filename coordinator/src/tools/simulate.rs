@@ -19,15 +19,16 @@ use topocomm_collectives::simulator::{self, LiveCounts, Options, SimulationError
 use topocomm_proto::spec::{Algorithm, Collective, LinkModel, RunSpec};
 use topocomm_proto::{Topology, TopologyKind, catalogue};
 
-use crate::cli::TuningArgs;
 use crate::control::parse::{ParseError, parse_collective, parse_dims, parse_size, parse_timeout, parse_topology};
 use crate::control::request::{self, DataArgs, LinkArgs, Repetition};
+use crate::control::tuning::TuningArgs;
+use crate::render::flow::{self, FlowOutputs};
+use crate::render::links::describe_links;
 use crate::render::output::outln;
 use crate::render::progress::Progress;
 use crate::render::quantity::size_text;
 use crate::render::report::{BusiestLink, LinkPhysics, TimeStats};
 use crate::render::table::HouseTable;
-use crate::render::trace::{self, FlowOutputs};
 use crate::tools::closed_form;
 use crate::tools::explain;
 use crate::tools::memory::{self, Exceeded, Limits, MemoryWatch, estimate};
@@ -302,14 +303,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
         let outputs =
             FlowOutputs { trace: args.trace.as_deref(), diagram: args.diagram.as_deref(), by_steps: args.steps };
         let source = if point.verified { "simulated (verified)" } else { "simulated (lengths only)" };
-        trace::write_flow(
-            outputs,
-            &last_events,
-            &planned.spec,
-            &planned.topology,
-            &trace::describe_links(&links),
-            source,
-        )?;
+        flow::write_flow(outputs, &last_events, &planned.spec, &planned.topology, &describe_links(&links), source)?;
     }
     #[cfg(feature = "pictures")]
     if let Some(path) = &args.plot {
@@ -444,7 +438,7 @@ fn headline(args: &SimulateArgs, links: &LinkModel, source: explain::PhysicsSour
     } else {
         format!("{} per node, {}", size_text(args.size), args.data.dtype)
     };
-    format!("{} simulated: {data}; links {} ({})", args.collective, trace::describe_links(links), source.name())
+    format!("{} simulated: {data}; links {} ({})", args.collective, describe_links(links), source.name())
 }
 
 fn table(points: &[SimulationSummary]) -> HouseTable {

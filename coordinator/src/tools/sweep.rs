@@ -33,7 +33,6 @@ use serde_json::json;
 use topocomm_proto::spec::{Algorithm, Collective, LinkModel, RunSpec};
 use topocomm_proto::{Topology, catalogue};
 
-use crate::cli::TuningArgs;
 use crate::control::client::RemoteArgs;
 use crate::control::local::{self, Capacity, CapacityError, LocalCluster};
 use crate::control::parse::{ParseError, parse_collective, parse_size};
@@ -41,6 +40,8 @@ use crate::control::request::{
     self, CollectiveArgs, DataArgs, IterationArgs, LinkArgs, Planned, Repetition, ShapeArgs,
 };
 use crate::control::target::Target;
+use crate::control::tuning::TuningArgs;
+use crate::render;
 use crate::render::dilation::{Verbosity, factor_text, seconds_text};
 use crate::render::output::{self, outln};
 #[cfg(feature = "pictures")]
@@ -51,7 +52,6 @@ use crate::render::progress::Progress;
 use crate::render::quantity::size_text;
 use crate::render::report::{self, LinkPhysics};
 use crate::render::sweep_table::{self, SweepPoint};
-use crate::render::{self, trace};
 use crate::tools::dilation::{self, Messages, Probe};
 use crate::tools::model::{self, Prediction};
 use topocomm_collectives::tuning::Tuning;
@@ -693,7 +693,7 @@ fn write_outputs(args: &SweepArgs, sweep: &Sweep) -> anyhow::Result<()> {
         eprintln!("wrote {}", path.display());
     }
     if let Some(path) = &args.json {
-        trace::write_json(&json_of(args, sweep, topology), path)?;
+        output::write_json(&json_of(args, sweep, topology), path)?;
         if path.as_os_str() != "-" {
             eprintln!("wrote {}", path.display());
         }

@@ -16,12 +16,12 @@ use topocomm_proto::control::{RunOutcome, RunRequest};
 use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp};
 use topocomm_proto::{TopologyKind, catalogue};
 
-use crate::cli::TuningArgs;
 use crate::control::client::RemoteArgs;
 use crate::control::local::LocalCluster;
 use crate::control::parse::parse_timeout;
 use crate::control::request::{self, DataArgs, Repetition, ShapeArgs};
 use crate::control::target::Target;
+use crate::control::tuning::TuningArgs;
 use crate::render::quantity::size_text;
 use crate::render::report::{self, TimeStats};
 use crate::render::table::HouseTable;
