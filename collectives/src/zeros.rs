@@ -2,7 +2,7 @@
 //! and holds no memory (the kernel maps its untouched pages to the shared zero page),
 //! so that a buffer of any length can be a slice of it at no cost. The simulator's
 //! lengths-only runs give every node zero inputs from here; the data helpers
-//! ([`crate::algorithms::blocks::concat`], `Reduction::combine`, `Assembly`, a
+//! ([`crate::comm::payload::concat`], `Reduction::combine`, `Assembly`, a
 //! payload's parts) see that their operands are known zeros and hand back another slice
 //! instead of copying or combining: zeros joined or combined by sum, prod, min or max
 //! are zeros. So the algorithms run unchanged while their messages carry lengths only,

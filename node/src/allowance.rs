@@ -31,7 +31,7 @@ use topocomm_collectives::simulator::{self, Options};
 use topocomm_collectives::tuning::Tuning;
 use topocomm_collectives::zeros::{self, LengthsOnly};
 
-use crate::daemon::{driver, probe};
+use crate::steps::{probe, start};
 use crate::transport::stream::STREAM_LINKS;
 
 /// The most wall time a node spends counting a run's schedule before it falls back to
@@ -128,7 +128,7 @@ async fn one_iteration(comm: &Comm, spec: &RunSpec) -> Result<(), CommError> {
     let (p, me) = (comm.p(), comm.id());
     barrier::runtime(comm).await?;
     if spec.clock_offsets_ns.len() == p {
-        driver::announce_start(comm, 0).await?;
+        start::announce_start(comm, 0).await?;
     }
     let len = reference::input_len(spec, p, me);
     let input = if len == 0 { Bytes::new() } else { zeros::zeros(len).unwrap_or_default() };

@@ -26,4 +26,6 @@ pub mod forwarding;
 pub mod in_process;
 pub mod router;
 pub mod security;
+pub mod steps;
+pub mod timebase;
 pub mod transport;

@@ -98,7 +98,7 @@ async fn a_frame_due_beyond_the_deadline_is_refused_not_held() {
     let (router, mut far) = lone_node();
     router.emulation().set_due_horizon(Duration::from_secs(5));
     // Due in about a century: a forged or stray emulated frame.
-    let due_ns = topocomm_node::daemon::timebase::now_ns() + 100 * 365 * 24 * 3600 * 1_000_000_000;
+    let due_ns = topocomm_node::timebase::now_ns() + 100 * 365 * 24 * 3600 * 1_000_000_000;
     write_frame(&mut far, FrameHeader { due_ns, ..header(1, 0) }, b"late").await;
     let started = std::time::Instant::now();
     let text = wait_for_node_1(&router).await.unwrap_err().to_string();

@@ -22,6 +22,7 @@ pub mod control;
 pub mod elements;
 pub mod flow;
 pub mod frame;
+pub mod names;
 pub mod reference;
 pub mod schedule;
 pub mod spec;

@@ -17,7 +17,7 @@ use std::collections::{HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use crate::spec::{Collective, Dtype};
+use crate::names::{Collective, Dtype};
 
 /// The most steps a program may hold, over all ranks (about 8 MiB on the wire).
 pub const MAX_STEPS: usize = 1 << 18;

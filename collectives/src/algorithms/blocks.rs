@@ -7,6 +7,10 @@ use std::ops::Range;
 
 use bytes::{Bytes, BytesMut};
 
+/// Joining parts into one buffer is what a message's payload does (`comm::payload`); the
+/// algorithms reach it here, with their other building blocks.
+pub use crate::comm::payload::concat;
+
 /// Where each of p blocks lies in a buffer: block i holds `base + 1` units if
 /// `i < extra`, else `base` units, of `unit` bytes each, one after another. Computed, not
 /// stored: a layout of a million blocks takes no more memory than one of two.
@@ -84,23 +88,6 @@ pub fn kept_part(message: &Bytes, range: Range<usize>) -> Bytes {
         true => part,
         false => Bytes::copy_from_slice(&part),
     }
-}
-
-/// The parts one after another in one buffer (one copy; a single part is not copied,
-/// and known zeros join without one, see `crate::zeros`).
-pub fn concat<'a>(parts: impl IntoIterator<Item = &'a Bytes>) -> Bytes {
-    let parts: Vec<&Bytes> = parts.into_iter().collect();
-    if let [only] = parts.as_slice() {
-        return (*only).clone();
-    }
-    if let Some(zeros) = crate::zeros::join(parts.iter().copied()) {
-        return zeros;
-    }
-    let mut out = BytesMut::with_capacity(parts.iter().map(|p| p.len()).sum());
-    for part in parts {
-        out.extend_from_slice(part);
-    }
-    out.freeze()
 }
 
 /// A result put together from the blocks of a [`BlockLayout`] as they come, in any

@@ -76,6 +76,23 @@ impl Written {
     }
 }
 
+/// The parts one after another in one buffer (one copy; a single part is not copied,
+/// and known zeros join without one, see `crate::zeros`).
+pub fn concat<'a>(parts: impl IntoIterator<Item = &'a Bytes>) -> Bytes {
+    let parts: Vec<&Bytes> = parts.into_iter().collect();
+    if let [only] = parts.as_slice() {
+        return (*only).clone();
+    }
+    if let Some(zeros) = crate::zeros::join(parts.iter().copied()) {
+        return zeros;
+    }
+    let mut out = BytesMut::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for part in parts {
+        out.extend_from_slice(part);
+    }
+    out.freeze()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,9 +20,8 @@ use topocomm_proto::{NodeId, Topology, TopologyKind};
 
 use super::huge_pages;
 use super::watch::{Watch, Watched};
-use crate::algorithms::blocks::concat;
 use crate::comm::mailbox::Delivery;
-use crate::comm::payload::Payload;
+use crate::comm::payload::{Payload, concat};
 use crate::physics::{head_ready_ns, link_free_ns, ready_after, split_into_packets};
 
 /// One direction of a link: when it is free to carry the next frame, and what it carried.

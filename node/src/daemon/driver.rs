@@ -11,7 +11,6 @@ use bytes::Bytes;
 use bytesize::ByteSize;
 use tokio::time::Instant;
 use topocomm_proto::control::{NodeDump, NodeReport, NodeTrace};
-use topocomm_proto::frame::Tag;
 use topocomm_proto::reference;
 use topocomm_proto::spec::{RunSpec, SpecError};
 use topocomm_proto::topology::NodeId;
@@ -19,9 +18,10 @@ use topocomm_proto::topology::NodeId;
 use crate::allowance::{self, RunAllowance};
 use crate::daemon::allocator;
 use crate::daemon::limits;
-use crate::daemon::probe;
-use crate::daemon::timebase;
 use crate::router::Router;
+use crate::steps::probe;
+use crate::steps::start::announce_start;
+use crate::timebase;
 use crate::transport::pacing::{self, Clock};
 use topocomm_collectives::algorithms::{self, barrier};
 use topocomm_collectives::comm::{Comm, CommError};
@@ -211,9 +211,6 @@ fn admit(spec: &RunSpec, p: usize, id: NodeId, report: &mut NodeReport) -> Resul
 /// reach every node.
 const START_MARGIN_NS: u64 = 2_000_000;
 
-/// The tag of the common-start announcement (the runtime's range, never emulated).
-const START_TAG: Tag = barrier::RUNTIME_BARRIER_TAG + 0x100;
-
 /// After the barrier: node 0 announces an instant a little ahead, on the coordinator's
 /// clock; every node waits for it on its own clock (its offset from the coordinator's
 /// added) and returns it, so every node times the collective from the same moment, as
@@ -226,25 +223,6 @@ async fn common_start(comm: &Comm, offsets_ns: &[i64]) -> Result<Instant, CommEr
     let start = Instant::from_std(timebase::instant_at(start_ns.saturating_add_signed(offsets_ns[me])));
     Clock::Real.wait_until(start).await;
     Ok(start)
-}
-
-/// The messages of the common start: node 0 sends `start_ns` to every other node, which
-/// returns what it announced (node 0 returns `start_ns`). The allowances count them too
-/// (`allowance::counted`).
-pub async fn announce_start(comm: &Comm, start_ns: u64) -> Result<u64, CommError> {
-    let me = comm.id();
-    if me == 0 {
-        for node in 1..comm.p() {
-            comm.send(node, START_TAG, Bytes::copy_from_slice(&start_ns.to_le_bytes())).await?;
-        }
-        return Ok(start_ns);
-    }
-    let announcement = comm.recv(0, START_TAG).await?;
-    let bytes: [u8; 8] = announcement[..].try_into().map_err(|_| CommError::Link {
-        me,
-        reason: format!("node 0 announced a start of {} bytes, not 8", announcement.len()),
-    })?;
-    Ok(u64::from_le_bytes(bytes))
 }
 
 /// Runs every iteration, noting each timed one's time, the schedule's steps and (when

@@ -10,8 +10,6 @@ pub mod allocator;
 pub mod driver;
 pub mod limits;
 pub mod logging;
-pub mod probe;
-pub mod timebase;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -317,7 +315,7 @@ async fn session(
                         }
                     }
                     ToNode::ClockProbe { nonce } => {
-                        let reply = ToCoordinator::ClockReply { nonce, node_ns: timebase::now_ns() };
+                        let reply = ToCoordinator::ClockReply { nonce, node_ns: crate::timebase::now_ns() };
                         if let Err(error) = send(&mut control, &reply).await {
                             break error.into();
                         }

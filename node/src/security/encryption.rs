@@ -18,7 +18,16 @@ use std::task::{Context, Poll, ready};
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
-use crate::security::handshake::HandshakeError;
+/// Why the Noise handshake did not complete: the connection's i/o, or Noise itself. The
+/// mutual handshake, which runs this one after its own, reports either as its own error
+/// (`handshake::HandshakeError`), so that a caller meets one error type.
+#[derive(Debug, thiserror::Error)]
+pub enum EncryptionError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Noise(String),
+}
 
 /// The Noise protocol name: no static keys (the handshake before it authenticated both
 /// sides), the session key as PSK, X25519, ChaCha20-Poly1305, BLAKE2s.
@@ -60,7 +69,7 @@ impl<S> Channel<S> {
 pub async fn initiate<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     session_key: &[u8; 32],
-) -> Result<Box<NoiseStream<S>>, HandshakeError> {
+) -> Result<Box<NoiseStream<S>>, EncryptionError> {
     let mut noise = builder(session_key)?.build_initiator().map_err(noise_error)?;
     let mut message = vec![0; MAX_RECORD];
     let len = noise.write_message(&[], &mut message).map_err(noise_error)?; // -> psk, e
@@ -75,7 +84,7 @@ pub async fn initiate<S: AsyncRead + AsyncWrite + Unpin>(
 pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     session_key: &[u8; 32],
-) -> Result<Box<NoiseStream<S>>, HandshakeError> {
+) -> Result<Box<NoiseStream<S>>, EncryptionError> {
     let mut noise = builder(session_key)?.build_responder().map_err(noise_error)?;
     let mut message = vec![0; MAX_RECORD];
     let first = read_record(&mut stream).await?;
@@ -86,16 +95,16 @@ pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
     Ok(Box::new(NoiseStream::new(stream, transport)))
 }
 
-fn builder(session_key: &[u8; 32]) -> Result<snow::Builder<'_>, HandshakeError> {
+fn builder(session_key: &[u8; 32]) -> Result<snow::Builder<'_>, EncryptionError> {
     let params = NOISE_PARAMS.parse().map_err(noise_error)?;
     snow::Builder::new(params).psk(0, session_key).map_err(noise_error)
 }
 
-fn noise_error(error: snow::Error) -> HandshakeError {
-    HandshakeError::Encryption(error.to_string())
+fn noise_error(error: snow::Error) -> EncryptionError {
+    EncryptionError::Noise(error.to_string())
 }
 
-async fn write_record<S: AsyncWrite + Unpin>(stream: &mut S, record: &[u8]) -> Result<(), HandshakeError> {
+async fn write_record<S: AsyncWrite + Unpin>(stream: &mut S, record: &[u8]) -> Result<(), EncryptionError> {
     let mut out = Vec::with_capacity(2 + record.len());
     out.extend_from_slice(&(record.len() as u16).to_be_bytes());
     out.extend_from_slice(record);
@@ -104,7 +113,7 @@ async fn write_record<S: AsyncWrite + Unpin>(stream: &mut S, record: &[u8]) -> R
     Ok(())
 }
 
-async fn read_record<S: AsyncRead + Unpin>(stream: &mut S) -> Result<Vec<u8>, HandshakeError> {
+async fn read_record<S: AsyncRead + Unpin>(stream: &mut S) -> Result<Vec<u8>, EncryptionError> {
     let len = stream.read_u16().await? as usize;
     let mut record = vec![0; len];
     stream.read_exact(&mut record).await?;
@@ -371,7 +380,7 @@ mod tests {
     async fn pair(
         key_a: [u8; 32],
         key_b: [u8; 32],
-    ) -> Result<(Channel<tokio::io::DuplexStream>, Channel<tokio::io::DuplexStream>), HandshakeError> {
+    ) -> Result<(Channel<tokio::io::DuplexStream>, Channel<tokio::io::DuplexStream>), EncryptionError> {
         let (a, b) = tokio::io::duplex(1 << 20);
         let (a, b) = tokio::join!(initiate(a, &key_a), accept(b, &key_b));
         Ok((Channel::Encrypted(a?), Channel::Encrypted(b?)))

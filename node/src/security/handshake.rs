@@ -30,7 +30,7 @@ use topocomm_proto::NodeId;
 use topocomm_proto::auth::{self, Answer, Challenge, Hello, Key, NameError, Purpose, Side, Verdict};
 use topocomm_proto::control::PROTOCOL_VERSION;
 
-use crate::security::encryption::{self, Channel};
+use crate::security::encryption::{self, Channel, EncryptionError};
 use crate::security::{PendingHandshakes, RefusalLog};
 
 /// How long a whole handshake may take, on either side.
@@ -85,6 +85,15 @@ impl HandshakeError {
             HandshakeError::Io(_) => true,
             HandshakeError::Refused(reason) => auth::is_busy(reason),
             _ => false,
+        }
+    }
+}
+
+impl From<EncryptionError> for HandshakeError {
+    fn from(error: EncryptionError) -> Self {
+        match error {
+            EncryptionError::Io(error) => HandshakeError::Io(error),
+            EncryptionError::Noise(reason) => HandshakeError::Encryption(reason),
         }
     }
 }
@@ -189,7 +198,7 @@ where
             return Ok(Channel::Plain(stream));
         }
         let session_key = key.session_key(&hello_bytes, &acceptor_nonce);
-        encryption::initiate(stream, &session_key).await.map(Channel::Encrypted)
+        encryption::initiate(stream, &session_key).await.map(Channel::Encrypted).map_err(HandshakeError::from)
     })
     .await
 }

@@ -250,12 +250,12 @@ impl Timeline {
 /// The reading of `at` on the real timeline of a node `offset_ns` ahead of the
 /// coordinator, dilated by `dilation`: the coordinator's wall clock then, divided by K.
 fn real_reading(at: Instant, offset_ns: i64, dilation: Dilation) -> u64 {
-    dilation.emulated_ns(crate::daemon::timebase::ns_at(at.into_std()).saturating_add_signed(-offset_ns))
+    dilation.emulated_ns(crate::timebase::ns_at(at.into_std()).saturating_add_signed(-offset_ns))
 }
 
 /// The instant whose [`real_reading`] is `ns` (to within K wall nanoseconds).
 fn real_instant(ns: u64, offset_ns: i64, dilation: Dilation) -> Instant {
-    Instant::from_std(crate::daemon::timebase::instant_at(dilation.wall_ns(ns).saturating_add_signed(offset_ns)))
+    Instant::from_std(crate::timebase::instant_at(dilation.wall_ns(ns).saturating_add_signed(offset_ns)))
 }
 
 type Request = (std::time::Instant, oneshot::Sender<()>);
@@ -395,7 +395,7 @@ mod tests {
     fn a_dilated_real_timeline_reads_the_coordinators_clock_divided_by_k() {
         let k = Dilation::from_milli(4000).unwrap();
         let at = std::time::Instant::now();
-        let wall = crate::daemon::timebase::ns_at(at);
+        let wall = crate::timebase::ns_at(at);
         let at = Instant::from_std(at);
         assert_eq!(real_reading(at, 0, Dilation::NONE), wall);
         assert_eq!(real_reading(at, 0, k), wall / 4);
