@@ -191,6 +191,7 @@ pub fn json_error(error: &serde_json::Error) -> String {
 }
 
 #[cfg(test)]
+#[allow(unsafe_code)] // mkfifo makes the named pipe a test reads.
 mod tests {
     use super::*;
 

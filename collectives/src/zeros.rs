@@ -23,6 +23,7 @@ fn region() -> Option<&'static [u8]> {
 }
 
 #[cfg(unix)]
+#[allow(unsafe_code)] // the read-only zero pages are one mmap, made once.
 fn map_region() -> Option<&'static [u8]> {
     // Smaller reservations where the system refuses a terabyte of address space.
     [REGION_LEN, REGION_LEN >> 4, REGION_LEN >> 8].into_iter().find_map(|len| {

@@ -14,6 +14,9 @@
 //! G = t_w; its finishing time must equal topocomm's. `TOPOCOMM_BENCH_REPEAT=N` runs
 //! each case N times and prints every run.
 
+// Wait4 and a zeroed rusage, to read a child's peak memory.
+#![allow(unsafe_code)]
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -17,12 +17,14 @@
 //!   handshake and the encrypted channel, caps on connections still in their handshake.
 //! * [`daemon`]: the process — the control loop with the coordinator, the run driver,
 //!   the dilation probe, the allocator's tuning, logs, operating-system limits, the clock.
-//! * [`in_process`]: a whole cluster in one process (every node's router, links in
-//!   memory), for the tests and as the simulator's baseline.
+//! * `in_process` (cargo feature `in-process`, for tests and benches only): a whole
+//!   cluster in one process (every node's router, links in memory) on tokio's paused
+//!   clock, for the tests and as the simulator's baseline.
 
 pub mod allowance;
 pub mod daemon;
 pub mod forwarding;
+#[cfg(feature = "in-process")]
 pub mod in_process;
 pub mod router;
 pub mod security;

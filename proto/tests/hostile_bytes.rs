@@ -5,6 +5,9 @@
 //! cargo-fuzz targets in `fuzz/`; with `FUZZ_SEED_DIR` set, `write_fuzz_seeds` also writes
 //! their seed corpora.
 
+// A counting allocator over the system's, to bound what decoding allocates.
+#![allow(unsafe_code)]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 

@@ -15,6 +15,11 @@
 //! never overlap), a range is written only through its claim, and no byte is visible
 //! (as a view or the whole) before it has been written.
 
+// A result assembled in place is one buffer that every part's `Place` writes its own
+// range of, through a pointer (no lock, no copy): the module's unsafe code, each block
+// with its SAFETY argument, and the one module that may have it.
+#![allow(unsafe_code)]
+
 use std::ops::Range;
 use std::ptr::NonNull;
 use std::sync::Arc;

@@ -26,6 +26,7 @@ pub(super) fn with_capacity<T>(capacity: usize) -> Vec<T> {
 
 /// Asks the kernel to back every aligned 2 MiB run of `memory` with a huge page (on Linux;
 /// elsewhere, or where the system has them off, nothing happens).
+#[allow(unsafe_code)] // madvise on pages of an allocation this module owns.
 pub(super) fn advise<T>(memory: &mut [MaybeUninit<T>]) {
     let start = memory.as_ptr().addr();
     let (first, end) = (start.next_multiple_of(HUGE_PAGE), start + size_of_val(memory));

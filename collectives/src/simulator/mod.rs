@@ -194,6 +194,7 @@ impl<T: Default + 'static> Drop for OnThisThread<T> {
 
 /// A node's waker: its id in the data pointer; waking it puts it in this thread's ready
 /// queue.
+#[allow(unsafe_code)] // a node's waker is its id in a raw waker's data word, with no allocation per node.
 fn node_waker(node: NodeId) -> Waker {
     // A static, not a constant: one address, so that `Waker::will_wake` knows a node's
     // waker wherever it was made (the network keeps no copy of it: `network::NodeState`).
@@ -357,6 +358,7 @@ impl<T> NodeSlot<T> {
 
 /// Asks the processor to start loading the `bytes` from `start` into its caches (on
 /// x86-64; elsewhere it does nothing). A hint, which never faults whatever the address.
+#[allow(unsafe_code)] // a prefetch hint, which reads nothing and cannot fault.
 fn prefetch(start: *const u8, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
     for offset in (0..bytes).step_by(64) {

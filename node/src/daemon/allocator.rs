@@ -16,6 +16,7 @@
 /// thread, so that what the runtime thread frees serves the input generation and the
 /// reference check on the blocking threads too (with a heap per thread their peaks
 /// would add up; docs/PERFORMANCE-NOTES.md). Call once, at start-up.
+#[allow(unsafe_code)] // mallopt, the C allocator's tunables.
 pub fn keep_freed_buffers() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes the allocator's tunables; it is called before the
@@ -29,6 +30,7 @@ pub fn keep_freed_buffers() {
 
 /// Returns the memory freed since the last call to the kernel (after a run: an idle
 /// daemon does not sit on the high-water mark of its last large collective).
+#[allow(unsafe_code)] // malloc_trim, the C allocator's release of free memory.
 pub fn release_freed_buffers() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only releases free memory of the allocator's own arenas.

@@ -14,6 +14,7 @@ use tokio::time::Instant;
 /// Raises this process's soft `RLIMIT_NOFILE` to its hard limit and returns the soft
 /// limit in force afterwards (`u64::MAX` for no limit; the old soft limit if the raise
 /// is refused, 1024 — the usual default — where the limit cannot be read).
+#[allow(unsafe_code)] // getrlimit and setrlimit, the C interface to the process's limits.
 pub fn raise_open_file_limit() -> u64 {
     #[cfg(unix)]
     {
@@ -40,6 +41,7 @@ pub fn raise_open_file_limit() -> u64 {
 
 /// The soft `RLIMIT_NPROC` of this process: how many processes and threads its user may
 /// have at once (`u64::MAX` for no limit, `None` where it cannot be read).
+#[allow(unsafe_code)] // getrlimit, the C interface to the process's limits.
 pub fn process_limit() -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
@@ -68,6 +70,7 @@ pub fn deadline_after(from: Instant, wait: Duration) -> Instant {
 }
 
 #[cfg(test)]
+#[allow(unsafe_code)] // getrlimit, to read back the limit a test raised.
 mod tests {
     use super::*;
 

@@ -325,6 +325,7 @@ impl RefusalLog {
 }
 
 #[cfg(test)]
+#[allow(unsafe_code)] // mkfifo makes the named pipe a test reads.
 mod tests {
     use super::*;
 

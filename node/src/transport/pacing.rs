@@ -338,6 +338,7 @@ fn pace(incoming: std_mpsc::Receiver<Request>) {
 }
 
 /// Asks the kernel to wake this thread's timed sleeps on time (the default slack is 50 µs).
+#[allow(unsafe_code)] // prctl sets this thread's timer slack.
 fn precise_timer_slack() {
     #[cfg(target_os = "linux")]
     // SAFETY: PR_SET_TIMERSLACK takes one integer argument and changes only this thread.

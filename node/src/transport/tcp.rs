@@ -93,6 +93,7 @@ impl Congestion {
     }
 
     /// Sets the algorithm on a socket not yet connected or listening.
+    #[allow(unsafe_code)] // setsockopt, the C interface to a socket's congestion control.
     fn apply<S: AsRawFd>(&self, socket: &S) -> io::Result<()> {
         let Congestion::Named(name) = self else { return Ok(()) };
         let name = CString::new(name.as_str()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
@@ -145,6 +146,7 @@ pub fn host_default() -> String {
 }
 
 /// The algorithm a socket runs under.
+#[allow(unsafe_code)] // getsockopt, the C interface to a socket's congestion control.
 pub fn congestion_of<S: AsRawFd>(socket: &S) -> io::Result<String> {
     let mut name = [0u8; 16];
     let mut len = name.len() as libc::socklen_t;
