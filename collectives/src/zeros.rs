@@ -8,7 +8,6 @@
 //! are zeros. So the algorithms run unchanged while their messages carry lengths only,
 //! and p × size may far exceed the machine's memory.
 
-use std::cell::Cell;
 use std::sync::OnceLock;
 
 use bytes::Bytes;
@@ -77,33 +76,6 @@ pub fn join<'a>(parts: impl IntoIterator<Item = &'a Bytes>) -> Option<Bytes> {
     zeros(total)
 }
 
-thread_local! {
-    static LENGTHS_ONLY: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Whether this thread runs a lengths-only simulation (results are then assembled as
-/// known zeros, see `Assembly::new`).
-pub fn lengths_only() -> bool {
-    LENGTHS_ONLY.with(Cell::get)
-}
-
-/// While it lives, this thread runs lengths-only (the simulator holds one).
-pub struct LengthsOnly {
-    before: bool,
-}
-
-impl LengthsOnly {
-    pub fn begin() -> Self {
-        LengthsOnly { before: LENGTHS_ONLY.with(|flag| flag.replace(true)) }
-    }
-}
-
-impl Drop for LengthsOnly {
-    fn drop(&mut self) {
-        LENGTHS_ONLY.with(|flag| flag.set(self.before));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,15 +94,5 @@ mod tests {
         assert!(!is_zeros(&data));
         assert!(join([&a, &data]).is_none(), "data is not known zeros");
         assert!(is_zeros(&Bytes::new()));
-    }
-
-    #[test]
-    fn lengths_only_lasts_while_its_guard_lives() {
-        assert!(!lengths_only());
-        {
-            let _guard = LengthsOnly::begin();
-            assert!(lengths_only());
-        }
-        assert!(!lengths_only());
     }
 }

@@ -29,7 +29,7 @@ use topocomm_collectives::comm::mailbox::charge_of;
 use topocomm_collectives::comm::{Comm, CommError};
 use topocomm_collectives::simulator::{self, Options};
 use topocomm_collectives::tuning::Tuning;
-use topocomm_collectives::zeros::{self, LengthsOnly};
+use topocomm_collectives::zeros;
 
 use crate::steps::{probe, start};
 use crate::transport::stream::STREAM_LINKS;
@@ -76,7 +76,6 @@ pub fn counted(spec: &RunSpec, topology: &Topology, nodes: &[NodeId]) -> Result<
     if zeros::zeros(largest_input).is_none() {
         return Err(format!("no region of known zeros of {largest_input} bytes"));
     }
-    let _lengths_only = LengthsOnly::begin();
     // Emulated physics change when messages go, and split them into packets as the
     // emulation does; raw links get nominal ones (store-and-forward, one frame each).
     let model =
@@ -89,6 +88,7 @@ pub fn counted(spec: &RunSpec, topology: &Topology, nodes: &[NodeId]) -> Result<
             Some(_) => STREAM_LINKS.emulated(),
         },
         watch: nodes.to_vec(),
+        lengths_only: true,
         ..Options::default()
     };
     let spec = Arc::new(spec.clone());

@@ -26,7 +26,6 @@ use super::blocks::{BlockLayout, concat};
 use super::folding::{CoreBlocks, Fold, Part, expect_layout_len, expect_one_block_per_node};
 use super::patterns::{Grid, LineGroup, RingOrder};
 use super::phases::{self, ALLGATHER_BRUCK, ALLGATHER_DOUBLING, ALLGATHER_FOLD, ALLGATHER_RING, Phase};
-use crate::comm::assembly::Assembly;
 use crate::comm::{Comm, CommError};
 
 /// Runs the all-gather `algorithm` names: every node brings one block of the same length
@@ -159,7 +158,7 @@ pub async fn doubling(
     // receive is posted before the first send, so that each msg is read from its link
     // straight into its place whenever it comes; what a node holds so far is a list of
     // parts of that buffer in layout order, sent as they are (never copied together).
-    let mut assembly = Assembly::new(blocks.len(0..fold.q()));
+    let mut assembly = comm.assembly(blocks.len(0..fold.q()));
     let at = blocks.span(my_id..my_id + 1).start;
     let mut result = vec![assembly.copy_in(at, &my_msg).map_err(|error| comm.assembly_error(error))?];
     let mut posted = Vec::with_capacity(fold.dimension());

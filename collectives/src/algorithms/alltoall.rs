@@ -278,7 +278,7 @@ impl InPlaceResult {
         if keys.iter().zip(sources.clone()).any(|(&key, s)| key != s * p + my_id) {
             return Ok(false);
         }
-        let result = self.result.get_or_insert_with(|| Assembly::new(self.layout.total()));
+        let result = self.result.get_or_insert_with(|| comm.assembly(self.layout.total()));
         let place = result.place(self.layout.span(sources.clone())).map_err(|error| comm.assembly_error(error))?;
         self.placed.push((sources, comm.post_into(src, tag, place)?));
         Ok(true)
@@ -356,7 +356,7 @@ async fn exchange_in_place(
 ) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
     let layout = BlockLayout::uniform(p, block);
-    let mut result = Assembly::new(layout.total());
+    let mut result = comm.assembly(layout.total());
     let mine = layout.slice(blocks, my_id..my_id + 1);
     result.copy_in(layout.range(my_id).start, &mine).map_err(|error| comm.assembly_error(error))?;
     let mut posted = Vec::with_capacity(steps.len());

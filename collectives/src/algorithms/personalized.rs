@@ -19,7 +19,6 @@ use topocomm_proto::NodeId;
 use super::blocks::{BlockLayout, concat, kept_part};
 use super::patterns::{Direction, LineGroup, PassPosition};
 use super::phases::Phase;
-use crate::comm::assembly::Assembly;
 use crate::comm::{Comm, CommError};
 
 /// Fails the run unless the message `data`, received from `src`, has the `expected`
@@ -294,7 +293,7 @@ pub async fn alltoall_along(
     let member = |position: usize| group.members.at(position % n);
     let own = concat(&parcels[me]);
     expect_input(comm, &own, parcel)?;
-    let mut received = Assembly::new(n * parcel);
+    let mut received = comm.assembly(n * parcel);
     let mut keep = |position: usize, part: &[u8]| {
         received.copy_in(position * parcel, part).map(drop).map_err(|error| comm.assembly_error(error))
     };

@@ -26,7 +26,6 @@ use super::patterns::{Grid, LineGroup};
 use super::personalized::{Hand, expect_input, expect_message_len, gather_along, scatter_along};
 use super::phases::{self, Phase, SINGLE};
 use super::tree::{BinomialTree, TreeEdge};
-use crate::comm::assembly::Assembly;
 use crate::comm::{Comm, CommError};
 
 /// Runs the scatter `algorithm` names: the root's p blocks of `block` bytes, block i to node i.
@@ -406,7 +405,7 @@ async fn gather_at_root(
     phase: Phase,
 ) -> Result<Bytes, CommError> {
     let fail = |error| comm.assembly_error(error);
-    let mut result = Assembly::new(layout.total());
+    let mut result = comm.assembly(layout.total());
     result.copy_in(layout.range(comm.id()).start, &mine).map_err(fail)?;
     let mut posted = Vec::new();
     for edge in tree.bottom_up() {

@@ -65,10 +65,8 @@ unsafe impl Send for Buffer {}
 unsafe impl Sync for Buffer {}
 
 impl Buffer {
-    fn new(len: usize) -> Self {
-        if crate::zeros::lengths_only()
-            && let Some(zeros) = crate::zeros::zeros(len)
-        {
+    fn new(len: usize, lengths_only: bool) -> Self {
+        if lengths_only && let Some(zeros) = crate::zeros::zeros(len) {
             let ptr = NonNull::new(zeros.as_ptr().cast_mut()).expect("a slice's pointer is never null");
             return Buffer { ptr, len, filled: AtomicUsize::new(0), zeros: true };
         }
@@ -130,7 +128,14 @@ fn view(buffer: &Arc<Buffer>, range: Range<usize>) -> Bytes {
 impl Assembly {
     /// An empty result of `len` bytes (allocated, not yet written).
     pub fn new(len: usize) -> Self {
-        Assembly { buffer: Arc::new(Buffer::new(len)), claimed: Vec::new() }
+        Assembly { buffer: Arc::new(Buffer::new(len, false)), claimed: Vec::new() }
+    }
+
+    /// An empty result of `len` bytes in a lengths-only run (`Comm::assembly`): known zeros
+    /// that take no memory, every part of which must be known zeros too (allocated as by
+    /// [`Assembly::new`] where no region of zeros is that long).
+    pub fn lengths_only(len: usize) -> Self {
+        Assembly { buffer: Arc::new(Buffer::new(len, true)), claimed: Vec::new() }
     }
 
     /// Bytes in all.
@@ -289,16 +294,17 @@ mod tests {
 
     #[test]
     fn a_lengths_only_result_is_known_zeros_and_takes_no_data() {
-        let _lengths_only = crate::zeros::LengthsOnly::begin();
-        let mut assembly = Assembly::new(1 << 30);
+        let mut assembly = Assembly::lengths_only(1 << 30);
         let own = assembly.copy_in(0, &crate::zeros::zeros(1 << 29).unwrap()).unwrap();
         let rest = assembly.place(1 << 29..1 << 30).unwrap().fill_from(&crate::zeros::zeros(1 << 29).unwrap()).unwrap();
         assert!(crate::zeros::is_zeros(&own) && crate::zeros::is_zeros(&rest));
         let whole = assembly.finish().unwrap();
         assert_eq!(whole.len(), 1 << 30);
         assert!(crate::zeros::is_zeros(&whole));
-        let mut assembly = Assembly::new(2);
+        let mut assembly = Assembly::lengths_only(2);
         assert!(matches!(assembly.copy_in(0, b"ab"), Err(AssemblyError::DataInLengthsOnly { len: 2 })));
+        // Outside a lengths-only run the same bytes are data, and taken.
+        assert_eq!(Assembly::new(2).copy_in(0, b"ab").unwrap(), &b"ab"[..]);
     }
 
     #[test]

@@ -292,6 +292,24 @@ impl Comm {
         }
     }
 
+    /// Whether this run is lengths only (a simulation's `Options::lengths_only`; a live
+    /// node's runs carry data).
+    pub fn lengths_only(&self) -> bool {
+        match &self.carrier {
+            Carrier::Routed(_) => false,
+            Carrier::Simulated(port) => port.lengths_only(),
+        }
+    }
+
+    /// An empty result of `len` bytes assembled in place: known zeros that take no
+    /// memory in a lengths-only run, allocated otherwise.
+    pub fn assembly(&self, len: usize) -> assembly::Assembly {
+        match self.lengths_only() {
+            true => assembly::Assembly::lengths_only(len),
+            false => assembly::Assembly::new(len),
+        }
+    }
+
     /// The iteration this handle belongs to.
     pub fn iteration(&self) -> u32 {
         self.iteration

@@ -48,6 +48,8 @@ pub struct Port {
 struct Shared {
     topology: Topology,
     links: LinkCapabilities,
+    /// Whether the run is lengths only ([`Options::lengths_only`]).
+    lengths_only: bool,
     /// Which simulation this is (the one whose network [`NETWORK`] must hold).
     simulation: u64,
 }
@@ -80,6 +82,11 @@ impl Port {
     /// What the nodes' links let them count on ([`Options::links`]).
     pub fn links(&self) -> LinkCapabilities {
         self.shared.links
+    }
+
+    /// Whether the run is lengths only ([`Options::lengths_only`]).
+    pub fn lengths_only(&self) -> bool {
+        self.shared.lengths_only
     }
 
     /// Runs `action` on this port's network.
@@ -239,6 +246,9 @@ pub struct Options {
     /// Nodes whose deliveries and forwards are counted by source
     /// (`Simulation::watched`).
     pub watch: Vec<NodeId>,
+    /// Lengths only: every buffer is known zeros, results are assembled as known zeros
+    /// that take no memory (`Comm::assembly`), and a part that is data is an error.
+    pub lengths_only: bool,
 }
 
 impl Default for Options {
@@ -252,6 +262,7 @@ impl Default for Options {
             live: None,
             entering_by_events: false,
             watch: Vec::new(),
+            lengths_only: false,
         }
     }
 }
@@ -394,7 +405,12 @@ where
 {
     let p = topology.p();
     let simulation = SIMULATIONS.fetch_add(1, Ordering::Relaxed);
-    let shared = Arc::new(Shared { topology: topology.clone(), links: options.links, simulation });
+    let shared = Arc::new(Shared {
+        topology: topology.clone(),
+        links: options.links,
+        lengths_only: options.lengths_only,
+        simulation,
+    });
     let mut network = Network::new(topology.clone(), model, options.record);
     if options.entering_by_events {
         network = network.entering_by_events();

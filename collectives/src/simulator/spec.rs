@@ -86,7 +86,7 @@ pub fn run(
     if inputs == Inputs::Lengths && crate::zeros::zeros(largest_input).is_none() {
         return Err(RunFailure::NoZeros { len: largest_input });
     }
-    let _lengths_only = (inputs == Inputs::Lengths).then(crate::zeros::LengthsOnly::begin);
+    let options = Options { lengths_only: options.lengths_only || inputs == Inputs::Lengths, ..options };
     // The failure of the lowest node, as each finishes; the deepest step.
     let (mut failure, mut steps): (Option<(NodeId, RunFailure)>, u16) = (None, 0);
     let per_node = |comm: Comm| {
