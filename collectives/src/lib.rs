@@ -17,8 +17,15 @@
 //!   virtual network in integer nanoseconds — and [`physics`], the link physics it shares
 //!   with the daemon's emulated links.
 //! * [`tuning`]: what `--algorithm auto` picks, as data (a JSON table, overridable).
-//! * [`zeros`]: known-zero buffers, so lengths-only runs carry no data.
+//! * [`zeros`]: known-zero buffers, so lengths-only runs carry no data (a run is lengths
+//!   only by `simulator::Options::lengths_only`, which each node's `Comm` reads).
 //! * [`files`]: the files a user names, read bounded and written without following links.
+//!
+//! Layers, bottom first (a module uses only its own layer and those beneath; held by
+//! `tests/arrows.rs`): `zeros`, `files` ← `comm`, `physics`, `simulator` (what an algorithm
+//! runs on: `Comm` holds the simulator's port as a concrete type, so the two are one
+//! layer) ← `algorithms`, `tuning` ← `simulator::spec` (a `RunSpec` on the simulator). The
+//! simulator's engine and network never name an algorithm.
 
 pub mod algorithms;
 pub mod comm;

@@ -1,17 +1,18 @@
 //! `topocomm`: the coordinator and the user's command line.
 //!
-//! The layers, the arrows going one way (a layer uses only those to its right):
+//! The layers, the arrows going one way (a layer uses only those to its right; held by
+//! `collectives/tests/arrows.rs`):
 //!
-//! `main`, `cli` → `tools` → `render` → `control` → (`topocomm-node`, `topocomm-collectives`, `topocomm-proto`)
+//! `main`, `cli` → `tools`, `lab` → `render` → `control` → (`topocomm-node`, `topocomm-collectives`, `topocomm-proto`)
 //!
-//! - `control`: the control plane (clusters, the server and client, run requests);
+//! - `control`: the control plane (clusters, the server and client, run requests, the
+//!   `--tuning` option every layer above declares);
 //! - `render`: reports, traces and (feature `pictures`) SVG/PNG pictures;
 //! - `tools`: the cost model, `explain`, calibration, `bench-model`, sweeps and `tune`;
 //! - `lab`: (feature `lab`) the page in a browser, a front end beside `main` that uses
 //!   the others and that none of them names.
 //!
-//! Each layer declares the options of its own commands; `cli` only assembles them (and
-//! holds `--tuning`, which loads the algorithm library's tuning table).
+//! Each layer declares the options of its own commands; `cli` only assembles them.
 
 mod cli;
 mod control;

@@ -16,10 +16,17 @@
 //! * [`security`]: who may connect — the shared settings (token, encryption), the mutual
 //!   handshake and the encrypted channel, caps on connections still in their handshake.
 //! * [`daemon`]: the process — the control loop with the coordinator, the run driver,
-//!   the dilation probe, the allocator's tuning, logs, operating-system limits, the clock.
+//!   the allocator's tuning, logs, operating-system limits.
+//! * [`steps`]: what a run's nodes run besides their collective (the common start, the
+//!   dilation probe), which the driver runs and the allowances count; [`timebase`]: the
+//!   node's clock for traces.
 //! * `in_process` (cargo feature `in-process`, for tests and benches only): a whole
 //!   cluster in one process (every node's router, links in memory) on tokio's paused
 //!   clock, for the tests and as the simulator's baseline.
+//!
+//! Layers, bottom first (a module uses only its own layer and those beneath; held by
+//! `collectives/tests/arrows.rs`): `timebase`, `steps`, `forwarding` ← `transport` ←
+//! `security` ← `allowance` ← `router` ← `daemon` ← `in_process`.
 
 pub mod allowance;
 pub mod daemon;

@@ -9,11 +9,16 @@
 //! * [`frame`], [`codec`]: the data-plane frame header and the one binary encoding;
 //! * [`control`]: coordinator ↔ node messages and client requests; [`auth`]: the handshake's
 //!   messages and proofs;
-//! * [`spec`]: the names users type and the `RunSpec` every node gets; [`catalogue`]: which
+//! * [`names`]: the names users type; [`spec`]: the link physics and the `RunSpec` every
+//!   node gets (the names re-exported); [`catalogue`]: which
 //!   algorithms serve which collective, and each topology's default; [`schedule`]:
 //!   schedules users bring (MSCCL-IR, GOAL), typed and bounded;
 //! * [`reference`]: what every node must end with; [`elements`]: the reduction operators;
 //! * [`flow`]: message-flow events for traces and diagrams.
+//!
+//! Layers, bottom first (a module uses only its own layer and those beneath; held by
+//! `collectives/tests/arrows.rs`): `topology`, `codec`, `names` ← `frame`, `flow`, `auth`,
+//! `schedule` ← `spec` ← `elements`, `catalogue`, `reference`, `control`.
 
 pub mod auth;
 pub mod catalogue;
