@@ -190,8 +190,8 @@ pub fn json_error(error: &serde_json::Error) -> String {
     format!("line {}, column {}: {what}", error.line(), error.column())
 }
 
-#[cfg(test)]
 #[allow(unsafe_code)] // mkfifo makes the named pipe a test reads.
+#[cfg(test)]
 mod tests {
     use super::*;
 

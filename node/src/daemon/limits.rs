@@ -69,8 +69,8 @@ pub fn deadline_after(from: Instant, wait: Duration) -> Instant {
     from.checked_add(wait).or_else(|| from.checked_add(FAR)).unwrap_or(from)
 }
 
-#[cfg(test)]
 #[allow(unsafe_code)] // getrlimit, to read back the limit a test raised.
+#[cfg(test)]
 mod tests {
     use super::*;
 

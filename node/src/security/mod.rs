@@ -324,8 +324,8 @@ impl RefusalLog {
     }
 }
 
-#[cfg(test)]
 #[allow(unsafe_code)] // mkfifo makes the named pipe a test reads.
+#[cfg(test)]
 mod tests {
     use super::*;
 
