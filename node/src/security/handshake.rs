@@ -244,7 +244,7 @@ where
     let accepted = accept_in_place(stream, gate, encrypted, Some(&place)).await;
     drop(ticket);
     if let Err(error) = &accepted {
-        refusals.refused(peer, error);
+        refusals.refused(peer, error.cause(), error);
     }
     accepted
 }

@@ -17,8 +17,6 @@ use anyhow::{Context, bail};
 use tokio_util::sync::CancellationToken;
 use topocomm_proto::auth::Key;
 
-use crate::security::handshake::HandshakeError;
-
 /// The token and the mode, from flags, files or the environment.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct SecurityArgs {
@@ -302,10 +300,11 @@ impl RefusalLog {
         log
     }
 
-    /// Counts one refusal of a connection from `peer`.
-    pub fn refused(&self, peer: SocketAddr, error: &HandshakeError) {
+    /// Counts one refusal of a connection from `peer` by its `cause` (a word or two,
+    /// `HandshakeError::cause`); the window's first is logged with its `error`.
+    pub fn refused(&self, peer: SocketAddr, cause: &'static str, error: &dyn std::fmt::Display) {
         let mut window = self.window.lock().expect("refusal log lock");
-        *window.counts.entry(error.cause()).or_default() += 1;
+        *window.counts.entry(cause).or_default() += 1;
         if window.first.is_none() {
             window.first = Some(format!("{peer}: {error}"));
         }
