@@ -404,7 +404,7 @@ pub const ENTRIES: &[Entry] = &[
         C::Allgather,
         A::NeighbourExchange,
         RING,
-        "any p (an odd p runs the ring's schedule)",
+        "any p (an odd p runs the ring)",
         Steps::HalfOnEven,
         "Chen et al. 2005",
         H::GatheredBlocks,
