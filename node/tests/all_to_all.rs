@@ -191,7 +191,7 @@ async fn step_counts() {
             (C::Allgather, A::Hypercube, fold(p, log(p))),
             (C::Allgather, A::RecursiveDoubling, fold(p, log(p))),
             (C::Allgather, A::Bruck, exact(ceil_log)),
-            (C::Allgather, A::NeighbourExchange, exact(if p % 2 == 0 { p as u16 / 2 } else { pm1 })),
+            (C::Allgather, A::NeighbourExchange, exact(if p.is_multiple_of(2) { p as u16 / 2 } else { pm1 })),
             (C::ReduceScatter, A::Ring, exact(pm1)),
             (C::ReduceScatter, A::RecursiveHalving, fold(p, log(p))),
             (C::ReduceScatter, A::Pairwise, exact(pm1)),

@@ -248,13 +248,13 @@ pub async fn bruck(comm: &Comm, layout: &BlockLayout, mine: Bytes) -> Result<Byt
 pub async fn neighbour_exchange(comm: &Comm, layout: &BlockLayout, mine: Bytes) -> Result<Bytes, CommError> {
     let (my_id, p) = (comm.id(), comm.p());
     let phase = ALLGATHER_NEIGHBOUR_EXCHANGE;
-    if p % 2 == 1 {
+    if !p.is_multiple_of(2) {
         let parts = allgather_ring_parts(comm, &LineGroup::ring(p).ring_order(), mine, phase).await?;
         return Ok(concat(&parts));
     }
     let (pairs, my_pair) = (p / 2, my_id / 2);
     let (right, left) = ((my_id + 1) % p, (my_id + p - 1) % p);
-    let partner = |k: usize| if (my_id + k) % 2 == 0 { right } else { left };
+    let partner = |k: usize| if (my_id + k).is_multiple_of(2) { right } else { left };
     let mut parts = vec![Bytes::new(); p];
     let first = partner(0);
     let theirs = comm.exchange(first, first, phase.tag(0), mine.clone()).await?;

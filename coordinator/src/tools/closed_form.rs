@@ -70,7 +70,7 @@ pub fn time_ns(
         // [GGKK 4.2.3], [GGKK 4.4]: t_s log p + t_w m (p - 1).
         F::HypercubeGather => Some(hop * log_p()? + tw(m) * (p - 1)),
         // [Chen 2005]: one block, then p/2 - 1 steps of two: t_s p/2 + t_w m (p - 1).
-        F::RingNeighbourExchange => (p % 2 == 0).then(|| hop * (p / 2) + tw(m) + tw(2 * m) * (p / 2 - 1)),
+        F::RingNeighbourExchange => p.is_multiple_of(2).then(|| hop * (p / 2) + tw(m) + tw(2 * m) * (p / 2 - 1)),
         // [GGKK 4.5.1]: (t_s + ½ t_w m p)(p - 1).
         F::RingPersonalized => Some(hop * (p - 1) + tw(m * p * (p - 1) / 2)),
         // [GGKK 4.5.2]: (2 t_s + t_w m p)(√p - 1); on R x C, (t_s + ½ t_w m p)(R + C - 2).
