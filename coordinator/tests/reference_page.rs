@@ -1,9 +1,11 @@
 //! The book's command reference (`docs/reference.md`) holds every command's `--help` as
 //! the binaries print it: each `## topocomm X` section's first fenced block must equal
 //! `topocomm X --help` (and `## topocomm-node`'s, `topocomm-node --help`), and every
-//! subcommand `topocomm --help` lists has its section. After a deliberate change to an
-//! option, `UPDATE_REFERENCE=1 cargo test -p topocomm-coordinator --test reference_page`
-//! rewrites the blocks (the prose between them stays).
+//! subcommand `topocomm --help` lists has its section. The algorithm table of
+//! `docs/running.md` must equal the one `topocomm list --markdown` prints (the catalogue).
+//! After a deliberate change to an option or to the catalogue,
+//! `UPDATE_REFERENCE=1 cargo test -p topocomm-coordinator --test reference_page`
+//! rewrites the blocks and the table (the prose between them stays).
 
 mod common;
 
@@ -14,6 +16,17 @@ use common::{Scratch, command, run_bounded, topocomm_bin};
 
 fn reference_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/reference.md")
+}
+
+fn running_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/running.md")
+}
+
+/// The lines of the first Markdown table in `text` at or after byte `from`, as a byte range.
+fn first_table(text: &str, from: usize) -> Option<std::ops::Range<usize>> {
+    let start = from + text[from..].find("\n| ").map(|i| i + 1)?;
+    let end = text[start..].find("\n\n").map_or(text.len(), |i| start + i + 1);
+    Some(start..end)
 }
 
 /// `program words... --help`, as a user's terminal shows it.
@@ -82,5 +95,33 @@ fn the_reference_holds_every_command_s_help_as_printed() {
         stale.is_empty(),
         "docs/reference.md is stale (UPDATE_REFERENCE=1 rewrites its blocks; add a section by hand):\n  {}",
         stale.join("\n  ")
+    );
+}
+
+#[test]
+fn the_running_page_holds_the_catalogue_as_listed() {
+    let scratch = Scratch::new("running-page");
+    let mut asked = command(&topocomm_bin());
+    asked.args(["list", "--markdown"]).current_dir(&scratch.path);
+    let finished = run_bounded(asked, &scratch, "list", Duration::from_secs(30));
+    assert!(finished.status.success(), "topocomm list --markdown failed:\n{}", finished.stderr);
+    let listed = format!("\n{}", finished.stdout);
+    let listed = &listed[first_table(&listed, 0).expect("list --markdown prints a table")];
+    assert!(listed.starts_with("| collective | algorithm |"), "the catalogue's table comes first:\n{listed}");
+    let page = std::fs::read_to_string(running_path()).expect("docs/running.md");
+    let section = page.find("\n## Collectives and their algorithms\n").expect("the page's catalogue section");
+    let table = first_table(&page, section).expect("a table in the section");
+    if page[table.clone()] == *listed {
+        return;
+    }
+    if std::env::var_os("UPDATE_REFERENCE").is_some() {
+        let mut rewritten = page.clone();
+        rewritten.replace_range(table, listed);
+        std::fs::write(running_path(), rewritten).expect("rewriting docs/running.md");
+        return;
+    }
+    panic!(
+        "docs/running.md's algorithm table differs from `topocomm list --markdown` \
+         (UPDATE_REFERENCE=1 cargo test -p topocomm-coordinator --test reference_page rewrites it):\n{listed}"
     );
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::{
-    DTYPES, OPS, SMALL, Specs, TIMEOUT, assert_no_message_left, dtype_and_op, forwarded_by,
+    DTYPES, OPS, SMALL, Specs, TIMEOUT, algorithms_of, assert_no_message_left, dtype_and_op, forwarded_by,
     grids_the_defaults_never_pick, on_each, run_with_input, scaled, shape, shapes_of, verify, verify_fresh,
 };
 use topocomm_collectives::algorithms::allgather::allgather_layout;
@@ -26,24 +26,12 @@ use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp, RunSpec};
 
 const SPECS: Specs = Specs { seed_base: 0xa11 };
 
-const ALLGATHER: [Algorithm; 5] =
-    [Algorithm::Ring, Algorithm::Mesh, Algorithm::Hypercube, Algorithm::RecursiveDoubling, Algorithm::Bruck];
-const REDUCE_SCATTER: [Algorithm; 4] =
-    [Algorithm::Ring, Algorithm::Hypercube, Algorithm::RecursiveHalving, Algorithm::Pairwise];
-const ALLREDUCE: [Algorithm; 5] = [
-    Algorithm::ReduceBroadcast,
-    Algorithm::RecursiveDoubling,
-    Algorithm::HalvingDoubling,
-    Algorithm::Ring,
-    Algorithm::Mesh,
-];
+/// The collectives of the family.
+const FAMILY: [Collective; 3] = [Collective::Allgather, Collective::ReduceScatter, Collective::Allreduce];
 
-/// Every (collective, algorithm) pair of the family.
+/// Every (collective, algorithm) pair of the family, as the catalogue lists them.
 fn every_case() -> impl Iterator<Item = (Collective, Algorithm)> {
-    let allgather = ALLGATHER.into_iter().map(|a| (Collective::Allgather, a));
-    let reduce_scatter = REDUCE_SCATTER.into_iter().map(|a| (Collective::ReduceScatter, a));
-    let allreduce = ALLREDUCE.into_iter().map(|a| (Collective::Allreduce, a));
-    allgather.chain(reduce_scatter).chain(allreduce)
+    FAMILY.into_iter().flat_map(|collective| algorithms_of(collective).into_iter().map(move |a| (collective, a)))
 }
 
 /// Run `run` of `collective` by `algorithm`, `elements` elements per block (per vector
@@ -203,6 +191,7 @@ async fn step_counts() {
             (C::Allgather, A::Hypercube, fold(p, log(p))),
             (C::Allgather, A::RecursiveDoubling, fold(p, log(p))),
             (C::Allgather, A::Bruck, exact(ceil_log)),
+            (C::Allgather, A::NeighbourExchange, exact(if p.is_multiple_of(2) { p as u16 / 2 } else { pm1 })),
             (C::ReduceScatter, A::Ring, exact(pm1)),
             (C::ReduceScatter, A::RecursiveHalving, fold(p, log(p))),
             (C::ReduceScatter, A::Pairwise, exact(pm1)),
@@ -262,6 +251,8 @@ async fn hypercube_schedules_forward_frames_on_a_ring_only() {
         (C::Allgather, A::RecursiveDoubling, T::Hypercube, 16),
         (C::Allgather, A::RecursiveDoubling, T::Full, 11),
         (C::Allgather, A::Bruck, T::Full, 11),
+        (C::Allgather, A::NeighbourExchange, T::Ring, 10),
+        (C::Allgather, A::NeighbourExchange, T::Ring, 9),
         (C::ReduceScatter, A::Ring, T::Ring, 9),
         (C::ReduceScatter, A::RecursiveHalving, T::Hypercube, 16),
         (C::ReduceScatter, A::Pairwise, T::Full, 7),
@@ -302,7 +293,7 @@ async fn uneven_layouts() {
         for layout in layouts {
             let layout = Arc::new(layout);
             let all: Vec<u8> = (0..p).flat_map(|i| block_of(i, layout.len(i))).collect();
-            for algorithm in ALLGATHER {
+            for algorithm in algorithms_of(Collective::Allgather) {
                 run += 1;
                 let shared = layout.clone();
                 let outputs = cluster
@@ -327,7 +318,7 @@ async fn uneven_layouts() {
             for k in 1..p {
                 combine(Dtype::I64, ReduceOp::Sum, &mut sum, &vector(k)).unwrap();
             }
-            for algorithm in REDUCE_SCATTER {
+            for algorithm in algorithms_of(Collective::ReduceScatter) {
                 run += 1;
                 let shared = layout.clone();
                 let outputs = cluster

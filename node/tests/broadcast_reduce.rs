@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::{
-    DTYPES, OPS, SMALL, Specs, dtype_and_op, forwarded_by, grids_the_defaults_never_pick, on_each, run_with_input,
-    scaled, shape, shapes_of, verify, verify_fresh,
+    DTYPES, OPS, SMALL, Specs, algorithms_of, dtype_and_op, forwarded_by, grids_the_defaults_never_pick, on_each,
+    run_with_input, scaled, shape, shapes_of, verify, verify_fresh,
 };
 use topocomm_collectives::algorithms::reduce;
 use topocomm_collectives::comm::{Comm, CommError};
@@ -21,21 +21,14 @@ use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp, RunSpec};
 const SPECS: Specs = Specs { seed_base: 0x70c0 };
 
 const COLLECTIVES: [Collective; 2] = [Collective::Broadcast, Collective::Reduce];
-/// Every algorithm of both collectives.
-const PAIRS: [(Collective, Algorithm); 12] = [
-    (Collective::Broadcast, Algorithm::Linear),
-    (Collective::Reduce, Algorithm::Linear),
-    (Collective::Broadcast, Algorithm::Ring),
-    (Collective::Reduce, Algorithm::Ring),
-    (Collective::Broadcast, Algorithm::Mesh),
-    (Collective::Reduce, Algorithm::Mesh),
-    (Collective::Broadcast, Algorithm::Hypercube),
-    (Collective::Reduce, Algorithm::Hypercube),
-    (Collective::Broadcast, Algorithm::RecursiveDoubling),
-    (Collective::Reduce, Algorithm::RecursiveHalving),
-    (Collective::Broadcast, Algorithm::ScatterAllgather),
-    (Collective::Reduce, Algorithm::ReduceScatterGather),
-];
+
+/// Every algorithm of both collectives, as the catalogue lists them.
+fn pairs() -> Vec<(Collective, Algorithm)> {
+    COLLECTIVES
+        .into_iter()
+        .flat_map(|collective| algorithms_of(collective).into_iter().map(move |a| (collective, a)))
+        .collect()
+}
 
 /// Run `run` of `collective` by `algorithm` from/to `root`, `elements` elements per node.
 fn spec(
@@ -54,7 +47,7 @@ fn spec(
 async fn sweep(kind: TopologyKind) {
     let mut run = 0;
     on_each(shapes_of(kind, SMALL), async |cluster, topology| {
-        for pair in PAIRS {
+        for pair in pairs() {
             for root in 0..topology.p() {
                 for elements in [0, 1, 7] {
                     run += 1;
@@ -91,7 +84,7 @@ async fn on_32_and_64_nodes() {
     let mut run = 0;
     on_each(scaled(&[32, 64], &[T::Ring, T::Torus, T::Mesh3d, T::Hypercube, T::Full]), async |cluster, topology| {
         let p = topology.p();
-        for pair in PAIRS {
+        for pair in pairs() {
             for root in [0, p - 1, 21] {
                 run += 1;
                 verify(cluster, topology, &spec(run, pair, root, 5, (Dtype::F64, ReduceOp::Sum))).await;
@@ -107,7 +100,7 @@ async fn reduce_every_dtype_and_op() {
     let mut run = 0;
     for (kind, p, root) in [(TopologyKind::Torus, 6, 5), (TopologyKind::Hypercube, 8, 3)] {
         on_each([shape(kind, p)], async |cluster, topology| {
-            for pair in PAIRS.into_iter().filter(|&(collective, _)| collective == Collective::Reduce) {
+            for pair in pairs().into_iter().filter(|&(collective, _)| collective == Collective::Reduce) {
                 for dtype in DTYPES {
                     for op in OPS {
                         run += 1;
@@ -191,7 +184,7 @@ async fn mismatched_topologies_forward_frames() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_root_outside_the_cluster_is_refused() {
     let cluster = InProcessCluster::start(&shape(TopologyKind::Ring, 4));
-    for (run, pair) in PAIRS.into_iter().enumerate() {
+    for (run, pair) in pairs().into_iter().enumerate() {
         let s = spec(run as u64 + 1, pair, 4, 2, (Dtype::I32, ReduceOp::Sum));
         let outputs = run_with_input(&cluster, &s, Bytes::from_static(&[0; 8])).await;
         for (me, output) in outputs.into_iter().enumerate() {

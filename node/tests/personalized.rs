@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::{
-    DTYPES, SMALL, Specs, TIMEOUT, assert_no_message_left, forwarded_by, grids_the_defaults_never_pick, on_each,
-    run_on_reference_inputs, run_with_input, scaled, shape, shapes_of, verify, verify_fresh,
+    DTYPES, SMALL, Specs, TIMEOUT, algorithms_of, assert_no_message_left, forwarded_by, grids_the_defaults_never_pick,
+    on_each, run_on_reference_inputs, run_with_input, scaled, shape, shapes_of, verify, verify_fresh,
 };
 use topocomm_collectives::algorithms::blocks::BlockLayout;
 use topocomm_collectives::algorithms::{alltoall, scatter_gather};
@@ -23,16 +23,12 @@ use topocomm_proto::{Topology, TopologyKind};
 
 const SPECS: Specs = Specs { seed_base: 0x9e75 };
 
-const ROOTED: [Algorithm; 4] = [Algorithm::Linear, Algorithm::Ring, Algorithm::Mesh, Algorithm::Hypercube];
-const ALLTOALL: [Algorithm; 6] = [
-    Algorithm::Ring,
-    Algorithm::Mesh,
-    Algorithm::Hypercube,
-    Algorithm::PairwiseXor,
-    Algorithm::Pairwise,
-    Algorithm::Bruck,
-];
-const SHIFT: [Algorithm; 3] = [Algorithm::Ring, Algorithm::Mesh, Algorithm::Hypercube];
+/// The algorithms of scatter and of gather (the catalogue gives the two the same).
+fn rooted() -> Vec<Algorithm> {
+    let scatter = algorithms_of(Collective::Scatter);
+    assert_eq!(scatter, algorithms_of(Collective::Gather), "scatter and gather have the same algorithms");
+    scatter
+}
 /// Elements per block: none, one, an odd count.
 const ELEMENTS: [usize; 3] = [0, 1, 7];
 
@@ -76,7 +72,7 @@ impl Runs {
 /// shift by every q of [`shifts`] (sizes taking turns).
 async fn everything(cluster: &InProcessCluster, topology: &Topology, roots: &[usize], runs: &mut Runs) {
     let p = topology.p();
-    for algorithm in ROOTED {
+    for algorithm in rooted() {
         for collective in [Collective::Scatter, Collective::Gather] {
             for &root in roots {
                 for elements in ELEMENTS {
@@ -86,13 +82,13 @@ async fn everything(cluster: &InProcessCluster, topology: &Topology, roots: &[us
             }
         }
     }
-    for algorithm in ALLTOALL {
+    for algorithm in algorithms_of(Collective::Alltoall) {
         for elements in ELEMENTS {
             let (run, dtype) = runs.next();
             verify(cluster, topology, &spec(run, (Collective::Alltoall, algorithm), 0, elements, dtype, 0)).await;
         }
     }
-    for algorithm in SHIFT {
+    for algorithm in algorithms_of(Collective::Shift) {
         for q in shifts(p) {
             let (run, dtype) = runs.next();
             let elements = ELEMENTS[run as usize % ELEMENTS.len()];
@@ -140,7 +136,7 @@ async fn on_32_and_64_nodes() {
     on_each(scaled(&[32, 64], &[T::Ring, T::Torus, T::Mesh3d, T::Hypercube, T::Full]), async |cluster, topology| {
         let p = topology.p();
         let mut runs = Runs::default();
-        for algorithm in ROOTED {
+        for algorithm in rooted() {
             for collective in [Collective::Scatter, Collective::Gather] {
                 for root in [0, 21, p - 1] {
                     let (run, dtype) = runs.next();
@@ -148,11 +144,11 @@ async fn on_32_and_64_nodes() {
                 }
             }
         }
-        for algorithm in ALLTOALL {
+        for algorithm in algorithms_of(Collective::Alltoall) {
             let (run, dtype) = runs.next();
             verify(cluster, topology, &spec(run, (Collective::Alltoall, algorithm), 0, 3, dtype, 0)).await;
         }
-        for algorithm in SHIFT {
+        for algorithm in algorithms_of(Collective::Shift) {
             for q in [1, p / 2 + 3, p - 1, 3 * p + 5] {
                 let (run, dtype) = runs.next();
                 verify(cluster, topology, &spec(run, (Collective::Shift, algorithm), 0, 5, dtype, q)).await;
@@ -231,7 +227,7 @@ async fn layout_general_scatter_and_gather() {
             let layout = Arc::new(BlockLayout::split(total, p, elem));
             let blocks = Arc::new(uneven_blocks(&layout));
             let whole = Bytes::from(blocks.concat());
-            for algorithm in ROOTED {
+            for algorithm in rooted() {
                 for root in [0, p / 2, p - 1] {
                     run += 1;
                     let shared = (layout.clone(), blocks.clone(), whole.clone());
@@ -358,7 +354,7 @@ async fn a_root_outside_the_cluster_is_refused() {
     let cluster = InProcessCluster::start(&shape(TopologyKind::Ring, 4));
     let mut runs = Runs::default();
     for collective in [Collective::Scatter, Collective::Gather] {
-        for algorithm in ROOTED {
+        for algorithm in rooted() {
             let (run, dtype) = runs.next();
             let s = spec(run, (collective, algorithm), 4, 2, dtype, 0);
             let outputs = run_with_input(&cluster, &s, Bytes::from_static(&[0; 64])).await;
@@ -407,7 +403,7 @@ async fn wrong_inputs_and_algorithms_are_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_of_the_wrong_length_fails_the_receiver() {
     let cluster = InProcessCluster::start(&shape(TopologyKind::Hypercube, 4));
-    for (run, algorithm) in ROOTED.into_iter().enumerate() {
+    for (run, algorithm) in rooted().into_iter().enumerate() {
         let outputs = cluster
             .run_all(run as u64 + 1, Duration::from_secs(2), move |comm| async move {
                 let block = if comm.id() == 0 { 8 } else { 4 };

@@ -8,8 +8,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    DTYPES, KINDS, OPS, SMALL, Specs, TIMEOUT, assert_no_message_left, dtype_and_op, forwarded_by, on_each,
-    run_on_reference_inputs, scaled, shape, shapes_of, verify, verify_fresh,
+    DTYPES, KINDS, OPS, SMALL, Specs, TIMEOUT, algorithms_of, assert_no_message_left, dtype_and_op, forwarded_by,
+    on_each, run_on_reference_inputs, scaled, shape, shapes_of, verify, verify_fresh,
 };
 use tokio::time::Instant;
 use topocomm_collectives::algorithms::{self, barrier};
@@ -20,9 +20,6 @@ use topocomm_proto::spec::{Algorithm, Collective, Dtype, ReduceOp, RunSpec};
 use topocomm_proto::{Topology, TopologyKind};
 
 const SPECS: Specs = Specs { seed_base: 0x5ca0 };
-
-const SCANS: [Algorithm; 4] = [Algorithm::Hypercube, Algorithm::Linear, Algorithm::Pipeline, Algorithm::Tree];
-const BARRIERS: [Algorithm; 2] = [Algorithm::Dissemination, Algorithm::Hypercube];
 
 /// Run `run`: a scan by `algorithm`, `elements` elements per node.
 fn scan_spec(
@@ -40,7 +37,7 @@ fn scan_spec(
 async fn scan_sweep(kind: TopologyKind) {
     let mut run = 0;
     on_each(shapes_of(kind, SMALL), async |cluster, topology| {
-        for algorithm in SCANS {
+        for algorithm in algorithms_of(Collective::Scan) {
             for exclusive in [false, true] {
                 for elements in [0, 1, 7] {
                     run += 1;
@@ -65,7 +62,7 @@ async fn scan_on_32_and_64_nodes() {
     use TopologyKind as T;
     let mut run = 0;
     on_each(scaled(&[32, 64], &[T::Ring, T::Torus, T::Torus3d, T::Hypercube, T::Full]), async |cluster, topology| {
-        for algorithm in SCANS {
+        for algorithm in algorithms_of(Collective::Scan) {
             for exclusive in [false, true] {
                 run += 1;
                 let (dtype, op) = if exclusive { (Dtype::F32, ReduceOp::Prod) } else { (Dtype::F64, ReduceOp::Sum) };
@@ -82,7 +79,7 @@ async fn scan_on_32_and_64_nodes() {
 async fn scan_every_dtype_and_op() {
     let mut run = 0;
     on_each([shape(TopologyKind::Full, 6), shape(TopologyKind::Hypercube, 8)], async |cluster, topology| {
-        for algorithm in SCANS {
+        for algorithm in algorithms_of(Collective::Scan) {
             for dtype in DTYPES {
                 for op in OPS {
                     for exclusive in [false, true] {
@@ -162,7 +159,7 @@ async fn barrier_on_every_kind() {
     let mut run = 0;
     let shapes: Vec<Topology> = KINDS.into_iter().flat_map(|kind| shapes_of(kind, SMALL.chain([32, 64]))).collect();
     on_each(shapes.clone(), async |cluster, topology| {
-        for algorithm in BARRIERS {
+        for algorithm in algorithms_of(Collective::Barrier) {
             run += 1;
             let s =
                 RunSpec { run, timeout_ms: TIMEOUT.as_millis() as u64, ..RunSpec::new(Collective::Barrier, algorithm) };
@@ -172,7 +169,7 @@ async fn barrier_on_every_kind() {
     .await;
     for topology in shapes.iter().filter(|topology| topology.p() >= 2) {
         let p = topology.p();
-        for algorithm in BARRIERS {
+        for algorithm in algorithms_of(Collective::Barrier) {
             for late in [0, p - 1, p / 2] {
                 nobody_leaves_before(Some(algorithm), topology.kind(), p, late).await;
             }
@@ -224,7 +221,7 @@ async fn nobody_leaves_before(algorithm: Option<Algorithm>, kind: TopologyKind, 
 #[tokio::test(start_paused = true)]
 async fn barrier_lets_nobody_out_before_the_last_arrives() {
     let cases = [(TopologyKind::Hypercube, 8), (TopologyKind::Full, 6), (TopologyKind::Full, 13)];
-    for algorithm in BARRIERS {
+    for algorithm in algorithms_of(Collective::Barrier) {
         for (kind, p) in cases {
             // The first node, the last (an extra node when p is not a power of two),
             // and one in the middle.

@@ -1,10 +1,16 @@
 //! Which algorithms serve which collective: for each, the topology it is made for, the
-//! node counts it serves, its step count and its source; and the default algorithm of
+//! node counts it serves, its step count, its source, what a node of it holds and the
+//! textbook's closed form of its time where one applies; and the default algorithm of
 //! each (collective, topology) pair: what a topology is. `topocomm list` prints this
 //! table, and the node refuses a pair that is not in it. What `auto` picks by size and p
 //! is tuning, not contract: the coordinator keeps it as data (`collectives/src/tuning/`).
+//!
+//! [`ENTRIES`] is the one place an algorithm is added (the recipe is in
+//! docs/ARCHITECTURE.md, "Adding an algorithm"): the node tests, the phase check, the
+//! closed forms, the simulator's memory estimate and docs/running.md read it, and each
+//! has a test that fails when it is out of step with it.
 
-use crate::spec::{Algorithm, Collective};
+use crate::spec::{Algorithm, Collective, Routing};
 use crate::topology::TopologyKind;
 use std::ops::RangeInclusive;
 
@@ -23,6 +29,107 @@ pub struct Entry {
     pub steps: Steps,
     /// Where the algorithm comes from.
     pub source: &'static str,
+    /// What a node holds while it runs, beyond its data (the simulator's memory
+    /// estimate reads it).
+    pub holds: Holds,
+    /// The textbook's closed form of its time, where one applies.
+    pub closed_form: Option<ClosedForm>,
+}
+
+/// What a node of an algorithm holds while it runs, beyond its input, its result and
+/// the messages in flight: what the simulator's memory estimate adds up
+/// (`coordinator/src/tools/memory.rs` gives each its bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holds {
+    /// Its future and its state, all run.
+    Future,
+    /// A node of a rooted tree: no future while it waits for its message.
+    TreeNode,
+    /// Its future, and a part for each of the p blocks it exchanges (an all-to-all).
+    ExchangedBlocks,
+    /// Its future, and a part for each of the p blocks it gathers before it joins them.
+    GatheredBlocks,
+    /// Its future, and a part for each block of its grid's longest line.
+    LineBlocks,
+}
+
+/// A closed form of the textbook's for an algorithm's time, on the one topology and
+/// routing it holds for (every message crossing one link, no two sharing one at once):
+/// `coordinator/src/tools/closed_form.rs` evaluates each, and its test holds the
+/// simulator to every one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClosedForm {
+    /// [GGKK 4.1.1]: recursive doubling on a cut-through ring (small packets).
+    CutThroughRingDoubling,
+    /// [KGGK94 3.2]: the two halves of a ring at once.
+    RingTree,
+    /// [GGKK 4.1.2]: a ring broadcast along a row, then along every column.
+    TorusTree,
+    /// [GGKK 4.1.3]: one link a step, log p steps.
+    HypercubeTree,
+    /// [GGKK 4.2.1]: p - 1 steps of one block.
+    RingGather,
+    /// [GGKK 4.2.2]: the rows, then the columns with a row's blocks.
+    TorusGather,
+    /// [GGKK 4.2.3], [GGKK 4.4]: log p steps, the blocks doubling (or halving).
+    HypercubeGather,
+    /// [Chen 2005]: p/2 steps with one neighbour each, two blocks from the second on.
+    RingNeighbourExchange,
+    /// [GGKK 4.3]: log p exchanges of the whole vector.
+    HypercubeExchange,
+    /// [GGKK 4.5.1]: p - 1 steps, the message shrinking by one block a step.
+    RingPersonalized,
+    /// [GGKK 4.5.2]: the rows, then the columns, half of a node's blocks a step.
+    TorusPersonalized,
+    /// [GGKK 4.5.3]: log p steps of half a node's blocks.
+    HypercubePersonalized,
+    /// Brent-Kung: up the tree and down, 2 log p - 1 messages of the whole vector.
+    TreeScan,
+}
+
+impl ClosedForm {
+    /// The topology the form holds on.
+    pub fn topology(self) -> TopologyKind {
+        use ClosedForm as F;
+        match self {
+            F::CutThroughRingDoubling
+            | F::RingTree
+            | F::RingGather
+            | F::RingNeighbourExchange
+            | F::RingPersonalized => TopologyKind::Ring,
+            F::TorusTree | F::TorusGather | F::TorusPersonalized => TopologyKind::Torus,
+            F::HypercubeTree | F::HypercubeGather | F::HypercubeExchange | F::HypercubePersonalized | F::TreeScan => {
+                TopologyKind::Hypercube
+            }
+        }
+    }
+
+    /// The routing the form holds under.
+    pub fn routing(self) -> Routing {
+        match self {
+            ClosedForm::CutThroughRingDoubling => Routing::Ct,
+            _ => Routing::Sf,
+        }
+    }
+
+    /// The form as the textbook writes it (R x C: a torus's extents).
+    pub fn formula(self) -> &'static str {
+        use ClosedForm as F;
+        match self {
+            F::CutThroughRingDoubling => "t_s log p + t_w m log p + t_h (p-1)",
+            F::RingTree => "(t_s + t_w m) ⌊p/2⌋",
+            F::TorusTree => "(t_s + t_w m)(⌊R/2⌋ + ⌊C/2⌋)",
+            F::HypercubeTree | F::HypercubeExchange => "(t_s + t_w m) log p",
+            F::RingGather => "(t_s + t_w m)(p-1)",
+            F::TorusGather => "t_s (R+C-2) + t_w m (p-1)",
+            F::HypercubeGather => "t_s log p + t_w m (p-1)",
+            F::RingNeighbourExchange => "t_s p/2 + t_w m (p-1), even p",
+            F::RingPersonalized => "(t_s + ½ t_w m p)(p-1)",
+            F::TorusPersonalized => "(t_s + ½ t_w m p)(R+C-2)",
+            F::HypercubePersonalized => "(t_s + ½ t_w m p) log p",
+            F::TreeScan => "(t_s + t_w m)(2 log p - 1)",
+        }
+    }
 }
 
 /// The topologies an algorithm is made for: on these its messages cross one link each
@@ -76,6 +183,8 @@ pub enum Steps {
     HalfDown,
     /// ⌈p/2⌉.
     HalfUp,
+    /// p/2 on an even p; p - 1 on an odd one (where the schedule is the ring's).
+    HalfOnEven,
     /// 2(p - 1).
     TwicePMinusOne,
     /// ⌈log p⌉.
@@ -117,6 +226,7 @@ impl Steps {
             Steps::PMinusOne => "p-1",
             Steps::HalfDown => "⌊p/2⌋",
             Steps::HalfUp => "⌈p/2⌉",
+            Steps::HalfOnEven => "p/2; p-1 odd",
             Steps::TwicePMinusOne => "2(p-1)",
             Steps::Log => "⌈log p⌉",
             Steps::PowerLog => "log p",
@@ -146,6 +256,8 @@ impl Steps {
             Steps::PMinusOne | Steps::PowerMinusOne => p - 1,
             Steps::HalfDown => p / 2,
             Steps::HalfUp => p.div_ceil(2),
+            Steps::HalfOnEven if p.is_multiple_of(2) => p / 2,
+            Steps::HalfOnEven => p - 1,
             Steps::TwicePMinusOne => 2 * (p - 1),
             Steps::Log | Steps::PowerLog | Steps::LogFolded => log,
             Steps::TwiceLog | Steps::TwiceLogPlusFolding | Steps::TwiceLogFolded => 2 * log,
@@ -166,6 +278,9 @@ impl std::fmt::Display for Steps {
     }
 }
 
+/// One row of [`ENTRIES`]: every column is an argument, so that no entry can leave one
+/// out (the reason for the allowance).
+#[allow(clippy::too_many_arguments)]
 const fn entry(
     collective: Collective,
     algorithm: Algorithm,
@@ -173,13 +288,17 @@ const fn entry(
     nodes: &'static str,
     steps: Steps,
     source: &'static str,
+    holds: Holds,
+    closed_form: Option<ClosedForm>,
 ) -> Entry {
-    Entry { collective, algorithm, made_for, nodes, steps, source }
+    Entry { collective, algorithm, made_for, nodes, steps, source, holds, closed_form }
 }
 
 use Algorithm as A;
 use Collective as C;
 
+use ClosedForm as F;
+use Holds as H;
 use TopologyKind as T;
 
 const ANY: &str = "any p";
@@ -195,17 +314,62 @@ const FOLDS: &str = "any p (extra nodes fold into partners)";
 
 /// Every (collective, algorithm) pair topocomm runs.
 pub const ENTRIES: &[Entry] = &[
-    entry(C::Broadcast, A::Linear, FULL, ANY, Steps::PMinusOne, "[GGKK 4.1] (naive)"),
-    entry(C::Broadcast, A::Ring, RING, ANY, Steps::HalfDown, "[KGGK94 3.2], SF ring"),
-    entry(C::Broadcast, A::Mesh, GRIDS, ANY, Steps::TorusHalfSides, "[GGKK 4.1.2]"),
-    entry(C::Broadcast, A::Hypercube, HYPERCUBE, ANY, Steps::Log, "Algorithms 4.1, 4.2"),
-    entry(C::Broadcast, A::RecursiveDoubling, CT_RING, ANY, Steps::Log, "[GGKK 4.1.1], CT ring"),
-    entry(C::Broadcast, A::ScatterAllgather, HYPERCUBE, ANY, Steps::TwiceLog, "textbook 4.7 (large messages)"),
-    entry(C::Reduce, A::Linear, FULL, ANY, Steps::PMinusOne, "dual of linear broadcast"),
-    entry(C::Reduce, A::Ring, RING, ANY, Steps::HalfDown, "dual of ring broadcast"),
-    entry(C::Reduce, A::Mesh, GRIDS, ANY, Steps::TorusHalfSides, "dual of mesh broadcast"),
-    entry(C::Reduce, A::Hypercube, HYPERCUBE, ANY, Steps::Log, "Algorithm 4.3"),
-    entry(C::Reduce, A::RecursiveHalving, CT_RING, ANY, Steps::Log, "dual of recursive-doubling broadcast"),
+    entry(C::Broadcast, A::Linear, FULL, ANY, Steps::PMinusOne, "[GGKK 4.1] (naive)", H::TreeNode, None),
+    entry(C::Broadcast, A::Ring, RING, ANY, Steps::HalfDown, "[KGGK94 3.2], SF ring", H::TreeNode, Some(F::RingTree)),
+    entry(C::Broadcast, A::Mesh, GRIDS, ANY, Steps::TorusHalfSides, "[GGKK 4.1.2]", H::TreeNode, Some(F::TorusTree)),
+    entry(
+        C::Broadcast,
+        A::Hypercube,
+        HYPERCUBE,
+        ANY,
+        Steps::Log,
+        "Algorithms 4.1, 4.2",
+        H::TreeNode,
+        Some(F::HypercubeTree),
+    ),
+    entry(
+        C::Broadcast,
+        A::RecursiveDoubling,
+        CT_RING,
+        ANY,
+        Steps::Log,
+        "[GGKK 4.1.1], CT ring",
+        H::TreeNode,
+        Some(F::CutThroughRingDoubling),
+    ),
+    entry(
+        C::Broadcast,
+        A::ScatterAllgather,
+        HYPERCUBE,
+        ANY,
+        Steps::TwiceLog,
+        "textbook 4.7 (large messages)",
+        H::Future,
+        None,
+    ),
+    entry(C::Reduce, A::Linear, FULL, ANY, Steps::PMinusOne, "dual of linear broadcast", H::TreeNode, None),
+    entry(C::Reduce, A::Ring, RING, ANY, Steps::HalfDown, "dual of ring broadcast", H::TreeNode, Some(F::RingTree)),
+    entry(
+        C::Reduce,
+        A::Mesh,
+        GRIDS,
+        ANY,
+        Steps::TorusHalfSides,
+        "dual of mesh broadcast",
+        H::TreeNode,
+        Some(F::TorusTree),
+    ),
+    entry(C::Reduce, A::Hypercube, HYPERCUBE, ANY, Steps::Log, "Algorithm 4.3", H::TreeNode, Some(F::HypercubeTree)),
+    entry(
+        C::Reduce,
+        A::RecursiveHalving,
+        CT_RING,
+        ANY,
+        Steps::Log,
+        "dual of recursive-doubling broadcast",
+        H::TreeNode,
+        None,
+    ),
     entry(
         C::Reduce,
         A::ReduceScatterGather,
@@ -213,45 +377,174 @@ pub const ENTRIES: &[Entry] = &[
         ANY,
         Steps::TwiceLogPlusFolding,
         "[GGKK 4.7], [Rabenseifner 2004] (large messages)",
+        H::Future,
+        None,
     ),
-    entry(C::Allgather, A::Ring, RING, ANY, Steps::PMinusOne, "Algorithm 4.4"),
-    entry(C::Allgather, A::Mesh, GRIDS, ANY, Steps::TwiceSideMinusOne, "Algorithm 4.6"),
-    entry(C::Allgather, A::Hypercube, HYPERCUBE, FOLDS, Steps::LogFolded, "Algorithm 4.7"),
-    entry(C::Allgather, A::RecursiveDoubling, HYPERCUBE, FOLDS, Steps::LogFolded, "[Thakur 2005]"),
-    entry(C::Allgather, A::Bruck, FULL, ANY, Steps::Log, "Bruck et al. 1997"),
-    entry(C::ReduceScatter, A::Ring, RING, ANY, Steps::PMinusOne, "Algorithm 4.5"),
-    entry(C::ReduceScatter, A::Hypercube, HYPERCUBE, FOLDS, Steps::LogFolded, "Algorithm 4.8"),
-    entry(C::ReduceScatter, A::RecursiveHalving, HYPERCUBE, FOLDS, Steps::LogFolded, "[Thakur 2005]"),
-    entry(C::ReduceScatter, A::Pairwise, FULL, ANY, Steps::PMinusOne, "MPI libraries"),
-    entry(C::Allreduce, A::ReduceBroadcast, HYPERCUBE, ANY, Steps::TwiceLog, "[GGKK 4.3]"),
-    entry(C::Allreduce, A::RecursiveDoubling, HYPERCUBE, FOLDS, Steps::LogFolded, "[GGKK 4.3], [Thakur 2005]"),
-    entry(C::Allreduce, A::HalvingDoubling, HYPERCUBE, FOLDS, Steps::TwiceLogFolded, "[Rabenseifner 2004]"),
-    entry(C::Allreduce, A::Ring, RING, ANY, Steps::TwicePMinusOne, "ring reduce-scatter + ring all-gather"),
-    entry(C::Allreduce, A::Mesh, GRIDS, ANY, Steps::Phases("rows, then columns"), "textbook 4.3"),
-    entry(C::Scan, A::Hypercube, HYPERCUBE, ANY, Steps::Log, "Algorithm 4.9"),
-    entry(C::Scan, A::Linear, RING, ANY, Steps::PMinusOne, "[GGKK 4.3], pipeline"),
-    entry(C::Scan, A::Pipeline, RING, ANY, Steps::Segmented, "[Pješivac-Grbović 2007], segmented (large messages)"),
-    entry(C::Scan, A::Tree, HYPERCUBE, ANY, Steps::TwiceLogMinusOne, "Brent-Kung 1982 (work-efficient)"),
-    entry(C::Scatter, A::Linear, FULL, ANY, Steps::PMinusOne, "[GGKK 4.4] (naive)"),
-    entry(C::Scatter, A::Ring, RING, ANY, Steps::HalfUp, "[GGKK 4.4]"),
-    entry(C::Scatter, A::Mesh, GRIDS, ANY, Steps::Phases("rows, then columns"), "[GGKK 4.4]"),
-    entry(C::Scatter, A::Hypercube, HYPERCUBE, ANY, Steps::Log, "[GGKK 4.4]"),
-    entry(C::Gather, A::Linear, FULL, ANY, Steps::PMinusOne, "dual of linear scatter"),
-    entry(C::Gather, A::Ring, RING, ANY, Steps::HalfUp, "dual of ring scatter"),
-    entry(C::Gather, A::Mesh, GRIDS, ANY, Steps::Phases("columns, then the row"), "dual of mesh scatter"),
-    entry(C::Gather, A::Hypercube, HYPERCUBE, ANY, Steps::Log, "dual of hypercube scatter"),
-    entry(C::Alltoall, A::Ring, RING, ANY, Steps::PMinusOne, "[GGKK 4.5.1]"),
-    entry(C::Alltoall, A::Mesh, GRIDS, ANY, Steps::TwiceSideMinusOne, "[GGKK 4.5.2]"),
-    entry(C::Alltoall, A::Hypercube, HYPERCUBE, FOLDS, Steps::PowerLog, "[GGKK 4.5.3]"),
-    entry(C::Alltoall, A::PairwiseXor, E_CUBE, ANY, Steps::PowerMinusOne, "Algorithm 4.10"),
-    entry(C::Alltoall, A::Pairwise, FULL, ANY, Steps::PMinusOne, "MPI libraries"),
-    entry(C::Alltoall, A::Bruck, FULL, ANY, Steps::Log, "Bruck et al. 1997"),
-    entry(C::Shift, A::Ring, RING, ANY, Steps::ShortWay, "textbook 4.6"),
-    entry(C::Shift, A::Mesh, GRIDS_2D, ANY, Steps::Phases("row shift + column shift"), "textbook 4.6"),
-    entry(C::Shift, A::Hypercube, HYPERCUBE, ANY, Steps::AtMostTwiceLog, "textbook 4.6"),
-    entry(C::Barrier, A::Dissemination, FULL, ANY, Steps::Log, "Hensgen, Finkel, Manber 1988"),
-    entry(C::PingPong, A::Linear, ANY_SHAPE, ANY, Steps::Exactly(2), "OSU latency test"),
-    entry(C::Barrier, A::Hypercube, HYPERCUBE, FOLDS, Steps::LogFolded, "butterfly barrier"),
+    entry(C::Allgather, A::Ring, RING, ANY, Steps::PMinusOne, "Algorithm 4.4", H::GatheredBlocks, Some(F::RingGather)),
+    entry(
+        C::Allgather,
+        A::Mesh,
+        GRIDS,
+        ANY,
+        Steps::TwiceSideMinusOne,
+        "Algorithm 4.6",
+        H::LineBlocks,
+        Some(F::TorusGather),
+    ),
+    entry(
+        C::Allgather,
+        A::Hypercube,
+        HYPERCUBE,
+        FOLDS,
+        Steps::LogFolded,
+        "Algorithm 4.7",
+        H::Future,
+        Some(F::HypercubeGather),
+    ),
+    entry(C::Allgather, A::RecursiveDoubling, HYPERCUBE, FOLDS, Steps::LogFolded, "[Thakur 2005]", H::Future, None),
+    entry(C::Allgather, A::Bruck, FULL, ANY, Steps::Log, "Bruck et al. 1997", H::Future, None),
+    entry(
+        C::Allgather,
+        A::NeighbourExchange,
+        RING,
+        "any p (an odd p runs the ring)",
+        Steps::HalfOnEven,
+        "Chen et al. 2005",
+        H::GatheredBlocks,
+        Some(F::RingNeighbourExchange),
+    ),
+    entry(C::ReduceScatter, A::Ring, RING, ANY, Steps::PMinusOne, "Algorithm 4.5", H::Future, Some(F::RingGather)),
+    entry(
+        C::ReduceScatter,
+        A::Hypercube,
+        HYPERCUBE,
+        FOLDS,
+        Steps::LogFolded,
+        "Algorithm 4.8",
+        H::Future,
+        Some(F::HypercubeGather),
+    ),
+    entry(C::ReduceScatter, A::RecursiveHalving, HYPERCUBE, FOLDS, Steps::LogFolded, "[Thakur 2005]", H::Future, None),
+    entry(C::ReduceScatter, A::Pairwise, FULL, ANY, Steps::PMinusOne, "MPI libraries", H::Future, None),
+    entry(C::Allreduce, A::ReduceBroadcast, HYPERCUBE, ANY, Steps::TwiceLog, "[GGKK 4.3]", H::Future, None),
+    entry(
+        C::Allreduce,
+        A::RecursiveDoubling,
+        HYPERCUBE,
+        FOLDS,
+        Steps::LogFolded,
+        "[GGKK 4.3], [Thakur 2005]",
+        H::Future,
+        Some(F::HypercubeExchange),
+    ),
+    entry(
+        C::Allreduce,
+        A::HalvingDoubling,
+        HYPERCUBE,
+        FOLDS,
+        Steps::TwiceLogFolded,
+        "[Rabenseifner 2004]",
+        H::Future,
+        None,
+    ),
+    entry(
+        C::Allreduce,
+        A::Ring,
+        RING,
+        ANY,
+        Steps::TwicePMinusOne,
+        "ring reduce-scatter + ring all-gather",
+        H::Future,
+        None,
+    ),
+    entry(C::Allreduce, A::Mesh, GRIDS, ANY, Steps::Phases("rows, then columns"), "textbook 4.3", H::Future, None),
+    entry(C::Scan, A::Hypercube, HYPERCUBE, ANY, Steps::Log, "Algorithm 4.9", H::Future, None),
+    entry(C::Scan, A::Linear, RING, ANY, Steps::PMinusOne, "[GGKK 4.3], pipeline", H::Future, None),
+    entry(
+        C::Scan,
+        A::Pipeline,
+        RING,
+        ANY,
+        Steps::Segmented,
+        "[Pješivac-Grbović 2007], segmented (large messages)",
+        H::Future,
+        None,
+    ),
+    entry(
+        C::Scan,
+        A::Tree,
+        HYPERCUBE,
+        ANY,
+        Steps::TwiceLogMinusOne,
+        "Brent-Kung 1982 (work-efficient)",
+        H::Future,
+        Some(F::TreeScan),
+    ),
+    entry(C::Scatter, A::Linear, FULL, ANY, Steps::PMinusOne, "[GGKK 4.4] (naive)", H::TreeNode, None),
+    entry(C::Scatter, A::Ring, RING, ANY, Steps::HalfUp, "[GGKK 4.4]", H::TreeNode, None),
+    entry(C::Scatter, A::Mesh, GRIDS, ANY, Steps::Phases("rows, then columns"), "[GGKK 4.4]", H::TreeNode, None),
+    entry(C::Scatter, A::Hypercube, HYPERCUBE, ANY, Steps::Log, "[GGKK 4.4]", H::TreeNode, Some(F::HypercubeGather)),
+    entry(C::Gather, A::Linear, FULL, ANY, Steps::PMinusOne, "dual of linear scatter", H::TreeNode, None),
+    entry(C::Gather, A::Ring, RING, ANY, Steps::HalfUp, "dual of ring scatter", H::TreeNode, None),
+    entry(
+        C::Gather,
+        A::Mesh,
+        GRIDS,
+        ANY,
+        Steps::Phases("columns, then the row"),
+        "dual of mesh scatter",
+        H::TreeNode,
+        None,
+    ),
+    entry(
+        C::Gather,
+        A::Hypercube,
+        HYPERCUBE,
+        ANY,
+        Steps::Log,
+        "dual of hypercube scatter",
+        H::TreeNode,
+        Some(F::HypercubeGather),
+    ),
+    entry(
+        C::Alltoall,
+        A::Ring,
+        RING,
+        ANY,
+        Steps::PMinusOne,
+        "[GGKK 4.5.1]",
+        H::ExchangedBlocks,
+        Some(F::RingPersonalized),
+    ),
+    entry(
+        C::Alltoall,
+        A::Mesh,
+        GRIDS,
+        ANY,
+        Steps::TwiceSideMinusOne,
+        "[GGKK 4.5.2]",
+        H::ExchangedBlocks,
+        Some(F::TorusPersonalized),
+    ),
+    entry(
+        C::Alltoall,
+        A::Hypercube,
+        HYPERCUBE,
+        FOLDS,
+        Steps::PowerLog,
+        "[GGKK 4.5.3]",
+        H::ExchangedBlocks,
+        Some(F::HypercubePersonalized),
+    ),
+    entry(C::Alltoall, A::PairwiseXor, E_CUBE, ANY, Steps::PowerMinusOne, "Algorithm 4.10", H::ExchangedBlocks, None),
+    entry(C::Alltoall, A::Pairwise, FULL, ANY, Steps::PMinusOne, "MPI libraries", H::ExchangedBlocks, None),
+    entry(C::Alltoall, A::Bruck, FULL, ANY, Steps::Log, "Bruck et al. 1997", H::ExchangedBlocks, None),
+    entry(C::Shift, A::Ring, RING, ANY, Steps::ShortWay, "textbook 4.6", H::Future, None),
+    entry(C::Shift, A::Mesh, GRIDS_2D, ANY, Steps::Phases("row shift + column shift"), "textbook 4.6", H::Future, None),
+    entry(C::Shift, A::Hypercube, HYPERCUBE, ANY, Steps::AtMostTwiceLog, "textbook 4.6", H::Future, None),
+    entry(C::Barrier, A::Dissemination, FULL, ANY, Steps::Log, "Hensgen, Finkel, Manber 1988", H::Future, None),
+    entry(C::PingPong, A::Linear, ANY_SHAPE, ANY, Steps::Exactly(2), "OSU latency test", H::Future, None),
+    entry(C::Barrier, A::Hypercube, HYPERCUBE, FOLDS, Steps::LogFolded, "butterfly barrier", H::Future, None),
 ];
 
 /// The algorithms of `collective`, in table order.

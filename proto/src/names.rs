@@ -116,6 +116,9 @@ pub enum Algorithm {
     Pairwise,
     /// Step i exchanges with id XOR i (Algorithm 4.10, E-cube routes).
     PairwiseXor,
+    /// Each step with one ring neighbour, the left and the right by turns, passing on
+    /// what came from the other: p/2 steps on an even p (Chen et al. 2005).
+    NeighbourExchange,
     /// Dissemination barrier: round k signals id + 2^k.
     Dissemination,
     /// The message cut into segments that follow one another down a chain of the nodes

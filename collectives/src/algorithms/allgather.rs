@@ -1,11 +1,12 @@
 //! All-to-all broadcast (all-gather): every node ends with every node's block, in node
 //! order.
 //!
-//! Four schedules: the ring of Algorithm 4.4, the mesh of Algorithm 4.6 (rows, then
+//! Five schedules: the ring of Algorithm 4.4, the mesh of Algorithm 4.6 (rows, then
 //! columns, then layers), the hypercube of Algorithm 4.7 — which is also recursive
 //! doubling ([Thakur 2005]), so the two catalogue names run one schedule, folded for
-//! any p (see [`super::folding`]) — and Bruck's ⌈log p⌉-step schedule for any p
-//! ([Bruck 1997]). Costs are for store-and-forward routing on the topology each
+//! any p (see [`super::folding`]) — Bruck's ⌈log p⌉-step schedule for any p
+//! ([Bruck 1997]), and the neighbour exchange's p/2 steps on a ring of even p
+//! ([Chen 2005]). Costs are for store-and-forward routing on the topology each
 //! schedule was made for: t_s start-up, t_w per byte, m bytes per block.
 //!
 //! Every schedule is layout-general ([`allgather_layout`]): node i brings block i of a
@@ -25,7 +26,9 @@ use topocomm_proto::spec::{Algorithm, Collective};
 use super::blocks::{BlockLayout, concat};
 use super::folding::{CoreBlocks, Fold, Part, expect_layout_len, expect_one_block_per_node};
 use super::patterns::{Grid, LineGroup, RingOrder};
-use super::phases::{self, ALLGATHER_BRUCK, ALLGATHER_DOUBLING, ALLGATHER_FOLD, ALLGATHER_RING, Phase};
+use super::phases::{
+    self, ALLGATHER_BRUCK, ALLGATHER_DOUBLING, ALLGATHER_FOLD, ALLGATHER_NEIGHBOUR_EXCHANGE, ALLGATHER_RING, Phase,
+};
 use crate::comm::{Comm, CommError};
 
 /// Runs the all-gather `algorithm` names: every node brings one block of the same length
@@ -38,7 +41,7 @@ pub async fn run(comm: &Comm, algorithm: Algorithm, block: Bytes) -> Result<Byte
 /// The all-gather of blocks laid out by `layout` (one block per node, of any lengths):
 /// node i brings block i (`mine`, of `layout.len(i)` bytes) and every node returns the
 /// `layout.total()` bytes of all blocks in layout order. Every all-gather algorithm
-/// (ring, mesh, hypercube, recursive doubling, Bruck) is served.
+/// (ring, mesh, hypercube, recursive doubling, Bruck, neighbour exchange) is served.
 pub async fn allgather_layout(
     comm: &Comm,
     algorithm: Algorithm,
@@ -53,6 +56,7 @@ pub async fn allgather_layout(
         Algorithm::Mesh => Box::pin(mesh(comm, mine)).await,
         Algorithm::Hypercube | Algorithm::RecursiveDoubling => Box::pin(recursive_doubling(comm, layout, mine)).await,
         Algorithm::Bruck => Box::pin(bruck(comm, layout, mine)).await,
+        Algorithm::NeighbourExchange => Box::pin(neighbour_exchange(comm, layout, mine)).await,
         other => Err(super::unsupported(comm, Collective::Allgather, other)),
     }
 }
@@ -219,6 +223,56 @@ pub async fn bruck(comm: &Comm, layout: &BlockLayout, mine: Bytes) -> Result<Byt
     }
     let wrap = layout.span(my_id..p).len();
     Ok(concat([&held.slice(wrap..), &held.slice(..wrap)]))
+}
+
+/// Neighbour-exchange all-gather (Chen et al. 2005, as Open MPI runs it:
+/// `neighborexchange`): on a ring of even p, nodes 2j and 2j + 1 form pair j; each step
+/// a node exchanges with one ring neighbour, the other one the next step, passing on
+/// the pair of blocks it learnt last. An odd p runs the ring's schedule instead (on this
+/// algorithm's phase), as Open MPI does.
+///
+/// ```text
+/// j := my_id / 2                          /* my pair: blocks 2j and 2j + 1 */
+/// partner(k) := my_id + 1 if my_id + k is even, else my_id - 1   /* mod p */
+/// exchange my_msg with partner(0)          /* now I hold pair j */
+/// last := pair j
+/// for k := 1 to p/2 - 1 do
+///     send last to partner(k)
+///     receive msg from partner(k)         /* pair j ± ⌈k/2⌉ (mod p/2): + from my right */
+///     result := result ∪ msg; last := msg
+/// ```
+///
+/// Steps: p/2 on an even p (p - 1 on an odd one). Cost t_s p/2 + t_w m (p - 1) on a
+/// ring: half the ring's start-ups for the same bytes.
+pub async fn neighbour_exchange(comm: &Comm, layout: &BlockLayout, mine: Bytes) -> Result<Bytes, CommError> {
+    let (my_id, p) = (comm.id(), comm.p());
+    let phase = ALLGATHER_NEIGHBOUR_EXCHANGE;
+    if !p.is_multiple_of(2) {
+        let parts = allgather_ring_parts(comm, &LineGroup::ring(p).ring_order(), mine, phase).await?;
+        return Ok(concat(&parts));
+    }
+    let (pairs, my_pair) = (p / 2, my_id / 2);
+    let (right, left) = ((my_id + 1) % p, (my_id + p - 1) % p);
+    let partner = |k: usize| if (my_id + k).is_multiple_of(2) { right } else { left };
+    let mut parts = vec![Bytes::new(); p];
+    let first = partner(0);
+    let theirs = comm.exchange(first, first, phase.tag(0), mine.clone()).await?;
+    expect_layout_len(comm, &theirs, layout.len(first))?;
+    parts[my_id] = mine;
+    parts[first] = theirs;
+    let mut last = concat([&parts[2 * my_pair], &parts[2 * my_pair + 1]]);
+    for k in 1..pairs {
+        let to = partner(k);
+        let distance = k.div_ceil(2);
+        let pair = if to == right { (my_pair + distance) % pairs } else { (my_pair + pairs - distance) % pairs };
+        let msg = comm.exchange(to, to, phase.tag(k), last).await?;
+        expect_layout_len(comm, &msg, layout.span(2 * pair..2 * pair + 2).len())?;
+        let split = layout.len(2 * pair);
+        parts[2 * pair] = msg.slice(..split);
+        parts[2 * pair + 1] = msg.slice(split..);
+        last = msg;
+    }
+    Ok(concat(&parts))
 }
 
 /// Algorithm 4.4 (ALL_TO_ALL_BC_RING), line by line, on the ring `ring` (every member

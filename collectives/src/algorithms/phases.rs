@@ -26,6 +26,7 @@
 //! 0x44          ALLGATHER_FOLD                 scatter-allgather broadcast
 //! 0x45          ALLGATHER_DOUBLING
 //! 0x46          ALLGATHER_BRUCK
+//! 0x47          ALLGATHER_NEIGHBOUR_EXCHANGE
 //! 0x50          REDUCE_SCATTER_RING            the gather (SINGLE) after it in the
 //! 0x51          REDUCE_SCATTER_FOLD            reduce-scatter-gather reduction
 //! 0x52          REDUCE_SCATTER_HALVING
@@ -36,7 +37,7 @@
 //! 0x63          ALLREDUCE_GATHER
 //! 0x64, 0x65    ALLREDUCE_RING
 //! 0x66..=0x6B   allreduce_grid_dimension(i)
-//! the rest     free: 0x07..=0x1F, 0x21..=0x3F, 0x47..=0x4F, 0x54..=0x5F, 0x6C..=0xFE
+//! the rest     free: 0x07..=0x1F, 0x21..=0x3F, 0x48..=0x4F, 0x54..=0x5F, 0x6C..=0xFE
 //! 0xFF          never: its last steps are the runtime's tags
 //! ```
 //!
@@ -129,6 +130,8 @@ pub const ALLGATHER_FOLD: Phase = Phase(0x44);
 pub const ALLGATHER_DOUBLING: Phase = Phase(0x45);
 /// Bruck's all-gather.
 pub const ALLGATHER_BRUCK: Phase = Phase(0x46);
+/// The neighbour-exchange all-gather.
+pub const ALLGATHER_NEIGHBOUR_EXCHANGE: Phase = Phase(0x47);
 
 /// The ring reduce-scatter.
 pub const REDUCE_SCATTER_RING: Phase = Phase(0x50);
@@ -174,6 +177,7 @@ mod tests {
             ("ALLGATHER_FOLD", ALLGATHER_FOLD),
             ("ALLGATHER_DOUBLING", ALLGATHER_DOUBLING),
             ("ALLGATHER_BRUCK", ALLGATHER_BRUCK),
+            ("ALLGATHER_NEIGHBOUR_EXCHANGE", ALLGATHER_NEIGHBOUR_EXCHANGE),
             ("REDUCE_SCATTER_RING", REDUCE_SCATTER_RING),
             ("REDUCE_SCATTER_FOLD", REDUCE_SCATTER_FOLD),
             ("REDUCE_SCATTER_HALVING", REDUCE_SCATTER_HALVING),
@@ -257,6 +261,50 @@ mod tests {
             assert!(phase.0 < u8::MAX, "{name}");
             assert!(phase.tag(Phase::MAX_STEPS - 1) < SYSTEM_TAG_BASE, "{name}");
         }
+    }
+
+    /// Every algorithm of the catalogue, run on the simulator on shapes that fold, wrap
+    /// and do not, tags its messages only with phases the lists above name: a new
+    /// algorithm's phase that the lists leave out (so that nothing checks it for
+    /// collisions) fails here, naming the algorithm and the phase.
+    #[test]
+    fn every_phase_the_catalogue_s_algorithms_send_on_is_listed() {
+        use crate::simulator::Options;
+        use crate::simulator::spec::{Inputs, run};
+        use topocomm_proto::catalogue::ENTRIES;
+        use topocomm_proto::spec::{LinkModel, Routing, RunSpec};
+        use topocomm_proto::{Topology, TopologyKind};
+
+        let listed: Vec<u8> =
+            lent().into_iter().chain(alone().into_iter().flatten()).map(|(_, phase)| phase.0).collect();
+        let shapes = [
+            Topology::new(TopologyKind::Ring, 6, None),
+            Topology::new(TopologyKind::Ring, 7, None),
+            Topology::new(TopologyKind::Torus3d, 12, Some(&[2, 2, 3])),
+            Topology::new(TopologyKind::Mesh, 6, Some(&[2, 3])),
+            Topology::new(TopologyKind::Hypercube, 8, None),
+        ];
+        let links = LinkModel { ts_ns: 1_000, th_ns: 0, tw_ps: 1_000, routing: Routing::Sf, packet_bytes: 0 };
+        let mut messages = 0;
+        for topology in shapes.into_iter().map(|shape| shape.expect("a valid shape")) {
+            for entry in ENTRIES {
+                let spec = RunSpec { size_bytes: 48, shift: 1, ..RunSpec::new(entry.collective, entry.algorithm) };
+                let options = Options { record: true, ..Options::default() };
+                let simulated = run(&spec, &topology, links, Inputs::Zeros, options)
+                    .unwrap_or_else(|error| panic!("{} {} on {topology}: {error}", entry.collective, entry.algorithm));
+                for event in &simulated.events {
+                    let phase = (event.tag >> 24) as u8;
+                    assert!(
+                        listed.contains(&phase),
+                        "{} {} on {topology} sends on phase {phase:#04x}, which no list above names",
+                        entry.collective,
+                        entry.algorithm
+                    );
+                    messages += 1;
+                }
+            }
+        }
+        assert!(messages > 1000, "only {messages} messages recorded");
     }
 
     #[test]

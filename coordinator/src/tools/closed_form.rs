@@ -6,8 +6,16 @@
 //! step). `topocomm simulate` prints them beside the simulator's times, and the tests
 //! hold the two equal to the nanosecond at every p they reach.
 
+use topocomm_proto::catalogue::{self, ClosedForm};
 use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Routing};
 use topocomm_proto::{Topology, TopologyKind};
+
+/// The closed form the catalogue gives `collective` by `algorithm`, where it holds: on
+/// `kind` under `routing`.
+fn form(collective: Collective, algorithm: Algorithm, kind: TopologyKind, routing: Routing) -> Option<ClosedForm> {
+    let form = catalogue::find(collective, algorithm)?.closed_form?;
+    (form.topology() == kind && form.routing() == routing).then_some(form)
+}
 
 /// The closed form's time, in nanoseconds, of `collective` by `algorithm` on `topology`
 /// with `m` bytes per node under `model`; `None` where the textbook gives none (another
@@ -23,6 +31,7 @@ pub fn time_ns(
     if model.packet_bytes > 0 {
         return None;
     }
+    let form = form(collective, algorithm, topology.kind(), model.routing)?;
     let p = topology.p() as u64;
     let (ts, th) = (model.ts_ns, model.th_ns);
     // t_w · bytes, exact whenever t_w is a whole number of picoseconds per byte times
@@ -31,85 +40,60 @@ pub fn time_ns(
     let hop = ts + th;
     let log_p =
         || (topology.kind() == TopologyKind::Hypercube || p.is_power_of_two()).then(|| u64::from(p.trailing_zeros()));
-    let torus = || match (topology.kind(), topology.dims()) {
-        (TopologyKind::Torus, &[rows, cols]) => Some((rows as u64, cols as u64)),
+    let torus = || match topology.dims() {
+        &[rows, cols] => Some((rows as u64, cols as u64)),
         _ => None,
     };
-    use Algorithm as A;
-    use Collective as C;
-    use TopologyKind as K;
-    match (model.routing, collective, algorithm, topology.kind()) {
+    use ClosedForm as F;
+    match form {
         // [GGKK 4.1.1] cut-through (small packets): t_s log p + t_w m log p + t_h (p - 1).
-        (Routing::Ct, C::Broadcast, A::RecursiveDoubling, K::Ring) => {
+        F::CutThroughRingDoubling => {
             let log_p = log_p()?;
             Some(ts * log_p + tw(m) * log_p + th * (p - 1))
         }
-        (Routing::Ct, ..) => None,
         // [KGGK94 3.2]: (t_s + t_w m)⌊p/2⌋ (the two halves of the ring at once).
-        (_, C::Broadcast | C::Reduce, A::Ring, K::Ring) => Some((hop + tw(m)) * (p / 2)),
+        F::RingTree => Some((hop + tw(m)) * (p / 2)),
         // [GGKK 4.1.2]: a ring broadcast along a row, then along every column.
-        (_, C::Broadcast | C::Reduce, A::Mesh, K::Torus) => {
+        F::TorusTree => {
             let (rows, cols) = torus()?;
             Some((hop + tw(m)) * (rows / 2 + cols / 2))
         }
-        // [GGKK 4.1.3]: (t_s + t_w m) log p.
-        (_, C::Broadcast | C::Reduce, A::Hypercube, K::Hypercube) => Some((hop + tw(m)) * log_p()?),
+        // [GGKK 4.1.3]: (t_s + t_w m) log p; [GGKK 4.3]: recursive doubling, the same.
+        F::HypercubeTree | F::HypercubeExchange => Some((hop + tw(m)) * log_p()?),
         // [GGKK 4.2.1]: (t_s + t_w m)(p - 1).
-        (_, C::Allgather | C::ReduceScatter, A::Ring, K::Ring) => Some((hop + tw(m)) * (p - 1)),
+        F::RingGather => Some((hop + tw(m)) * (p - 1)),
         // [GGKK 4.2.2]: 2 t_s (√p - 1) + t_w m (p - 1); on R x C, t_s (R + C - 2).
-        (_, C::Allgather | C::ReduceScatter, A::Mesh, K::Torus) => {
+        F::TorusGather => {
             let (rows, cols) = torus()?;
             Some(hop * (rows + cols - 2) + tw(m) * (p - 1))
         }
         // [GGKK 4.2.3], [GGKK 4.4]: t_s log p + t_w m (p - 1).
-        (_, C::Allgather | C::ReduceScatter | C::Scatter | C::Gather, A::Hypercube, K::Hypercube) => {
-            Some(hop * log_p()? + tw(m) * (p - 1))
-        }
-        // [GGKK 4.3]: recursive doubling, (t_s + t_w m) log p.
-        (_, C::Allreduce, A::RecursiveDoubling, K::Hypercube) => Some((hop + tw(m)) * log_p()?),
+        F::HypercubeGather => Some(hop * log_p()? + tw(m) * (p - 1)),
+        // [Chen 2005]: one block, then p/2 - 1 steps of two: t_s p/2 + t_w m (p - 1).
+        F::RingNeighbourExchange => p.is_multiple_of(2).then(|| hop * (p / 2) + tw(m) + tw(2 * m) * (p / 2 - 1)),
         // [GGKK 4.5.1]: (t_s + ½ t_w m p)(p - 1).
-        (_, C::Alltoall, A::Ring, K::Ring) => Some(hop * (p - 1) + tw(m * p * (p - 1) / 2)),
+        F::RingPersonalized => Some(hop * (p - 1) + tw(m * p * (p - 1) / 2)),
         // [GGKK 4.5.2]: (2 t_s + t_w m p)(√p - 1); on R x C, (t_s + ½ t_w m p)(R + C - 2).
-        (_, C::Alltoall, A::Mesh, K::Torus) => {
+        F::TorusPersonalized => {
             let (rows, cols) = torus()?;
             Some(hop * (rows + cols - 2) + tw(m * p * (rows + cols - 2) / 2))
         }
         // [GGKK 4.5.3]: (t_s + ½ t_w m p) log p.
-        (_, C::Alltoall, A::Hypercube, K::Hypercube) => Some((hop + tw(m * p / 2)) * log_p()?),
+        F::HypercubePersonalized => Some((hop + tw(m * p / 2)) * log_p()?),
         // Brent-Kung tree scan: 2 log p - 1 messages of the whole vector on the longest chain.
-        (_, C::Scan, A::Tree, K::Hypercube) => Some((hop + tw(m)) * (2 * log_p()? - 1)),
-        _ => None,
+        F::TreeScan => Some((hop + tw(m)) * (2 * log_p()? - 1)),
     }
 }
 
-/// The formula [`time_ns`] evaluates, as the textbook writes it (for tables).
+/// The formula [`time_ns`] evaluates, as the textbook writes it (for tables): the
+/// catalogue's, where the form holds.
 pub fn formula(
     collective: Collective,
     algorithm: Algorithm,
     kind: TopologyKind,
     routing: Routing,
 ) -> Option<&'static str> {
-    use Algorithm as A;
-    use Collective as C;
-    use TopologyKind as K;
-    Some(match (routing, collective, algorithm, kind) {
-        (Routing::Ct, C::Broadcast, A::RecursiveDoubling, K::Ring) => "t_s log p + t_w m log p + t_h (p-1)",
-        (Routing::Ct, ..) => return None,
-        (_, C::Broadcast | C::Reduce, A::Ring, K::Ring) => "(t_s + t_w m) ⌊p/2⌋",
-        (_, C::Broadcast | C::Reduce, A::Mesh, K::Torus) => "(t_s + t_w m)(⌊R/2⌋ + ⌊C/2⌋)",
-        (_, C::Broadcast | C::Reduce, A::Hypercube, K::Hypercube) => "(t_s + t_w m) log p",
-        (_, C::Allgather | C::ReduceScatter, A::Ring, K::Ring) => "(t_s + t_w m)(p-1)",
-        (_, C::Allgather | C::ReduceScatter, A::Mesh, K::Torus) => "t_s (R+C-2) + t_w m (p-1)",
-        (_, C::Allgather | C::ReduceScatter | C::Scatter | C::Gather, A::Hypercube, K::Hypercube) => {
-            "t_s log p + t_w m (p-1)"
-        }
-        (_, C::Allreduce, A::RecursiveDoubling, K::Hypercube) => "(t_s + t_w m) log p",
-        (_, C::Alltoall, A::Ring, K::Ring) => "(t_s + ½ t_w m p)(p-1)",
-        (_, C::Alltoall, A::Mesh, K::Torus) => "(t_s + ½ t_w m p)(R+C-2)",
-        (_, C::Alltoall, A::Hypercube, K::Hypercube) => "(t_s + ½ t_w m p) log p",
-        (_, C::Scan, A::Tree, K::Hypercube) => "(t_s + t_w m)(2 log p - 1)",
-        _ => return None,
-    })
+    form(collective, algorithm, kind, routing).map(ClosedForm::formula)
 }
 
 #[cfg(test)]
@@ -120,10 +104,12 @@ mod tests {
 
     /// Every pair with a closed form, at every p up to 256 its topology takes (and a few
     /// shapes of torus), both sizes, with and without t_h: the simulator gives exactly the
-    /// closed form. `simulate`'s benchmark holds them at p = 65,536 as well.
+    /// closed form, and every closed form of the catalogue is met somewhere. `simulate`'s
+    /// benchmark holds them at p = 65,536 as well.
     #[test]
     fn the_simulator_meets_every_closed_form_exactly() {
         let (mut checked, mut mismatches) = (0, Vec::new());
+        let mut met = vec![false; topocomm_proto::catalogue::ENTRIES.len()];
         let mut shapes: Vec<Topology> = Vec::new();
         for p in [2usize, 3, 4, 5, 8, 9, 16, 33, 64, 256] {
             shapes.push(Topology::new(TopologyKind::Ring, p, None).expect("a ring"));
@@ -135,7 +121,7 @@ mod tests {
             shapes.push(Topology::new(TopologyKind::Torus, dims[0] * dims[1], Some(&dims)).expect("a torus"));
         }
         for topology in &shapes {
-            for entry in topocomm_proto::catalogue::ENTRIES {
+            for (entry, met) in topocomm_proto::catalogue::ENTRIES.iter().zip(&mut met) {
                 for routing in [Routing::Sf, Routing::Ct] {
                     for (th_ns, m) in [(0, 1024u64), (7_000, 8192)] {
                         let links = LinkModel { ts_ns: 100_000, th_ns, tw_ps: 3_000, routing, packet_bytes: 0 };
@@ -146,6 +132,7 @@ mod tests {
                         let spec = RunSpec { size_bytes: m, ..RunSpec::new(entry.collective, entry.algorithm) };
                         let got = model::predict(&spec, topology, links).expect("a prediction").time_ns;
                         checked += 1;
+                        *met = true;
                         if got != expected {
                             mismatches.push(format!(
                                 "{} {} on {topology}, m = {m}, {routing}, t_h {th_ns}: simulator {got}, closed form {expected}",
@@ -157,6 +144,11 @@ mod tests {
             }
         }
         assert!(checked > 200, "only {checked} cases have a closed form");
+        for (entry, met) in topocomm_proto::catalogue::ENTRIES.iter().zip(met) {
+            if let Some(form) = entry.closed_form {
+                assert!(met, "{} {}: its closed form ({form:?}) held on no shape", entry.collective, entry.algorithm);
+            }
+        }
         assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
     }
 }

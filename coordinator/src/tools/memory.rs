@@ -8,8 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use topocomm_collectives::simulator::LiveCounts;
+use topocomm_proto::catalogue::{self, Holds};
 use topocomm_proto::schedule::Schedule;
-use topocomm_proto::spec::{Algorithm, Collective, RunSpec};
+use topocomm_proto::spec::{Collective, RunSpec};
 use topocomm_proto::{Topology, reference};
 
 use crate::render::progress::ticking_while;
@@ -31,25 +32,21 @@ const STATE_PER_RING_BLOCK: u64 = 64;
 
 /// The simulator's bytes a node of `spec` on `topology` holds, beyond the data, on the safe
 /// side of what `--payload lengths` runs of every algorithm took (peak resident memory,
-/// p = 512 to 65,536: docs/PERFORMANCE-NOTES.md, "Simulating at scale, part five", the memory estimate).
+/// p = 512 to 65,536: docs/PERFORMANCE-NOTES.md, "Simulating at scale, part five", the memory estimate):
+/// what the catalogue says a node of its algorithm holds (a pair it lacks, a schedule's,
+/// holds its future).
 pub(crate) fn state_per_node(spec: &RunSpec, topology: &Topology) -> u64 {
     let p = topology.p() as u64;
-    match (spec.collective, spec.algorithm) {
-        (Collective::Alltoall, _) => STATE_PER_NODE.saturating_add(STATE_PER_BLOCK.saturating_mul(p)),
-        (Collective::Allgather, Algorithm::Ring) => {
-            STATE_PER_NODE.saturating_add(STATE_PER_RING_BLOCK.saturating_mul(p))
-        }
-        (Collective::Allgather, Algorithm::Mesh) => {
+    let holds = catalogue::find(spec.collective, spec.algorithm).map_or(Holds::Future, |entry| entry.holds);
+    match holds {
+        Holds::Future => STATE_PER_NODE,
+        Holds::TreeNode => STATE_PER_TREE_NODE,
+        Holds::ExchangedBlocks => STATE_PER_NODE.saturating_add(STATE_PER_BLOCK.saturating_mul(p)),
+        Holds::GatheredBlocks => STATE_PER_NODE.saturating_add(STATE_PER_RING_BLOCK.saturating_mul(p)),
+        Holds::LineBlocks => {
             let longest_line = topology.dims().iter().max().map_or(p, |&extent| extent as u64);
             STATE_PER_NODE.saturating_add(STATE_PER_RING_BLOCK.saturating_mul(longest_line))
         }
-        (Collective::Broadcast, Algorithm::ScatterAllgather) | (Collective::Reduce, Algorithm::ReduceScatterGather) => {
-            STATE_PER_NODE
-        }
-        (Collective::Broadcast | Collective::Scatter | Collective::Reduce | Collective::Gather, _) => {
-            STATE_PER_TREE_NODE
-        }
-        _ => STATE_PER_NODE,
     }
 }
 

@@ -170,6 +170,20 @@ mod tests {
         assert_eq!(got.forwarded, expected.forwarded, "forwarded frames of {case}");
     }
 
+    /// Holds `collective` by `algorithm` on `topology` to the catalogue's closed form
+    /// (`closed_form::time_ns`, the one statement of the textbook's formula) for every
+    /// physics and size, in `steps` steps, nothing forwarded.
+    fn check_closed_form(collective: Collective, algorithm: Algorithm, topology: &Topology, steps: u64) {
+        for physics in PHYSICS {
+            for m in SIZES {
+                let links = physics.sf();
+                let time_ns = crate::tools::closed_form::time_ns(collective, algorithm, topology, m, &links)
+                    .unwrap_or_else(|| panic!("{collective} {algorithm} on {topology} has a closed form"));
+                check(collective, algorithm, topology, m, links, Expected { time_ns, steps, forwarded: 0 });
+            }
+        }
+    }
+
     /// Runs `case` for every physics and size: `formula(physics, m)` gives (time, steps);
     /// every message crosses one link, so nothing is forwarded.
     fn check_one_hop(
@@ -192,9 +206,7 @@ mod tests {
     fn ring_broadcast_costs_ts_tw_m_times_half_p() {
         for p in [4usize, 6, 8, 12, 16] {
             let steps = p.div_ceil(2) as u64;
-            check_one_hop(Collective::Broadcast, Algorithm::Ring, &shape(TopologyKind::Ring, p), |c, m| {
-                ((c.ts + c.th + c.tw * m) * steps, steps)
-            });
+            check_closed_form(Collective::Broadcast, Algorithm::Ring, &shape(TopologyKind::Ring, p), steps);
         }
     }
 
@@ -222,9 +234,7 @@ mod tests {
         for topology in [torus(2, 2), torus(4, 4), torus(2, 4)] {
             let (r, c) = extents(&topology);
             let steps = r.div_ceil(2) + c.div_ceil(2);
-            check_one_hop(Collective::Broadcast, Algorithm::Mesh, &topology, |ph, m| {
-                ((ph.ts + ph.th + ph.tw * m) * steps, steps)
-            });
+            check_closed_form(Collective::Broadcast, Algorithm::Mesh, &topology, steps);
         }
     }
 
@@ -242,9 +252,7 @@ mod tests {
     fn hypercube_broadcast_costs_ts_tw_m_log_p() {
         for p in [4, 8, 16] {
             let steps = log2(p);
-            check_one_hop(Collective::Broadcast, Algorithm::Hypercube, &shape(TopologyKind::Hypercube, p), |c, m| {
-                ((c.ts + c.th + c.tw * m) * steps, steps)
-            });
+            check_closed_form(Collective::Broadcast, Algorithm::Hypercube, &shape(TopologyKind::Hypercube, p), steps);
         }
     }
 
@@ -332,9 +340,7 @@ mod tests {
     fn ring_allgather_costs_ts_tw_m_times_p_minus_1() {
         for p in [4, 8, 9, 16] {
             let steps = p as u64 - 1;
-            check_one_hop(Collective::Allgather, Algorithm::Ring, &shape(TopologyKind::Ring, p), |c, m| {
-                ((c.ts + c.th + c.tw * m) * steps, steps)
-            });
+            check_closed_form(Collective::Allgather, Algorithm::Ring, &shape(TopologyKind::Ring, p), steps);
         }
     }
 
@@ -346,9 +352,7 @@ mod tests {
         for topology in [torus(2, 2), torus(3, 3), torus(4, 4), torus(2, 4)] {
             let (r, c) = extents(&topology);
             let steps = r + c - 2;
-            check_one_hop(Collective::Allgather, Algorithm::Mesh, &topology, |ph, m| {
-                ((ph.ts + ph.th) * steps + ph.tw * m * (r * c - 1), steps)
-            });
+            check_closed_form(Collective::Allgather, Algorithm::Mesh, &topology, steps);
         }
     }
 
@@ -357,9 +361,7 @@ mod tests {
     fn hypercube_allgather_costs_ts_log_p_plus_tw_m_p() {
         for p in [4, 8, 16] {
             let steps = log2(p);
-            check_one_hop(Collective::Allgather, Algorithm::Hypercube, &shape(TopologyKind::Hypercube, p), |c, m| {
-                ((c.ts + c.th) * steps + c.tw * m * (p as u64 - 1), steps)
-            });
+            check_closed_form(Collective::Allgather, Algorithm::Hypercube, &shape(TopologyKind::Hypercube, p), steps);
         }
     }
 
@@ -369,9 +371,7 @@ mod tests {
     fn hypercube_scatter_costs_ts_log_p_plus_tw_m_p() {
         for p in [4, 8, 16] {
             let steps = log2(p);
-            check_one_hop(Collective::Scatter, Algorithm::Hypercube, &shape(TopologyKind::Hypercube, p), |c, m| {
-                ((c.ts + c.th) * steps + c.tw * m * (p as u64 - 1), steps)
-            });
+            check_closed_form(Collective::Scatter, Algorithm::Hypercube, &shape(TopologyKind::Hypercube, p), steps);
         }
     }
 
@@ -381,9 +381,7 @@ mod tests {
     fn tree_scan_costs_ts_tw_m_times_2_log_p_minus_1() {
         for p in [4, 8, 16] {
             let steps = 2 * log2(p) - 1;
-            check_one_hop(Collective::Scan, Algorithm::Tree, &shape(TopologyKind::Hypercube, p), |c, m| {
-                ((c.ts + c.th + c.tw * m) * steps, steps)
-            });
+            check_closed_form(Collective::Scan, Algorithm::Tree, &shape(TopologyKind::Hypercube, p), steps);
         }
     }
 
@@ -392,10 +390,9 @@ mod tests {
     /// p).
     #[test]
     fn ring_alltoall_costs_ts_half_tw_m_p_times_p_minus_1() {
-        for p in [4u64, 8, 9, 16] {
-            check_one_hop(Collective::Alltoall, Algorithm::Ring, &shape(TopologyKind::Ring, p as usize), |c, m| {
-                ((c.ts + c.th) * (p - 1) + c.tw * m * p * (p - 1) / 2, p - 1)
-            });
+        for p in [4usize, 8, 9, 16] {
+            let steps = p as u64 - 1;
+            check_closed_form(Collective::Alltoall, Algorithm::Ring, &shape(TopologyKind::Ring, p), steps);
         }
     }
 
@@ -408,9 +405,7 @@ mod tests {
         for topology in [torus(2, 2), torus(3, 3), torus(4, 4), torus(2, 4)] {
             let (r, c) = extents(&topology);
             let steps = r + c - 2;
-            check_one_hop(Collective::Alltoall, Algorithm::Mesh, &topology, |ph, m| {
-                ((ph.ts + ph.th) * steps + ph.tw * m * r * c * steps / 2, steps)
-            });
+            check_closed_form(Collective::Alltoall, Algorithm::Mesh, &topology, steps);
         }
     }
 
@@ -420,11 +415,11 @@ mod tests {
     fn hypercube_alltoall_costs_ts_half_tw_m_p_log_p() {
         for p in [4u64, 8, 16] {
             let steps = log2(p as usize);
-            check_one_hop(
+            check_closed_form(
                 Collective::Alltoall,
                 Algorithm::Hypercube,
                 &shape(TopologyKind::Hypercube, p as usize),
-                |c, m| ((c.ts + c.th + c.tw * m * p / 2) * steps, steps),
+                steps,
             );
         }
     }

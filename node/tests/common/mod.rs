@@ -97,6 +97,12 @@ pub async fn on_each(
     }
 }
 
+/// The algorithms of `collective`, in the catalogue's order: the node tests run every
+/// one, so that an algorithm added to the catalogue is run here with no word changed.
+pub fn algorithms_of(collective: Collective) -> Vec<Algorithm> {
+    topocomm_proto::catalogue::algorithms(collective).map(|entry| entry.algorithm).collect()
+}
+
 /// The specs of one test file: run `run` takes its inputs from seed `seed_base + run`,
 /// so each file has inputs of its own.
 pub struct Specs {
