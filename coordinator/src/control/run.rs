@@ -629,7 +629,8 @@ fn align(reports: &mut [NodeReport], clocks: &[ClockOffset], dilation: Dilation)
 /// when it registered, and need the sum of their estimates (the tuning table's `footprint`;
 /// a local cluster's nodes each report the whole machine; without sharing, 64 of them at
 /// 1 MiB all-to-all were let through to the kernel's OOM killer). Nodes that did not say
-/// are left to check for themselves, as every node does again. Containers have an
+/// are left to check for themselves, as every node does again with the footprint by this
+/// table it is sent with the run (`RunLimits`). Containers have an
 /// address each, so nodes in containers on one host are not grouped.
 fn check_memory(spec: &RunSpec, participants: &[Participant], tuning: &Tuning) -> Result<(), SpecError> {
     let mut hosts: BTreeMap<&str, Vec<&Participant>> = BTreeMap::new();
