@@ -259,7 +259,7 @@ async fn rogue_node_0(address: String, token: String, big_frames: usize) -> u64 
                 }
                 ToCoordinator::Wired { epoch: wiring.epoch }
             }
-            ToNode::Start(spec) => {
+            ToNode::Start { spec, .. } => {
                 // Node 1 has the run's spec by then (it got its Start at the same time).
                 tokio::time::sleep(Duration::from_millis(1500)).await;
                 let (_, link) = links.iter_mut().find(|(id, _)| *id == 1).expect("wired to node 1 before the run");

@@ -120,6 +120,44 @@ fn a_served_cluster_resolves_auto_by_its_own_file() {
     assert_eq!(measured, ["allreduce", "scan", "scatter"], "{tuned:#}");
 }
 
+/// A file whose only footprint factor is `in_flight` (times the largest input or output).
+fn footprint_of(in_flight: &str) -> Value {
+    json!({
+        "schema_version": 1,
+        "rules": [],
+        "footprint": { "in_flight": [], "default_in_flight": in_flight }
+    })
+}
+
+/// The coordinator and its daemons hold a run to one footprint, the file's: a file
+/// whose factors no node can hold is refused before any node allocates, and one with
+/// other factors than the built-in ones is admitted, each daemon told (and logging) the
+/// file's figure for itself rather than its own table's.
+#[test]
+fn the_coordinator_and_its_nodes_hold_a_run_to_the_files_footprint() {
+    let scratch = Scratch::new("tuning-footprint");
+    let huge = scratch.path.join("huge.json");
+    write(&huge, &footprint_of("1000000000"));
+    let cluster = Cluster::start_tuned("tuning-huge-footprint", 4, &huge);
+    let refused = cluster.run("allreduce --topology ring --algorithm ring --size 64KiB --iterations 2");
+    assert!(!refused.status.success(), "{}", refused.stdout);
+    assert!(refused.stderr.contains("the run needs about"), "{}", refused.stderr);
+    assert!((0..4).all(|node| !cluster.node_stderr(node).contains("run started")), "a node was asked");
+    drop(cluster);
+
+    let lean = scratch.path.join("lean.json");
+    write(&lean, &footprint_of("0"));
+    let cluster = Cluster::start_tuned("tuning-lean-footprint", 4, &lean);
+    cluster.run_ok("allreduce --topology ring --algorithm ring --size 64KiB --iterations 2 --warmup 1");
+    // In and out, nothing in flight, 8 B of timing per iteration; the built-in factor
+    // (twice in flight) would say 256 KiB + 16 B.
+    let figure = format!("footprint_bytes={}", (128 << 10) + 16);
+    for node in 0..4 {
+        let log = cluster.node_stderr(node);
+        assert!(log.contains(&figure) && log.contains("counted=true"), "node {node}: {log}");
+    }
+}
+
 #[test]
 fn a_bad_file_is_refused_before_anything_runs() {
     let scratch = Scratch::new("tuning-refused");

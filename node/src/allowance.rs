@@ -1,21 +1,24 @@
 //! What a run lets each source queue at a node, and pass through it: the run's own
-//! schedule, counted. Once per run (and per distinct run shape: a repeated run reuses
-//! it) a node simulates one iteration of what its run does — the runtime's barrier, the
-//! common-start announcement, then the collective (or the dilation probe) — lengths only
-//! ([`topocomm_collectives::zeros`]: no payload takes memory), watching itself
-//! ([`topocomm_collectives::simulator::watch`]). What the simulator delivered to it from
-//! each source, and what it passed on for each source, is then that source's allowance:
-//! messages of the algorithm once, runtime signals twice (the next iteration's barrier
-//! may come before this one's collective is taken). A node's mailbox and its outgoing
-//! queues cannot legitimately hold more of one source: every node enters an iteration's
-//! barrier only once it has taken all of the last iteration's messages, so at most one
-//! iteration's messages of a source (and the signals around it) are ever untaken or
-//! unsent at once. Per link, the allowance is the sum of the sources the topology's
-//! routes bring over it.
+//! schedule, counted once by the coordinator for every node ([`limits_of_run`]) and sent
+//! to each node in its start order (`RunLimits`), with the node's memory footprint by the
+//! coordinator's tuning table. The count simulates one iteration of what the run does —
+//! the runtime's barrier, the common-start announcement, then the collective (or the
+//! dilation probe) — lengths only ([`topocomm_collectives::zeros`]: no payload takes
+//! memory), watching every node ([`topocomm_collectives::simulator::watch`]). What the
+//! simulator delivered to a node from each source, and what it passed on for each source,
+//! is then that source's allowance there: messages of the algorithm once, runtime signals
+//! twice (the next iteration's barrier may come before this one's collective is taken).
+//! A node's mailbox and its outgoing queues cannot legitimately hold more of one source:
+//! every node enters an iteration's barrier only once it has taken all of the last
+//! iteration's messages, so at most one iteration's messages of a source (and the
+//! signals around it) are ever untaken or unsent at once. Per link, the allowance is the
+//! sum of the sources the topology's routes bring over it.
 //!
 //! When the simulation cannot run (no region of known zeros, or past [`PATIENCE`] of
-//! wall time) the node falls back to [`whole_run_bound`], the run's memory over every
-//! node, for every source and link alike, and says so in its log.
+//! wall time) the coordinator falls back to [`whole_run_bound`], the run's memory over
+//! every node, for every source and link alike, and says so in its log. A node holds a
+//! run to the rows it is sent ([`RunAllowance::accept`]), each capped at the memory it
+//! has.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -28,8 +31,9 @@ use topocomm_collectives::algorithms::{self, barrier};
 use topocomm_collectives::comm::mailbox::charge_of;
 use topocomm_collectives::comm::{Comm, CommError};
 use topocomm_collectives::simulator::{self, Options};
-use topocomm_collectives::tuning::Tuning;
+use topocomm_collectives::tuning::footprint::Footprint;
 use topocomm_collectives::zeros;
+use topocomm_proto::control::RunLimits;
 
 use crate::steps::{probe, start};
 use crate::transport::stream::STREAM_LINKS;
@@ -66,6 +70,32 @@ impl RunAllowance {
     pub fn signals_only(p: usize) -> Self {
         Self::uniform(signal_allowance(p), p)
     }
+
+    /// The allowance a node of a `p`-node run holds it to, from the rows the coordinator
+    /// sent: one figure per source in each, every figure capped at `available_bytes`
+    /// (the memory the node has, where it knows it), so that no spec, however formed,
+    /// lets one source queue more than the node has.
+    pub fn accept(limits: &RunLimits, p: usize, available_bytes: Option<u64>) -> Result<Self, LimitsRefusal> {
+        for (queue, rows) in [("delivered", &limits.delivered), ("forwarded", &limits.forwarded)] {
+            if rows.len() != p {
+                return Err(LimitsRefusal::Rows { queue, rows: rows.len(), p });
+            }
+        }
+        let cap = available_bytes.unwrap_or(u64::MAX);
+        let capped = |rows: &[u64]| -> Arc<[u64]> { rows.iter().map(|&bytes| bytes.min(cap)).collect() };
+        Ok(RunAllowance {
+            delivered: capped(&limits.delivered),
+            forwarded: capped(&limits.forwarded),
+            counted: limits.counted,
+        })
+    }
+}
+
+/// Why a node refuses the limits it was sent for a run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitsRefusal {
+    #[error("the run's limits give {rows} {queue} allowances for {p} nodes")]
+    Rows { queue: &'static str, rows: usize, p: usize },
 }
 
 /// The allowances of `spec` on `topology` at each of `nodes`, from one simulation of an
@@ -138,54 +168,70 @@ async fn one_iteration(comm: &Comm, spec: &RunSpec) -> Result<(), CommError> {
     }
 }
 
-/// The largest cluster whose nodes each count their run's schedule. Every node counts
-/// the whole schedule, so a host of many nodes pays the count once per node: at p = 256,
-/// 71 ms (ring all-reduce) to 1.4 s (recursive doubling) a node, and 256 containers on
-/// two cores would spend minutes counting before each run of a new shape. Larger
-/// clusters keep [`whole_run_bound`] until the coordinator counts once for all of them.
-pub const MOST_NODES_COUNTED: usize = 64;
+/// The rows of every node of `spec` on `topology`: each node's footprint by `footprint`
+/// and its allowances, counted ([`counted`]) or, when the schedule cannot be counted,
+/// [`whole_run_bound`] for every source (logged). Blocks for the simulation: call it
+/// off the runtime's threads.
+pub fn limits_of_run(spec: &RunSpec, topology: &Topology, footprint: &Footprint) -> Vec<RunLimits> {
+    rows(spec, topology.p(), footprint, &allowances_of_run(spec, topology, footprint))
+}
 
-/// The allowance of `spec` at node `me` of `topology`: counted ([`counted`]) on a
-/// cluster of at most [`MOST_NODES_COUNTED`], or [`whole_run_bound`] for every source
-/// when it is larger or cannot be counted (logged).
-pub fn of_run(spec: &RunSpec, topology: &Topology, me: NodeId) -> RunAllowance {
-    if topology.p() > MOST_NODES_COUNTED {
-        let bound = whole_run_bound(spec, topology.p());
-        tracing::debug!(run = spec.run, p = topology.p(), bound, "too many nodes to count the schedule on each");
-        return RunAllowance::uniform(bound, topology.p());
-    }
-    match counted(spec, topology, &[me]) {
-        Ok(mut allowances) if allowances.len() == 1 => allowances.remove(0),
+/// Each node's row: its footprint of `spec` on p nodes by `footprint`, and its allowances.
+fn rows(spec: &RunSpec, p: usize, footprint: &Footprint, allowances: &[RunAllowance]) -> Vec<RunLimits> {
+    allowances
+        .iter()
+        .enumerate()
+        .map(|(node, allowance)| RunLimits {
+            footprint_bytes: footprint.of_node(spec, p, node).unwrap_or(u64::MAX),
+            delivered: allowance.delivered.to_vec(),
+            forwarded: allowance.forwarded.to_vec(),
+            counted: allowance.counted,
+        })
+        .collect()
+}
+
+/// Every node's allowance of `spec` on `topology`, counted or the whole run's bound.
+fn allowances_of_run(spec: &RunSpec, topology: &Topology, footprint: &Footprint) -> Vec<RunAllowance> {
+    let p = topology.p();
+    let nodes: Vec<NodeId> = (0..p).collect();
+    match counted(spec, topology, &nodes) {
+        Ok(allowances) if allowances.len() == p => allowances,
         outcome => {
-            let reason = outcome.err().unwrap_or_else(|| "this node was not watched".into());
-            let bound = whole_run_bound(spec, topology.p());
+            let reason = outcome.err().unwrap_or_else(|| "not every node was watched".into());
+            let bound = whole_run_bound(spec, p, footprint);
             tracing::warn!(run = spec.run, %reason, bound, "could not count the run's schedule: every source and link may queue the whole run's memory");
-            RunAllowance::uniform(bound, topology.p())
+            vec![RunAllowance::uniform(bound, p); p]
         }
     }
 }
 
-/// The last run shape counted, with its allowance: the next run of the same shape (the
-/// same collective, sizes and algorithm; another run id, iteration count or deadline)
-/// reuses it.
+/// The last run shape counted on one topology, with every node's allowances: the next
+/// run of the same shape (the same collective, sizes and algorithm; another run id,
+/// iteration count or deadline) on the same topology reuses them.
 #[derive(Default)]
 pub struct Cache {
-    last: Mutex<Option<(RunSpec, Arc<RunAllowance>)>>,
+    last: Mutex<Option<Counted>>,
 }
 
+/// A run shape ([`shape`]) and topology counted, with every node's allowance.
+type Counted = (RunSpec, Topology, Arc<[RunAllowance]>);
+
 impl Cache {
-    /// The allowance of `spec` at `me`, counted unless the last run had the same shape.
-    /// Blocks for the simulation: call it off the runtime's threads.
-    pub fn of_run(&self, spec: &RunSpec, topology: &Topology, me: NodeId) -> Arc<RunAllowance> {
+    /// The rows of every node of `spec` on `topology` ([`limits_of_run`]), the
+    /// allowances counted unless the last run had the same shape and topology (the
+    /// footprint is the run's own: it counts its iterations' timings).
+    pub fn limits_of_run(&self, spec: &RunSpec, topology: &Topology, footprint: &Footprint) -> Vec<RunLimits> {
         let shape = shape(spec);
-        if let Some((last, allowance)) = &*self.last.lock().expect("allowance cache lock")
-            && *last == shape
-        {
-            return allowance.clone();
-        }
-        let allowance = Arc::new(of_run(spec, topology, me));
-        *self.last.lock().expect("allowance cache lock") = Some((shape, allowance.clone()));
-        allowance
+        let cached = match &*self.last.lock().expect("allowance cache lock") {
+            Some((last, on, allowances)) if *last == shape && on == topology => Some(allowances.clone()),
+            _ => None,
+        };
+        let allowances = cached.unwrap_or_else(|| {
+            let counted: Arc<[RunAllowance]> = allowances_of_run(spec, topology, footprint).into();
+            *self.last.lock().expect("allowance cache lock") = Some((shape, topology.clone(), counted.clone()));
+            counted
+        });
+        rows(spec, topology.p(), footprint, &allowances)
     }
 }
 
@@ -212,9 +258,9 @@ fn shape(spec: &RunSpec) -> RunSpec {
 /// messages in flight: no message is made of more than what the nodes hold), plus the
 /// headers of the messages two iterations may bring ([`signal_allowance`] and one
 /// message from every node per round of a logarithmic schedule). The fallback when the
-/// schedule cannot be counted ([`of_run`]).
-pub fn whole_run_bound(spec: &RunSpec, p: usize) -> u64 {
-    let data = Tuning::built_in_ref().footprint.of_nodes(spec, p, 0..p).unwrap_or(u64::MAX);
+/// schedule cannot be counted ([`limits_of_run`]).
+pub fn whole_run_bound(spec: &RunSpec, p: usize, footprint: &Footprint) -> u64 {
+    let data = footprint.of_nodes(spec, p, 0..p).unwrap_or(u64::MAX);
     let messages = (p as u64).saturating_mul(u64::from(rounds(p)) + 1).saturating_mul(2);
     data.saturating_add(messages.saturating_mul(charge_of(0))).saturating_add(signal_allowance(p))
 }
@@ -231,4 +277,60 @@ pub fn signal_allowance(p: usize) -> u64 {
 /// ⌈log2 p⌉: the rounds of a logarithmic schedule over p nodes.
 fn rounds(p: usize) -> u32 {
     p.max(1).next_power_of_two().trailing_zeros()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use topocomm_collectives::tuning::footprint::Factor;
+    use topocomm_proto::TopologyKind;
+    use topocomm_proto::spec::{Algorithm, Collective};
+
+    #[test]
+    fn a_node_takes_its_rows_capped_at_the_memory_it_has() {
+        let limits =
+            RunLimits { footprint_bytes: 0, delivered: vec![10, u64::MAX], forwarded: vec![0, 99], counted: true };
+        let taken = RunAllowance::accept(&limits, 2, Some(50)).expect("two rows of two");
+        assert_eq!((&*taken.delivered, &*taken.forwarded, taken.counted), (&[10, 50][..], &[0, 50][..], true));
+        let unknown = RunAllowance::accept(&limits, 2, None).expect("two rows of two");
+        assert_eq!(&*unknown.delivered, &[10, u64::MAX]);
+        let short = RunLimits { forwarded: vec![0], ..limits };
+        assert_eq!(
+            RunAllowance::accept(&short, 2, None).unwrap_err().to_string(),
+            "the run's limits give 1 forwarded allowances for 2 nodes"
+        );
+    }
+
+    /// The coordinator's rows: one per node, each node's footprint by the table it is
+    /// given, the allowances counted and the same the cache returns for a run of the
+    /// same shape.
+    #[test]
+    fn the_rows_of_a_run_carry_each_nodes_footprint_and_counted_allowances() {
+        let topology = Topology::new(TopologyKind::Ring, 4, None).unwrap();
+        let spec = RunSpec { size_bytes: 4096, iterations: 3, ..RunSpec::new(Collective::Allgather, Algorithm::Ring) };
+        let footprint = Footprint::default();
+        let rows = limits_of_run(&spec, &topology, &footprint);
+        assert_eq!(rows.len(), 4);
+        for (node, row) in rows.iter().enumerate() {
+            assert_eq!(Some(row.footprint_bytes), footprint.of_node(&spec, 4, node));
+            assert!(row.counted && row.delivered.len() == 4 && row.forwarded.len() == 4);
+            // The ring's blocks come from the neighbour behind, p - 1 of them and more.
+            let behind = (node + 3) % 4;
+            assert!(row.delivered[behind] > 3 * 4096, "{row:?}");
+        }
+        let mut doubled = footprint.clone();
+        doubled.default_in_flight = Factor { times: 4, over: 1 };
+        doubled.in_flight.clear();
+        let cache = Cache::default();
+        let again = cache.limits_of_run(&RunSpec { run: 9, ..spec.clone() }, &topology, &doubled);
+        assert!(again.iter().zip(&rows).all(|(a, b)| a.delivered == b.delivered && a.forwarded == b.forwarded));
+        assert!(again.iter().zip(&rows).all(|(a, b)| a.footprint_bytes > b.footprint_bytes), "the file's factors");
+        let more = RunSpec { iterations: 1000, ..spec };
+        let timed = cache.limits_of_run(&more, &topology, &doubled);
+        assert_eq!(
+            timed[0].footprint_bytes,
+            again[0].footprint_bytes + 997 * 8,
+            "the run's own timings, not the cache's"
+        );
+    }
 }

@@ -8,7 +8,8 @@
 //! * [`router`]: the hop-by-hop router — delivers a frame for this node to its mailbox,
 //!   passes any other on towards its destination, guards what neighbours send.
 //! * [`allowance`]: what a run lets each source queue at a node and pass through it, the
-//!   run's schedule counted on the simulator; [`forwarding`]: what a node holds of the
+//!   run's schedule counted on the simulator once by the coordinator for every node, and
+//!   how a node takes the rows it is sent; [`forwarding`]: what a node holds of the
 //!   frames it passes on, charged to their sources.
 //! * [`transport`]: the links beneath the router — frames over byte streams (TCP, raw or
 //!   encrypted) or in-memory channels, TCP sockets, and the emulation's physics and

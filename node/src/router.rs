@@ -169,8 +169,6 @@ pub struct Router {
     runs: RunWindow,
     /// What each source has queued in this node's links to be passed on, and may.
     forwarding: Arc<Ledger>,
-    /// The last run's allowances, for the next run of the same shape.
-    allowances: allowance::Cache,
     /// The first link fault of this wiring, for whoever watches ([`Router::faults`]).
     first_fault: tokio::sync::watch::Sender<Option<LinkFault>>,
     /// The message flow, while recording.
@@ -240,7 +238,6 @@ impl Router {
             partial: Mutex::new(HashMap::new()),
             runs: RunWindow::default(),
             forwarding: Ledger::new(topology_p),
-            allowances: allowance::Cache::default(),
             first_fault: tokio::sync::watch::Sender::new(None),
             recorder: Recorder::default(),
         });
@@ -288,13 +285,6 @@ impl Router {
             Allowance { source: Bound::ByNode(allowance.delivered.clone()), link: Bound::ByNode(by_link.into()) };
         self.mailbox.begin_run(spec.run, Some(bounds));
         self.forwarding.set_allowance(Some(&allowance.forwarded));
-    }
-
-    /// The allowances of `spec` at this node: the last run's if it had the same shape,
-    /// else counted on the simulator ([`allowance::Cache`]). Blocks: call it off the
-    /// runtime's threads.
-    pub fn allowance_of(&self, spec: &RunSpec) -> Arc<RunAllowance> {
-        self.allowances.of_run(spec, &self.topology, self.id)
     }
 
     /// Takes frames of every run again, unbounded (in-process clusters between runs).

@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio::io::{AsyncWriteExt, DuplexStream};
 use tokio::time::Instant;
 use topocomm_collectives::comm::fault::LinkFault;
+use topocomm_collectives::tuning::footprint::Footprint;
 use topocomm_node::allowance::{self, RunAllowance};
 use topocomm_node::router::Router;
 use topocomm_node::transport::pacing::Timeline;
@@ -77,13 +78,24 @@ async fn write_frame(far: &mut DuplexStream, header: FrameHeader, payload: &[u8]
     far.write_all(payload).await
 }
 
-/// Starts `spec` on `router` with its allowance counted on the simulator, as a daemon's
-/// driver does; returns the allowance.
-fn begin(router: &Router, spec: &RunSpec) -> RunAllowance {
-    let allowance = allowance::of_run(spec, router.topology(), router.id());
-    assert!(allowance.counted, "the schedule of {spec:?} was not counted");
-    router.begin_run(spec, &allowance);
-    allowance
+/// Every node's allowance of `spec` on `topology`, counted once for all on the
+/// simulator as the coordinator does, and taken as a daemon takes the rows it is sent.
+fn counted(spec: &RunSpec, topology: &Topology) -> Vec<RunAllowance> {
+    let rows = allowance::limits_of_run(spec, topology, &Footprint::default());
+    let accepted = rows.iter().map(|row| RunAllowance::accept(row, topology.p(), None).expect("the rows fit"));
+    let allowances: Vec<RunAllowance> = accepted.collect();
+    assert!(allowances.iter().all(|a| a.counted), "the schedule of {spec:?} was not counted");
+    allowances
+}
+
+/// Starts `spec` on every router with its allowance ([`counted`]); returns the allowances.
+fn begin_all(routers: &Routers, spec: &RunSpec) -> Vec<RunAllowance> {
+    let topology = routers.iter().flatten().next().expect("a router").topology().clone();
+    let allowances = counted(spec, &topology);
+    for router in routers.iter().flatten() {
+        router.begin_run(spec, &allowances[router.id()]);
+    }
+    allowances
 }
 
 /// The first link fault of `router`'s wiring, waited for at most `patience`.
@@ -111,12 +123,8 @@ async fn junk_relayed_by_honest_nodes_is_charged_to_its_source_and_bounded_at_ev
     let spec = all_to_all();
     let node = |id: NodeId| routers[id].clone().expect("an honest node");
     let (relay_0, relay_1, victim) = (node(0), node(1), node(2));
-    let mut allowances = Vec::new();
-    for router in routers.iter().flatten() {
-        allowances.push((router.id(), begin(router, &spec)));
-    }
-    let allowance_at = |id: NodeId| allowances.iter().find(|(node, _)| *node == id).map(|(_, a)| a.clone()).unwrap();
-    let (at_0, at_1, at_2) = (allowance_at(0), allowance_at(1), allowance_at(2));
+    let allowances = begin_all(&routers, &spec);
+    let (at_0, at_1, at_2) = (allowances[0].clone(), allowances[1].clone(), allowances[2].clone());
     // The schedule does route node 7's frames through nodes 0 and 1 to node 2.
     assert!(at_0.forwarded[7] > 0 && at_1.forwarded[7] > 0 && at_2.delivered[7] > 0, "{at_0:?} {at_1:?} {at_2:?}");
     let victims_link = victim.link_allowance(1).expect("a bound");
@@ -126,7 +134,7 @@ async fn junk_relayed_by_honest_nodes_is_charged_to_its_source_and_bounded_at_ev
         at_0.forwarded[7],
         at_1.forwarded[7],
         at_2.delivered[7],
-        allowance::whole_run_bound(&spec, 8)
+        allowance::whole_run_bound(&spec, 8, &Footprint::default())
     );
     // The rogue's frames for node 2, of this run, with a tag nobody uses: 4 KiB each,
     // far more in all than the schedule sends node 2 from node 7.
@@ -186,26 +194,37 @@ fn big_all_reduce() -> RunSpec {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_neighbour_flooding_big_frames_holds_no_more_than_its_link_carries_and_is_freed() {
-    let (routers, mut rogue_ends) = ring_with_rogue(4, 1);
-    let spec = big_all_reduce();
+    flood_big_frames(4, big_all_reduce(), 16 << 20, 40).await;
+}
+
+/// On 80 nodes, more than a node could count for itself when each counted its own: the
+/// coordinator's count still gives each link its true allowance, far below the whole
+/// run's bound, and a flood is refused past it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_64_nodes_a_link_still_holds_only_what_its_schedule_brings() {
+    let spec = RunSpec { size_bytes: 1 << 20, ..big_all_reduce() };
+    flood_big_frames(80, spec, 1 << 20, 400).await;
+}
+
+/// Node 1 of a ring of `p` floods node 0 with `frames` frames of `frame_bytes` during
+/// `spec`: node 0 holds no more than the link's counted allowance, refuses the rest, and
+/// frees what it held.
+async fn flood_big_frames(p: usize, spec: RunSpec, frame_bytes: usize, frames: usize) {
+    let (routers, mut rogue_ends) = ring_with_rogue(p, 1);
     let victim = routers[0].clone().expect("node 0");
-    for router in routers.iter().flatten() {
-        begin(router, &spec);
-    }
+    let allowances = begin_all(&routers, &spec);
     // What the schedule brings node 0 over the link from node 1: the messages of every
     // source whose route to node 0 comes that way.
-    let counted = allowance::of_run(&spec, victim.topology(), 0);
     let over_link_1 = |src: &NodeId| victim.topology().route(*src, 0).iter().rev().nth(1) == Some(&1);
-    let link: u64 = (1..4).filter(over_link_1).map(|src| counted.delivered[src]).sum();
-    let whole_run = allowance::whole_run_bound(&spec, 4);
+    let link: u64 = (1..p).filter(over_link_1).map(|src| allowances[0].delivered[src]).sum();
+    let whole_run = allowance::whole_run_bound(&spec, p, &Footprint::default());
     eprintln!("the link from node 1 may hold {link} B at node 0 (the whole run's memory: {whole_run} B)");
     let (_, mut towards_0) = rogue_ends.remove(rogue_ends.iter().position(|(peer, _)| *peer == 0).unwrap());
-    const FRAMES: usize = 40;
     let started = Instant::now();
     let writer = tokio::spawn(async move {
-        let big = vec![0xa5u8; 16 << 20];
+        let big = vec![0xa5u8; frame_bytes];
         let mut written = 0;
-        for n in 0..FRAMES {
+        for n in 0..frames {
             let frame = FrameHeader { step: n as u16, ..header(5, 1, 0, UNUSED_TAG) };
             if write_frame(&mut towards_0, frame, &big).await.is_err() {
                 break;
@@ -225,14 +244,18 @@ async fn a_neighbour_flooding_big_frames_holds_no_more_than_its_link_carries_and
     let failed_after = started.elapsed();
     let (written, _towards_0) = writer.await.expect("the rogue's writer");
     eprintln!(
-        "{written} of {FRAMES} frames of 16 MiB written; node 0 held at most {most_held} B from node 1 (allowed \
-         {link} B); failed after {failed_after:?}: {fault:?}"
+        "{written} of {frames} frames of {frame_bytes} B written; node 0 held at most {most_held} B from node 1 \
+         (allowed {link} B); failed after {failed_after:?}: {fault:?}"
     );
     let fault = fault.expect("the flood ended the run");
     assert_eq!(fault.peer(), Some(1), "{fault}");
     assert!(fault.to_string().contains("node 1 overflowed this node's queue"), "{fault}");
     assert!(most_held <= link, "node 0 held {most_held} B from node 1, over the link's {link} B");
-    assert!(written < FRAMES, "node 0 took the whole flood");
+    assert!(written < frames, "node 0 took the whole flood");
+    assert!(
+        (written as u64) * (frame_bytes as u64) < whole_run,
+        "node 0 took {written} frames, as much as the whole run's bound"
+    );
     // Freed with the failure, not at the next run.
     assert_eq!((victim.held_from(1), victim.held_by_source(1), victim.mailbox().queued()), (0, 0, 0));
     assert_eq!(victim.link_allowance(1), Some(link), "the router's bound is not the schedule's");

@@ -13,7 +13,8 @@ use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::time::Instant;
 use topocomm_collectives::comm::Comm;
-use topocomm_node::allowance::{self, signal_allowance};
+use topocomm_collectives::tuning::footprint::Footprint;
+use topocomm_node::allowance::{self, RunAllowance, signal_allowance};
 use topocomm_node::daemon::driver;
 use topocomm_node::router::Router;
 use topocomm_node::transport::pacing::Timeline;
@@ -43,9 +44,12 @@ fn small_run() -> RunSpec {
     RunSpec { run: 5, size_bytes: 1024, dtype: Dtype::I32, ..RunSpec::new(Collective::Allreduce, Algorithm::Ring) }
 }
 
-/// Starts `spec` on `router` with its allowances counted, as a daemon's driver does.
+/// Starts `spec` on `router` with its allowances counted, as the coordinator counts them
+/// and a daemon takes them.
 fn begin(router: &Router, spec: &RunSpec) {
-    router.begin_run(spec, &allowance::of_run(spec, router.topology(), router.id()));
+    let rows = allowance::limits_of_run(spec, router.topology(), &Footprint::default());
+    let accepted = RunAllowance::accept(&rows[router.id()], router.topology().p(), None).expect("the rows fit");
+    router.begin_run(spec, &accepted);
 }
 
 fn header(run: u64, src: u32, dst: u32, tag: u32) -> FrameHeader {
@@ -243,13 +247,16 @@ async fn reports_with_a_bit_flipped_in(iteration: Option<u32>) -> Vec<NodeReport
         timeout_ms: 10_000,
         ..RunSpec::new(Collective::Allreduce, Algorithm::Ring)
     };
+    // Each node's rows as the coordinator would send them.
+    let limits = allowance::limits_of_run(&spec, &topology, &Footprint::default());
     let tasks: Vec<_> = links
         .into_iter()
+        .zip(limits)
         .enumerate()
-        .map(|(id, links)| {
+        .map(|(id, (links, limits))| {
             let router = Router::start_guarded(id, topology.clone(), links, Timeline::Real { offset_ns: 0 });
             let spec = spec.clone();
-            tokio::spawn(async move { driver::execute(router, &spec).await })
+            tokio::spawn(async move { driver::execute(router, &spec, &limits).await })
         })
         .collect();
     let mut reports = Vec::new();

@@ -24,7 +24,8 @@ pub const MAX_REPORT_FRAME: usize = 512 * 1024 * 1024;
 pub const MAX_ORDER_FRAME: usize = 16 * 1024 * 1024;
 
 /// The protocol version: a node and a coordinator of different versions refuse each other.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// 3: `ToNode::Start` carries the node's [`RunLimits`] beside the spec.
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// A topology as the coordinator hands it out: each node rebuilds (and so re-validates) it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,8 +100,8 @@ pub enum ToCoordinator {
 pub enum ToNode {
     /// Close the old links and open these.
     Wire(Wiring),
-    /// Take part in a run.
-    Start(Box<RunSpec>),
+    /// Take part in a run, held to `limits` (this node's own rows: each node gets its own).
+    Start { spec: Box<RunSpec>, limits: Box<RunLimits> },
     /// Stop taking part in this run (the coordinator gave up on it).
     Abort { run: u64 },
     /// Refused registration (wrong version, cluster full...): the node exits with this reason.
@@ -109,6 +110,25 @@ pub enum ToNode {
     ClockProbe { nonce: u64 },
     /// Are you there? (Answered with `Pong`; a node silent too long is taken for lost.)
     Ping,
+}
+
+/// What the coordinator resolved, once for the whole run, that one node of it holds the
+/// run to: its memory footprint by the coordinator's tuning table, and what each source
+/// may queue at it, counted on the run's schedule. The node admits the run only if the
+/// footprint fits in what it has, and bounds every source and link by these rows (each
+/// capped at the memory it has, so that no spec can make it accept more).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunLimits {
+    /// The bytes this node needs at its peak (the tuning table's `footprint`, `of_node`).
+    pub footprint_bytes: u64,
+    /// `delivered[src]`: what messages of `src` for this node may hold here until taken
+    /// (payload and header bytes); a link's allowance is the sum of the sources it brings.
+    pub delivered: Vec<u64>,
+    /// `forwarded[src]`: what frames of `src` for other nodes may hold in this node's
+    /// outgoing links until written.
+    pub forwarded: Vec<u64>,
+    /// Whether the rows are the schedule's, counted (`false`: the whole run's bound for all).
+    pub counted: bool,
 }
 
 /// What a node reports after a run.

@@ -18,7 +18,7 @@ use topocomm_proto::auth::{self, Answer, Challenge, Hello, Key, Purpose, Verdict
 use topocomm_proto::codec::{self, DECODE_LIMIT};
 use topocomm_proto::control::{
     ClientRequest, ClientResponse, ClusterStatus, Neighbour, NodeDump, NodeReport, NodeTrace, RegisteredNode,
-    RunOutcome, RunRequest, RunTrace, SetupTimes, ToCoordinator, ToNode, TopologySpec, Wiring,
+    RunLimits, RunOutcome, RunRequest, RunTrace, SetupTimes, ToCoordinator, ToNode, TopologySpec, Wiring,
 };
 use topocomm_proto::flow::{FlowEvent, FlowKind};
 use topocomm_proto::frame::{Frame, FrameHeader};
@@ -232,7 +232,15 @@ impl Decoder {
             ],
             Decoder::ToNode => vec![
                 ctl(&ToNode::Wire(wiring())),
-                ctl(&ToNode::Start(Box::new(spec()))),
+                ctl(&ToNode::Start {
+                    spec: Box::new(spec()),
+                    limits: Box::new(RunLimits {
+                        footprint_bytes: 1 << 20,
+                        delivered: vec![4096; 4],
+                        forwarded: vec![0, 512, 512, 0],
+                        counted: true,
+                    }),
+                }),
                 ctl(&ToNode::Abort { run: 4 }),
                 ctl(&ToNode::Refused { reason: "cluster full".into() }),
                 ctl(&ToNode::ClockProbe { nonce: 1 }),

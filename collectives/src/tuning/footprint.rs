@@ -1,8 +1,9 @@
 //! How many bytes a node of a run needs at its peak, on the safe side: its input, its
 //! output, the messages in flight, its timings. The in-flight allowances are measured
 //! factors, so they are data beside `auto`'s rules (the `footprint` section of
-//! `default.json`); the coordinator refuses a run its nodes cannot hold, each daemon checks
-//! its own share, and a daemon holds each link's unreceived bytes to the run's estimate.
+//! `default.json`); the coordinator refuses a run its nodes cannot hold and sends each
+//! daemon its own share, which the daemon checks against the memory it has (a daemon
+//! reads no tuning file: it holds the run to the coordinator's figure).
 
 use std::fmt;
 

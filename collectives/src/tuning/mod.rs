@@ -9,7 +9,6 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 use bytesize::ByteSize;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -268,12 +267,6 @@ impl Tuning {
     /// The built-in table (checked by the tests, so it always loads).
     pub fn built_in() -> Self {
         Tuning::parse(DEFAULT_JSON).expect("the built-in tuning table is valid")
-    }
-
-    /// The built-in table, parsed once: what a daemon holds runs to (it has no file).
-    pub fn built_in_ref() -> &'static Tuning {
-        static BUILT_IN: OnceLock<Tuning> = OnceLock::new();
-        BUILT_IN.get_or_init(Tuning::built_in)
     }
 
     /// Reads and checks a tuning file.

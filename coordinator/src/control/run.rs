@@ -9,14 +9,15 @@ use std::time::Duration;
 use bytesize::ByteSize;
 use tokio::sync::{Mutex, mpsc};
 use tokio::time::Instant;
+use topocomm_node::allowance;
 use topocomm_node::daemon::limits;
 use topocomm_node::timebase;
 use topocomm_proto::NodeId;
 use topocomm_proto::auth::Key;
 use topocomm_proto::catalogue::{self, NoSuchAlgorithm};
 use topocomm_proto::control::{
-    self, Neighbour, NodeReport, RunOutcome, RunRequest, RunTrace, SetupTimes, ToCoordinator, ToNode, TopologySpec,
-    Wiring,
+    self, Neighbour, NodeReport, RunLimits, RunOutcome, RunRequest, RunTrace, SetupTimes, ToCoordinator, ToNode,
+    TopologySpec, Wiring,
 };
 use topocomm_proto::spec::{Collective, Dilation, RunSpec, SpecError};
 use topocomm_proto::{Topology, TopologyError};
@@ -77,6 +78,9 @@ pub enum RunError {
     /// A node's clock replies are not those of a clock.
     #[error("{node}'s clock replies were refused: {why}")]
     ClockRefused { node: String, why: ClockRefusal },
+    /// Counting the run's allowances at its nodes did not finish.
+    #[error("counting the run's allowances failed: {reason}")]
+    Limits { reason: String },
     /// Some nodes failed the run, or never reported.
     #[error("run {run} of {collective} failed{}", failure_lines(.silent, .failures))]
     Failed {
@@ -172,8 +176,10 @@ pub struct Coordinator {
     pub cluster: Cluster,
     key: Key,
     encrypted: bool,
-    /// The rules `auto` picks by for every request.
+    /// The rules `auto` picks by for every request, and the footprint runs are held to.
     tuning: Arc<Tuning>,
+    /// The last run shape's allowances at every node, counted here once for all of them.
+    allowances: Arc<allowance::Cache>,
     driver: Mutex<Driver>,
 }
 
@@ -196,6 +202,7 @@ impl Coordinator {
             key,
             encrypted,
             tuning,
+            allowances: Arc::default(),
             driver: Mutex::new(Driver { events, epoch: 0, run: 0, next_nonce: 0 }),
         }
     }
@@ -259,10 +266,11 @@ impl Coordinator {
             _ => Vec::new(),
         };
         let spec = RunSpec { clock_offsets_ns, ..spec };
+        let limits = self.limits_of(&spec, &topology).await?;
         // A run that fails, or whose caller gives up on it (drops this future: a job
         // cancelled in the lab, a client that left), is aborted on every node.
         let aborting = AbortOnDrop { cluster: &self.cluster, participants: &participants, run: spec.run };
-        match driver.start(&participants, &spec).await {
+        match driver.start(&participants, &spec, &limits).await {
             Ok(mut reports) => {
                 // Every node reported: nothing to abort.
                 std::mem::forget(aborting);
@@ -274,6 +282,19 @@ impl Coordinator {
                 Err(error)
             }
         }
+    }
+}
+
+impl Coordinator {
+    /// Every node's rows of `spec` on `topology`: its footprint by this coordinator's
+    /// tuning table (the one it admitted the run by) and its allowances, counted once
+    /// here for all nodes (off the runtime's threads: it is a simulation).
+    async fn limits_of(&self, spec: &RunSpec, topology: &Topology) -> Result<Vec<RunLimits>, RunError> {
+        let (cache, tuning, spec, topology) =
+            (self.allowances.clone(), self.tuning.clone(), spec.clone(), topology.clone());
+        tokio::task::spawn_blocking(move || cache.limits_of_run(&spec, &topology, &tuning.footprint))
+            .await
+            .map_err(|failed| RunError::Limits { reason: failed.to_string() })
     }
 }
 
@@ -429,10 +450,17 @@ impl Driver {
     }
 
     /// Starts `spec` on every participant and gathers one report from each.
-    async fn start(&mut self, participants: &[Participant], spec: &RunSpec) -> Result<Vec<NodeReport>, RunError> {
+    /// Each node is sent its own row of `limits`.
+    async fn start(
+        &mut self,
+        participants: &[Participant],
+        spec: &RunSpec,
+        limits: &[RunLimits],
+    ) -> Result<Vec<NodeReport>, RunError> {
         tracing::info!(run = spec.run, collective = %spec.collective, algorithm = %spec.algorithm, size = spec.size_bytes, "run started");
-        for participant in participants {
-            let _ = participant.sender.send(ToNode::Start(Box::new(spec.clone())));
+        for (participant, limits) in participants.iter().zip(limits) {
+            let order = ToNode::Start { spec: Box::new(spec.clone()), limits: Box::new(limits.clone()) };
+            let _ = participant.sender.send(order);
         }
         let by_session = index(participants);
         let per_iteration = spec.timeout();
@@ -602,7 +630,8 @@ fn align(reports: &mut [NodeReport], clocks: &[ClockOffset], dilation: Dilation)
 /// when it registered, and need the sum of their estimates (the tuning table's `footprint`;
 /// a local cluster's nodes each report the whole machine; without sharing, 64 of them at
 /// 1 MiB all-to-all were let through to the kernel's OOM killer). Nodes that did not say
-/// are left to check for themselves, as every node does again. Containers have an
+/// are left to check for themselves, as every node does again with the footprint by this
+/// table it is sent with the run (`RunLimits`). Containers have an
 /// address each, so nodes in containers on one host are not grouped.
 fn check_memory(spec: &RunSpec, participants: &[Participant], tuning: &Tuning) -> Result<(), SpecError> {
     let mut hosts: BTreeMap<&str, Vec<&Participant>> = BTreeMap::new();
@@ -797,7 +826,7 @@ mod tests {
                             behaviour.answers_per_probe,
                             ToCoordinator::ClockReply { nonce, node_ns: (behaviour.clock)(nonce) },
                         ),
-                        ToNode::Start(spec) => {
+                        ToNode::Start { spec, .. } => {
                             let report =
                                 NodeReport { times_us: vec![1.0], verified: true, ..NodeReport::empty(spec.run, id) };
                             (behaviour.reports, ToCoordinator::Report(Box::new(report)))

@@ -283,7 +283,7 @@ impl OwedReports {
     fn ordered(&mut self, order: &ToNode) {
         match order {
             ToNode::Wire(wiring) => self.p = wiring.topology.p,
-            ToNode::Start(spec) => {
+            ToNode::Start { spec, .. } => {
                 self.runs.push_back((spec.run, report_bound(spec, self.p)));
                 if self.runs.len() > OWED_REPORTS {
                     self.runs.pop_front();
@@ -338,7 +338,7 @@ fn report_bound(spec: &RunSpec, p: usize) -> usize {
 mod tests {
     use topocomm_proto::TopologyKind;
     use topocomm_proto::codec;
-    use topocomm_proto::control::{NodeDump, NodeReport, TopologySpec, Wiring};
+    use topocomm_proto::control::{NodeDump, NodeReport, RunLimits, TopologySpec, Wiring};
     use topocomm_proto::spec::{Algorithm, Collective};
 
     use super::*;
@@ -379,15 +379,19 @@ mod tests {
         assert!(!owed.settle(1), "no run owed a report");
         let topology = TopologySpec { kind: TopologyKind::Ring, p, dims: vec![p] };
         owed.ordered(&ToNode::Wire(Wiring { epoch: 1, id: 0, topology, neighbours: vec![], link_within_ms: 15_000 }));
-        owed.ordered(&ToNode::Start(Box::new(RunSpec { run: 5, ..spec.clone() })));
-        owed.ordered(&ToNode::Start(Box::new(RunSpec { run: 6, dump: false, ..spec.clone() })));
+        let start = |spec: RunSpec| ToNode::Start {
+            spec: Box::new(spec),
+            limits: Box::new(RunLimits { footprint_bytes: 0, delivered: vec![], forwarded: vec![], counted: false }),
+        };
+        owed.ordered(&start(RunSpec { run: 5, ..spec.clone() }));
+        owed.ordered(&start(RunSpec { run: 6, dump: false, ..spec.clone() }));
         assert!(owed.longest_message() > 16 << 20, "run 5's dump may still come");
         assert!(owed.settle(5));
         assert!(!owed.settle(5), "a second report of one run");
         assert_eq!(owed.longest_message(), MAX_UNASKED_MESSAGE);
         assert!(owed.settle(6));
         for run in 10..20 {
-            owed.ordered(&ToNode::Start(Box::new(RunSpec { run, ..spec.clone() })));
+            owed.ordered(&start(RunSpec { run, ..spec.clone() }));
         }
         assert!(!owed.settle(10), "an old debt is forgotten");
         assert!(owed.settle(19));

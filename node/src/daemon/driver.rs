@@ -10,12 +10,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use bytesize::ByteSize;
 use tokio::time::Instant;
-use topocomm_proto::control::{NodeDump, NodeReport, NodeTrace};
+use topocomm_proto::control::{NodeDump, NodeReport, NodeTrace, RunLimits};
 use topocomm_proto::reference;
 use topocomm_proto::spec::{RunSpec, SpecError};
-use topocomm_proto::topology::NodeId;
 
-use crate::allowance::{self, RunAllowance};
+use crate::allowance::{LimitsRefusal, RunAllowance};
 use crate::daemon::allocator;
 use crate::daemon::limits;
 use crate::router::Router;
@@ -25,14 +24,16 @@ use crate::timebase;
 use crate::transport::pacing::{self, Clock};
 use topocomm_collectives::algorithms::{self, barrier};
 use topocomm_collectives::comm::{Comm, CommError};
-use topocomm_collectives::tuning::Tuning;
 
-/// Takes part in `spec` over `router`'s wiring and says how it went.
-pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
+/// Takes part in `spec` over `router`'s wiring, held to `limits` (the coordinator's rows
+/// for this node), and says how it went.
+pub async fn execute(router: Arc<Router>, spec: &RunSpec, limits: &RunLimits) -> NodeReport {
     let (id, p) = (router.id(), router.topology().p());
     let mut report = NodeReport::empty(spec.run, id);
-    let admitted = admit(spec, p, id, &mut report);
-    let allowance = allowance_for(&router, spec, admitted.is_ok()).await;
+    let admitted = admit(spec, limits, p, &mut report);
+    // A run this node turned away lets each source no more than the runtime's signals.
+    let signals_only = || RunAllowance::signals_only(p);
+    let allowance = admitted.as_ref().map_or_else(|_| signals_only(), |(_, allowance)| allowance.clone());
     router.begin_run(spec, &allowance);
     let clock_offset_ns = spec.clock_offsets_ns.get(id).copied().unwrap_or(0);
     // Before the emulation: every emulated instant of the run reads on the dilated clock.
@@ -41,7 +42,7 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
     router.set_emulation(spec.emulation, clock_offset_ns);
     router.emulation().set_due_horizon(spec.timeout());
     let last = match admitted {
-        Ok(last) => last,
+        Ok((last, _)) => last,
         Err(refused) => {
             tracing::error!(run = spec.run, %refused, "run refused");
             report.error = Some(refused.to_string());
@@ -123,24 +124,6 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec) -> NodeReport {
     report
 }
 
-/// What `spec` lets each source queue at this node and pass through it: its schedule
-/// counted (off the runtime's threads: it is a simulation), or, for a run this node
-/// turned away, no more than the runtime's signals.
-async fn allowance_for(router: &Arc<Router>, spec: &RunSpec, admitted: bool) -> Arc<RunAllowance> {
-    let p = router.topology().p();
-    if !admitted {
-        return Arc::new(RunAllowance::signals_only(p));
-    }
-    let (counting, owned) = (router.clone(), spec.clone());
-    match tokio::task::spawn_blocking(move || counting.allowance_of(&owned)).await {
-        Ok(allowance) => allowance,
-        Err(failed) => {
-            tracing::warn!(run = spec.run, %failed, "counting the run's schedule failed");
-            Arc::new(RunAllowance::uniform(allowance::whole_run_bound(spec, p), p))
-        }
-    }
-}
-
 /// The first iteration whose result's digest is not `last`'s, if any.
 fn differing_iteration(digests: &[u64], last: u64) -> Option<u32> {
     digests.iter().position(|&digest| digest != last).map(|at| at as u32)
@@ -160,6 +143,9 @@ enum RunRefusal {
     /// No room for the run's timings.
     #[error(transparent)]
     Timings(Shortfall),
+    /// The limits sent with the run are not this run's.
+    #[error(transparent)]
+    Limits(#[from] LimitsRefusal),
 }
 
 /// Something this node could not allocate: what, how large, and what it has available.
@@ -187,14 +173,25 @@ fn available_text(available_bytes: Option<u64>) -> String {
     }
 }
 
-/// Checks `spec` before anything is allocated for it: a valid spec whose memory
-/// estimate for node `id` fits in what this process may still use, and room for its
-/// timings in `report`. Returns the index of the last iteration.
-fn admit(spec: &RunSpec, p: usize, id: NodeId, report: &mut NodeReport) -> Result<u32, RunRefusal> {
+/// Checks `spec` before anything is allocated for it: a valid spec whose footprint the
+/// coordinator sent (`limits`, by its tuning table) fits in what this process may still
+/// use, allowances of one figure per source (each capped at that memory), and room for
+/// its timings in `report`. Returns the index of the last iteration and the allowance.
+fn admit(
+    spec: &RunSpec,
+    limits: &RunLimits,
+    p: usize,
+    report: &mut NodeReport,
+) -> Result<(u32, RunAllowance), RunRefusal> {
     spec.validate(p)?;
-    if let Some(available) = allocator::available_bytes() {
-        Tuning::built_in_ref().footprint.check(spec, p, [id], available, "this node")?;
+    let available = allocator::available_bytes();
+    if let Some(available) = available
+        && limits.footprint_bytes > available
+    {
+        let (needed, holder) = (limits.footprint_bytes, "this node".to_owned());
+        return Err(SpecError::TooMuchMemory { needed, available, holder }.into());
     }
+    let allowance = RunAllowance::accept(limits, p, available)?;
     let timings = usize::try_from(spec.iterations).unwrap_or(usize::MAX);
     if report.times_us.try_reserve_exact(timings).is_err() {
         let bytes = u64::from(spec.iterations).saturating_mul(std::mem::size_of::<f64>() as u64);
@@ -204,7 +201,7 @@ fn admit(spec: &RunSpec, p: usize, id: NodeId, report: &mut NodeReport) -> Resul
         )));
     }
     // At least one iteration, and the count fits in u32 (validated above).
-    Ok(spec.total_iterations().and_then(|total| total.checked_sub(1)).unwrap_or(0))
+    Ok((spec.total_iterations().and_then(|total| total.checked_sub(1)).unwrap_or(0), allowance))
 }
 
 /// How far ahead node 0 sets an iteration's common start: time for its announcement to
@@ -307,10 +304,31 @@ mod tests {
     fn a_spec_this_node_cannot_run_is_refused_with_the_specs_own_words() {
         let spec = RunSpec { root: 9, ..RunSpec::new(Collective::Broadcast, Algorithm::Hypercube) };
         let mut report = NodeReport::empty(1, 0);
-        let refusal = admit(&spec, 8, 0, &mut report).unwrap_err();
+        let refusal = admit(&spec, &limits(8, 0), 8, &mut report).unwrap_err();
         let RunRefusal::Spec(error) = &refusal else { panic!("refused for another reason: {refusal:?}") };
         assert_eq!(refusal.to_string(), error.to_string());
         assert!(refusal.to_string().starts_with("root 9 is not a node of this 8-node cluster"), "{refusal}");
+    }
+
+    /// Rows of `p` sources, each allowed 1 KiB, and a footprint of `footprint_bytes`.
+    fn limits(p: usize, footprint_bytes: u64) -> RunLimits {
+        RunLimits { footprint_bytes, delivered: vec![1024; p], forwarded: vec![1024; p], counted: true }
+    }
+
+    /// The node holds a run to the footprint it is sent, whatever its own table says, and
+    /// refuses rows that are not one per node.
+    #[test]
+    fn a_run_is_admitted_by_the_footprint_and_rows_it_was_sent() {
+        let spec = RunSpec { size_bytes: 8, ..RunSpec::new(Collective::Allreduce, Algorithm::Ring) };
+        let mut report = NodeReport::empty(1, 0);
+        let (_, allowance) = admit(&spec, &limits(4, 1), 4, &mut report).expect("1 B fits");
+        assert_eq!(&*allowance.delivered, &[1024; 4]);
+        if let Some(available) = allocator::available_bytes() {
+            let refusal = admit(&spec, &limits(4, available.saturating_add(1 << 30)), 4, &mut report).unwrap_err();
+            assert!(matches!(refusal, RunRefusal::Spec(SpecError::TooMuchMemory { .. })), "{refusal}");
+        }
+        let refusal = admit(&spec, &limits(3, 1), 4, &mut report).unwrap_err();
+        assert_eq!(refusal.to_string(), "the run's limits give 3 delivered allowances for 4 nodes");
     }
 
     #[test]

@@ -281,7 +281,7 @@ async fn session(
                             let _ = done.send(Underway::Wired { epoch, result });
                         }));
                     }
-                    ToNode::Start(spec) => {
+                    ToNode::Start { spec, limits } => {
                         let Some(wired) = router.clone() else {
                             let report = failed_report(&spec, "this node is not wired");
                             if let Err(error) = send(&mut control, &ToCoordinator::Report(Box::new(report))).await {
@@ -295,8 +295,8 @@ async fn session(
                         let done = underway_tx.clone();
                         let run_id = spec.run;
                         running = Some((run_id, tokio::spawn(async move {
-                            tracing::info!(run = spec.run, collective = %spec.collective, algorithm = %spec.algorithm, "run started");
-                            let report = driver::execute(wired, &spec).await;
+                            tracing::info!(run = spec.run, collective = %spec.collective, algorithm = %spec.algorithm, footprint_bytes = limits.footprint_bytes, counted = limits.counted, "run started");
+                            let report = driver::execute(wired, &spec, &limits).await;
                             allocator::release_freed_buffers();
                             tracing::info!(run = spec.run, verified = report.verified, error = ?report.error, "run finished");
                             let _ = done.send(Underway::Report(report));
