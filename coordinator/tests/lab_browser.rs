@@ -373,3 +373,56 @@ async fn a_part_that_fails_to_load_and_a_failed_request_are_said_on_the_page() {
         assert!(!loaded.contains(missing) && (i == 0 || loaded.contains(&"page")), "{missing}: {loaded:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_runs_are_cancelled_from_the_history_and_the_progress_line() {
+    let Some(chromium) = skip_without_chromium() else { return };
+    let lab = Lab::start("lab-browser-cancel", 2);
+    let browser = Browser::launch(&chromium).await;
+    browser.navigate(&lab.url).await;
+    browser
+        .wait_for(
+            "document.querySelector('#cluster-line').textContent.startsWith('2 of 2 nodes connected')",
+            RUN_PATIENCE,
+        )
+        .await;
+    browser.wait_for("document.querySelectorAll('#collective option').length > 10", Duration::from_secs(10)).await;
+    let long = [("collective", "allreduce"), ("topology", "ring"), ("size", "8B"), ("iterations", "50000000")];
+    for (cancel, id) in [("[data-testid=cancel-run]", 1), ("[data-testid=cancel]", 2)] {
+        browser.eval(&fill_form("run", &long)).await;
+        browser.eval("document.querySelector('[data-testid=run]').click()").await;
+        // The history lists the job, waiting or running, with its cancel button.
+        browser
+            .wait_for(
+                &format!(
+                    "(() => {{ const item = document.querySelector('#history li[data-run=\"{id}\"]'); \
+                     return item && ['queued', 'running'].includes(item.className) \
+                     && item.querySelector('[data-testid=cancel-run]'); }})()"
+                ),
+                Duration::from_secs(30),
+            )
+            .await;
+        assert_eq!(browser.eval("document.querySelector('#progress').hidden").await, Value::Bool(false));
+        browser.eval(&format!("document.querySelector('{cancel}').click()")).await;
+        browser
+            .wait_for(
+                &format!("document.querySelector('#history li[data-run=\"{id}\"]').className === 'cancelled'"),
+                Duration::from_secs(60),
+            )
+            .await;
+        browser.wait_for("document.querySelector('#progress').hidden", Duration::from_secs(10)).await;
+        let error = browser.eval("document.querySelector('[data-testid=error]').textContent").await;
+        assert_eq!(error, format!("run {id} cancelled"), "cancelled with {cancel}");
+        assert_eq!(
+            browser
+                .eval(&format!(
+                    "document.querySelectorAll('#history li[data-run=\"{id}\"] [data-testid=cancel-run]').length"
+                ))
+                .await,
+            0,
+            "a finished job has no cancel button"
+        );
+    }
+    let errors = browser.errors();
+    assert!(errors.is_empty(), "the page logged errors: {errors:#?}");
+}

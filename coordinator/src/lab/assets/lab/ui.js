@@ -292,11 +292,12 @@
     progressTimer = setInterval(show, 500);
   }
 
-  // The document of run `id`, shown; or why not, on the error line.
-  async function openRun(id, note) {
+  // The document of run `id`, shown when it is one the stage shows (else `whyNot`, when
+  // given, on the error line); a failure to fetch it, on the error line.
+  async function openRun(id, whyNot = null) {
     try {
       const doc = await api(`/api/runs/${id}`);
-      if (showable(doc)) showDocument(doc, id); else if (note !== undefined) showError(note || 'not finished');
+      if (showable(doc)) showDocument(doc, id); else if (whyNot != null) showError(whyNot);
     } catch (error) { showError(error.message); }
   }
 
@@ -326,7 +327,7 @@
       const item = html('li', { class: run.status, 'data-run': run.id }, dom.history);
       const button = html('button', { type: 'button' }, item);
       button.textContent = `#${run.id} ${run.kind} ${run.args.join(' ')} — ${run.status}`;
-      button.onclick = () => openRun(run.id, run.note);
+      button.onclick = () => openRun(run.id, run.note || 'not finished');
       if (!FINISHED.includes(run.status)) {
         const stop = html('button', { type: 'button', class: 'cancel', 'data-testid': 'cancel-run', 'aria-label': `cancel #${run.id}` }, item);
         stop.textContent = 'cancel';
