@@ -78,7 +78,7 @@ async fn other_hosts_origins_and_cross_site_requests_are_refused() {
     assert_eq!(document["result"]["steps"], 3, "the ring broadcast of 6 takes 3 steps each way");
     let saved = http(address, "GET", &format!("/api/runs/{id}/page"), &[host], None).await;
     assert_eq!(saved.status, 200);
-    assert!(saved.body.contains(r#"id="lab-data""#) && !saved.body.contains(r#"src="lab.js""#));
+    assert!(saved.body.contains(r#"id="lab-data""#) && !saved.body.contains(r#"src="lab/"#));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use lab_support::{Browser, Lab, chromium, fill_form};
-use serde_json::Value;
+use serde_json::{Value, json};
 use topocomm_proto::{Topology, TopologyKind};
 
 /// How long a run from the form may take, the cluster's forming included.
@@ -211,7 +211,7 @@ async fn a_page_saved_by_run_html_plays_offline() {
     let finished = common::run_bounded(command, &scratch, "run-html", RUN_PATIENCE);
     assert!(finished.status.success(), "{}", finished.stderr);
     let text = std::fs::read_to_string(&page).unwrap();
-    assert!(!text.contains("src=\"lab.js\"") && !text.contains("href=\"lab.css\""), "the page is self-contained");
+    assert!(!text.contains("src=\"lab/") && !text.contains("href=\"lab.css\""), "the page is self-contained");
     let browser = Browser::launch(&chromium).await;
     browser.navigate(&format!("file://{}", page.display())).await;
     browser
@@ -320,6 +320,109 @@ async fn a_simulation_of_2048_nodes_from_the_form_is_shown_by_step() {
     assert_eq!(bars.len(), 11, "a bar per step of the hypercube broadcast: {bars:?}");
     assert_eq!(bars.iter().sum::<u64>(), 2047, "{bars:?}");
     assert_eq!(browser.eval("document.querySelector('#controls').hidden").await, Value::Bool(true), "nothing to play");
+    let errors = browser.errors();
+    assert!(errors.is_empty(), "the page logged errors: {errors:#?}");
+}
+
+/// The parts of the page's script, in the order they load.
+const SCRIPT_PARTS: [&str; 5] = ["page", "api", "charts", "animation", "ui"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_part_that_fails_to_load_and_a_failed_request_are_said_on_the_page() {
+    let Some(chromium) = skip_without_chromium() else { return };
+    let lab = Lab::start("lab-browser-failures", 1);
+    let browser = Browser::launch(&chromium).await;
+    browser.navigate(&lab.url).await;
+    browser.wait_for("document.querySelectorAll('#collective option').length > 10", RUN_PATIENCE).await;
+    assert_eq!(browser.eval("window.topocommLab.parts").await, json!(SCRIPT_PARTS), "every part loaded, in order");
+    assert_eq!(browser.eval("document.querySelector('[data-testid=error]').hidden").await, Value::Bool(true));
+    // The cluster is not wired yet: the page draws the form's topology from /api/layout.
+    // That request failing is said on the error line; the next preview that works clears it.
+    browser.command("Network.enable", json!({})).await;
+    browser.command("Network.setBlockedURLs", json!({ "urls": ["*/api/layout*"] })).await;
+    browser.eval(&fill_form("explain", &[("topology", "ring")])).await;
+    browser.wait_for("!document.querySelector('[data-testid=error]').hidden", Duration::from_secs(20)).await;
+    let error = browser.eval("document.querySelector('[data-testid=error]').textContent").await;
+    assert!(error.as_str().unwrap().starts_with("drawing the form's topology: "), "{error}");
+    browser.command("Network.setBlockedURLs", json!({ "urls": [] })).await;
+    browser.eval(&fill_form("explain", &[("topology", "hypercube")])).await;
+    browser.wait_for("document.querySelector('[data-testid=error]').hidden", Duration::from_secs(20)).await;
+    assert_eq!(
+        browser.eval("document.querySelector('#stage-title').textContent").await,
+        "The cluster (not wired yet)",
+        "the preview drawn once its request works"
+    );
+    // Each part that does not load is said on the page, which does not start.
+    for (i, missing) in SCRIPT_PARTS.iter().enumerate() {
+        browser.command("Network.setBlockedURLs", json!({ "urls": [format!("*/lab/{missing}.js")] })).await;
+        browser.navigate(&lab.url).await;
+        browser.wait_for("!document.querySelector('[data-testid=error]').hidden", Duration::from_secs(20)).await;
+        let error = browser.eval("document.querySelector('[data-testid=error]').textContent").await;
+        let error = error.as_str().unwrap();
+        assert!(error.contains(*missing) && error.contains("did not load"), "{missing}: {error}");
+        assert_eq!(
+            browser.eval("document.querySelectorAll('#collective option').length").await,
+            0,
+            "without {missing} the page does not start"
+        );
+        let loaded = browser.eval("window.topocommLab ? window.topocommLab.parts : []").await;
+        let expected: Vec<&str> = SCRIPT_PARTS.iter().filter(|part| *part != missing).copied().collect();
+        // A part after the missing one may register, but the ui does not run without it.
+        let loaded: Vec<&str> = loaded.as_array().unwrap().iter().map(|part| part.as_str().unwrap()).collect();
+        assert!(loaded.iter().all(|part| expected.contains(part)), "{missing}: {loaded:?}");
+        assert!(!loaded.contains(missing) && (i == 0 || loaded.contains(&"page")), "{missing}: {loaded:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_runs_are_cancelled_from_the_history_and_the_progress_line() {
+    let Some(chromium) = skip_without_chromium() else { return };
+    let lab = Lab::start("lab-browser-cancel", 2);
+    let browser = Browser::launch(&chromium).await;
+    browser.navigate(&lab.url).await;
+    browser
+        .wait_for(
+            "document.querySelector('#cluster-line').textContent.startsWith('2 of 2 nodes connected')",
+            RUN_PATIENCE,
+        )
+        .await;
+    browser.wait_for("document.querySelectorAll('#collective option').length > 10", Duration::from_secs(10)).await;
+    let long = [("collective", "allreduce"), ("topology", "ring"), ("size", "8B"), ("iterations", "50000000")];
+    for (cancel, id) in [("[data-testid=cancel-run]", 1), ("[data-testid=cancel]", 2)] {
+        browser.eval(&fill_form("run", &long)).await;
+        browser.eval("document.querySelector('[data-testid=run]').click()").await;
+        // The history lists the job, waiting or running, with its cancel button.
+        browser
+            .wait_for(
+                &format!(
+                    "(() => {{ const item = document.querySelector('#history li[data-run=\"{id}\"]'); \
+                     return item && ['queued', 'running'].includes(item.className) \
+                     && item.querySelector('[data-testid=cancel-run]'); }})()"
+                ),
+                Duration::from_secs(30),
+            )
+            .await;
+        assert_eq!(browser.eval("document.querySelector('#progress').hidden").await, Value::Bool(false));
+        browser.eval(&format!("document.querySelector('{cancel}').click()")).await;
+        browser
+            .wait_for(
+                &format!("document.querySelector('#history li[data-run=\"{id}\"]').className === 'cancelled'"),
+                Duration::from_secs(60),
+            )
+            .await;
+        browser.wait_for("document.querySelector('#progress').hidden", Duration::from_secs(10)).await;
+        let error = browser.eval("document.querySelector('[data-testid=error]').textContent").await;
+        assert_eq!(error, format!("run {id} cancelled"), "cancelled with {cancel}");
+        assert_eq!(
+            browser
+                .eval(&format!(
+                    "document.querySelectorAll('#history li[data-run=\"{id}\"] [data-testid=cancel-run]').length"
+                ))
+                .await,
+            0,
+            "a finished job has no cancel button"
+        );
+    }
     let errors = browser.errors();
     assert!(errors.is_empty(), "the page logged errors: {errors:#?}");
 }

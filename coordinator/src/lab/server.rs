@@ -235,10 +235,14 @@ async fn serve(listener: TcpListener, lab: Arc<Lab>) -> anyhow::Result<()> {
         .route("/api/runs/{id}/page", get(run_page))
         .route("/api/sweeps/{id}", get(sweep_json))
         .route("/api/events", get(events));
-    let app = Router::new()
+    let pages = Router::new()
         .route("/", get(|| async { page(assets::INDEX, "text/html; charset=utf-8") }))
-        .route("/lab.js", get(|| async { page(assets::SCRIPT, "text/javascript; charset=utf-8") }))
-        .route("/lab.css", get(|| async { page(assets::STYLE, "text/css; charset=utf-8") }))
+        .route("/lab.css", get(|| async { page(assets::STYLE, "text/css; charset=utf-8") }));
+    let app = assets::SCRIPT_PARTS
+        .iter()
+        .fold(pages, |pages, part| {
+            pages.route(part.path, get(move || async move { page(part.text, "text/javascript; charset=utf-8") }))
+        })
         .merge(api)
         .layer(middleware::from_fn_with_state(lab.clone(), guard))
         .with_state(lab);
