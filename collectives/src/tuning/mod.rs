@@ -479,21 +479,15 @@ impl Rule {
 }
 
 /// Whether halving-doubling all-reduce beats recursive doubling for `size_bytes` per
-/// node on p nodes, by the cost model with t_s = `startup_bytes` t_w ([Thakur 2005]), as
-/// this library runs the two: recursive doubling takes ⌈log p⌉ (t_s + t_w m) for any p;
-/// halving-doubling 2 log p' t_s + 2 (p' - 1)/p' t_w m on the power-of-two core of
-/// p' = 2^⌊log p⌋ nodes, plus, where p is not a power of two, the fold into the core and
-/// the unfold out of it, each a whole vector: 2 (t_s + t_w m) more. Computed in whole
-/// numbers (every term times p'), so a tie is a tie: halving-doubling is taken at a tie.
+/// node on p nodes, by the cost model with t_s = `startup_bytes` t_w ([Thakur 2005]):
+/// recursive doubling takes log p (t_s + t_w m), halving-doubling 2 log p t_s +
+/// 2 (p - 1)/p t_w m, on the power-of-two core the extra nodes fold into.
 pub fn halving_doubling_pays(p: u64, size_bytes: u64, startup_bytes: u64) -> bool {
     let Some(dimension) = p.checked_ilog2() else { return false };
-    let core = 1u128 << dimension;
-    let (d, m, s) = (u128::from(dimension), u128::from(size_bytes), u128::from(startup_bytes));
-    // Steps of recursive doubling (⌈log p⌉), and the whole-vector messages of the fold.
-    let (doubling_steps, fold_messages) = if p.is_power_of_two() { (d, 0) } else { (d + 1, 2) };
-    let recursive_doubling = doubling_steps * (s + m) * core;
-    let halving_doubling = fold_messages * (s + m) * core + 2 * d * s * core + 2 * (core - 1) * m;
-    halving_doubling <= recursive_doubling
+    let core = 1u64 << dimension;
+    let steps = f64::from(dimension);
+    let bytes_saved = steps - 2.0 * (core - 1) as f64 / core as f64;
+    bytes_saved > 0.0 && size_bytes as f64 * bytes_saved >= startup_bytes as f64 * steps
 }
 
 #[cfg(test)]
