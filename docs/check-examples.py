@@ -167,7 +167,7 @@ def rust_log_targets(value):
     for directive in value.strip("\"'").split(","):
         directive = directive.strip()
         name = directive.split("=", 1)[0].split("[", 1)[0].strip()
-        if name and ("=" in directive or name.lower() not in LEVELS) and name.lower() not in LEVELS:
+        if name and name.lower() not in LEVELS:  # a bare level (`debug`) names no target
             targets.append(name)
     return targets
 
