@@ -34,7 +34,7 @@ use topocomm_proto::{NodeId, Topology};
 use crate::simulator::Port;
 use assembly::{AssemblyError, Place};
 pub use exchange::Exchange;
-pub use fabric::{Fabric, LinkCapabilities};
+pub use fabric::{CarrierError, Fabric, LinkCapabilities};
 use fault::LinkFault;
 use mailbox::{Arrival, Delivery, MessageKey, Take};
 use payload::{Payload, Written};
@@ -54,18 +54,45 @@ type WrittenWait = Pin<Box<tokio::time::Timeout<Done>>>;
 pub enum CommError {
     #[error("node {me}: no message from node {src} (tag {tag}) before the deadline ({timeout_ms} ms)")]
     Timeout { me: NodeId, src: NodeId, tag: Tag, timeout_ms: u64 },
-    #[error("node {me}: {reason}")]
-    Link { me: NodeId, reason: String },
+    #[error("node {me}: {cause}")]
+    Link {
+        me: NodeId,
+        #[source]
+        cause: MessageError,
+    },
     #[error("node {me}: {fault}")]
     Fault { me: NodeId, fault: LinkFault },
     #[error("node {me}: peer {peer} is not a node of this {p}-node cluster")]
     NoSuchPeer { me: NodeId, peer: NodeId, p: usize },
-    #[error("node {me}: {reason}")]
-    Route { me: NodeId, reason: String },
+    #[error("node {me}: {cause}")]
+    Route {
+        me: NodeId,
+        #[source]
+        cause: CarrierError,
+    },
     #[error("node {me}: {source}")]
     Elements { me: NodeId, source: ElementsError },
     #[error("node {me}: algorithm {algorithm} cannot run here: {reason}")]
     Unsupported { me: NodeId, algorithm: String, reason: String },
+}
+
+/// What was wrong with a message a node received, or with sending one
+/// ([`CommError::Link`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MessageError {
+    /// It did not fit its place in a result assembled in place.
+    #[error("{0}")]
+    Assembly(#[from] AssemblyError),
+    /// Its link did not drop it (write it) before the deadline.
+    #[error("the message to node {dst} (tag {tag}) was not written before the deadline")]
+    NotWritten { dst: NodeId, tag: Tag },
+    /// A peer sent a message of another length than the schedule says.
+    #[error("node {src} sent {got} bytes where the schedule expects {expected}")]
+    WrongLength { src: NodeId, got: usize, expected: usize },
+    /// A message that breaks what the algorithm expects, as the algorithm says it (a
+    /// broadcast length that is not 8 bytes, say).
+    #[error("{0}")]
+    Malformed(String),
 }
 
 /// One operation of a node, in the order the node did it: what `explain --goal` writes
@@ -391,11 +418,11 @@ impl Comm {
             Carrier::Routed(routed) => routed
                 .fabric
                 .originate(header, data, causal_ns, written)
-                .map_err(|reason| CommError::Route { me: self.id(), reason }),
+                .map_err(|cause| CommError::Route { me: self.id(), cause }),
             // The virtual network takes the frame at once: it is written as it is sent.
             Carrier::Simulated(port) => port
                 .originate(header, data, causal_ns)
-                .map_err(|error| CommError::Route { me: self.id(), reason: error.to_string() }),
+                .map_err(|error| CommError::Route { me: self.id(), cause: CarrierError::new(error) }),
         }
     }
 
@@ -524,7 +551,7 @@ impl Comm {
 
     /// Wraps an assembly failure (a message of the wrong length for its place).
     pub fn assembly_error(&self, error: AssemblyError) -> CommError {
-        CommError::Link { me: self.id(), reason: error.to_string() }
+        CommError::Link { me: self.id(), cause: error.into() }
     }
 
     /// The number of steps on the longest chain of messages that reached this node.
@@ -652,8 +679,7 @@ impl Comm {
 
     /// Why a send failed when its link did not drop it by the deadline.
     fn not_written(&self, dst: NodeId, tag: Tag) -> CommError {
-        let reason = format!("the message to node {dst} (tag {tag}) was not written before the deadline");
-        CommError::Link { me: self.id(), reason }
+        CommError::Link { me: self.id(), cause: MessageError::NotWritten { dst, tag } }
     }
 
     /// Wraps an element-wise operation failure.
