@@ -212,21 +212,22 @@ struct Routed {
 }
 
 /// One node's view of the cluster for one iteration of one run. Not `Clone`: a node's
-/// progress is its handle's, held inline (the simulator's nodes reach it once a
+/// causal chain is its handle's, held inline (the simulator's nodes reach it once a
 /// message, and an allocation of its own was a cache miss each time).
 pub struct Comm {
     carrier: Carrier,
     run: u64,
     iteration: u32,
-    /// Where this node's schedule stands.
-    progress: Progress,
+    /// The longest chain of messages that reached this node.
+    causal: CausalChain,
     /// Where this node's operations are recorded, when asked.
     log: Option<OperationLog>,
 }
 
-/// How far one node's schedule has come.
+/// The longest chain of messages that reached one node: how far its schedule has come
+/// (the deepest step it took a message of) and the instant its sends follow from.
 #[derive(Default)]
-struct Progress {
+struct CausalChain {
     /// The deepest step this node has received from.
     step: AtomicU16,
     /// Under emulation: the latest instant, as frames stamp it (`Timeline::stamp`), that this node's
@@ -237,7 +238,7 @@ struct Progress {
     causal_ns: AtomicU64,
 }
 
-impl Progress {
+impl CausalChain {
     /// A message of `step`, due at `due_ns`, was taken: each rises to it if it is higher.
     ///
     /// A node's schedule runs as one task, whose futures share its handle but are polled
@@ -263,7 +264,7 @@ impl Comm {
             carrier: Carrier::Routed(Box::new(Routed { fabric, deadline, timeout_ms })),
             run,
             iteration,
-            progress: Progress::default(),
+            causal: CausalChain::default(),
             log: None,
         }
     }
@@ -271,7 +272,7 @@ impl Comm {
     /// The handle of a node of the simulator's virtual network (see `crate::simulator`):
     /// it never times out, since the simulator finds a deadlock itself.
     pub fn simulated(port: Port, run: u64, iteration: u32) -> Self {
-        Comm { carrier: Carrier::Simulated(port), run, iteration, progress: Progress::default(), log: None }
+        Comm { carrier: Carrier::Simulated(port), run, iteration, causal: CausalChain::default(), log: None }
     }
 
     /// This handle, recording every send and every receive taken into `log`, in order.
@@ -293,7 +294,7 @@ impl Comm {
         if let Carrier::Routed(routed) = &self.carrier
             && let Some(stamp) = routed.fabric.emulated_stamp(start)
         {
-            self.progress.causal_ns.fetch_max(stamp, Ordering::Relaxed);
+            self.causal.causal_ns.fetch_max(stamp, Ordering::Relaxed);
         }
         self
     }
@@ -387,7 +388,7 @@ impl Comm {
 
     /// The step of a message sent now: one past the deepest this node has received from.
     fn next_step(&self) -> u16 {
-        self.progress.step.load(Ordering::Relaxed).saturating_add(1)
+        self.causal.step.load(Ordering::Relaxed).saturating_add(1)
     }
 
     /// Hands a message of `step` to the router; `written` goes with it to its link.
@@ -413,7 +414,7 @@ impl Comm {
             last: true,
             due_ns: 0,
         };
-        let causal_ns = self.progress.causal_ns.load(Ordering::Relaxed);
+        let causal_ns = self.causal.causal_ns.load(Ordering::Relaxed);
         match &self.carrier {
             Carrier::Routed(routed) => routed
                 .fabric
@@ -537,7 +538,7 @@ impl Comm {
     /// A message that reached this node: as it came, or copied into the place it did not
     /// land in.
     fn arrived(&self, delivery: Delivery, place: Option<Place>) -> Result<Bytes, CommError> {
-        self.progress.took(delivery.step, delivery.due_ns);
+        self.causal.took(delivery.step, delivery.due_ns);
         if let Carrier::Routed(routed) = &self.carrier
             && delivery.due_ns > 0
         {
@@ -556,7 +557,7 @@ impl Comm {
 
     /// The number of steps on the longest chain of messages that reached this node.
     pub fn steps(&self) -> u16 {
-        self.progress.step.load(Ordering::Relaxed)
+        self.causal.step.load(Ordering::Relaxed)
     }
 
     /// Sends to `dst` and then receives from `src`: one exchange step. Like

@@ -12,7 +12,7 @@
 /// whose instants hold many events (a hypercube's) or one each (a ring's, whose nodes
 /// drift apart by the bytes of their pieces) costs a few instructions an event either
 /// way. Events due at the same instant always share a bucket and keep their order.
-pub(super) struct Timeline {
+pub(super) struct EventQueue {
     /// The instant of the events in `due_now` (no pending event is due before it).
     last_ns: u64,
     /// The events due at `last_ns`, in order; those before `taken` are done.
@@ -25,9 +25,9 @@ pub(super) struct Timeline {
     occupied: u64,
 }
 
-impl Default for Timeline {
+impl Default for EventQueue {
     fn default() -> Self {
-        Timeline {
+        EventQueue {
             last_ns: 0,
             due_now: Vec::new(),
             taken: 0,
@@ -37,7 +37,7 @@ impl Default for Timeline {
     }
 }
 
-impl Timeline {
+impl EventQueue {
     pub(super) fn push(&mut self, at_ns: u64, slot: u32) {
         debug_assert!(at_ns >= self.last_ns, "an event in the past: {at_ns} < {}", self.last_ns);
         match Self::bucket(at_ns, self.last_ns) {
@@ -76,7 +76,7 @@ impl Timeline {
         Some(self.last_ns)
     }
 
-    /// The next event due at `at_ns`, if any (after [`Timeline::next_ns`] gave `at_ns`).
+    /// The next event due at `at_ns`, if any (after [`EventQueue::next_ns`] gave `at_ns`).
     pub(super) fn pop_at(&mut self, at_ns: u64) -> Option<u32> {
         let slot = *self.due_now.get(self.taken).filter(|_| at_ns == self.last_ns)?;
         self.taken += 1;
@@ -93,18 +93,18 @@ mod tests {
         /// scheduled, whatever mix of instants (some far apart, some equal, some now)
         /// and takes the clock sees: against a list searched for its earliest.
         #[test]
-        fn the_timeline_gives_events_in_time_order_and_an_instants_in_the_order_scheduled(
+        fn the_event_queue_gives_events_in_time_order_and_an_instants_in_the_order_scheduled(
             steps in proptest::collection::vec((0u8..3, 0u64..5, 0u32..40), 1..600)
         ) {
-            let (mut timeline, mut pending, mut now_ns) = (Timeline::default(), Vec::<(u64, u32)>::new(), 0u64);
-            let take = |timeline: &mut Timeline, pending: &mut Vec<(u64, u32)>, now_ns: &mut u64| {
+            let (mut queue, mut pending, mut now_ns) = (EventQueue::default(), Vec::<(u64, u32)>::new(), 0u64);
+            let take = |queue: &mut EventQueue, pending: &mut Vec<(u64, u32)>, now_ns: &mut u64| {
                 let earliest = pending.iter().enumerate().min_by_key(|(_, event)| **event).map(|(at, _)| at);
                 match earliest {
-                    None => proptest::prop_assert_eq!(timeline.next_ns(), None),
+                    None => proptest::prop_assert_eq!(queue.next_ns(), None),
                     Some(at) => {
                         let (at_ns, slot) = pending.remove(at);
-                        proptest::prop_assert_eq!(timeline.next_ns(), Some(at_ns));
-                        proptest::prop_assert_eq!(timeline.pop_at(at_ns), Some(slot));
+                        proptest::prop_assert_eq!(queue.next_ns(), Some(at_ns));
+                        proptest::prop_assert_eq!(queue.pop_at(at_ns), Some(slot));
                         *now_ns = at_ns;
                     }
                 }
@@ -112,17 +112,17 @@ mod tests {
             };
             for (slot, (action, scale, offset)) in (0u32..).zip(steps) {
                 if action == 0 {
-                    take(&mut timeline, &mut pending, &mut now_ns)?;
+                    take(&mut queue, &mut pending, &mut now_ns)?;
                 } else {
                     let at_ns = now_ns + u64::from(offset) * 10u64.pow(scale as u32 * 3);
-                    timeline.push(at_ns, slot);
+                    queue.push(at_ns, slot);
                     pending.push((at_ns, slot));
                 }
             }
             while !pending.is_empty() {
-                take(&mut timeline, &mut pending, &mut now_ns)?;
+                take(&mut queue, &mut pending, &mut now_ns)?;
             }
-            proptest::prop_assert_eq!(timeline.next_ns(), None);
+            proptest::prop_assert_eq!(queue.next_ns(), None);
         }
     }
 }

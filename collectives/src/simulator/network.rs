@@ -18,7 +18,7 @@ use topocomm_proto::frame::{FrameHeader, SYSTEM_TAG_BASE, Tag};
 use topocomm_proto::spec::LinkModel;
 use topocomm_proto::{NodeId, Topology, TopologyKind};
 
-use super::event_queue::Timeline;
+use super::event_queue::EventQueue;
 use super::huge_pages;
 use super::store::{Chunked, Slab};
 use super::watch::{Watch, Watched};
@@ -67,12 +67,12 @@ struct Letter {
 struct Event {
     header: FrameHeader,
     payload: Bytes,
-    step: Step,
+    kind: EventKind,
 }
 
 /// What happens to a frame at an event.
 #[derive(Debug, Clone, Copy)]
-enum Step {
+enum EventKind {
     /// Its head starts on the link `from` → `to` (ready to go there at `ready_ns`).
     Enter { from: u32, to: u32, ready_ns: u64 },
     /// Its tail reached `node`, its destination.
@@ -223,8 +223,8 @@ pub struct Network {
     topology: Topology,
     model: LinkModel,
     now_ns: u64,
-    timeline: Timeline,
-    /// The events the timeline's entries point to.
+    events_due: EventQueue,
+    /// The events the queue's entries point to.
     events: Slab<Event>,
     nodes: Vec<NodeState>,
     /// Every node's mailbox letters (see `NodeState`).
@@ -237,7 +237,7 @@ pub struct Network {
     busiest: Busiest,
     /// Messages sent and taken so far, by any node (see [`Network::only_waits`]).
     acted: u64,
-    /// `Step::Enter` events pending (see [`Network::enter`]).
+    /// `EventKind::Enter` events pending (see [`Network::enter`]).
     entering: u64,
     /// Whether a frame may cross its link at once when it is ready now and nothing else
     /// waits to enter a link (see [`Network::enter`]); off, every entry is an event.
@@ -266,7 +266,7 @@ impl Network {
             topology,
             model,
             now_ns: 0,
-            timeline: Timeline::default(),
+            events_due: EventQueue::default(),
             events: Slab::default(),
             nodes,
             letters: Slab::default(),
@@ -315,21 +315,21 @@ impl Network {
 
     /// The time of the earliest pending event, if any.
     pub fn next_event_ns(&mut self) -> Option<u64> {
-        self.timeline.next_ns()
+        self.events_due.next_ns()
     }
 
     /// Advances the clock to `at_ns` and carries out every event due then, in order
     /// (events they schedule for the same instant included).
     pub fn advance_to(&mut self, at_ns: u64) {
         self.now_ns = at_ns;
-        while let Some(slot) = self.timeline.pop_at(at_ns) {
+        while let Some(slot) = self.events_due.pop_at(at_ns) {
             let event = self.events.remove(slot);
-            match event.step {
-                Step::Enter { from, to, ready_ns } => {
+            match event.kind {
+                EventKind::Enter { from, to, ready_ns } => {
                     self.entering -= 1;
                     self.carry(from as NodeId, to as NodeId, event.header, event.payload, ready_ns)
                 }
-                Step::Deliver { node } => self.deliver(node as NodeId, event.header, event.payload),
+                EventKind::Deliver { node } => self.deliver(node as NodeId, event.header, event.payload),
             }
         }
     }
@@ -505,7 +505,7 @@ impl Network {
         }
         self.entering += 1;
         let (from, to) = (from as u32, to as u32);
-        self.schedule(head_ns.max(self.now_ns), header, payload, Step::Enter { from, to, ready_ns });
+        self.schedule(head_ns.max(self.now_ns), header, payload, EventKind::Enter { from, to, ready_ns });
     }
 
     /// The link `from` → `to` carries a frame whose head is ready now: once the link is
@@ -533,7 +533,7 @@ impl Network {
         }
         self.totals.frame_hops += 1;
         if header.dst() == to {
-            self.schedule(arrived.due_ns.max(now), arrived, payload, Step::Deliver { node: to as u32 });
+            self.schedule(arrived.due_ns.max(now), arrived, payload, EventKind::Deliver { node: to as u32 });
             return;
         }
         // Passed on when its tail has arrived (software at a hop takes no time).
@@ -573,9 +573,9 @@ impl Network {
         }
     }
 
-    fn schedule(&mut self, at_ns: u64, header: FrameHeader, payload: Bytes, step: Step) {
-        let slot = self.events.insert(Event { header, payload, step });
-        self.timeline.push(at_ns, slot);
+    fn schedule(&mut self, at_ns: u64, header: FrameHeader, payload: Bytes, kind: EventKind) {
+        let slot = self.events.insert(Event { header, payload, kind });
+        self.events_due.push(at_ns, slot);
     }
 
     fn record(&mut self, kind: FlowKind, node: NodeId, header: &FrameHeader, bytes: usize, next: Option<NodeId>) {
