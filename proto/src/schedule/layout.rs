@@ -49,14 +49,20 @@ impl Program {
             )));
         };
         let chunks = self.chunks_per_loop as usize;
+        // `check` refuses it too; a program laid out unchecked must not divide by zero.
+        if chunks == 0 {
+            return Err(ScheduleError::Layout("the program cuts its buffers into 0 chunks".into()));
+        }
         // --size must make whole_mult × size a multiple of chunks × element size.
         let unit_whole = chunks * dtype.size();
         let unit = unit_whole / gcd(whole_mult, unit_whole);
         if size == 0 || !size.is_multiple_of(unit) {
             let below = size / unit * unit;
-            let nearest = match below {
-                0 => format!("{unit}"),
-                _ => format!("{below} or {}", below + unit),
+            // The size above may not fit in usize (a --size near 2^64 B, found by fuzzing).
+            let nearest = match (below, below.checked_add(unit)) {
+                (0, _) => format!("{unit}"),
+                (_, Some(above)) => format!("{below} or {above}"),
+                (_, None) => format!("{below}"),
             };
             return Err(ScheduleError::Layout(format!(
                 "--size {size} B does not cut into the program's {chunks} chunks of whole {dtype} elements \
@@ -103,5 +109,16 @@ mod tests {
         let error = p.layout(2, 20, Dtype::F64).unwrap_err().to_string();
         assert!(error.contains("multiples of 16 B: try 16 or 32"), "{error}");
         assert_eq!(p.layout(2, 32, Dtype::F64).unwrap().chunk_bytes, 16);
+    }
+
+    /// Found by fuzzing (`fuzz/fuzz_targets/schedule_check.rs`): a size just under 2^64 B
+    /// that does not divide overflowed naming the size above it (a panic in a debug build).
+    #[test]
+    fn a_size_near_the_top_of_usize_is_refused_without_overflowing() {
+        let p = program(vec![vec![], vec![]]);
+        let error = p.layout(2, u64::MAX - 7, Dtype::F64).unwrap_err().to_string();
+        assert!(error.ends_with(&format!("try {}", u64::MAX - 15)), "{error}");
+        let none = Program { chunks_per_loop: 0, ..p };
+        assert!(none.layout(2, 32, Dtype::F64).is_err());
     }
 }
