@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CI: a bounded fuzzing pass over every decoder of bytes from strangers (fuzz/: frame
-# headers, handshake messages, control messages), 30 s per target under libFuzzer with
+# headers, handshake messages, control messages) and the check nodes run on the schedules
+# they are sent (schedule_check), 30 s per target under libFuzzer with
 # memory limits, so a hostile length that makes a decoder allocate gigabytes fails CI.
 # Needs a nightly toolchain (cargo-fuzz is installed if missing); without one it says so
 # and passes: proto/tests/hostile_bytes.rs, run by `cargo test`, covers the same inputs
@@ -11,7 +12,7 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET="${FUZZ_SECONDS:-30}"
 # Any single allocation of this many MiB or more is a failure (a hostile length prefix).
 MALLOC_LIMIT_MB="${FUZZ_MALLOC_LIMIT_MB:-16}"
-TARGETS=(frame_header handshake control)
+TARGETS=(frame_header handshake control schedule_check)
 
 if ! cargo +nightly --version >/dev/null 2>&1; then
   echo "== fuzz: no nightly toolchain, so no cargo-fuzz; skipped."

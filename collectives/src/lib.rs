@@ -22,7 +22,8 @@
 //! * [`files`]: the files a user names, read bounded and written without following links.
 //!
 //! Layers, bottom first (a module uses only its own layer and those beneath; held by
-//! `tests/arrows.rs`): `zeros`, `files` ← `comm`, `physics`, `simulator` (what an algorithm
+//! `tests/arrows.rs`): `zeros`, `files` ← the simulator's containers (`simulator::store`,
+//! `simulator::event_queue`, `simulator::huge_pages`) ← `comm`, `physics`, `simulator` (what an algorithm
 //! runs on: `Comm` holds the simulator's port as a concrete type, so the two are one
 //! layer) ← `algorithms`, `tuning` ← `simulator::spec` (a `RunSpec` on the simulator). The
 //! simulator's engine and network never name an algorithm.

@@ -24,7 +24,8 @@ const CRATES: &[Crate] = &[
     Crate {
         folder: "proto",
         layers: &[
-            &["topology", "codec", "names"],
+            // The names, and the link model and dilation the spec re-exports: leaves.
+            &["topology", "codec", "names", "spec::link", "spec::dilation"],
             &["frame", "flow", "auth", "schedule"],
             &["spec"],
             &["elements", "catalogue", "reference", "control"],
@@ -35,6 +36,9 @@ const CRATES: &[Crate] = &[
         layers: &[
             // Known zeros and the files a user names: beneath everything.
             &["zeros", "files"],
+            // The simulator's containers: its stores, its event queue and the huge pages
+            // they lie in, which know nothing of the network they serve.
+            &["simulator::huge_pages", "simulator::store", "simulator::event_queue"],
             // What an algorithm runs on: `Comm`, carried by a router's `Fabric` or by the
             // simulator's network (the engine, its network and the link physics). One
             // layer: `Comm` holds the simulator's port as a concrete type, for speed.

@@ -32,7 +32,7 @@ use topocomm_collectives::comm::assembly::Place;
 use topocomm_collectives::comm::fault::LinkFault;
 use topocomm_collectives::comm::mailbox::{Allowance, Bound, Delivery, Mailbox, MessageKey, Overdrawn};
 use topocomm_collectives::comm::payload::{Payload, Written};
-use topocomm_collectives::comm::{Fabric, LinkCapabilities};
+use topocomm_collectives::comm::{CarrierError, Fabric, LinkCapabilities};
 
 use crate::allowance::{self, RunAllowance};
 use crate::forwarding::{Charge, Ledger, Overforwarded};
@@ -643,9 +643,9 @@ impl Fabric for Router {
         payload: Payload,
         causal_ns: u64,
         written: Option<Written>,
-    ) -> Result<(), String> {
+    ) -> Result<(), CarrierError> {
         let ready_at = (causal_ns > 0).then(|| self.timeline().stamped(causal_ns));
-        Router::originate(self, header, payload, ready_at, written).map_err(|error| error.to_string())
+        Router::originate(self, header, payload, ready_at, written).map_err(CarrierError::new)
     }
 
     fn emulated_stamp(&self, instant: Instant) -> Option<u64> {

@@ -16,7 +16,7 @@ use common::{
 };
 use topocomm_collectives::algorithms::blocks::BlockLayout;
 use topocomm_collectives::algorithms::{alltoall, scatter_gather};
-use topocomm_collectives::comm::CommError;
+use topocomm_collectives::comm::{CommError, MessageError};
 use topocomm_node::in_process::InProcessCluster;
 use topocomm_proto::spec::{Algorithm, Collective, Dtype, RunSpec};
 use topocomm_proto::{Topology, TopologyKind};
@@ -414,7 +414,7 @@ async fn a_message_of_the_wrong_length_fails_the_receiver() {
             .await;
         assert_eq!(outputs[0], Ok(Bytes::from(vec![7; 8])), "{algorithm}");
         let failed = outputs[1..].iter().filter(|output| {
-            matches!(output, Err(CommError::Link { reason, .. }) if reason.contains("sent 8 bytes") || reason.contains("sent 16 bytes"))
+            matches!(output, Err(CommError::Link { cause: MessageError::WrongLength { got: 8 | 16, .. }, .. }))
         });
         assert!(failed.count() >= 1, "{algorithm}: {outputs:?}");
     }

@@ -101,11 +101,25 @@ mod tests {
         }
     }
 
+    /// Junk of every length up to 64 is refused, as a decoding error: shorter than 12
+    /// bytes it ends inside the fixed fields, longer it claims a string of more bytes
+    /// than it has. Whatever decodes must re-encode to the very bytes it came from.
     #[test]
     fn refuses_garbage_without_panicking() {
         for len in 0..64 {
             let junk: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
-            let _ = decode::<Sample>(&junk);
+            match decode::<Sample>(&junk) {
+                Err(CodecError::Decode(_)) => {}
+                Ok(value) => panic!("{len} bytes of junk decoded to {value:?}"),
+                Err(other) => panic!("{len} bytes of junk: {other} (not a decoding error)"),
+            }
+        }
+        // Bytes that do decode re-encode to themselves (the encoding is canonical).
+        for seed in 0u8..=255 {
+            let mut bytes = vec![seed, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, b'a' + seed % 26, 2, 0, 0, 0, 0, 0, 0, 0];
+            bytes.extend([seed, seed.wrapping_mul(7)]);
+            let value = decode::<Sample>(&bytes).unwrap_or_else(|error| panic!("seed {seed}: {error}"));
+            assert_eq!(encode(&value).unwrap(), bytes, "{value:?}");
         }
     }
 }

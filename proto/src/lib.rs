@@ -9,15 +9,17 @@
 //! * [`frame`], [`codec`]: the data-plane frame header and the one binary encoding;
 //! * [`control`]: coordinator ↔ node messages and client requests; [`auth`]: the handshake's
 //!   messages and proofs;
-//! * [`names`]: the names users type; [`spec`]: the link physics and the `RunSpec` every
-//!   node gets (the names re-exported); [`catalogue`]: which
+//! * [`names`]: the names users type; [`spec`]: the `RunSpec` every node gets, with the
+//!   link physics and time dilation (in `spec::link`, `spec::dilation`) and the names
+//!   re-exported; [`catalogue`]: which
 //!   algorithms serve which collective, and each topology's default; [`schedule`]:
 //!   schedules users bring (MSCCL-IR, GOAL), typed and bounded;
 //! * [`reference`]: what every node must end with; [`elements`]: the reduction operators;
 //! * [`flow`]: message-flow events for traces and diagrams.
 //!
 //! Layers, bottom first (a module uses only its own layer and those beneath; held by
-//! `collectives/tests/arrows.rs`): `topology`, `codec`, `names` ← `frame`, `flow`, `auth`,
+//! `collectives/tests/arrows.rs`): `topology`, `codec`, `names`, `spec::link`,
+//! `spec::dilation` ← `frame`, `flow`, `auth`,
 //! `schedule` ← `spec` ← `elements`, `catalogue`, `reference`, `control`.
 
 pub mod auth;

@@ -23,7 +23,7 @@ use super::patterns::{Grid, LineGroup, Relabelling, broadcast_along};
 use super::phases::{self, BROADCAST_LENGTH, Phase, SINGLE};
 use super::scatter_gather::scatter_layout;
 use super::tree::{BinomialTree, TreeEdge};
-use crate::comm::{Comm, CommError};
+use crate::comm::{Comm, CommError, MessageError};
 
 /// Runs the broadcast `algorithm` names. Non-roots pass an empty `message`; every node
 /// returns the root's.
@@ -233,10 +233,10 @@ pub async fn scatter_allgather(comm: &Comm, root: NodeId, message: Bytes) -> Res
 
 /// The message length the root broadcast, as 8 little-endian bytes.
 fn decode_length(comm: &Comm, length: &[u8]) -> Result<usize, CommError> {
-    let bytes: [u8; 8] = length.try_into().map_err(|_| CommError::Link {
-        me: comm.id(),
-        reason: format!("the broadcast length is {} bytes long, not 8", length.len()),
-    })?;
+    let malformed = |reason: String| CommError::Link { me: comm.id(), cause: MessageError::Malformed(reason) };
+    let bytes: [u8; 8] = length
+        .try_into()
+        .map_err(|_| malformed(format!("the broadcast length is {} bytes long, not 8", length.len())))?;
     usize::try_from(u64::from_le_bytes(bytes))
-        .map_err(|_| CommError::Link { me: comm.id(), reason: "the broadcast length does not fit in memory".into() })
+        .map_err(|_| malformed("the broadcast length does not fit in memory".into()))
 }

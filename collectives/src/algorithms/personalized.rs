@@ -19,7 +19,7 @@ use topocomm_proto::NodeId;
 use super::blocks::{BlockLayout, concat, kept_part};
 use super::patterns::{Direction, LineGroup, PassPosition};
 use super::phases::Phase;
-use crate::comm::{Comm, CommError};
+use crate::comm::{Comm, CommError, MessageError};
 
 /// Fails the run unless the message `data`, received from `src`, has the `expected`
 /// length (a wrong one is the sender's fault: a link error naming it).
@@ -27,10 +27,7 @@ pub fn expect_message_len(comm: &Comm, src: NodeId, data: &Bytes, expected: usiz
     if data.len() == expected {
         return Ok(());
     }
-    Err(CommError::Link {
-        me: comm.id(),
-        reason: format!("node {src} sent {} bytes where the schedule expects {expected}", data.len()),
-    })
+    Err(CommError::Link { me: comm.id(), cause: MessageError::WrongLength { src, got: data.len(), expected } })
 }
 
 /// Fails the run unless this node's own input has the `expected` length.

@@ -3,6 +3,8 @@
 //! what an algorithm may count on from the links beneath (the one thing it may know of
 //! them). No socket, codec or transport type crosses this seam.
 
+use std::error::Error;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -59,6 +61,47 @@ impl Default for LinkCapabilities {
     }
 }
 
+/// Why the carrier beneath `Comm` (a node's [`Fabric`], or the simulator's network) could
+/// not take a message: the carrier's own error (the router's `RouteError`, the network's
+/// `UnknownNode`), kept whole as the cause. Its text is the cause's.
+#[derive(Debug, Clone)]
+pub struct CarrierError {
+    cause: Arc<dyn Error + Send + Sync + 'static>,
+}
+
+impl std::fmt::Display for CarrierError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.cause.fmt(f)
+    }
+}
+
+/// Written out: the cause is the carrier's error itself, not the `Arc` that holds it.
+impl Error for CarrierError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&*self.cause)
+    }
+}
+
+impl CarrierError {
+    /// `cause`, as what the carrier could not do.
+    pub fn new(cause: impl Error + Send + Sync + 'static) -> Self {
+        CarrierError { cause: Arc::new(cause) }
+    }
+
+    /// The carrier's own error (to downcast to its type).
+    pub fn cause(&self) -> &(dyn Error + Send + Sync + 'static) {
+        &*self.cause
+    }
+}
+
+/// Two carrier errors are equal when they say the same (their causes' types are the
+/// carriers', which the library does not know).
+impl PartialEq for CarrierError {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
 /// What carries a live node's messages: its router, over links to its neighbours.
 pub trait Fabric: Send + Sync + 'static {
     /// This node's id.
@@ -82,7 +125,7 @@ pub trait Fabric: Send + Sync + 'static {
         payload: Payload,
         causal_ns: u64,
         written: Option<Written>,
-    ) -> Result<(), String>;
+    ) -> Result<(), CarrierError>;
 
     /// `instant` on the emulated timeline, or `None` outside emulated runs.
     fn emulated_stamp(&self, instant: Instant) -> Option<u64>;
@@ -94,4 +137,20 @@ pub trait Fabric: Send + Sync + 'static {
     /// A message due at `due_ns` on the emulated timeline was taken just now (the router
     /// traces how late, `taken late_us=…`).
     fn taken(&self, _due_ns: u64) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The carrier's own error is the cause, found by its type, and the text is its text.
+    #[test]
+    fn a_carrier_error_keeps_the_carriers_error_as_its_cause() {
+        let unknown = crate::simulator::network::UnknownNode { node: 9, p: 4 };
+        let error = CarrierError::new(unknown.clone());
+        assert_eq!(error.to_string(), unknown.to_string());
+        let cause = error.source().and_then(|cause| cause.downcast_ref::<crate::simulator::network::UnknownNode>());
+        assert_eq!(cause, Some(&unknown));
+        assert_eq!(error, CarrierError::new(unknown));
+    }
 }

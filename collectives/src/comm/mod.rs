@@ -34,7 +34,7 @@ use topocomm_proto::{NodeId, Topology};
 use crate::simulator::Port;
 use assembly::{AssemblyError, Place};
 pub use exchange::Exchange;
-pub use fabric::{Fabric, LinkCapabilities};
+pub use fabric::{CarrierError, Fabric, LinkCapabilities};
 use fault::LinkFault;
 use mailbox::{Arrival, Delivery, MessageKey, Take};
 use payload::{Payload, Written};
@@ -54,18 +54,45 @@ type WrittenWait = Pin<Box<tokio::time::Timeout<Done>>>;
 pub enum CommError {
     #[error("node {me}: no message from node {src} (tag {tag}) before the deadline ({timeout_ms} ms)")]
     Timeout { me: NodeId, src: NodeId, tag: Tag, timeout_ms: u64 },
-    #[error("node {me}: {reason}")]
-    Link { me: NodeId, reason: String },
+    #[error("node {me}: {cause}")]
+    Link {
+        me: NodeId,
+        #[source]
+        cause: MessageError,
+    },
     #[error("node {me}: {fault}")]
     Fault { me: NodeId, fault: LinkFault },
     #[error("node {me}: peer {peer} is not a node of this {p}-node cluster")]
     NoSuchPeer { me: NodeId, peer: NodeId, p: usize },
-    #[error("node {me}: {reason}")]
-    Route { me: NodeId, reason: String },
+    #[error("node {me}: {cause}")]
+    Route {
+        me: NodeId,
+        #[source]
+        cause: CarrierError,
+    },
     #[error("node {me}: {source}")]
     Elements { me: NodeId, source: ElementsError },
     #[error("node {me}: algorithm {algorithm} cannot run here: {reason}")]
     Unsupported { me: NodeId, algorithm: String, reason: String },
+}
+
+/// What was wrong with a message a node received, or with sending one
+/// ([`CommError::Link`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MessageError {
+    /// It did not fit its place in a result assembled in place.
+    #[error("{0}")]
+    Assembly(#[from] AssemblyError),
+    /// Its link did not drop it (write it) before the deadline.
+    #[error("the message to node {dst} (tag {tag}) was not written before the deadline")]
+    NotWritten { dst: NodeId, tag: Tag },
+    /// A peer sent a message of another length than the schedule says.
+    #[error("node {src} sent {got} bytes where the schedule expects {expected}")]
+    WrongLength { src: NodeId, got: usize, expected: usize },
+    /// A message that breaks what the algorithm expects, as the algorithm says it (a
+    /// broadcast length that is not 8 bytes, say).
+    #[error("{0}")]
+    Malformed(String),
 }
 
 /// One operation of a node, in the order the node did it: what `explain --goal` writes
@@ -185,21 +212,22 @@ struct Routed {
 }
 
 /// One node's view of the cluster for one iteration of one run. Not `Clone`: a node's
-/// progress is its handle's, held inline (the simulator's nodes reach it once a
+/// causal chain is its handle's, held inline (the simulator's nodes reach it once a
 /// message, and an allocation of its own was a cache miss each time).
 pub struct Comm {
     carrier: Carrier,
     run: u64,
     iteration: u32,
-    /// Where this node's schedule stands.
-    progress: Progress,
+    /// The longest chain of messages that reached this node.
+    causal: CausalChain,
     /// Where this node's operations are recorded, when asked.
     log: Option<OperationLog>,
 }
 
-/// How far one node's schedule has come.
+/// The longest chain of messages that reached one node: how far its schedule has come
+/// (the deepest step it took a message of) and the instant its sends follow from.
 #[derive(Default)]
-struct Progress {
+struct CausalChain {
     /// The deepest step this node has received from.
     step: AtomicU16,
     /// Under emulation: the latest instant, as frames stamp it (`Timeline::stamp`), that this node's
@@ -210,7 +238,7 @@ struct Progress {
     causal_ns: AtomicU64,
 }
 
-impl Progress {
+impl CausalChain {
     /// A message of `step`, due at `due_ns`, was taken: each rises to it if it is higher.
     ///
     /// A node's schedule runs as one task, whose futures share its handle but are polled
@@ -236,7 +264,7 @@ impl Comm {
             carrier: Carrier::Routed(Box::new(Routed { fabric, deadline, timeout_ms })),
             run,
             iteration,
-            progress: Progress::default(),
+            causal: CausalChain::default(),
             log: None,
         }
     }
@@ -244,7 +272,7 @@ impl Comm {
     /// The handle of a node of the simulator's virtual network (see `crate::simulator`):
     /// it never times out, since the simulator finds a deadlock itself.
     pub fn simulated(port: Port, run: u64, iteration: u32) -> Self {
-        Comm { carrier: Carrier::Simulated(port), run, iteration, progress: Progress::default(), log: None }
+        Comm { carrier: Carrier::Simulated(port), run, iteration, causal: CausalChain::default(), log: None }
     }
 
     /// This handle, recording every send and every receive taken into `log`, in order.
@@ -266,7 +294,7 @@ impl Comm {
         if let Carrier::Routed(routed) = &self.carrier
             && let Some(stamp) = routed.fabric.emulated_stamp(start)
         {
-            self.progress.causal_ns.fetch_max(stamp, Ordering::Relaxed);
+            self.causal.causal_ns.fetch_max(stamp, Ordering::Relaxed);
         }
         self
     }
@@ -360,7 +388,7 @@ impl Comm {
 
     /// The step of a message sent now: one past the deepest this node has received from.
     fn next_step(&self) -> u16 {
-        self.progress.step.load(Ordering::Relaxed).saturating_add(1)
+        self.causal.step.load(Ordering::Relaxed).saturating_add(1)
     }
 
     /// Hands a message of `step` to the router; `written` goes with it to its link.
@@ -386,16 +414,16 @@ impl Comm {
             last: true,
             due_ns: 0,
         };
-        let causal_ns = self.progress.causal_ns.load(Ordering::Relaxed);
+        let causal_ns = self.causal.causal_ns.load(Ordering::Relaxed);
         match &self.carrier {
             Carrier::Routed(routed) => routed
                 .fabric
                 .originate(header, data, causal_ns, written)
-                .map_err(|reason| CommError::Route { me: self.id(), reason }),
+                .map_err(|cause| CommError::Route { me: self.id(), cause }),
             // The virtual network takes the frame at once: it is written as it is sent.
             Carrier::Simulated(port) => port
                 .originate(header, data, causal_ns)
-                .map_err(|error| CommError::Route { me: self.id(), reason: error.to_string() }),
+                .map_err(|error| CommError::Route { me: self.id(), cause: CarrierError::new(error) }),
         }
     }
 
@@ -510,7 +538,7 @@ impl Comm {
     /// A message that reached this node: as it came, or copied into the place it did not
     /// land in.
     fn arrived(&self, delivery: Delivery, place: Option<Place>) -> Result<Bytes, CommError> {
-        self.progress.took(delivery.step, delivery.due_ns);
+        self.causal.took(delivery.step, delivery.due_ns);
         if let Carrier::Routed(routed) = &self.carrier
             && delivery.due_ns > 0
         {
@@ -524,12 +552,12 @@ impl Comm {
 
     /// Wraps an assembly failure (a message of the wrong length for its place).
     pub fn assembly_error(&self, error: AssemblyError) -> CommError {
-        CommError::Link { me: self.id(), reason: error.to_string() }
+        CommError::Link { me: self.id(), cause: error.into() }
     }
 
     /// The number of steps on the longest chain of messages that reached this node.
     pub fn steps(&self) -> u16 {
-        self.progress.step.load(Ordering::Relaxed)
+        self.causal.step.load(Ordering::Relaxed)
     }
 
     /// Sends to `dst` and then receives from `src`: one exchange step. Like
@@ -652,8 +680,7 @@ impl Comm {
 
     /// Why a send failed when its link did not drop it by the deadline.
     fn not_written(&self, dst: NodeId, tag: Tag) -> CommError {
-        let reason = format!("the message to node {dst} (tag {tag}) was not written before the deadline");
-        CommError::Link { me: self.id(), reason }
+        CommError::Link { me: self.id(), cause: MessageError::NotWritten { dst, tag } }
     }
 
     /// Wraps an element-wise operation failure.

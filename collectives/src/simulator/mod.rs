@@ -12,9 +12,11 @@
 //! its messages gives under the link physics, the cost model's definition; the same
 //! command gives the same numbers, byte for byte.
 
+mod event_queue;
 mod huge_pages;
 pub mod network;
 pub mod spec;
+mod store;
 pub mod watch;
 
 use std::cell::RefCell;

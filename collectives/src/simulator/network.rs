@@ -18,7 +18,9 @@ use topocomm_proto::frame::{FrameHeader, SYSTEM_TAG_BASE, Tag};
 use topocomm_proto::spec::LinkModel;
 use topocomm_proto::{NodeId, Topology, TopologyKind};
 
+use super::event_queue::EventQueue;
 use super::huge_pages;
+use super::store::{Chunked, Slab};
 use super::watch::{Watch, Watched};
 use crate::comm::mailbox::Delivery;
 use crate::comm::payload::{Payload, concat};
@@ -61,189 +63,20 @@ struct Letter {
     delivery: Delivery,
 }
 
-/// A growing array in chunks of about 8 MiB: the first grows as a vector does (so a small
-/// simulation's array takes little), the next ones are made whole and filled as items
-/// are taken. Growing never copies more than a chunk (a `Vec` that doubles holds
-/// everything twice while it copies: at 2^24 nodes the events in flight alone take a
-/// gigabyte), a run of items never spans two chunks, and a chunk made whole lies mostly
-/// in huge pages ([`huge_pages`]: it holds three or four of them).
-struct Chunked<T> {
-    chunks: Vec<Vec<T>>,
-}
-
-impl<T> Default for Chunked<T> {
-    fn default() -> Self {
-        Chunked { chunks: Vec::new() }
-    }
-}
-
-impl<T: Default> Chunked<T> {
-    /// Items of a chunk (a power of two, so that an index splits by shift and mask).
-    const PER_CHUNK: usize = 1 << ((8usize << 20) / size_of::<T>()).ilog2();
-
-    /// A run of `count` new items (defaults); the index of the first.
-    fn run(&mut self, count: usize) -> u32 {
-        let full = |chunk: &Vec<T>| chunk.len() + count > Self::PER_CHUNK;
-        if self.chunks.last().is_none_or(full) {
-            let chunk = match self.chunks.is_empty() {
-                true => Vec::new(),
-                false => huge_pages::with_capacity(Self::PER_CHUNK),
-            };
-            self.chunks.push(chunk);
-        }
-        let chunk = self.chunks.len() - 1;
-        let last = &mut self.chunks[chunk];
-        let at = chunk * Self::PER_CHUNK + last.len();
-        if last.len() + count > last.capacity() {
-            // The first chunk, doubling: never past a chunk's size.
-            last.reserve_exact((2 * last.capacity()).clamp(last.len() + count, Self::PER_CHUNK) - last.len());
-        }
-        last.extend((0..count).map(|_| T::default()));
-        u32::try_from(at).expect("fewer than 4 billion items at once")
-    }
-
-    fn at(&self, index: u32) -> &T {
-        let index = index as usize;
-        &self.chunks[index / Self::PER_CHUNK][index % Self::PER_CHUNK]
-    }
-
-    fn at_mut(&mut self, index: u32) -> &mut T {
-        let index = index as usize;
-        &mut self.chunks[index / Self::PER_CHUNK][index % Self::PER_CHUNK]
-    }
-}
-
-/// Items that stay where they were put, found by a `u32` index; freed places are reused.
-struct Slab<T> {
-    items: Chunked<Option<T>>,
-    free: Vec<u32>,
-}
-
-impl<T> Default for Slab<T> {
-    fn default() -> Self {
-        Slab { items: Chunked::default(), free: Vec::new() }
-    }
-}
-
-impl<T> Slab<T> {
-    fn insert(&mut self, item: T) -> u32 {
-        let index = self.free.pop().unwrap_or_else(|| self.items.run(1));
-        *self.items.at_mut(index) = Some(item);
-        index
-    }
-
-    fn remove(&mut self, index: u32) -> T {
-        let item = self.items.at_mut(index).take().expect("an item is in its place");
-        self.free.push(index);
-        item
-    }
-
-    fn get(&self, index: u32) -> &T {
-        self.items.at(index).as_ref().expect("an item is in its place")
-    }
-
-    fn get_mut(&mut self, index: u32) -> &mut T {
-        self.items.at_mut(index).as_mut().expect("an item is in its place")
-    }
-}
-
 /// A frame on its way: what happens to it at its event.
 struct Event {
     header: FrameHeader,
     payload: Bytes,
-    step: Step,
+    kind: EventKind,
 }
 
 /// What happens to a frame at an event.
 #[derive(Debug, Clone, Copy)]
-enum Step {
+enum EventKind {
     /// Its head starts on the link `from` → `to` (ready to go there at `ready_ns`).
     Enter { from: u32, to: u32, ready_ns: u64 },
     /// Its tail reached `node`, its destination.
     Deliver { node: u32 },
-}
-
-/// The pending events in time order, those due at the same instant in the order they
-/// were scheduled: a radix heap (Ahuja, Mehlhorn, Orlin and Tarjan, "Faster algorithms
-/// for the shortest path problem", J. ACM 37(2), 1990), which fits a simulation's clock:
-/// no event is ever due before the last one taken. Bucket b holds the events whose
-/// instant first differs from that last one in bit b - 1; the events due at the last
-/// instant itself wait in `due_now`. Scheduling is a push onto one bucket; when `due_now`
-/// runs out, the lowest bucket that holds events is emptied into lower ones (its earliest
-/// instant becoming the last), so an event moves down at most 64 times and a schedule
-/// whose instants hold many events (a hypercube's) or one each (a ring's, whose nodes
-/// drift apart by the bytes of their pieces) costs a few instructions an event either
-/// way. Events due at the same instant always share a bucket and keep their order.
-struct Timeline {
-    /// The instant of the events in `due_now` (no pending event is due before it).
-    last_ns: u64,
-    /// The events due at `last_ns`, in order; those before `taken` are done.
-    due_now: Vec<u32>,
-    taken: usize,
-    /// (instant, event) by the highest bit in which the instant differs from `last_ns`
-    /// (bucket 0 unused: those are `due_now`).
-    buckets: [Vec<(u64, u32)>; 65],
-    /// Bit b - 1 set: bucket b holds events (the lowest found in one instruction).
-    occupied: u64,
-}
-
-impl Default for Timeline {
-    fn default() -> Self {
-        Timeline {
-            last_ns: 0,
-            due_now: Vec::new(),
-            taken: 0,
-            buckets: std::array::from_fn(|_| Vec::new()),
-            occupied: 0,
-        }
-    }
-}
-
-impl Timeline {
-    fn push(&mut self, at_ns: u64, slot: u32) {
-        debug_assert!(at_ns >= self.last_ns, "an event in the past: {at_ns} < {}", self.last_ns);
-        match Self::bucket(at_ns, self.last_ns) {
-            0 => self.due_now.push(slot),
-            bucket => {
-                self.buckets[bucket].push((at_ns, slot));
-                self.occupied |= 1 << (bucket - 1);
-            }
-        }
-    }
-
-    fn bucket(at_ns: u64, last_ns: u64) -> usize {
-        (u64::BITS - (at_ns ^ last_ns).leading_zeros()) as usize
-    }
-
-    /// The instant of the earliest pending event, if any (the events due then are
-    /// gathered in `due_now`).
-    fn next_ns(&mut self) -> Option<u64> {
-        if self.taken < self.due_now.len() {
-            return Some(self.last_ns);
-        }
-        self.due_now.clear();
-        self.taken = 0;
-        if self.occupied == 0 {
-            return None;
-        }
-        let lowest = self.occupied.trailing_zeros() as usize + 1;
-        self.occupied &= !(1 << (lowest - 1));
-        let mut moving = std::mem::take(&mut self.buckets[lowest]);
-        self.last_ns = moving.iter().map(|&(at_ns, _)| at_ns).min().expect("a bucket that holds events");
-        for (at_ns, slot) in moving.drain(..) {
-            self.push(at_ns, slot);
-        }
-        // Its storage back, for the next events that land in it.
-        self.buckets[lowest] = moving;
-        Some(self.last_ns)
-    }
-
-    /// The next event due at `at_ns`, if any (after [`Timeline::next_ns`] gave `at_ns`).
-    fn pop_at(&mut self, at_ns: u64) -> Option<u32> {
-        let slot = *self.due_now.get(self.taken).filter(|_| at_ns == self.last_ns)?;
-        self.taken += 1;
-        Some(slot)
-    }
 }
 
 /// Every link direction's state. On a grid, ring or hypercube (a node has a few
@@ -390,8 +223,8 @@ pub struct Network {
     topology: Topology,
     model: LinkModel,
     now_ns: u64,
-    timeline: Timeline,
-    /// The events the timeline's entries point to.
+    events_due: EventQueue,
+    /// The events the queue's entries point to.
     events: Slab<Event>,
     nodes: Vec<NodeState>,
     /// Every node's mailbox letters (see `NodeState`).
@@ -404,7 +237,7 @@ pub struct Network {
     busiest: Busiest,
     /// Messages sent and taken so far, by any node (see [`Network::only_waits`]).
     acted: u64,
-    /// `Step::Enter` events pending (see [`Network::enter`]).
+    /// `EventKind::Enter` events pending (see [`Network::enter`]).
     entering: u64,
     /// Whether a frame may cross its link at once when it is ready now and nothing else
     /// waits to enter a link (see [`Network::enter`]); off, every entry is an event.
@@ -433,7 +266,7 @@ impl Network {
             topology,
             model,
             now_ns: 0,
-            timeline: Timeline::default(),
+            events_due: EventQueue::default(),
             events: Slab::default(),
             nodes,
             letters: Slab::default(),
@@ -482,21 +315,21 @@ impl Network {
 
     /// The time of the earliest pending event, if any.
     pub fn next_event_ns(&mut self) -> Option<u64> {
-        self.timeline.next_ns()
+        self.events_due.next_ns()
     }
 
     /// Advances the clock to `at_ns` and carries out every event due then, in order
     /// (events they schedule for the same instant included).
     pub fn advance_to(&mut self, at_ns: u64) {
         self.now_ns = at_ns;
-        while let Some(slot) = self.timeline.pop_at(at_ns) {
+        while let Some(slot) = self.events_due.pop_at(at_ns) {
             let event = self.events.remove(slot);
-            match event.step {
-                Step::Enter { from, to, ready_ns } => {
+            match event.kind {
+                EventKind::Enter { from, to, ready_ns } => {
                     self.entering -= 1;
                     self.carry(from as NodeId, to as NodeId, event.header, event.payload, ready_ns)
                 }
-                Step::Deliver { node } => self.deliver(node as NodeId, event.header, event.payload),
+                EventKind::Deliver { node } => self.deliver(node as NodeId, event.header, event.payload),
             }
         }
     }
@@ -672,7 +505,7 @@ impl Network {
         }
         self.entering += 1;
         let (from, to) = (from as u32, to as u32);
-        self.schedule(head_ns.max(self.now_ns), header, payload, Step::Enter { from, to, ready_ns });
+        self.schedule(head_ns.max(self.now_ns), header, payload, EventKind::Enter { from, to, ready_ns });
     }
 
     /// The link `from` → `to` carries a frame whose head is ready now: once the link is
@@ -700,7 +533,7 @@ impl Network {
         }
         self.totals.frame_hops += 1;
         if header.dst() == to {
-            self.schedule(arrived.due_ns.max(now), arrived, payload, Step::Deliver { node: to as u32 });
+            self.schedule(arrived.due_ns.max(now), arrived, payload, EventKind::Deliver { node: to as u32 });
             return;
         }
         // Passed on when its tail has arrived (software at a hop takes no time).
@@ -740,9 +573,9 @@ impl Network {
         }
     }
 
-    fn schedule(&mut self, at_ns: u64, header: FrameHeader, payload: Bytes, step: Step) {
-        let slot = self.events.insert(Event { header, payload, step });
-        self.timeline.push(at_ns, slot);
+    fn schedule(&mut self, at_ns: u64, header: FrameHeader, payload: Bytes, kind: EventKind) {
+        let slot = self.events.insert(Event { header, payload, kind });
+        self.events_due.push(at_ns, slot);
     }
 
     fn record(&mut self, kind: FlowKind, node: NodeId, header: &FrameHeader, bytes: usize, next: Option<NodeId>) {
@@ -836,31 +669,6 @@ mod tests {
         assert!(network.unclaimed().is_empty());
     }
 
-    /// Every item of a chunked array is found where it was put, across chunks that double
-    /// and chunks past them, and runs never span two chunks.
-    #[test]
-    fn a_chunked_array_finds_every_item_where_it_was_put() {
-        let mut array = Chunked::<u64>::default();
-        let per_chunk = Chunked::<u64>::PER_CHUNK;
-        let mut runs = Vec::new();
-        for (n, count) in (0..).zip([1, 3, 4096, 7, 4095, 2].into_iter().cycle()).take(2500) {
-            let at = array.run(count);
-            for offset in 0..count {
-                *array.at_mut(at + offset as u32) = n;
-            }
-            let (first, last) = (at as usize / per_chunk, (at as usize + count - 1) / per_chunk);
-            assert_eq!(first, last, "run {n} of {count} at {at} spans two chunks");
-            runs.push((at, count, n));
-        }
-        assert!(array.chunks.len() > 2, "only {} chunks", array.chunks.len());
-        assert!(array.chunks.iter().all(|chunk| chunk.capacity() <= per_chunk), "a chunk grew past its size");
-        for (at, count, n) in runs {
-            for offset in 0..count {
-                assert_eq!(*array.at(at + offset as u32), n, "item {offset} of run {n} at {at}");
-            }
-        }
-    }
-
     #[test]
     fn a_port_found_from_the_ids_difference_is_the_one_their_coordinates_give() {
         let mut checked = 0;
@@ -896,43 +704,5 @@ mod tests {
             }
         }
         assert!(checked > 400, "only {checked} links checked");
-    }
-
-    proptest::proptest! {
-        /// Events come out in time order, those of one instant in the order they were
-        /// scheduled, whatever mix of instants (some far apart, some equal, some now)
-        /// and takes the clock sees: against a list searched for its earliest.
-        #[test]
-        fn the_timeline_gives_events_in_time_order_and_an_instants_in_the_order_scheduled(
-            steps in proptest::collection::vec((0u8..3, 0u64..5, 0u32..40), 1..600)
-        ) {
-            let (mut timeline, mut pending, mut now_ns) = (Timeline::default(), Vec::<(u64, u32)>::new(), 0u64);
-            let take = |timeline: &mut Timeline, pending: &mut Vec<(u64, u32)>, now_ns: &mut u64| {
-                let earliest = pending.iter().enumerate().min_by_key(|(_, event)| **event).map(|(at, _)| at);
-                match earliest {
-                    None => proptest::prop_assert_eq!(timeline.next_ns(), None),
-                    Some(at) => {
-                        let (at_ns, slot) = pending.remove(at);
-                        proptest::prop_assert_eq!(timeline.next_ns(), Some(at_ns));
-                        proptest::prop_assert_eq!(timeline.pop_at(at_ns), Some(slot));
-                        *now_ns = at_ns;
-                    }
-                }
-                Ok(())
-            };
-            for (slot, (action, scale, offset)) in (0u32..).zip(steps) {
-                if action == 0 {
-                    take(&mut timeline, &mut pending, &mut now_ns)?;
-                } else {
-                    let at_ns = now_ns + u64::from(offset) * 10u64.pow(scale as u32 * 3);
-                    timeline.push(at_ns, slot);
-                    pending.push((at_ns, slot));
-                }
-            }
-            while !pending.is_empty() {
-                take(&mut timeline, &mut pending, &mut now_ns)?;
-            }
-            proptest::prop_assert_eq!(timeline.next_ns(), None);
-        }
     }
 }

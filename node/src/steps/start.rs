@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use topocomm_collectives::algorithms::barrier;
-use topocomm_collectives::comm::{Comm, CommError};
+use topocomm_collectives::comm::{Comm, CommError, MessageError};
 use topocomm_proto::frame::Tag;
 
 /// The tag of the common-start announcement (the runtime's range, never emulated).
@@ -24,7 +24,7 @@ pub async fn announce_start(comm: &Comm, start_ns: u64) -> Result<u64, CommError
     let announcement = comm.recv(0, START_TAG).await?;
     let bytes: [u8; 8] = announcement[..].try_into().map_err(|_| CommError::Link {
         me,
-        reason: format!("node 0 announced a start of {} bytes, not 8", announcement.len()),
+        cause: MessageError::Malformed(format!("node 0 announced a start of {} bytes, not 8", announcement.len())),
     })?;
     Ok(u64::from_le_bytes(bytes))
 }

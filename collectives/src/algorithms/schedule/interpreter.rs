@@ -25,7 +25,7 @@ use topocomm_proto::spec::{Collective, RunSpec};
 
 use crate::algorithms::patterns::Reduction;
 use crate::algorithms::phases::{Phase, SCHEDULE};
-use crate::comm::{Comm, CommError};
+use crate::comm::{Comm, CommError, MessageError};
 
 /// Runs this node's part of `program` from `input`; returns its output buffer (nothing
 /// at a reduction's non-roots, as the reference says).
@@ -34,7 +34,8 @@ pub async fn run(comm: &Comm, spec: &RunSpec, program: &Program, input: Bytes) -
     let refuse = |reason: String| CommError::Unsupported { me, algorithm: "schedule".into(), reason };
     let layout = program.layout(comm.p(), spec.size_bytes, spec.dtype).map_err(|error| refuse(error.to_string()))?;
     let gpu = program.gpus.get(me).ok_or_else(|| refuse(format!("the program has no gpu {me}")))?;
-    let memory = Memory::new(program, me, layout, gpu.scratch_chunks as usize, &input).map_err(refuse)?;
+    let memory = Memory::new(program, me, layout, gpu.scratch_chunks as usize, &input)
+        .map_err(|error| refuse(error.to_string()))?;
     let done: Vec<AtomicUsize> = gpu.blocks.iter().map(|_| AtomicUsize::new(0)).collect();
     let state = State {
         comm,
@@ -85,7 +86,7 @@ impl State<'_> {
                             message.len(),
                             step.count
                         );
-                        return Err(CommError::Link { me: self.comm.id(), reason });
+                        return Err(CommError::Link { me: self.comm.id(), cause: MessageError::Malformed(reason) });
                     }
                     Some(message)
                 }
@@ -189,10 +190,27 @@ struct Memory {
     scratch_at: usize,
 }
 
+/// Why a node cannot hold a program's buffers.
+#[derive(Debug, thiserror::Error)]
+enum MemoryError {
+    #[error("{scratch_chunks} scratch chunks of {chunk_bytes} B overflow")]
+    Overflow { scratch_chunks: usize, chunk_bytes: usize },
+    #[error("the program's buffers need {total} B, which this node cannot have ({source})")]
+    Unavailable { total: usize, source: std::collections::TryReserveError },
+    #[error("the node's input is {got} B, but the program's input buffer is {expected} B")]
+    Input { got: usize, expected: usize },
+}
+
 impl Memory {
     /// The arena for rank `me` of `program`, its input copied in (a node that starts with
     /// nothing, a broadcast's non-root, starts with zeros).
-    fn new(program: &Program, me: usize, layout: Layout, scratch_chunks: usize, input: &[u8]) -> Result<Self, String> {
+    fn new(
+        program: &Program,
+        me: usize,
+        layout: Layout,
+        scratch_chunks: usize,
+        input: &[u8],
+    ) -> Result<Self, MemoryError> {
         let (input_len, output_len) = (layout.input_bytes, layout.output_bytes);
         let (len, input_at, output_at) = match (program.inplace, program.collective) {
             (false, _) => (input_len + output_len, 0, input_len),
@@ -203,17 +221,14 @@ impl Memory {
         // The scratch chunks are the program's to size: an arena that cannot be had is
         // refused, not allowed to abort the node.
         let total = scratch_chunks.checked_mul(layout.chunk_bytes).and_then(|scratch| scratch.checked_add(len));
-        let total =
-            total.ok_or_else(|| format!("{scratch_chunks} scratch chunks of {} B overflow", layout.chunk_bytes))?;
+        let total = total.ok_or(MemoryError::Overflow { scratch_chunks, chunk_bytes: layout.chunk_bytes })?;
         let mut arena = Vec::new();
-        arena
-            .try_reserve_exact(total)
-            .map_err(|error| format!("the program's buffers need {total} B, which this node cannot have ({error})"))?;
+        arena.try_reserve_exact(total).map_err(|source| MemoryError::Unavailable { total, source })?;
         arena.resize(total, 0);
         match input.len() {
             0 => {}
             n if n == input_len => arena[input_at..input_at + n].copy_from_slice(input),
-            n => return Err(format!("the node's input is {n} B, but the program's input buffer is {input_len} B")),
+            n => return Err(MemoryError::Input { got: n, expected: input_len }),
         }
         Ok(Memory { arena: Mutex::new(arena), layout, input_at, output_at, scratch_at: len })
     }

@@ -6,11 +6,14 @@ pub mod goal;
 pub mod interpreter;
 pub mod msccl;
 
+use std::path::{Path, PathBuf};
+
 use bytes::Bytes;
-use topocomm_proto::schedule::Schedule;
+use topocomm_proto::schedule::{Schedule, ScheduleError};
 use topocomm_proto::spec::RunSpec;
 
 use crate::comm::{Comm, CommError};
+use crate::files::FileError;
 
 /// Runs this node's part of `schedule` from `input`; returns what the node ends with.
 pub async fn run(comm: &Comm, spec: &RunSpec, schedule: &Schedule, input: Bytes) -> Result<Bytes, CommError> {
@@ -23,25 +26,44 @@ pub async fn run(comm: &Comm, spec: &RunSpec, schedule: &Schedule, input: Bytes)
 /// The largest schedule file read (a program at its step limit is well under it).
 pub const MAX_FILE_BYTES: u64 = 64 << 20;
 
+/// Why a schedule file could not be read: the file itself, or what it says (each with
+/// its cause; the file's path leads the text).
+#[derive(Debug, thiserror::Error)]
+pub enum ScheduleFileError {
+    /// The file could not be read (missing, not a regular file, too large, not text).
+    #[error("{0}")]
+    Read(#[source] FileError),
+    /// An MSCCL-IR file that is not a program (malformed XML, with its line and column).
+    #[error("{}: {source}", path.display())]
+    Msccl { path: PathBuf, source: msccl::ParseError },
+    /// A GOAL file that is not a schedule (with its line and column).
+    #[error("{}: {source}", path.display())]
+    Goal { path: PathBuf, source: goal::ParseError },
+    /// A program that would hang or leave a message behind ([`topocomm_proto::schedule::Program::dry_run`]).
+    #[error("{}: {source}", path.display())]
+    DryRun { path: PathBuf, source: ScheduleError },
+}
+
 /// The text of the schedule file at `path` (`what` it is), through the bounded reader
 /// ([`crate::files::read_text`]: a regular file of at most [`MAX_FILE_BYTES`]).
-fn read_text(path: &std::path::Path, what: &'static str) -> Result<String, String> {
-    crate::files::read_text(path, what, MAX_FILE_BYTES).map_err(|error| error.to_string())
+fn read_text(path: &Path, what: &'static str) -> Result<String, ScheduleFileError> {
+    crate::files::read_text(path, what, MAX_FILE_BYTES).map_err(ScheduleFileError::Read)
 }
 
 /// Reads the MSCCL-IR program at `path` and plays it with no data
 /// ([`topocomm_proto::schedule::Program::dry_run`]): a program that would hang or leave a
 /// message behind is refused here, before any node runs it.
-pub fn read_msccl(path: &std::path::Path) -> Result<Schedule, String> {
-    let shown = path.display();
-    let program = msccl::parse(&read_text(path, "MSCCL-IR file")?).map_err(|error| format!("{shown}: {error}"))?;
-    program.dry_run().map_err(|error| format!("{shown}: {error}"))?;
+pub fn read_msccl(path: &Path) -> Result<Schedule, ScheduleFileError> {
+    let program = msccl::parse(&read_text(path, "MSCCL-IR file")?)
+        .map_err(|source| ScheduleFileError::Msccl { path: path.to_owned(), source })?;
+    program.dry_run().map_err(|source| ScheduleFileError::DryRun { path: path.to_owned(), source })?;
     Ok(Schedule::Msccl(program))
 }
 
 /// Reads the GOAL schedule at `path`.
-pub fn read_goal(path: &std::path::Path) -> Result<Schedule, String> {
-    let goal = goal::parse(&read_text(path, "GOAL file")?).map_err(|error| format!("{}: {error}", path.display()))?;
+pub fn read_goal(path: &Path) -> Result<Schedule, ScheduleFileError> {
+    let goal = goal::parse(&read_text(path, "GOAL file")?)
+        .map_err(|source| ScheduleFileError::Goal { path: path.to_owned(), source })?;
     Ok(Schedule::Goal(goal))
 }
 
@@ -101,5 +123,28 @@ pub fn locate(spec: &RunSpec, p: usize, mismatch: &topocomm_proto::reference::Mi
             format!(" (in output chunk {chunk}, chunks of {} B)", layout.chunk_bytes)
         }
         _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+
+    use super::*;
+
+    /// A file that is not XML is refused with its path, and the parser's error (with the
+    /// line) is kept as the cause, not flattened into text.
+    #[test]
+    fn a_malformed_file_is_refused_with_the_parsers_error_as_its_cause() {
+        let path = std::env::temp_dir().join(format!("topocomm-malformed-{}.xml", std::process::id()));
+        std::fs::write(&path, "<algo name=\"x\">\n<gpu\n").expect("a temporary file");
+        let error = read_msccl(&path).expect_err("not XML");
+        std::fs::remove_file(&path).ok();
+        assert!(matches!(&error, ScheduleFileError::Msccl { source: msccl::ParseError::Xml { .. }, .. }), "{error:?}");
+        assert!(error.to_string().starts_with(&format!("{}: malformed XML at line ", path.display())), "{error}");
+        let cause = error.source().and_then(|cause| cause.downcast_ref::<msccl::ParseError>());
+        assert!(matches!(cause, Some(msccl::ParseError::Xml { .. })), "{cause:?}");
+        let missing = read_goal(&path).expect_err("no such file");
+        assert!(matches!(missing, ScheduleFileError::Read(_)) && missing.source().is_some(), "{missing:?}");
     }
 }
