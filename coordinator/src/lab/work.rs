@@ -367,3 +367,17 @@ fn scaling(
 async fn blocking<T: Send + 'static>(work: impl FnOnce() -> anyhow::Result<T> + Send + 'static) -> anyhow::Result<T> {
     tokio::task::spawn_blocking(work).await.context("the computation panicked")?
 }
+
+/// Carries out the queued jobs, one at a time, until the lab stops; frees what each held
+/// when it ends.
+pub(crate) async fn work_through(lab: std::sync::Arc<Lab>) {
+    loop {
+        let (id, args, job, stop) = lab.jobs.next().await;
+        lab.update(id, Status::Running, None);
+        let (status, note, document) = carry_out(&lab, id, &args, job, &stop).await;
+        if let Some(summary) = lab.jobs.finish(id, status, note, document) {
+            lab.tell(json!({ "type": "run", "run": summary }));
+        }
+        topocomm_node::daemon::allocator::release_freed_buffers();
+    }
+}
