@@ -11,7 +11,7 @@ use topocomm_proto::spec::Dilation;
 
 use crate::control::cluster::{Event, Participant};
 
-use super::{Driver, RunError, Stage, describe, index, names};
+use super::{Conductor, RunError, Underway, describe, index, names};
 
 /// Clock probes per node before a traced run.
 const CLOCK_PROBES: u64 = 8;
@@ -27,7 +27,7 @@ const MOST_CLOCK_OFFSET: Duration = Duration::from_secs(24 * 3600);
 /// clocks' drift over the probes' few milliseconds, and the rounding of the midpoints.
 const CLOCK_SLACK: Duration = Duration::from_millis(1);
 
-impl Driver {
+impl Conductor {
     /// Estimates each participant's clock offset from the coordinator's, as NTP does: a
     /// probe's answer is taken to be read halfway through its round trip, and of
     /// `CLOCK_PROBES` probes the one with the shortest round trip wins; its half round
@@ -68,7 +68,7 @@ impl Driver {
                     }
                     Event::Closed { session } if by_session.contains_key(&session) => {
                         let node = describe(&by_session[&session]);
-                        return Err(RunError::Disconnected { node, stage: Stage::ClockProbe });
+                        return Err(RunError::Disconnected { node, underway: Underway::ClockProbe });
                     }
                     _ => {}
                 }

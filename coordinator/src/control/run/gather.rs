@@ -10,7 +10,7 @@ use topocomm_proto::spec::RunSpec;
 
 use crate::control::cluster::{Event, Participant};
 
-use super::{Driver, RunError, Stage, describe, index, names};
+use super::{Conductor, RunError, Underway, describe, index, names};
 
 /// After the first node reports a failure, how much longer the others get.
 const FAILURE_GRACE: Duration = Duration::from_secs(2);
@@ -19,7 +19,7 @@ const FAILURE_GRACE: Duration = Duration::from_secs(2);
 /// end (whose view may name the cause better: a tampered record, say) before it fails.
 const LINK_FAULT_HEARING: Duration = Duration::from_millis(300);
 
-impl Driver {
+impl Conductor {
     /// Starts `spec` on every participant and gathers one report from each.
     /// Each node is sent its own row of `limits`.
     pub(super) async fn start(
@@ -51,7 +51,7 @@ impl Driver {
                         break;
                     }
                     if let Some(node) = by_session.get(&session) {
-                        return Err(RunError::Disconnected { node: describe(node), stage: Stage::Run(spec.run) });
+                        return Err(RunError::Disconnected { node: describe(node), underway: Underway::Run(spec.run) });
                     }
                 }
                 Event::Message { session, message: ToCoordinator::Report(report), .. } => {

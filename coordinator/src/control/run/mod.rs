@@ -52,8 +52,8 @@ pub enum RunError {
     #[error(transparent)]
     Incomplete(#[from] Incomplete),
     /// A node's control session closed while the run needed it.
-    #[error("{node} disconnected {stage}")]
-    Disconnected { node: String, stage: Stage },
+    #[error("{node} disconnected {underway}")]
+    Disconnected { node: String, underway: Underway },
     /// Not every link came up.
     #[error(transparent)]
     Wiring(#[from] WiringFailure),
@@ -78,20 +78,20 @@ pub enum RunError {
     },
 }
 
-/// What the run was doing when a node left.
+/// What was underway in the run when a node left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stage {
+pub enum Underway {
     Wiring,
     ClockProbe,
     Run(u64),
 }
 
-impl std::fmt::Display for Stage {
+impl std::fmt::Display for Underway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Stage::Wiring => write!(f, "while wiring"),
-            Stage::ClockProbe => write!(f, "while its clock was probed"),
-            Stage::Run(run) => write!(f, "during run {run}"),
+            Underway::Wiring => write!(f, "while wiring"),
+            Underway::ClockProbe => write!(f, "while its clock was probed"),
+            Underway::Run(run) => write!(f, "during run {run}"),
         }
     }
 }
@@ -104,7 +104,7 @@ fn failure_lines(silent: &Option<String>, failures: &[String]) -> String {
     text
 }
 
-/// The coordinator: the cluster key, the cluster and the one-at-a-time run driver.
+/// The coordinator: the cluster key, the cluster and the one-at-a-time run conductor.
 pub struct Coordinator {
     pub cluster: Cluster,
     key: Key,
@@ -113,10 +113,10 @@ pub struct Coordinator {
     tuning: Arc<Tuning>,
     /// The last run shape's allowances at every node, counted here once for all of them.
     allowances: Arc<allowance::Cache>,
-    driver: Mutex<Driver>,
+    conductor: Mutex<Conductor>,
 }
 
-struct Driver {
+struct Conductor {
     events: mpsc::UnboundedReceiver<Event>,
     epoch: u64,
     run: u64,
@@ -136,7 +136,7 @@ impl Coordinator {
             encrypted,
             tuning,
             allowances: Arc::default(),
-            driver: Mutex::new(Driver { events, epoch: 0, run: 0, next_nonce: 0 }),
+            conductor: Mutex::new(Conductor { events, epoch: 0, run: 0, next_nonce: 0 }),
         }
     }
 
@@ -162,7 +162,7 @@ impl Coordinator {
 
     /// Runs `request` on the cluster: wires it as asked, then runs and gathers.
     pub async fn execute(&self, request: RunRequest) -> Result<RunOutcome, RunError> {
-        let mut driver = self.driver.lock().await;
+        let mut conductor = self.conductor.lock().await;
         // Before the timeout bounds the wait for the cluster.
         request.spec.validate_timing()?;
         let timeout = request.spec.timeout();
@@ -178,21 +178,24 @@ impl Coordinator {
         })?;
         let topology_spec = TopologySpec { kind: topology.kind(), p, dims: topology.dims().to_vec() };
         let sessions: Vec<SessionId> = participants.iter().map(|p| p.session).collect();
-        if driver.drain() {
+        if conductor.drain() {
             // A link of the wiring broke between runs: the next run needs new links.
             self.cluster.set_wiring(None);
         }
         if self.cluster.wiring_of(&sessions).as_ref() != Some(&topology_spec) {
             self.cluster.set_wiring(None);
             let wiring_from = Instant::now();
-            driver.wire(&participants, &topology, &topology_spec).await?;
+            conductor.wire(&participants, &topology, &topology_spec).await?;
             setup.wiring_ms = Some(wiring_from.elapsed().as_secs_f64() * 1e3);
             self.cluster.set_wiring(Some((topology_spec.clone(), sessions)));
         }
-        driver.run += 1;
-        let spec = RunSpec { run: driver.run, ..spec };
-        let clocks =
-            if spec.trace || spec.emulation.is_some() { Some(driver.probe_clocks(&participants).await?) } else { None };
+        conductor.run += 1;
+        let spec = RunSpec { run: conductor.run, ..spec };
+        let clocks = if spec.trace || spec.emulation.is_some() {
+            Some(conductor.probe_clocks(&participants).await?)
+        } else {
+            None
+        };
         // With emulated links every iteration starts at one common instant (see node::run).
         let clock_offsets_ns = match (&clocks, spec.emulation) {
             (Some(clocks), Some(_)) => clocks.iter().map(ClockOffset::significant_ns).collect(),
@@ -203,7 +206,7 @@ impl Coordinator {
         // A run that fails, or whose caller gives up on it (drops this future: a job
         // cancelled in the lab, a client that left), is aborted on every node.
         let aborting = AbortOnDrop { cluster: &self.cluster, participants: &participants, run: spec.run };
-        match driver.start(&participants, &spec, &limits).await {
+        match conductor.start(&participants, &spec, &limits).await {
             Ok(mut reports) => {
                 // Every node reported: nothing to abort.
                 std::mem::forget(aborting);
@@ -235,7 +238,7 @@ impl Drop for AbortOnDrop<'_> {
     }
 }
 
-impl Driver {
+impl Conductor {
     /// Forgets events left over from earlier runs; says whether a node reported a link
     /// of the current wiring broken among them.
     fn drain(&mut self) -> bool {
@@ -371,9 +374,9 @@ mod tests {
             failed.to_string(),
             "run 7 of allreduce failed; no report from node 2 (n2)\n  node 0 (n0): no message\n  node 1 (n1): no message"
         );
-        let left = |stage| RunError::Disconnected { node: "node 1 (n1)".into(), stage }.to_string();
-        assert_eq!(left(Stage::Wiring), "node 1 (n1) disconnected while wiring");
-        assert_eq!(left(Stage::ClockProbe), "node 1 (n1) disconnected while its clock was probed");
-        assert_eq!(left(Stage::Run(7)), "node 1 (n1) disconnected during run 7");
+        let left = |underway| RunError::Disconnected { node: "node 1 (n1)".into(), underway }.to_string();
+        assert_eq!(left(Underway::Wiring), "node 1 (n1) disconnected while wiring");
+        assert_eq!(left(Underway::ClockProbe), "node 1 (n1) disconnected while its clock was probed");
+        assert_eq!(left(Underway::Run(7)), "node 1 (n1) disconnected during run 7");
     }
 }

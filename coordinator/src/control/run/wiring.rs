@@ -13,7 +13,7 @@ use topocomm_proto::control::{self, Neighbour, ToCoordinator, ToNode, TopologySp
 
 use crate::control::cluster::{Event, Participant};
 
-use super::{Driver, RunError, Stage, describe, index, names};
+use super::{Conductor, RunError, Underway, describe, index, names};
 
 /// How much longer than its nodes' deadline to link (`control::link_deadline`) the
 /// coordinator waits for their word on a wiring.
@@ -71,7 +71,7 @@ fn neighbour_table_hint(reports: &[String]) -> &'static str {
     if no_route { NEIGHBOUR_TABLE_HINT } else { "" }
 }
 
-impl Driver {
+impl Conductor {
     /// Sends every participant its part of the wiring, each link with a fresh key only
     /// its two ends get, and waits for all links. When the wiring fails, every node's
     /// word is heard (until the deadline) before the one at fault is named.
@@ -109,7 +109,7 @@ impl Driver {
             match event {
                 Event::Closed { session } => {
                     if let Some(node) = by_session.get(&session) {
-                        return Err(RunError::Disconnected { node: describe(node), stage: Stage::Wiring });
+                        return Err(RunError::Disconnected { node: describe(node), underway: Underway::Wiring });
                     }
                 }
                 Event::Message { session, message, .. } => {
