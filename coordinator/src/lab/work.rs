@@ -272,11 +272,10 @@ async fn swept(lab: &Lab, id: u64, target: &Target, job: &SweepJob, words: &[Str
         None => "full-speed links".to_owned(),
     };
     let title = format!(
-        "{} swept over {} sizes and {} algorithm{} on a {topology}, {links}",
+        "{} swept over {} and {} on a {topology}, {links}",
         args.collective,
-        sizes.len(),
-        algorithms.len(),
-        if algorithms.len() == 1 { "" } else { "s" }
+        crate::render::quantity::count(sizes.len() as u64, "size"),
+        crate::render::quantity::count(algorithms.len() as u64, "algorithm")
     );
     let document = schema::versioned(json!({
         "kind": Kind::Sweep.name(), "title": title, "args": words,
@@ -349,9 +348,9 @@ fn scaling(
         }
     }
     let title = format!(
-        "{} simulated at {} points, {}",
+        "{} simulated at {}, {}",
         args.collective,
-        planned.len(),
+        crate::render::quantity::count(planned.len() as u64, "point"),
         crate::render::links::describe_links(&links)
     );
     let failure = (!failures.is_empty()).then(|| format!("error: {}", failures.join("; ")));
