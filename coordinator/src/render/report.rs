@@ -424,12 +424,12 @@ pub(crate) mod tests {
         let mut summary = summary_for_tests();
         summary.collective = "scan".into();
         summary.algorithm = "hypercube".into();
-        assert!(headline(&summary).contains("f64 sum, inclusive, 1 iterations"), "{}", headline(&summary));
+        assert!(headline(&summary).contains("f64 sum, inclusive, 1 iteration after"), "{}", headline(&summary));
         summary.exclusive = true;
-        assert!(headline(&summary).contains("f64 sum, exclusive, 1 iterations"), "{}", headline(&summary));
+        assert!(headline(&summary).contains("f64 sum, exclusive, 1 iteration after"), "{}", headline(&summary));
         summary.collective = "shift".into();
         summary.shift = 3;
-        assert!(headline(&summary).contains("f64, shift by 3, 1 iterations"), "{}", headline(&summary));
+        assert!(headline(&summary).contains("f64, shift by 3, 1 iteration after"), "{}", headline(&summary));
         assert!(!headline(&summary).contains("encrypted"));
         summary.encrypted = true;
         assert!(
@@ -439,7 +439,7 @@ pub(crate) mod tests {
         );
         summary.collective = "barrier".into();
         summary.size_bytes = 0;
-        assert!(headline(&summary).contains(": no data, 1 iterations"), "{}", headline(&summary));
+        assert!(headline(&summary).contains(": no data, 1 iteration after"), "{}", headline(&summary));
     }
 
     #[test]
