@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{
-    Background, Cluster, Scratch, command, kill_and_reap, node_bin, poll, read_text, run_bounded, topocomm_bin,
+    Background, Scratch, TestCluster, command, kill_and_reap, node_bin, poll, read_text, run_bounded, topocomm_bin,
     wait_until,
 };
 use serde_json::Value;
@@ -57,14 +57,14 @@ fn frames_forwarded(json: &Value) -> u64 {
 }
 
 /// How many wirings the coordinator has completed (it logs one line per wiring).
-fn wirings(cluster: &Cluster) -> usize {
+fn wirings(cluster: &TestCluster) -> usize {
     cluster.serve_stderr().matches("every link is up").count()
 }
 
 #[test]
 fn a_long_lived_cluster_rewires_through_every_topology() {
     let started = Instant::now();
-    let mut cluster = Cluster::start("topologies", 8);
+    let mut cluster = TestCluster::start("topologies", 8);
     // (topology with its options, its name, the default algorithm, the dims it gets)
     let shapes: &[(&str, &str, &str, &[u64])] = &[
         ("ring", "ring", "ring", &[8]),
@@ -145,7 +145,7 @@ fn a_long_lived_cluster_rewires_through_every_topology() {
     let members = cluster.wait_for_members(8, Duration::from_secs(10));
     for (index, member) in members.iter().enumerate() {
         assert_eq!(member.id, Some(index), "{members:?}");
-        assert_eq!(member.name, Cluster::node_name(index), "{members:?}");
+        assert_eq!(member.name, TestCluster::node_name(index), "{members:?}");
         assert!(member.data_addr.starts_with("127.0.0.1:"), "{members:?}");
     }
     eprintln!("every topology in {:?}", started.elapsed());
@@ -167,7 +167,7 @@ fn dumped_run_json(dir: &Path) -> Value {
 }
 
 /// Runs `words --dump dir` on `cluster`; its JSON.
-fn run_dumped(cluster: &Cluster, words: &str, dir: &Path) -> Value {
+fn run_dumped(cluster: &TestCluster, words: &str, dir: &Path) -> Value {
     let mut run = cluster.run_command(words);
     run.arg("--dump").arg(dir);
     let json = run_bounded(run, &cluster.scratch, "dump", Duration::from_secs(60)).json();
@@ -183,7 +183,7 @@ fn i64s(bytes: &[u8]) -> Vec<i64> {
 fn dumps_hold_every_input_and_output_and_the_reduction_checks_out() {
     const NODES: usize = 4;
     const SIZE: usize = 8 * 1024;
-    let cluster = Cluster::start("dump", NODES);
+    let cluster = TestCluster::start("dump", NODES);
 
     // Broadcast from node 1: every node ends with exactly the root's input.
     let dir = cluster.scratch.path.join("broadcast-dump");
@@ -263,7 +263,7 @@ fn closed_by_peer(stream: &mut TcpStream, patience: Duration) -> Result<(), Stri
 
 #[test]
 fn strangers_are_refused_and_the_cluster_carries_on() {
-    let mut cluster = Cluster::start("strangers", 4);
+    let mut cluster = TestCluster::start("strangers", 4);
     cluster.run_ok("broadcast -t ring --size 4KiB --iterations 2");
 
     // (a) A daemon with the wrong token is refused by the coordinator and exits.
@@ -337,7 +337,7 @@ fn strangers_are_refused_and_the_cluster_carries_on() {
 #[test]
 fn a_killed_daemon_fails_the_run_in_time_and_its_restart_runs_again() {
     const VICTIM: usize = 2;
-    let mut cluster = Cluster::start("kill", 4);
+    let mut cluster = TestCluster::start("kill", 4);
     // Wire the ring first so the long run starts at once.
     cluster.run_ok("broadcast -t ring --size 4KiB --iterations 1");
     let runs_before = cluster.node_stderr(VICTIM).matches("run started").count();
@@ -361,7 +361,7 @@ fn a_killed_daemon_fails_the_run_in_time_and_its_restart_runs_again() {
     assert!(took < Duration::from_secs(20), "it took {took:?} to fail");
     assert!(failed.stderr.contains("error:"), "{}", failed.stderr);
     assert!(
-        failed.stderr.contains(&format!("node {VICTIM}")) || failed.stderr.contains(&Cluster::node_name(VICTIM)),
+        failed.stderr.contains(&format!("node {VICTIM}")) || failed.stderr.contains(&TestCluster::node_name(VICTIM)),
         "the error does not name node {VICTIM}:\n{}",
         failed.stderr
     );
@@ -371,7 +371,7 @@ fn a_killed_daemon_fails_the_run_in_time_and_its_restart_runs_again() {
     cluster.restart_node(VICTIM);
     let members = cluster.wait_for_members(4, Duration::from_secs(20));
     assert_eq!(members[VICTIM].id, Some(VICTIM), "{members:?}");
-    assert_eq!(members[VICTIM].name, Cluster::node_name(VICTIM), "{members:?}");
+    assert_eq!(members[VICTIM].name, TestCluster::node_name(VICTIM), "{members:?}");
 
     let restarted = Instant::now();
     let mut errors = Vec::new();

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::Cluster;
+use common::TestCluster;
 use serde_json::Value;
 use topocomm_proto::TopologyKind;
 use topocomm_proto::catalogue;
@@ -28,7 +28,7 @@ const COLLECTIVES: [&str; 11] = [
 
 #[test]
 fn every_collective_runs_verified_on_ring_torus_and_hypercube() {
-    let cluster = Cluster::start("collectives", 8);
+    let cluster = TestCluster::start("collectives", 8);
     for topology in ["ring", "torus", "hypercube"] {
         for collective in COLLECTIVES {
             let words = format!("{collective} --topology {topology} --root 3 --size 8KiB --iterations 2 --warmup 1");
@@ -53,7 +53,7 @@ fn every_collective_runs_verified_on_ring_torus_and_hypercube() {
 
 #[test]
 fn auto_names_what_it_ran_and_emulated_runs_carry_the_model() {
-    let cluster = Cluster::start("auto-model", 8);
+    let cluster = TestCluster::start("auto-model", 8);
     let json = cluster.run_ok("allreduce --topology hypercube --algorithm auto --size 1MiB --iterations 2 --warmup 1");
     assert_eq!(json["algorithm"], "halving-doubling", "{json:#}");
     let json = cluster.run_ok("allreduce --topology hypercube --algorithm auto --size 64KiB --iterations 2 --warmup 1");
@@ -83,7 +83,7 @@ fn steps_of(json: &Value) -> u64 {
 
 #[test]
 fn schedules_report_their_steps() {
-    let cluster = Cluster::start("steps", 8);
+    let cluster = TestCluster::start("steps", 8);
     assert_eq!(steps_of(&cluster.run_ok("broadcast --topology hypercube --size 1KiB --iterations 1 --warmup 0")), 3);
     assert_eq!(steps_of(&cluster.run_ok("broadcast --topology ring --size 1KiB --iterations 1 --warmup 0")), 4);
     assert_eq!(steps_of(&cluster.run_ok("allgather --topology ring --size 1KiB --iterations 1 --warmup 0")), 7);

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{Background, Cluster, command, poll, rss_kib, run_bounded, topocomm_bin};
+use common::{Background, TestCluster, command, poll, rss_kib, run_bounded, topocomm_bin};
 use futures::{SinkExt, StreamExt};
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
@@ -110,7 +110,7 @@ fn free_port() -> u16 {
 /// Node 1 of `cluster` again, its data listener behind a proxy (node 0 dials it through
 /// there), and a long all-reduce on a ring flowing through it, with the per-iteration
 /// deadline of 30 s a cut link used to wait out.
-fn long_run_through_a_proxy(cluster: &mut Cluster) -> (Proxy, Background) {
+fn long_run_through_a_proxy(cluster: &mut TestCluster) -> (Proxy, Background) {
     let listen = format!("127.0.0.1:{}", free_port());
     let proxy = Proxy::start(listen.clone());
     cluster.kill_node(1);
@@ -126,7 +126,7 @@ fn long_run_through_a_proxy(cluster: &mut Cluster) -> (Proxy, Background) {
 
 #[test]
 fn a_data_link_cut_mid_run_ends_the_run_at_once_naming_both_ends() {
-    let mut cluster = Cluster::start("cut-link", 4);
+    let mut cluster = TestCluster::start("cut-link", 4);
     cluster.run_ok("allreduce -t ring --size 1KiB --iterations 2");
     let (proxy, running) = long_run_through_a_proxy(&mut cluster);
     let cut_at = Instant::now();
@@ -145,7 +145,7 @@ fn a_data_link_cut_mid_run_ends_the_run_at_once_naming_both_ends() {
     // carries new connections).
     cluster.run_ok("allreduce -t ring --size 1KiB --iterations 2");
     // Cut between runs: the next run is wired afresh instead of failing on broken links.
-    let told = |cluster: &Cluster| {
+    let told = |cluster: &TestCluster| {
         (0..2)
             .map(|node| cluster.node_stderr(node).matches("telling the coordinator a link failed").count())
             .sum::<usize>()
@@ -161,7 +161,7 @@ fn a_data_link_cut_mid_run_ends_the_run_at_once_naming_both_ends() {
 
 #[test]
 fn a_record_tampered_with_mid_run_ends_the_encrypted_run_at_once_saying_so() {
-    let mut cluster = Cluster::start_encrypted("tamper", 4);
+    let mut cluster = TestCluster::start_encrypted("tamper", 4);
     let (proxy, running) = long_run_through_a_proxy(&mut cluster);
     let tampered_at = Instant::now();
     proxy.tamper.store(true, Ordering::Relaxed);
@@ -185,7 +185,7 @@ fn simulated(words: &str, scratch: &common::Scratch) -> Value {
 
 #[test]
 fn frames_forwarded_are_exactly_the_schedules_run_after_run() {
-    let cluster = Cluster::start("counts", 8);
+    let cluster = TestCluster::start("counts", 8);
     // Schedules that forward: a hypercube's steps on a ring, Bruck's on a mesh, the
     // dissemination barrier and a scan on a ring; each run three times, with warm-ups
     // whose stragglers must not be counted.
@@ -288,7 +288,7 @@ async fn rogue_node_0(address: String, token: String, big_frames: usize) -> u64 
 
 #[test]
 fn a_rogue_neighbour_cannot_take_a_nodes_memory_and_is_named() {
-    let mut cluster = Cluster::start("rogue-data", 4);
+    let mut cluster = TestCluster::start("rogue-data", 4);
     cluster.run_ok("allreduce -t ring --size 1KiB --iterations 2");
     cluster.kill_node(0);
     let victim_before = rss_kib(cluster.node_pid(1)).expect("node 1 runs");

@@ -9,7 +9,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Cluster, Scratch, command, run_bounded, topocomm_bin};
+use common::{Scratch, TestCluster, command, run_bounded, topocomm_bin};
 use serde_json::Value;
 
 const PATIENCE: Duration = Duration::from_secs(240);
@@ -117,7 +117,7 @@ fn auto_probes_the_cluster_and_says_why() {
 
 #[test]
 fn a_served_cluster_dilates_its_runs_too() {
-    let cluster = Cluster::start("dilation-serve", 2);
+    let cluster = TestCluster::start("dilation-serve", 2);
     let json = cluster.run_ok("broadcast --topology ring --size 1KiB --iterations 2 --warmup 1 --ts 200us --th 20us");
     let auto = &json["dilation"]["auto"];
     assert_eq!(auto["probe"]["nodes"], 2, "the probe ran on the served cluster: {json:#}");

@@ -13,7 +13,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{Cluster, Member, poll, rss_kib, signal};
+use common::{Member, TestCluster, poll, rss_kib, signal};
 use futures::SinkExt;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use topocomm_node::security::handshake::{HandshakeError, initiate};
@@ -52,7 +52,7 @@ fn handshake(address: &str, token: &str, purpose: Purpose) -> Result<(), Handsha
 
 #[test]
 fn a_huge_length_prefix_before_authentication_costs_nothing() {
-    let mut cluster = Cluster::start("huge-prefix", 2);
+    let mut cluster = TestCluster::start("huge-prefix", 2);
     let before = rss_kib(cluster.serve_pid()).expect("the coordinator runs");
     for _ in 0..3 {
         let mut stream = TcpStream::connect(&cluster.address).expect("connecting to the control port");
@@ -80,7 +80,7 @@ fn a_huge_length_prefix_before_authentication_costs_nothing() {
 
 #[test]
 fn forged_and_oversized_names_are_refused_and_logged_escaped() {
-    let mut cluster = Cluster::start("names", 2);
+    let mut cluster = TestCluster::start("names", 2);
     let forged = "evil\n2026-11-24T00:00:00Z  INFO topocomm::cluster: cluster formed \u{1b}[2J";
     for name in [forged.to_owned(), "n".repeat(300)] {
         let purpose = Purpose::Node { name, data_addr: "127.0.0.1:9".into(), memory_bytes: 0 };
@@ -109,7 +109,7 @@ fn forged_and_oversized_names_are_refused_and_logged_escaped() {
 
 #[test]
 fn status_answers_while_a_thousand_idle_connections_are_open() {
-    let mut cluster = Cluster::start("idle", 2);
+    let mut cluster = TestCluster::start("idle", 2);
     let idle: Vec<TcpStream> = (0..1000).filter_map(|_| TcpStream::connect(&cluster.address).ok()).collect();
     assert!(idle.len() >= 990, "only {} connections opened", idle.len());
     let started = Instant::now();
@@ -124,7 +124,7 @@ fn status_answers_while_a_thousand_idle_connections_are_open() {
 
 #[test]
 fn a_rogue_node_flooding_the_coordinator_is_bounded_and_dropped() {
-    let mut cluster = Cluster::start("rogue", 3);
+    let mut cluster = TestCluster::start("rogue", 3);
     cluster.run_ok("allreduce -t ring --size 1KiB --iterations 2");
     cluster.kill_node(2);
     let before = rss_kib(cluster.serve_pid()).expect("the coordinator runs");
@@ -158,7 +158,7 @@ fn a_rogue_node_flooding_the_coordinator_is_bounded_and_dropped() {
 
 #[test]
 fn hellos_spammed_while_the_cluster_rewires_never_take_a_slot() {
-    let mut cluster = Cluster::start("spam", 4);
+    let mut cluster = TestCluster::start("spam", 4);
     cluster.run_ok("broadcast -t ring --size 1KiB --iterations 1");
     let members: Vec<Member> = cluster.wait_for_members(4, Duration::from_secs(10));
     let stop = std::sync::atomic::AtomicBool::new(false);
@@ -198,7 +198,7 @@ fn hellos_spammed_while_the_cluster_rewires_never_take_a_slot() {
 
 #[test]
 fn a_paused_node_is_the_one_named_when_a_rewiring_fails() {
-    let mut cluster = Cluster::start("paused", 4);
+    let mut cluster = TestCluster::start("paused", 4);
     cluster.run_ok("broadcast -t ring --size 1KiB --iterations 1");
     signal(cluster.node_pid(2), "STOP");
     let failed = cluster.run("broadcast -t full --size 1KiB --iterations 1");
@@ -220,7 +220,7 @@ fn a_paused_node_is_the_one_named_when_a_rewiring_fails() {
 
 #[test]
 fn an_unreachable_advertised_address_is_the_one_named() {
-    let mut cluster = Cluster::start("unreachable", 4);
+    let mut cluster = TestCluster::start("unreachable", 4);
     cluster.kill_node(3);
     // Nothing listens on port 1: node 3's lower neighbours cannot reach it.
     cluster.restart_node_with(3, &["--advertise", "127.0.0.1:1"]);
@@ -238,7 +238,7 @@ fn an_unreachable_advertised_address_is_the_one_named() {
 
 #[test]
 fn an_encrypted_cluster_verifies_and_turns_plain_parties_away() {
-    let mut cluster = Cluster::start_encrypted("encrypted", 4);
+    let mut cluster = TestCluster::start_encrypted("encrypted", 4);
     for shape in ["ring", "hypercube"] {
         cluster.run_ok(&format!("allreduce -t {shape} --size 256KiB --iterations 2"));
     }

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{Cluster, command, poll, run_bounded, topocomm_bin};
+use common::{TestCluster, command, poll, run_bounded, topocomm_bin};
 use futures::{SinkExt, StreamExt};
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpSocket};
@@ -35,7 +35,7 @@ fn runtime() -> tokio::runtime::Runtime {
 type RogueLink = Framed<Channel<tokio::net::TcpStream>, LengthDelimitedCodec>;
 
 /// Registers with the coordinator as node `name` (a token holder taking a place).
-async fn register_rogue(cluster: &Cluster, name: &str, data_addr: &str) -> RogueLink {
+async fn register_rogue(cluster: &TestCluster, name: &str, data_addr: &str) -> RogueLink {
     let stream = tokio::net::TcpStream::connect(&cluster.address).await.expect("connecting");
     let purpose = Purpose::Node { name: name.into(), data_addr: data_addr.into(), memory_bytes: 0 };
     let channel =
@@ -65,7 +65,7 @@ async fn closed_within(link: &mut RogueLink, patience: Duration) -> bool {
 
 #[test]
 fn reports_no_run_asked_for_close_the_session_naming_the_node() {
-    let mut cluster = Cluster::start("unsolicited", 3);
+    let mut cluster = TestCluster::start("unsolicited", 3);
     cluster.run_ok("allreduce -t ring --size 1KiB --iterations 2");
     cluster.kill_node(2);
     let runtime = runtime();
@@ -130,7 +130,7 @@ impl Gate for WiredGate {
 
 #[test]
 fn a_wire_failed_naming_a_node_the_reporter_does_not_link_to_is_ignored() {
-    let mut cluster = Cluster::start("blame", 4);
+    let mut cluster = TestCluster::start("blame", 4);
     cluster.run_ok("broadcast -t ring --size 1KiB --iterations 1");
     cluster.kill_node(3);
     let runtime = runtime();
@@ -256,7 +256,7 @@ async fn flood(address: SocketAddr, source: &str, stop: Arc<AtomicBool>, opened:
 
 #[test]
 fn a_flood_from_one_address_does_not_keep_a_client_at_another_out() {
-    let cluster = Cluster::start("flood", 2);
+    let cluster = TestCluster::start("flood", 2);
     let address: SocketAddr = cluster.address.parse().expect("an address");
     let runtime = runtime();
     let (stop, opened) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
@@ -291,7 +291,7 @@ async fn silent(address: SocketAddr, source: &str) -> tokio::net::TcpStream {
 
 #[test]
 fn a_party_dropped_for_newer_connections_is_told_why() {
-    let cluster = Cluster::start("evicted", 1);
+    let cluster = TestCluster::start("evicted", 1);
     let address: SocketAddr = cluster.address.parse().expect("an address");
     let runtime = runtime();
     let said = runtime.block_on(async {
@@ -317,7 +317,7 @@ fn a_party_dropped_for_newer_connections_is_told_why() {
 
 #[test]
 fn a_flood_of_refusals_is_logged_as_counts_once_a_second() {
-    let cluster = Cluster::start("refusal-log", 1);
+    let cluster = TestCluster::start("refusal-log", 1);
     let quiet = cluster.serve_stderr().lines().count();
     const FLOOD: usize = 3000;
     let started = Instant::now();

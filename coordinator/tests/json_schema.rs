@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Cluster, Scratch, command, read_text, run_bounded, topocomm_bin};
+use common::{Scratch, TestCluster, command, read_text, run_bounded, topocomm_bin};
 use serde_json::Value;
 
 /// The version the README documents.
@@ -133,7 +133,7 @@ fn documents_of_local_clusters_carry_the_version() {
 
 #[test]
 fn documents_of_a_serving_coordinator_carry_the_version() {
-    let cluster = Cluster::start("schema-serve", 2);
+    let cluster = TestCluster::start("schema-serve", 2);
     let status = run_bounded(cluster.cli(&["status", "--json"]), &cluster.scratch, "status", PATIENCE);
     assert!(status.status.success(), "{status:?}");
     let status = versioned("status --json", &status.stdout);

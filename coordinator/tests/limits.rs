@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Cluster, Scratch, command, run_bounded, topocomm_bin};
+use common::{Scratch, TestCluster, command, run_bounded, topocomm_bin};
 
 /// Runs `topocomm run allreduce <args>` on a local cluster logging to a fresh folder and
 /// checks that it was refused: a failure, exactly one error line holding every one of
@@ -69,7 +69,7 @@ fn more_local_nodes_than_the_machine_allows_start_none() {
 
 #[test]
 fn a_served_cluster_survives_a_run_too_large_for_its_nodes() {
-    let mut cluster = Cluster::start("limits-served", 4);
+    let mut cluster = TestCluster::start("limits-served", 4);
     let finished = cluster.run("allreduce --topology ring --size 100GiB --iterations 1 --warmup 0");
     assert!(!finished.status.success(), "100 GiB was accepted: {finished:?}");
     let said = &finished.stderr;

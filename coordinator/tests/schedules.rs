@@ -10,7 +10,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{Cluster, Scratch, command, run_bounded, topocomm_bin};
+use common::{Scratch, TestCluster, command, run_bounded, topocomm_bin};
 use serde_json::Value;
 
 fn schedule(name: &str) -> String {
@@ -40,7 +40,7 @@ fn simulated(scratch: &Scratch, words: &str) -> Value {
 #[test]
 fn the_projects_own_programs_run_verified_on_8_and_16_daemons_as_the_simulator_counts() {
     for p in [8, 16] {
-        let cluster = Cluster::start(&format!("schedules-{p}"), p);
+        let cluster = TestCluster::start(&format!("schedules-{p}"), p);
         let scratch = Scratch::new(&format!("schedules-simulate-{p}"));
         for topology in ["ring", "torus", "hypercube"] {
             for (name, collective, size) in programs(p) {
@@ -62,7 +62,7 @@ fn the_projects_own_programs_run_verified_on_8_and_16_daemons_as_the_simulator_c
 
 #[test]
 fn a_goal_schedule_explain_wrote_runs_on_daemons_with_sizes_only() {
-    let cluster = Cluster::start("schedules-goal", 8);
+    let cluster = TestCluster::start("schedules-goal", 8);
     let scratch = Scratch::new("schedules-goal-explain");
     let goal = scratch.file("allreduce", "goal");
     let goal = goal.to_str().unwrap();
@@ -79,7 +79,7 @@ fn a_goal_schedule_explain_wrote_runs_on_daemons_with_sizes_only() {
 
 #[test]
 fn a_program_for_another_node_count_is_refused_with_its_message() {
-    let cluster = Cluster::start("schedules-refused", 8);
+    let cluster = TestCluster::start("schedules-refused", 8);
     let file = schedule("ring_allreduce_4ch_p16.xml");
     let finished = cluster.run(&format!("allreduce --topology ring --size 24KiB --schedule {file}"));
     assert!(!finished.status.success());

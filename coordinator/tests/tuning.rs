@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{Cluster, Scratch, command, read_text, run_bounded, topocomm_bin};
+use common::{Scratch, TestCluster, command, read_text, run_bounded, topocomm_bin};
 use serde_json::{Value, json};
 
 const PATIENCE: Duration = Duration::from_secs(120);
@@ -94,7 +94,7 @@ fn a_served_cluster_resolves_auto_by_its_own_file() {
     let scratch = Scratch::new("tuning-served-file");
     let file = scratch.path.join("tuning.json");
     write(&file, &linear_scatter_from_1_kib());
-    let cluster = Cluster::start_tuned("tuning-served", 4, &file);
+    let cluster = TestCluster::start_tuned("tuning-served", 4, &file);
     let json = cluster.run_ok("scatter --topology full --algorithm auto --size 1KiB --iterations 2");
     assert_eq!(json["algorithm"], "linear", "{json:#}");
     let json = cluster.run_ok("scatter --topology full --algorithm auto --size 512B --iterations 2");
@@ -138,7 +138,7 @@ fn the_coordinator_and_its_nodes_hold_a_run_to_the_files_footprint() {
     let scratch = Scratch::new("tuning-footprint");
     let huge = scratch.path.join("huge.json");
     write(&huge, &footprint_of("1000000000"));
-    let cluster = Cluster::start_tuned("tuning-huge-footprint", 4, &huge);
+    let cluster = TestCluster::start_tuned("tuning-huge-footprint", 4, &huge);
     let refused = cluster.run("allreduce --topology ring --algorithm ring --size 64KiB --iterations 2");
     assert!(!refused.status.success(), "{}", refused.stdout);
     assert!(refused.stderr.contains("the run needs about"), "{}", refused.stderr);
@@ -147,7 +147,7 @@ fn the_coordinator_and_its_nodes_hold_a_run_to_the_files_footprint() {
 
     let lean = scratch.path.join("lean.json");
     write(&lean, &footprint_of("0"));
-    let cluster = Cluster::start_tuned("tuning-lean-footprint", 4, &lean);
+    let cluster = TestCluster::start_tuned("tuning-lean-footprint", 4, &lean);
     cluster.run_ok("allreduce --topology ring --algorithm ring --size 64KiB --iterations 2 --warmup 1");
     // In and out, nothing in flight, 8 B of timing per iteration; the built-in factor
     // (twice in flight) would say 256 KiB + 16 B.

@@ -11,7 +11,9 @@ use std::path::Path;
 use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
-use common::{Cluster, Finished, Scratch, command, kill_and_reap, read_text, run_bounded, topocomm_bin, wait_until};
+use common::{
+    Finished, Scratch, TestCluster, command, kill_and_reap, read_text, run_bounded, topocomm_bin, wait_until,
+};
 use serde_json::Value;
 
 /// The longest any one command here may take (a debug build on two shared cores).
@@ -117,7 +119,7 @@ fn serve_refuses_to_write_a_token_when_one_was_given() {
 #[test]
 fn every_command_exits_quietly_on_a_closed_stdout() {
     let scratch = Scratch::new("closed-stdout");
-    let cluster = Cluster::start("closed-stdout-served", 1);
+    let cluster = TestCluster::start("closed-stdout-served", 1);
     let mut commands: Vec<(String, Command)> = [
         "--help",
         "list",

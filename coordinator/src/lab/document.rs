@@ -90,14 +90,14 @@ pub fn by_step(events: &[FlowEvent]) -> Vec<Value> {
     use std::collections::BTreeMap;
     let origin = events.iter().map(|e| e.at_ns).min().unwrap_or(0);
     #[derive(Default)]
-    struct Step {
+    struct Bar {
         messages: u64,
         bytes: u64,
         start: Option<u64>,
         end: u64,
         links: BTreeMap<(usize, usize), u64>,
     }
-    let mut steps: BTreeMap<u16, Step> = BTreeMap::new();
+    let mut steps: BTreeMap<u16, Bar> = BTreeMap::new();
     for message in messages(events) {
         let step = steps.entry(message.step).or_default();
         step.messages += 1;

@@ -13,8 +13,12 @@
 //! - `assets`: the page itself (HTML, CSS, JavaScript), embedded in the binary;
 //! - `words`: the command words a request may give (every option naming a file refused);
 //! - `jobs`: the queue of jobs (one at a time, bounded, cancellable) and the history;
-//! - `work`: what each kind of job does, through its command's code;
-//! - `server`: the HTTP server and its JSON API.
+//! - `work`: what each kind of job does, through its command's code, and the loop that
+//!   carries the queued jobs out;
+//! - `routes`: the page's files and the JSON API's handlers, behind the access checks;
+//! - `events`: the server-sent events (the cluster as it changes, each job's progress);
+//! - `server`: the lab itself (its state), started beside a local cluster or a serving
+//!   coordinator, serving the routes through the door.
 //!
 //! Behind the `lab` cargo feature (default on; the container image is built without it).
 
@@ -32,7 +36,11 @@ pub mod document;
 #[cfg(feature = "lab")]
 pub mod door;
 #[cfg(feature = "lab")]
+mod events;
+#[cfg(feature = "lab")]
 pub mod jobs;
+#[cfg(feature = "lab")]
+mod routes;
 #[cfg(feature = "lab")]
 pub mod server;
 #[cfg(feature = "lab")]

@@ -272,11 +272,10 @@ async fn swept(lab: &Lab, id: u64, target: &Target, job: &SweepJob, words: &[Str
         None => "full-speed links".to_owned(),
     };
     let title = format!(
-        "{} swept over {} sizes and {} algorithm{} on a {topology}, {links}",
+        "{} swept over {} and {} on a {topology}, {links}",
         args.collective,
-        sizes.len(),
-        algorithms.len(),
-        if algorithms.len() == 1 { "" } else { "s" }
+        crate::render::quantity::count(sizes.len() as u64, "size"),
+        crate::render::quantity::count(algorithms.len() as u64, "algorithm")
     );
     let document = schema::versioned(json!({
         "kind": Kind::Sweep.name(), "title": title, "args": words,
@@ -349,9 +348,9 @@ fn scaling(
         }
     }
     let title = format!(
-        "{} simulated at {} points, {}",
+        "{} simulated at {}, {}",
         args.collective,
-        planned.len(),
+        crate::render::quantity::count(planned.len() as u64, "point"),
         crate::render::links::describe_links(&links)
     );
     let failure = (!failures.is_empty()).then(|| format!("error: {}", failures.join("; ")));
@@ -366,4 +365,18 @@ fn scaling(
 /// waits for it to end even when the job is cancelled, so that one job computes at a time.
 async fn blocking<T: Send + 'static>(work: impl FnOnce() -> anyhow::Result<T> + Send + 'static) -> anyhow::Result<T> {
     tokio::task::spawn_blocking(work).await.context("the computation panicked")?
+}
+
+/// Carries out the queued jobs, one at a time, until the lab stops; frees what each held
+/// when it ends.
+pub(crate) async fn work_through(lab: std::sync::Arc<Lab>) {
+    loop {
+        let (id, args, job, stop) = lab.jobs.next().await;
+        lab.update(id, Status::Running, None);
+        let (status, note, document) = carry_out(&lab, id, &args, job, &stop).await;
+        if let Some(summary) = lab.jobs.finish(id, status, note, document) {
+            lab.tell(json!({ "type": "run", "run": summary }));
+        }
+        topocomm_node::daemon::allocator::release_freed_buffers();
+    }
 }

@@ -79,7 +79,11 @@ pub fn svg(events: &[FlowEvent], meta: &DiagramMeta) -> String {
     let forwarded = messages.iter().map(|m| m.hops.len().saturating_sub(1)).sum::<usize>();
     let placed = if meta.by_steps { "placed by step" } else { "placed in time" };
     svg.text((x0, 58.0), 13.0, &format!("{}; {}", meta.routing, meta.source), r##"fill="#555""##);
-    let counts = format!("{} messages, {hops} link crossings ({forwarded} forwarded); {placed}", messages.len());
+    let counts = format!(
+        "{}, {} ({forwarded} forwarded); {placed}",
+        crate::render::quantity::count(messages.len() as u64, "message"),
+        crate::render::quantity::count(hops as u64, "link crossing")
+    );
     svg.text((x0, 77.0), 13.0, &counts, r##"fill="#555""##);
 
     // Grid: step columns or time ticks, behind everything.

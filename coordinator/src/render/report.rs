@@ -272,7 +272,7 @@ pub fn table(summary: &RunSummary) -> String {
     ]);
     let model = match (summary.model_us, summary.model_ratio, &summary.links) {
         (Some(model), ratio, Some(links)) => format!(
-            "\nmodel ({}, t_s {} µs, t_h {} µs, t_w {} ns/B{}): {model:.1} µs; measured median / model = {}; {} steps",
+            "\nmodel ({}, t_s {} µs, t_h {} µs, t_w {} ns/B{}): {model:.1} µs; measured median / model = {}; {}",
             links.routing,
             links.ts_us,
             links.th_us,
@@ -283,9 +283,9 @@ pub fn table(summary: &RunSummary) -> String {
                 (Routing::Sf, _) => String::new(),
             },
             ratio.map(|r| format!("{r:.3}")).unwrap_or_else(|| "-".into()),
-            summary.steps
+            crate::render::quantity::count(summary.steps as u64, "step")
         ),
-        _ => format!("\n{} steps", summary.steps),
+        _ => format!("\n{}", crate::render::quantity::count(summary.steps as u64, "step")),
     };
     let busiest = summary
         .busiest_link
@@ -328,8 +328,11 @@ pub fn headline(summary: &RunSummary) -> String {
         false => format!("ran on all {} nodes; sizes only: nothing could be verified", summary.nodes),
     };
     format!(
-        "{} ({}) on a {shape}: {data}{which}, {} iterations after {} warm-up — {verdict}{encrypted}",
-        summary.collective, summary.algorithm, summary.iterations, summary.warmup
+        "{} ({}) on a {shape}: {data}{which}, {} after {} warm-up — {verdict}{encrypted}",
+        summary.collective,
+        summary.algorithm,
+        crate::render::quantity::count(summary.iterations as u64, "iteration"),
+        summary.warmup
     )
 }
 
@@ -421,12 +424,12 @@ pub(crate) mod tests {
         let mut summary = summary_for_tests();
         summary.collective = "scan".into();
         summary.algorithm = "hypercube".into();
-        assert!(headline(&summary).contains("f64 sum, inclusive, 1 iterations"), "{}", headline(&summary));
+        assert!(headline(&summary).contains("f64 sum, inclusive, 1 iteration after"), "{}", headline(&summary));
         summary.exclusive = true;
-        assert!(headline(&summary).contains("f64 sum, exclusive, 1 iterations"), "{}", headline(&summary));
+        assert!(headline(&summary).contains("f64 sum, exclusive, 1 iteration after"), "{}", headline(&summary));
         summary.collective = "shift".into();
         summary.shift = 3;
-        assert!(headline(&summary).contains("f64, shift by 3, 1 iterations"), "{}", headline(&summary));
+        assert!(headline(&summary).contains("f64, shift by 3, 1 iteration after"), "{}", headline(&summary));
         assert!(!headline(&summary).contains("encrypted"));
         summary.encrypted = true;
         assert!(
@@ -436,7 +439,7 @@ pub(crate) mod tests {
         );
         summary.collective = "barrier".into();
         summary.size_bytes = 0;
-        assert!(headline(&summary).contains(": no data, 1 iterations"), "{}", headline(&summary));
+        assert!(headline(&summary).contains(": no data, 1 iteration after"), "{}", headline(&summary));
     }
 
     #[test]

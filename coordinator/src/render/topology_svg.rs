@@ -152,7 +152,11 @@ pub fn layout(topology: &Topology) -> Layout {
         TopologyKind::Ring | TopologyKind::Full => "",
         _ => "; ids row-major (the last coordinate varies fastest)",
     };
-    let subtitle = format!("{} links, diameter {}{note}", topology.edges().len(), topology.diameter());
+    let subtitle = format!(
+        "{}, diameter {}{note}",
+        crate::render::quantity::count(topology.edges().len() as u64, "link"),
+        topology.diameter()
+    );
     let links = drawing
         .links
         .iter()

@@ -1,7 +1,7 @@
 //! A harness for integration tests that run the real thing: a `topocomm serve`
 //! coordinator and `topocomm-node` daemons as child processes on 127.0.0.1, and the
 //! `topocomm` CLI against them. Every child writes its stdout and stderr to files in a
-//! scratch folder; every wait has a deadline; dropping a [`Cluster`] kills and reaps
+//! scratch folder; every wait has a deadline; dropping a [`TestCluster`] kills and reaps
 //! every process it started. The scratch folder is removed when a test passes and kept
 //! (its path printed) when it fails.
 
@@ -235,7 +235,7 @@ pub struct Member {
 }
 
 /// A `topocomm serve` coordinator and its node daemons, all child processes.
-pub struct Cluster {
+pub struct TestCluster {
     pub scratch: Scratch,
     pub token: String,
     /// Whether every link is encrypted (`--encrypt` on every party).
@@ -250,19 +250,19 @@ pub struct Cluster {
     node_stderr: Vec<PathBuf>,
 }
 
-impl Cluster {
+impl TestCluster {
     /// Starts a coordinator for `size` nodes and `size` daemons, and waits until every
     /// one is registered. The token travels in the environment, as the README says.
     pub fn start(label: &str, size: usize) -> Self {
         Self::start_with(label, size, false, &[])
     }
 
-    /// [`Cluster::start`] with every link encrypted.
+    /// [`TestCluster::start`] with every link encrypted.
     pub fn start_encrypted(label: &str, size: usize) -> Self {
         Self::start_with(label, size, true, &[])
     }
 
-    /// [`Cluster::start`] with a coordinator that resolves `auto` by the tuning file `tuning`.
+    /// [`TestCluster::start`] with a coordinator that resolves `auto` by the tuning file `tuning`.
     pub fn start_tuned(label: &str, size: usize, tuning: &Path) -> Self {
         Self::start_with(label, size, false, &["--tuning".as_ref(), tuning.as_os_str()])
     }
@@ -290,7 +290,7 @@ impl Cluster {
             panic!("the coordinator did not announce its address within 20 s; stderr:\n{}", read_text(&serve_stderr));
         };
         assert!(address.starts_with("127.0.0.1:"), "{address}");
-        let mut cluster = Cluster {
+        let mut cluster = TestCluster {
             scratch,
             token,
             encrypt,
@@ -420,12 +420,12 @@ impl Cluster {
         command
     }
 
-    /// [`Cluster::run_command`] run to the end (at most 60 s).
+    /// [`TestCluster::run_command`] run to the end (at most 60 s).
     pub fn run(&self, words: &str) -> Finished {
         run_bounded(self.run_command(words), &self.scratch, "run", Duration::from_secs(60))
     }
 
-    /// Like [`Cluster::run`], for a run that must pass: its JSON, checked verified.
+    /// Like [`TestCluster::run`], for a run that must pass: its JSON, checked verified.
     pub fn run_ok(&self, words: &str) -> serde_json::Value {
         let json = self.run(words).json();
         assert_eq!(json["verified"], true, "run {words} not verified: {json:#}");
@@ -476,7 +476,7 @@ impl Cluster {
     }
 }
 
-impl Drop for Cluster {
+impl Drop for TestCluster {
     fn drop(&mut self) {
         for node in self.nodes.iter_mut().flatten() {
             let _ = node.kill();
