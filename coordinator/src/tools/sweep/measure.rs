@@ -95,7 +95,11 @@ pub async fn measure_points(
         if let Some(dilated) = &mut summary.dilation {
             dilated.wall_s = Some(wall_s);
         }
-        sweep.points.push(SweepPoint::of(&summary, args.collective));
+        let mut point = SweepPoint::of(&summary, args.collective);
+        // The run's own wall time, dilated or not (only a dilated summary carries one,
+        // and the sweep's total was the sum of zeros on raw links).
+        point.wall_s = wall_s;
+        sweep.points.push(point);
         sweep.links = summary.links;
         on_step(SweepUpdate::Measured {
             index,

@@ -74,6 +74,18 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
             output::check_file_writable(option, path)?;
         }
     }
+    // A served cluster has its own size: the sizes are checked on its nodes (a schedule's
+    // on the node count it is written for), not on --nodes.
+    let served;
+    let args = match &args.remote.coordinator {
+        Some(address) => {
+            let mut on_served = args.clone();
+            on_served.nodes = plan::served_nodes(address, &args.remote.credentials()?).await?;
+            served = on_served;
+            &served
+        }
+        None => args,
+    };
     let repetition = args.repeat.repetition(false);
     // A local cluster must fit on this machine.
     let capacity = match args.remote.coordinator {

@@ -1,9 +1,13 @@
 //! A sweep's plan: the algorithms and sizes that can run, each point's run request,
 //! and (under `--dilation auto`) the probe and every point's K before anything is measured.
 
+use std::time::Duration;
+
+use topocomm_proto::control::{ClientRequest, ClientResponse};
 use topocomm_proto::spec::{Algorithm, RunSpec};
 use topocomm_proto::{Topology, catalogue};
 
+use crate::control::client::{self, Credentials};
 use crate::control::local::{self, Capacity, CapacityError};
 use crate::control::request::{self, CollectiveArgs, Planned, Repetition};
 use crate::control::target::Target;
@@ -14,6 +18,16 @@ use crate::tools::dilation::{self, Messages, Probe};
 use crate::tools::model::{self, Prediction};
 use crate::tools::sweep::args::{Algorithms, SweepArgs};
 use topocomm_collectives::tuning::Tuning;
+
+/// The node count of the served cluster at `address`: a sweep there runs on its nodes,
+/// whatever `--nodes` says, and its sizes are checked on them.
+pub(super) async fn served_nodes(address: &str, credentials: &Credentials) -> anyhow::Result<usize> {
+    match client::request(address, credentials, ClientRequest::Status, Duration::from_secs(10)).await? {
+        ClientResponse::Status(status) => Ok(status.expected),
+        ClientResponse::Error(error) => anyhow::bail!("the coordinator at {address}: {error}"),
+        other => anyhow::bail!("unexpected answer from the coordinator at {address}: {other:?}"),
+    }
+}
 
 /// The run request of one point.
 pub(super) fn what(args: &SweepArgs, algorithm: Algorithm, size: u64) -> CollectiveArgs {
@@ -66,7 +80,7 @@ pub fn runnable_sizes(
                     .and_then(|()| capacity.check_run(spec, request.topology, args.nodes, tuning))
                     .and_then(|resolved| local::check_messages(&resolved, &topology))
             }
-            None => spec.validate(usize::MAX).map_err(CapacityError::from),
+            None => spec.validate(args.nodes).map_err(CapacityError::from),
         };
         match checked {
             Ok(()) => sizes.push(size),
