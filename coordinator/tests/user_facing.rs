@@ -302,3 +302,66 @@ fn every_option_that_changes_a_run_is_in_its_report() {
     assert!(text.stdout.contains("no data") && !text.stdout.contains("64.0 KiB"), "{}", text.stdout);
     assert!(text.stdout.contains("┆ 0 B "), "{}", text.stdout);
 }
+
+/// The wall time printed under the table, parsed back to seconds: `12 ms`, `2.8 s`.
+fn printed_wall_s(stdout: &str) -> f64 {
+    let line =
+        stdout.lines().find_map(|line| line.strip_prefix("# wall time of the runs: ")).expect("a wall-time line");
+    match line.split_once(' ') {
+        Some((ms, "ms")) => ms.parse::<f64>().expect("a number of ms") / 1e3,
+        Some((s, "s")) => s.parse::<f64>().expect("a number of s"),
+        _ => panic!("a wall time in ms or s: {line}"),
+    }
+}
+
+/// `sweep` printed "# wall time of the runs: 0 ms" for a 2.8 s sweep: the total summed
+/// each point's wall time from its dilation figures, which raw links have none of. It is
+/// now each run's own, at least what its timed iterations took and at most the command.
+#[test]
+fn a_sweep_prints_the_wall_time_its_runs_took() {
+    let scratch = Scratch::new("sweep-wall-time");
+    let json = scratch.path.join("sweep.json");
+    let mut sweep = topocomm(
+        "sweep allreduce --nodes 2 --topology ring --sizes 1KiB,256KiB --iterations 20 --warmup 1 --timeout 10s",
+    );
+    sweep.arg("--logs").arg(scratch.path.join("logs")).arg("--json").arg(&json);
+    let finished = run_bounded(sweep, &scratch, "sweep", PATIENCE);
+    assert!(finished.status.success(), "the sweep failed:\n{}", finished.stderr);
+    let points: Value = serde_json::from_str(&read_text(&json)).expect("the sweep's JSON");
+    let points = points["points"].as_array().expect("points");
+    assert_eq!(points.len(), 2, "{points:#?}");
+    let mut timed_s = 0.0;
+    for point in points {
+        let (wall_s, median_us) = (point["wall_s"].as_f64().unwrap(), point["median_us"].as_f64().unwrap());
+        let iterations = point["iterations"].as_f64().unwrap();
+        assert!(wall_s >= median_us * iterations / 1e6, "a point's wall time under its iterations: {point:#}");
+        timed_s += median_us * iterations / 1e6;
+    }
+    let printed = printed_wall_s(&finished.stdout);
+    assert!(printed > 0.0, "{}", finished.stdout);
+    // Printed to the ms (or a tenth of a second past one second).
+    assert!(printed + 0.05 >= timed_s, "printed {printed} s, the timed iterations took {timed_s} s");
+    assert!(
+        printed <= finished.elapsed.as_secs_f64(),
+        "printed {printed} s, longer than the command's {:?}",
+        finished.elapsed
+    );
+}
+
+/// `sweep --schedule FILE --coordinator ADDR` skipped every size: on a served cluster
+/// each size was checked on `usize::MAX` nodes, which no program is written for (and
+/// whose p blocks no all-gather holds). The sizes are now checked on the served
+/// cluster's own nodes, and the program runs at a size that cuts into its chunks.
+#[test]
+fn a_schedule_sweeps_on_a_served_cluster() {
+    let cluster = Cluster::start("sweep-schedule-served", 8);
+    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("../node/tests/schedules/ring_allgather_2ch_p8.xml");
+    let mut sweep = cluster.cli(&["sweep", "allgather", "--topology", "ring", "--sizes", "768B", "--iterations", "2"]);
+    sweep.arg("--schedule").arg(&program).args(["--warmup", "0", "--timeout", "10s"]);
+    let scratch = Scratch::new("sweep-schedule-served-cli");
+    let finished = run_bounded(sweep, &scratch, "sweep", PATIENCE);
+    assert!(finished.status.success(), "the sweep failed:\n{}", finished.stderr);
+    assert!(!finished.stderr.contains("skipping"), "a size was skipped:\n{}", finished.stderr);
+    let rows: Vec<&str> = finished.stdout.lines().filter(|line| line.starts_with("768 ")).collect();
+    assert_eq!(rows.len(), 1, "a row for the size:\n{}", finished.stdout);
+}

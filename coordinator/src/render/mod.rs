@@ -8,6 +8,8 @@
 
 use std::path::Path;
 
+pub mod bench_model;
+pub mod bus_factor;
 #[cfg(feature = "pictures")]
 pub mod diagram;
 pub mod dilation;
@@ -24,6 +26,8 @@ pub mod progress;
 pub mod quantity;
 pub mod report;
 pub mod schema;
+pub mod simulation;
+pub mod sweep_outputs;
 pub mod sweep_table;
 pub mod table;
 #[cfg(feature = "pictures")]

@@ -64,10 +64,21 @@ pub struct TuneArgs {
     pub remote: RemoteArgs,
 }
 
-fn parse_repeat(text: &str) -> Result<u32, String> {
+/// A `--repeat` that is not a whole number from 1 to 100.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?}: runs per size and algorithm, 1 to 100")]
+pub struct BadRepeat {
+    text: String,
+    /// Why it is no number at all (`None`: a number out of range).
+    #[source]
+    cause: Option<std::num::ParseIntError>,
+}
+
+fn parse_repeat(text: &str) -> Result<u32, BadRepeat> {
     match text.parse::<u32>() {
         Ok(repeat) if (1..=100).contains(&repeat) => Ok(repeat),
-        _ => Err(format!("{text:?}: runs per size and algorithm, 1 to 100")),
+        Ok(_) => Err(BadRepeat { text: text.to_owned(), cause: None }),
+        Err(cause) => Err(BadRepeat { text: text.to_owned(), cause: Some(cause) }),
     }
 }
 
