@@ -483,10 +483,15 @@ impl Driver {
                         return Err(RunError::Disconnected { node: describe(node), stage: Stage::Run(spec.run) });
                     }
                 }
-                Event::Message { session, message: ToCoordinator::Report(report), .. } => {
+                Event::Message {
+                    session,
+                    message: message @ (ToCoordinator::Report(_) | ToCoordinator::NotStarted { .. }),
+                    ..
+                } => {
                     let Some(node) = by_session.get(&session) else {
                         continue;
                     };
+                    let Some(report) = answer_to_start(message, node.id) else { continue };
                     if report.run != spec.run {
                         continue;
                     }
@@ -499,7 +504,7 @@ impl Driver {
                         let grace = per_iteration.saturating_add(FAILURE_GRACE);
                         deadline = deadline.min(limits::deadline_after(Instant::now(), grace));
                     }
-                    reports[node.id] = Some(NodeReport { node: node.id, ..*report });
+                    reports[node.id] = Some(report);
                 }
                 Event::Message {
                     session, message: ToCoordinator::LinkFault { epoch, peer, cause, source }, ..
@@ -544,6 +549,19 @@ impl Driver {
         }
         tracing::info!(run = spec.run, "every node reported");
         Ok(reports.into_iter().flatten().collect())
+    }
+}
+
+/// A node's answer to `Start` as the report of node `node`, the node whose session it
+/// came on, whatever id a report gives: its report, or, when it did not start (a refusal
+/// names no node), a report of that failure. `None` for any other message.
+fn answer_to_start(message: ToCoordinator, node: NodeId) -> Option<NodeReport> {
+    match message {
+        ToCoordinator::Report(report) => Some(NodeReport { node, ..*report }),
+        ToCoordinator::NotStarted { run, reason } => {
+            Some(NodeReport { error: Some(reason), ..NodeReport::empty(run, node) })
+        }
+        _ => None,
     }
 }
 
@@ -797,10 +815,12 @@ mod tests {
         reports: usize,
         /// What it says its clock reads, given the probe's nonce.
         clock: fn(u64) -> u64,
+        /// Answers every start with `NotStarted`, as a daemon does that is not wired.
+        refuses: bool,
     }
 
     impl Rogue {
-        const HONEST: Rogue = Rogue { answers_per_probe: 1, reports: 1, clock: |_| timebase::now_ns() };
+        const HONEST: Rogue = Rogue { answers_per_probe: 1, reports: 1, clock: |_| timebase::now_ns(), refuses: false };
     }
 
     /// Registers `p` in-process nodes that answer orders as a daemon would (without
@@ -826,6 +846,9 @@ mod tests {
                             behaviour.answers_per_probe,
                             ToCoordinator::ClockReply { nonce, node_ns: (behaviour.clock)(nonce) },
                         ),
+                        ToNode::Start { spec, .. } if behaviour.refuses => {
+                            (1, ToCoordinator::NotStarted { run: spec.run, reason: "this node is not wired".into() })
+                        }
                         ToNode::Start { spec, .. } => {
                             let report =
                                 NodeReport { times_us: vec![1.0], verified: true, ..NodeReport::empty(spec.run, id) };
@@ -932,6 +955,24 @@ mod tests {
         let outcome = coordinator.execute(traced_request()).await.expect("the forged repeats were dropped");
         assert_eq!(outcome.reports.iter().filter(|r| r.node == 0).count(), 1);
         assert!(outcome.reports.iter().all(|r| r.verified && r.error.is_none()));
+    }
+
+    /// Issue 45, item 6: a node that cannot start sends no report under a made-up id;
+    /// its refusal is charged to the node whose session it came on.
+    #[tokio::test]
+    async fn a_node_that_did_not_start_is_named_by_its_session() {
+        let coordinator = cluster_of(4, Rogue { refuses: true, ..Rogue::HONEST });
+        let error = coordinator.execute(traced_request()).await.expect_err("node 0 did not start");
+        let RunError::Failed { failures, silent, .. } = &error else { panic!("{error:?}") };
+        assert_eq!(failures, &["node 0 (node-0): this node is not wired"], "{error}");
+        assert_eq!(silent, &None, "{error}");
+        // Any other message is no answer to a start.
+        assert_eq!(answer_to_start(ToCoordinator::Pong, 2), None);
+        let refusal = ToCoordinator::NotStarted { run: 9, reason: "why".into() };
+        let report = answer_to_start(refusal, 2).expect("an answer");
+        assert_eq!((report.run, report.node, report.error.as_deref(), report.verified), (9, 2, Some("why"), false));
+        let claimed = ToCoordinator::Report(Box::new(NodeReport::empty(9, usize::MAX)));
+        assert_eq!(answer_to_start(claimed, 2).expect("an answer").node, 2, "the session's node, not the claim");
     }
 
     #[tokio::test]
