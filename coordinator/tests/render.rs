@@ -148,9 +148,29 @@ fn a_sweep_prints_osu_columns_and_writes_csv_json_and_a_plot() {
     let json: Value = serde_json::from_str(&json).expect("--json - prints only JSON");
     let points = json["points"].as_array().expect("points");
     assert_eq!(points.len(), 6);
+    // The run's own link model: ts per message, th per hop after the first, tw per byte per hop.
+    let links = &json["links"];
+    let (ts, th, tw) = (
+        links["ts_us"].as_f64().unwrap(),
+        links["th_us"].as_f64().unwrap(),
+        links["tw_ns_per_byte"].as_f64().unwrap() / 1000.0,
+    );
+    assert_eq!((ts, tw * 1000.0), (20.0, 1.0), "the links asked for: {links}");
     for point in points {
         let (avg, model) = (point["avg_us"].as_f64().unwrap(), point["model_us"].as_f64().unwrap());
-        assert!(avg > 0.0 && model > 0.0, "{point}");
+        let n = point["size_bytes"].as_f64().unwrap();
+        // The closed forms on a ring of 4: the ring all-reduce sends 2(p-1) messages of
+        // n/p bytes to a neighbour; recursive doubling's 2 steps send n bytes to a
+        // partner 1 hop away, then 2 hops away.
+        let closed = match point["algorithm"].as_str().unwrap() {
+            "ring" => 6.0 * (ts + n / 4.0 * tw),
+            "recursive-doubling" => 2.0 * ts + th + 3.0 * n * tw,
+            other => panic!("an algorithm not asked for: {other}"),
+        };
+        assert!((model - closed).abs() <= 1e-6 * closed, "the model is not the closed form {closed} us: {point}");
+        // Emulated time: the links hold every message to the model, and a loaded machine
+        // adds to it, not a multiple of it.
+        assert!(avg >= 0.5 * model && avg <= 4.0 * model, "the average is not near the model: {point}");
         let (algbw, busbw) = (point["algbw_gbps"].as_f64().unwrap(), point["busbw_gbps"].as_f64().unwrap());
         assert!((busbw / algbw - 1.5).abs() < 1e-9, "allreduce on 4 nodes: busbw = algbw x 2(p-1)/p");
         assert!(point["dilation"].as_f64().is_some_and(|k| k >= 1.0), "emulated points are dilated: {point}");

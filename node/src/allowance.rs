@@ -98,13 +98,31 @@ pub enum LimitsRefusal {
     Rows { queue: &'static str, rows: usize, p: usize },
 }
 
+/// Why a run's schedule could not be counted.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CountError {
+    /// The lengths-only inputs need a region of zeros this long, and there is none.
+    #[error("no region of known zeros of {bytes} bytes")]
+    NoZeros { bytes: usize },
+    /// A node's part of the counted iteration failed (the first to fail).
+    #[error("node {node}: {source}")]
+    Node {
+        node: NodeId,
+        #[source]
+        source: CommError,
+    },
+    /// The simulation did not finish.
+    #[error(transparent)]
+    Simulation(#[from] simulator::SimulationError),
+}
+
 /// The allowances of `spec` on `topology` at each of `nodes`, from one simulation of an
-/// iteration of the run; `Err` (in words) when the simulation could not run.
-pub fn counted(spec: &RunSpec, topology: &Topology, nodes: &[NodeId]) -> Result<Vec<RunAllowance>, String> {
+/// iteration of the run; `Err` when the simulation could not run.
+pub fn counted(spec: &RunSpec, topology: &Topology, nodes: &[NodeId]) -> Result<Vec<RunAllowance>, CountError> {
     let p = topology.p();
     let largest_input = (0..p).map(|node| reference::input_len(spec, p, node)).max().unwrap_or(0);
     if zeros::zeros(largest_input).is_none() {
-        return Err(format!("no region of known zeros of {largest_input} bytes"));
+        return Err(CountError::NoZeros { bytes: largest_input });
     }
     // Emulated physics change when messages go, and split them into packets as the
     // emulation does; raw links get nominal ones (store-and-forward, one frame each).
@@ -122,7 +140,7 @@ pub fn counted(spec: &RunSpec, topology: &Topology, nodes: &[NodeId]) -> Result<
         ..Options::default()
     };
     let spec = Arc::new(spec.clone());
-    let mut failed: Option<String> = None;
+    let mut failed: Option<CountError> = None;
     let per_node = |comm: Comm| {
         let spec = spec.clone();
         async move { one_iteration(&comm, &spec).await }
@@ -131,10 +149,9 @@ pub fn counted(spec: &RunSpec, topology: &Topology, nodes: &[NodeId]) -> Result<
         if let Err(error) = result
             && failed.is_none()
         {
-            failed = Some(format!("node {node}: {error}"));
+            failed = Some(CountError::Node { node, source: error });
         }
-    })
-    .map_err(|error| error.to_string())?;
+    })?;
     if let Some(failed) = failed {
         return Err(failed);
     }
@@ -197,7 +214,7 @@ fn allowances_of_run(spec: &RunSpec, topology: &Topology, footprint: &Footprint)
     match counted(spec, topology, &nodes) {
         Ok(allowances) if allowances.len() == p => allowances,
         outcome => {
-            let reason = outcome.err().unwrap_or_else(|| "not every node was watched".into());
+            let reason = outcome.err().map_or_else(|| "not every node was watched".into(), |error| error.to_string());
             let bound = whole_run_bound(spec, p, footprint);
             tracing::warn!(run = spec.run, %reason, bound, "could not count the run's schedule: every source and link may queue the whole run's memory");
             vec![RunAllowance::uniform(bound, p); p]

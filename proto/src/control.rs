@@ -25,7 +25,9 @@ pub const MAX_ORDER_FRAME: usize = 16 * 1024 * 1024;
 
 /// The protocol version: a node and a coordinator of different versions refuse each other.
 /// 3: `ToNode::Start` carries the node's [`RunLimits`] beside the spec.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// 4: a node that cannot take part in a run says so with `ToCoordinator::NotStarted`,
+/// which names no node, rather than with a report under a made-up node id.
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// A topology as the coordinator hands it out: each node rebuilds (and so re-validates) it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,6 +95,10 @@ pub enum ToCoordinator {
     /// charged to when it is not `peer` — frames that overflowed what the run lets their
     /// source queue at this node, which `peer` may only have relayed.
     LinkFault { epoch: u64, peer: NodeId, cause: String, source: Option<NodeId> },
+    /// The node could not take part in run `run` at all (it is not wired), and why. It
+    /// names no node: the coordinator knows whose session it came on, as it does for
+    /// every message, and charges the failure to that node.
+    NotStarted { run: u64, reason: String },
 }
 
 /// Messages from the coordinator to a node.

@@ -219,6 +219,10 @@ async fn node_session(
                     tracing::warn!(%name, run = report.run, "closing a node's session: it sent a report no run asked for");
                     break Err(anyhow::anyhow!("node {name} sent a report of run {} that no run asked of it", report.run));
                 }
+                Ok(Some(ToCoordinator::NotStarted { run, .. })) if !owed.settle(run) => {
+                    tracing::warn!(%name, run, "closing a node's session: it refused a run no one asked of it");
+                    break Err(anyhow::anyhow!("node {name} refused run {run}, which no run asked of it"));
+                }
                 Ok(Some(message)) => {
                     last_heard = Instant::now();
                     match queue.clone().try_acquire_owned() {

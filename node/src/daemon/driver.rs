@@ -82,7 +82,8 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec, limits: &RunLimits) ->
             let checked = {
                 let (spec, output, topology) = (spec.clone(), output.clone(), router.topology().clone());
                 tokio::task::spawn_blocking(move || match spec.probe {
-                    true => probe::check(&spec, &topology, id, &output),
+                    // The report carries the mismatch in words.
+                    true => probe::check(&spec, &topology, id, &output).map_err(|mismatch| mismatch.to_string()),
                     // A GOAL schedule carries sizes only: its check is that every
                     // operation ran (the report says nothing could be verified).
                     false if spec.runs_goal() => Ok(()),

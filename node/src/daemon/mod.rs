@@ -283,8 +283,10 @@ async fn session(
                     }
                     ToNode::Start { spec, limits } => {
                         let Some(wired) = router.clone() else {
-                            let report = failed_report(&spec, "this node is not wired");
-                            if let Err(error) = send(&mut control, &ToCoordinator::Report(Box::new(report))).await {
+                            // Unwired, this node may not know its id: the coordinator
+                            // charges the refusal to the session it comes on.
+                            let refusal = ToCoordinator::NotStarted { run: spec.run, reason: NOT_WIRED.to_owned() };
+                            if let Err(error) = send(&mut control, &refusal).await {
                                 break error.into();
                             }
                             continue;
@@ -388,9 +390,8 @@ fn stop(
     }
 }
 
-fn failed_report(spec: &topocomm_proto::spec::RunSpec, reason: &str) -> NodeReport {
-    NodeReport { error: Some(reason.to_owned()), ..NodeReport::empty(spec.run, usize::MAX) }
-}
+/// Why a node refuses a run it is sent before its links are up.
+const NOT_WIRED: &str = "this node is not wired";
 
 async fn send(control: &mut Control, message: &ToCoordinator) -> anyhow::Result<()> {
     let body = codec::encode(message)?;
@@ -601,4 +602,60 @@ fn host_name() -> String {
         .filter(|name| !name.is_empty())
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "node".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use topocomm_proto::control::RunLimits;
+    use topocomm_proto::spec::{Algorithm, Collective, RunSpec};
+
+    use super::*;
+
+    /// A coordinator's control port that admits any node proving its key.
+    struct Admits(Key);
+
+    impl Gate for Admits {
+        fn key_for(&self, _: &Hello) -> Result<Key, GateRefusal> {
+            Ok(self.0.clone())
+        }
+        fn admit(&self, _: &Hello) -> Result<(), GateRefusal> {
+            Ok(())
+        }
+    }
+
+    /// Issue 45, item 6: a daemon sent a run before any wiring does not know its id; it
+    /// says it did not start and names no node (it once sent a report of node
+    /// `usize::MAX`, which the coordinator had to overwrite).
+    #[tokio::test]
+    async fn a_daemon_started_before_it_is_wired_refuses_naming_no_node() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let args = NodeArgs {
+            coordinator: listener.local_addr().unwrap().to_string(),
+            security: SecurityArgs { token: Some("t".into()), token_file: None, encrypt: false },
+            listen: "127.0.0.1:0".parse().unwrap(),
+            advertise: None,
+            name: Some("unwired".into()),
+            max_frame: DEFAULT_MAX_FRAME,
+            exit_with_coordinator: true,
+            tcp_congestion: None,
+            connect_timeout: Duration::from_secs(10),
+        };
+        let daemon = tokio::spawn(run(args));
+        let (stream, _) = listener.accept().await.unwrap();
+        let (_, channel) = handshake::accept(stream, &Admits(Key::from_token("t")), false).await.expect("registered");
+        let mut control = Framed::new(channel, LengthDelimitedCodec::new());
+        let spec = RunSpec { run: 7, ..RunSpec::new(Collective::Barrier, Algorithm::Hypercube) };
+        let limits = RunLimits { footprint_bytes: 0, delivered: vec![], forwarded: vec![], counted: false };
+        let start = ToNode::Start { spec: Box::new(spec), limits: Box::new(limits) };
+        control.send(bytes::Bytes::from(codec::encode(&start).unwrap())).await.unwrap();
+        let reply = tokio::time::timeout(Duration::from_secs(10), control.next()).await.expect("an answer in time");
+        let reply: ToCoordinator = codec::decode(&reply.expect("an answer").unwrap()).unwrap();
+        assert_eq!(reply, ToCoordinator::NotStarted { run: 7, reason: NOT_WIRED.into() });
+        drop(control);
+        tokio::time::timeout(Duration::from_secs(10), daemon)
+            .await
+            .expect("exits with the coordinator")
+            .unwrap()
+            .unwrap();
+    }
 }

@@ -56,9 +56,20 @@ pub async fn relay(comm: &Comm, vector: Bytes) -> Result<Bytes, CommError> {
     Ok(Bytes::copy_from_slice(&comm.exchange(mate, mate, SINGLE.tag(2), theirs).await?))
 }
 
+/// How what a node ended the probe's steps with differs from what it sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProbeMismatch {
+    /// The first byte that differs.
+    #[error("the probe's message came back changed at byte {at}")]
+    Changed { at: usize },
+    /// As long as the shorter of the two, equal, but of another length.
+    #[error("the probe's message came back {got} bytes long, not {expected}")]
+    Length { got: usize, expected: usize },
+}
+
 /// Checks what node `me` ended the steps with: its own input, byte for byte (nothing
 /// when it sat them out).
-pub fn check(spec: &RunSpec, topology: &Topology, me: NodeId, output: &[u8]) -> Result<(), String> {
+pub fn check(spec: &RunSpec, topology: &Topology, me: NodeId, output: &[u8]) -> Result<(), ProbeMismatch> {
     let expected = match partner(topology, me) {
         Some(_) => reference::input(spec, topology.p(), me),
         None => Bytes::new(),
@@ -67,8 +78,8 @@ pub fn check(spec: &RunSpec, topology: &Topology, me: NodeId, output: &[u8]) -> 
         return Ok(());
     }
     match output.iter().zip(expected.iter()).position(|(a, b)| a != b) {
-        Some(at) => Err(format!("the probe's message came back changed at byte {at}")),
-        None => Err(format!("the probe's message came back {} bytes long, not {}", output.len(), expected.len())),
+        Some(at) => Err(ProbeMismatch::Changed { at }),
+        None => Err(ProbeMismatch::Length { got: output.len(), expected: expected.len() }),
     }
 }
 
@@ -76,6 +87,7 @@ pub fn check(spec: &RunSpec, topology: &Topology, me: NodeId, output: &[u8]) -> 
 mod tests {
     use super::*;
     use topocomm_proto::TopologyKind;
+    use topocomm_proto::spec::{Algorithm, Collective};
 
     fn matching(topology: &Topology) -> Vec<Option<NodeId>> {
         (0..topology.p()).map(|id| partner(topology, id)).collect()
@@ -115,6 +127,22 @@ mod tests {
             let expected: Vec<Option<NodeId>> = (0..16).map(|id| Some(id ^ 1)).collect();
             assert_eq!(matching(&topology), expected, "{topology}");
         }
+    }
+
+    #[test]
+    fn a_changed_or_cut_probe_says_where() {
+        let ring = Topology::new(TopologyKind::Ring, 2, None).unwrap();
+        let spec = RunSpec { probe: true, size_bytes: 64, ..RunSpec::new(Collective::Allreduce, Algorithm::Ring) };
+        let sent = reference::input(&spec, 2, 0).to_vec();
+        assert_eq!(check(&spec, &ring, 0, &sent), Ok(()));
+        let mut changed = sent.clone();
+        changed[5] ^= 1;
+        let error = check(&spec, &ring, 0, &changed).unwrap_err();
+        assert_eq!(error, ProbeMismatch::Changed { at: 5 });
+        assert_eq!(error.to_string(), "the probe's message came back changed at byte 5");
+        let error = check(&spec, &ring, 0, &sent[..8]).unwrap_err();
+        assert_eq!(error, ProbeMismatch::Length { got: 8, expected: sent.len() });
+        assert_eq!(error.to_string(), format!("the probe's message came back 8 bytes long, not {}", sent.len()));
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use topocomm_node::daemon::limits;
+use topocomm_proto::NodeId;
 use topocomm_proto::control::{NodeReport, RunLimits, ToCoordinator, ToNode};
 use topocomm_proto::spec::RunSpec;
 
@@ -54,10 +55,15 @@ impl Conductor {
                         return Err(RunError::Disconnected { node: describe(node), underway: Underway::Run(spec.run) });
                     }
                 }
-                Event::Message { session, message: ToCoordinator::Report(report), .. } => {
+                Event::Message {
+                    session,
+                    message: message @ (ToCoordinator::Report(_) | ToCoordinator::NotStarted { .. }),
+                    ..
+                } => {
                     let Some(node) = by_session.get(&session) else {
                         continue;
                     };
+                    let Some(report) = answer_to_start(message, node.id) else { continue };
                     if report.run != spec.run {
                         continue;
                     }
@@ -70,7 +76,7 @@ impl Conductor {
                         let grace = per_iteration.saturating_add(FAILURE_GRACE);
                         deadline = deadline.min(limits::deadline_after(Instant::now(), grace));
                     }
-                    reports[node.id] = Some(NodeReport { node: node.id, ..*report });
+                    reports[node.id] = Some(report);
                 }
                 Event::Message {
                     session, message: ToCoordinator::LinkFault { epoch, peer, cause, source }, ..
@@ -118,6 +124,19 @@ impl Conductor {
     }
 }
 
+/// A node's answer to `Start` as the report of node `node`, the node whose session it
+/// came on, whatever id a report gives: its report, or, when it did not start (a refusal
+/// names no node), a report of that failure. `None` for any other message.
+fn answer_to_start(message: ToCoordinator, node: NodeId) -> Option<NodeReport> {
+    match message {
+        ToCoordinator::Report(report) => Some(NodeReport { node, ..*report }),
+        ToCoordinator::NotStarted { run, reason } => {
+            Some(NodeReport { error: Some(reason), ..NodeReport::empty(run, node) })
+        }
+        _ => None,
+    }
+}
+
 /// How the run's failure names a link fault `node` reported on its link to `other`: the
 /// link and the cause; or, when the fault is charged to another node (`charged`, the
 /// source of frames that overflowed what the run lets it queue, which `other` only
@@ -142,6 +161,10 @@ fn link_fault_text(node: &Participant, other: &Participant, charged: Option<&Par
 
 #[cfg(test)]
 mod tests {
+    use topocomm_proto::control::{NodeReport, ToCoordinator};
+
+    use super::answer_to_start;
+    use crate::control::run::RunError;
     use crate::control::run::tests::{Rogue, cluster_of, traced_request};
 
     #[tokio::test]
@@ -150,5 +173,23 @@ mod tests {
         let outcome = coordinator.execute(traced_request()).await.expect("the forged repeats were dropped");
         assert_eq!(outcome.reports.iter().filter(|r| r.node == 0).count(), 1);
         assert!(outcome.reports.iter().all(|r| r.verified && r.error.is_none()));
+    }
+
+    /// A node that cannot start sends no report under a made-up id; its refusal is
+    /// charged to the node whose session it came on.
+    #[tokio::test]
+    async fn a_node_that_did_not_start_is_named_by_its_session() {
+        let coordinator = cluster_of(4, Rogue { refuses: true, ..Rogue::HONEST });
+        let error = coordinator.execute(traced_request()).await.expect_err("node 0 did not start");
+        let RunError::Failed { failures, silent, .. } = &error else { panic!("{error:?}") };
+        assert_eq!(failures, &["node 0 (node-0): this node is not wired"], "{error}");
+        assert_eq!(silent, &None, "{error}");
+        // Any other message is no answer to a start.
+        assert_eq!(answer_to_start(ToCoordinator::Pong, 2), None);
+        let refusal = ToCoordinator::NotStarted { run: 9, reason: "why".into() };
+        let report = answer_to_start(refusal, 2).expect("an answer");
+        assert_eq!((report.run, report.node, report.error.as_deref(), report.verified), (9, 2, Some("why"), false));
+        let claimed = ToCoordinator::Report(Box::new(NodeReport::empty(9, usize::MAX)));
+        assert_eq!(answer_to_start(claimed, 2).expect("an answer").node, 2, "the session's node, not the claim");
     }
 }

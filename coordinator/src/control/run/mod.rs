@@ -289,10 +289,12 @@ mod tests {
         pub(super) reports: usize,
         /// What it says its clock reads, given the probe's nonce.
         pub(super) clock: fn(u64) -> u64,
+        /// Answers every start with `NotStarted`, as a daemon does that is not wired.
+        pub(super) refuses: bool,
     }
 
     impl Rogue {
-        pub(super) const HONEST: Rogue = Rogue { answers_per_probe: 1, reports: 1, clock: |_| timebase::now_ns() };
+        pub(super) const HONEST: Rogue = Rogue { answers_per_probe: 1, reports: 1, clock: |_| timebase::now_ns(), refuses: false };
     }
 
     /// Registers `p` in-process nodes that answer orders as a daemon would (without
@@ -318,6 +320,9 @@ mod tests {
                             behaviour.answers_per_probe,
                             ToCoordinator::ClockReply { nonce, node_ns: (behaviour.clock)(nonce) },
                         ),
+                        ToNode::Start { spec, .. } if behaviour.refuses => {
+                            (1, ToCoordinator::NotStarted { run: spec.run, reason: "this node is not wired".into() })
+                        }
                         ToNode::Start { spec, .. } => {
                             let report =
                                 NodeReport { times_us: vec![1.0], verified: true, ..NodeReport::empty(spec.run, id) };
