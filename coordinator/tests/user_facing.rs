@@ -354,7 +354,7 @@ fn a_sweep_prints_the_wall_time_its_runs_took() {
 /// cluster's own nodes, and the program runs at a size that cuts into its chunks.
 #[test]
 fn a_schedule_sweeps_on_a_served_cluster() {
-    let cluster = Cluster::start("sweep-schedule-served", 8);
+    let cluster = TestCluster::start("sweep-schedule-served", 8);
     let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("../node/tests/schedules/ring_allgather_2ch_p8.xml");
     let mut sweep = cluster.cli(&["sweep", "allgather", "--topology", "ring", "--sizes", "768B", "--iterations", "2"]);
     sweep.arg("--schedule").arg(&program).args(["--warmup", "0", "--timeout", "10s"]);

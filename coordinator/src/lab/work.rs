@@ -246,12 +246,12 @@ fn simulated(args: &SimulateArgs, words: &[String], stop: &Stop) -> Done {
 async fn swept(lab: &Lab, id: u64, target: &Target, job: &SweepJob, words: &[String]) -> Done {
     let SweepJob { args, algorithms, sizes, skipped, predict_with, repetition } = job;
     lab.update(id, Status::Running, skipped.first().cloned());
-    let mut on_step = |step: sweep::Step<'_>| -> anyhow::Result<()> {
+    let mut on_step = |step: sweep::SweepUpdate<'_>| -> anyhow::Result<()> {
         let note = match step {
-            sweep::Step::Starting { index, of, algorithm, size } => {
+            sweep::SweepUpdate::Starting { index, of, algorithm, size } => {
                 format!("point {} of {of}: {algorithm} at {}", index + 1, crate::render::quantity::size_text(size))
             }
-            sweep::Step::Measured { index, summary, .. } => {
+            sweep::SweepUpdate::Measured { index, summary, .. } => {
                 format!("point {} verified: {:.1} µs", index + 1, summary.time_us.mean)
             }
         };

@@ -57,10 +57,6 @@ pub use args::{Algorithms, SweepArgs, parse_algorithms, parse_sizes};
 pub use measure::{SweepUpdate, measure_points};
 pub use plan::{algorithms, runnable_sizes};
 
-/// A sweep's old name for [`SweepUpdate`], kept while the lab's page (`lab/work.rs`)
-/// still says it.
-pub type Step<'a> = SweepUpdate<'a>;
-
 /// Runs the sweep `args` describes.
 pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
     let algorithms = algorithms(args)?;
