@@ -15,6 +15,22 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Posts a job; gives the answer's status and body.
+/// Issue 45, item 9: a second lab on a port in use names the address and says how to get
+/// another (it said only "Address already in use").
+#[test]
+fn a_lab_on_a_port_in_use_names_it_and_the_way_out() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let address = taken.local_addr().unwrap().to_string();
+    let output = common::command(&common::topocomm_bin())
+        .args(["lab", "-n", "1", "--http", &address])
+        .output()
+        .expect("topocomm lab runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("binding the lab's page on {address}")), "{stderr}");
+    assert!(stderr.contains("already in use") && stderr.contains("`--http 127.0.0.1:0` picks a free one"), "{stderr}");
+}
+
 async fn post(address: &str, kind: &str, words: &[&str]) -> (u16, Value) {
     let body = serde_json::json!({ "kind": kind, "args": words }).to_string();
     let answer = http(address, "POST", "/api/runs", &[("Host", address)], Some(&body)).await;

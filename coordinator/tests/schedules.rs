@@ -75,6 +75,10 @@ fn a_goal_schedule_explain_wrote_runs_on_daemons_with_sizes_only() {
     assert_eq!(json["verified"], false, "{json:#}");
     assert_eq!(json["algorithm"], "GOAL schedule", "{json:#}");
     assert!(json["frames_sent"].as_u64().unwrap() > 0, "{json:#}");
+    // Issue 45, item 9: the size reported is the schedule's (its longest message, of the
+    // 4 KiB it was written for), not the unused --size (64 KiB by default).
+    let size = json["size_bytes"].as_u64().unwrap();
+    assert!(size > 0 && size <= 4096, "{json:#}");
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! concurrently with everything; runs and wirings are driven by `run`, one at a time.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, mpsc};
@@ -124,6 +125,8 @@ pub struct Cluster {
     events: mpsc::UnboundedSender<Event>,
     /// The wiring in force: its topology and the sessions it linked.
     wiring: Mutex<Option<(TopologySpec, Vec<SessionId>)>>,
+    /// Whether the cluster is shutting down: a node leaving now is not lost.
+    stopping: AtomicBool,
 }
 
 impl Cluster {
@@ -137,6 +140,7 @@ impl Cluster {
             changed: Notify::new(),
             events,
             wiring: Mutex::new(None),
+            stopping: AtomicBool::new(false),
         };
         (cluster, receiver)
     }
@@ -194,12 +198,27 @@ impl Cluster {
         Ok(session)
     }
 
-    /// A node's control session ended.
+    /// The cluster is shutting down (its nodes were told to stop, or are being stopped):
+    /// from now on a node leaving is the normal end, not a node lost.
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`Cluster::stop`] was called.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+
+    /// A node's control session ended: a node lost (WARN) unless the cluster is stopping.
     pub fn disconnected(&self, session: SessionId) {
         let mut roster = self.roster.lock().expect("roster lock");
         if let Some(member) = roster.members.iter_mut().find(|m| m.session.as_ref().is_some_and(|(s, _)| *s == session))
         {
-            tracing::warn!(name = %member.name, id = ?member.id, "node disconnected");
+            if self.is_stopping() {
+                tracing::info!(name = %member.name, id = ?member.id, "node left as the cluster stopped");
+            } else {
+                tracing::warn!(name = %member.name, id = ?member.id, "node disconnected");
+            }
             member.session = None;
         }
         drop(roster);
@@ -359,6 +378,20 @@ mod tests {
         cluster.disconnected(s10);
         cluster.register(node("node-10", "a:9"), sender()).unwrap();
         assert_eq!(ids_by_name(&cluster)["node-10"], 2);
+    }
+
+    /// Issue 45, item 9: a node leaving a cluster that is stopping is its normal end (logged
+    /// at info, not WARN), and is still a leaving: the run driver hears it, the roster drops it.
+    #[test]
+    fn a_node_leaving_a_stopping_cluster_is_still_a_leaving() {
+        let (cluster, mut events) = Cluster::new(1);
+        let session = cluster.register(node("a", "a:1"), sender()).unwrap();
+        assert!(!cluster.is_stopping());
+        cluster.stop();
+        assert!(cluster.is_stopping());
+        cluster.disconnected(session);
+        assert!(matches!(events.try_recv(), Ok(Event::Closed { session: s }) if s == session));
+        assert!(cluster.members().iter().all(|m| m.session.is_none()));
     }
 
     #[tokio::test]

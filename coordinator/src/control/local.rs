@@ -440,6 +440,8 @@ impl LocalCluster {
 
     /// Stops every node process and waits for each to be gone.
     pub async fn shutdown(mut self) {
+        // The nodes leave now because they are told to: not nodes lost.
+        self.coordinator.cluster.stop();
         for child in &mut self.children {
             let _ = child.start_kill();
         }

@@ -59,7 +59,15 @@ pub struct Lab {
 /// Binds the page's listener on `address` and sets its access policy; refuses an
 /// address off loopback without a token before anything starts.
 async fn bind(address: &str, token: Option<&str>) -> anyhow::Result<(TcpListener, Access)> {
-    let listener = TcpListener::bind(address).await.with_context(|| format!("binding the lab's page on {address}"))?;
+    let listener = match TcpListener::bind(address).await {
+        Ok(listener) => listener,
+        // A second lab on the first one's port: say what to do about it.
+        Err(error) if error.kind() == std::io::ErrorKind::AddrInUse => anyhow::bail!(
+            "binding the lab's page on {address}: {error}: another lab (or another program) holds that port; \
+             `--http 127.0.0.1:0` picks a free one, or give --http another port"
+        ),
+        Err(error) => return Err(error).with_context(|| format!("binding the lab's page on {address}")),
+    };
     let bound = listener.local_addr()?;
     let access = Access::new(bound, token)?;
     Ok((listener, access))

@@ -83,26 +83,36 @@ fn option_name(arg: &Arg) -> String {
     }
 }
 
+/// Why a request's words were refused.
+#[derive(Debug, thiserror::Error)]
+pub enum WordsError {
+    /// The command's own parser refused them: the text the CLI prints.
+    #[error("{}", .0.render())]
+    Cli(#[source] clap::Error),
+    /// They give an option that names a file.
+    #[error(
+        "error: {option}: the lab reads and writes no files a request names (the path would be opened on the lab's \
+         host); its page shows what the command would write, and \"Save JSON\" gives the document"
+    )]
+    NamesAFile { option: String },
+}
+
 /// Parses `args` as command `T` (named `name`) would; refuses, with one line, any option
 /// naming a path that the words give (one the lab's own environment sets, such as
 /// `TOPOCOMM_TUNING`, is the lab's, as if it was started with it). The error is the text
 /// the CLI prints, or the refusal.
-pub fn parse<T: Parser>(name: &str, args: &[String]) -> Result<T, String> {
+pub fn parse<T: Parser>(name: &str, args: &[String]) -> Result<T, WordsError> {
     let command = T::command();
     let words = std::iter::once(name.to_owned()).chain(args.iter().cloned());
-    let matches = command.clone().try_get_matches_from(words).map_err(|e| e.render().to_string())?;
+    let matches = command.clone().try_get_matches_from(words).map_err(WordsError::Cli)?;
     let given = command
         .get_arguments()
         .filter(|arg| names_a_path(arg))
         .find(|arg| matches.value_source(arg.get_id().as_str()) == Some(ValueSource::CommandLine));
     if let Some(arg) = given {
-        return Err(format!(
-            "error: {}: the lab reads and writes no files a request names (the path would be opened on the lab's \
-             host); its page shows what the command would write, and \"Save JSON\" gives the document",
-            option_name(arg)
-        ));
+        return Err(WordsError::NamesAFile { option: option_name(arg) });
     }
-    T::from_arg_matches(&matches).map_err(|e| e.render().to_string())
+    T::from_arg_matches(&matches).map_err(WordsError::Cli)
 }
 
 #[cfg(test)]
@@ -111,7 +121,7 @@ mod tests {
 
     fn refused<T: Parser + std::fmt::Debug>(name: &str, words: &[&str]) -> String {
         let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
-        parse::<T>(name, &words).expect_err("refused")
+        parse::<T>(name, &words).expect_err("refused").to_string()
     }
 
     #[test]
@@ -176,6 +186,6 @@ mod tests {
         assert_eq!(parsed.args.size, 4096);
         assert_eq!(parsed.args.nodes, vec![16]);
         let bad = parse::<SimulateWords>("simulate", &["allreduce".into(), "--size".into(), "banana".into()]);
-        assert!(bad.unwrap_err().contains("invalid value 'banana' for '--size <SIZE>'"));
+        assert!(bad.unwrap_err().to_string().contains("invalid value 'banana' for '--size <SIZE>'"));
     }
 }

@@ -53,9 +53,23 @@ pub struct SweepJob {
     repetition: request::Repetition,
 }
 
+/// Why a job was refused before it started.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    /// Its words do not parse, or name a file.
+    #[error(transparent)]
+    Words(#[from] words::WordsError),
+    /// Its command refuses what they ask, as the CLI would.
+    #[error("error: {0:#}")]
+    Refused(#[source] anyhow::Error),
+    /// No size a sweep asks for can run.
+    #[error("error: no size of --sizes can run ({})", .skipped.join("; "))]
+    NoSize { skipped: Vec<String> },
+}
+
 /// Checks `args` as `kind`'s command does before it starts anything.
-pub async fn prepare(lab: &Lab, kind: Kind, args: &[String]) -> Result<Job, String> {
-    let cli = |error: anyhow::Error| format!("error: {error:#}");
+pub async fn prepare(lab: &Lab, kind: Kind, args: &[String]) -> Result<Job, PrepareError> {
+    let cli = PrepareError::Refused;
     match kind {
         Kind::Run => {
             let parsed: RunWords = words::parse("run", args)?;
@@ -96,7 +110,7 @@ pub async fn prepare(lab: &Lab, kind: Kind, args: &[String]) -> Result<Job, Stri
                 sweep::runnable_sizes(&args, algorithms[0], repetition, capacity.as_ref(), lab.coordinator.tuning())
                     .map_err(cli)?;
             if sizes.is_empty() {
-                return Err(format!("error: no size of --sizes can run ({})", skipped.join("; ")));
+                return Err(PrepareError::NoSize { skipped });
             }
             let predict_with = request::link_models(&args.links).map_err(cli)?.1;
             Ok(Job::Sweep(Box::new(SweepJob { args, algorithms, sizes, skipped, predict_with, repetition })))

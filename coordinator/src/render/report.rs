@@ -208,7 +208,14 @@ pub fn summarize(
         topology: outcome.topology.kind.to_string(),
         dims: outcome.topology.dims.clone(),
         nodes: outcome.topology.p,
-        size_bytes: spec.size_bytes,
+        // A GOAL schedule's messages have their own sizes (`--size` is not theirs): its
+        // longest message stands for it.
+        size_bytes: match spec.schedule.as_deref() {
+            Some(schedule) if spec.runs_goal() => {
+                schedule.longest_message(outcome.topology.p, spec.size_bytes, spec.dtype).map_or(0, |(bytes, ..)| bytes)
+            }
+            _ => spec.size_bytes,
+        },
         root: spec.root,
         dtype: spec.dtype.to_string(),
         op: spec.op.to_string(),
@@ -309,6 +316,8 @@ pub fn headline(summary: &RunSummary) -> String {
         .unwrap_or_else(|| summary.topology.clone());
     let collective: Option<Collective> = summary.collective.parse().ok();
     let data = match collective {
+        // Only a GOAL run is unverified; its size is its longest message's.
+        _ if !summary.verified => format!("GOAL messages of up to {}", ByteSize::b(summary.size_bytes).display().iec()),
         Some(Collective::Barrier) => "no data".to_owned(),
         Some(c) if c.reduces() => {
             format!("{} per node, {} {}", ByteSize::b(summary.size_bytes).display().iec(), summary.dtype, summary.op)
