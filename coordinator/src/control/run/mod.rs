@@ -294,7 +294,8 @@ mod tests {
     }
 
     impl Rogue {
-        pub(super) const HONEST: Rogue = Rogue { answers_per_probe: 1, reports: 1, clock: |_| timebase::now_ns(), refuses: false };
+        pub(super) const HONEST: Rogue =
+            Rogue { answers_per_probe: 1, reports: 1, clock: |_| timebase::now_ns(), refuses: false };
     }
 
     /// Registers `p` in-process nodes that answer orders as a daemon would (without
