@@ -5,7 +5,7 @@
 
 (() => {
   const lab = window.topocommLab;
-  const { state, dom, el, micros, edgeKey, stepColour } = lab;
+  const { state, dom, el, micros, count, edgeKey, stepColour } = lab;
   // Wall seconds a whole flow takes to play at 1x.
   const PLAY_SECONDS = 8;
 
@@ -118,7 +118,7 @@
     dom.clock.dataset.us = (t / 1000).toFixed(3);
     dom.delivered.dataset.count = delivered;
     dom.delivered.dataset.total = anim.deliveries.length;
-    dom.delivered.textContent = `${delivered} of ${anim.deliveries.length} messages delivered`;
+    dom.delivered.textContent = `${delivered} of ${count(anim.deliveries.length, 'message')} delivered`;
     if (anim.spacetime) {
       const cx = anim.spacetime.x(t);
       anim.spacetime.cursor.setAttribute('x1', cx); anim.spacetime.cursor.setAttribute('x2', cx);

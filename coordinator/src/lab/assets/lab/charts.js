@@ -8,7 +8,7 @@
 
 (() => {
   const lab = window.topocommLab;
-  const { el, bytes, micros, edgeKey } = lab;
+  const { el, bytes, micros, count, edgeKey } = lab;
 
   // render::picture::PALETTE, colour by colour (a test in lab/assets.rs holds them equal):
   // a step's colour, and a plot's series colour, as in the CLI's pictures.
@@ -203,7 +203,7 @@
         fill: colour(i % 2), 'fill-opacity': 0.7, 'data-testid': 'step-bar', 'data-step': s.step, 'data-messages': s.messages,
       }, svg);
       const busiest = s.busiest_link ? `; busiest link ${s.busiest_link[0]}→${s.busiest_link[1]} (${bytes(s.busiest_link[2])})` : '';
-      el('title', {}, bar).textContent = `step ${s.step}: ${s.messages} messages, ${bytes(s.bytes)}${busiest}; ${micros(s.start_ns)} to ${micros(s.end_ns)}`;
+      el('title', {}, bar).textContent = `step ${s.step}: ${count(s.messages, 'message')}, ${bytes(s.bytes)}${busiest}; ${micros(s.start_ns)} to ${micros(s.end_ns)}`;
     });
   }
 

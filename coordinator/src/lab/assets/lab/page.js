@@ -62,6 +62,8 @@
     return `${i ? v.toFixed(1) : v} ${units[i]}`;
   }
   function micros(ns) { return `${(ns / 1000).toFixed(1)} µs`; }
+  // A count and its noun as people write them: "1 step", "3 steps" (render::quantity::count).
+  function count(n, noun) { return `${n} ${n === 1 ? noun : `${noun}s`}`; }
 
   // The one key of an undirected link.
   function edgeKey(a, b) { return a < b ? `${a}-${b}` : `${b}-${a}`; }
@@ -96,7 +98,7 @@
 
   window.topocommLab = {
     parts: ['page'],
-    state, dom, el, html, tableRows, bytes, micros, edgeKey, showError, clearError,
+    state, dom, el, html, tableRows, bytes, micros, count, edgeKey, showError, clearError,
     embedded: document.getElementById('lab-data'),
   };
   if (missing.length) throw new Error(`the page lacks ${missing.join(', ')}`);

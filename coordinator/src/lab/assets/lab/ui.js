@@ -16,7 +16,7 @@
     return;
   }
   const {
-    state, dom, html, tableRows, bytes, showError, clearError, embedded, api, askToken, download, listen,
+    state, dom, html, tableRows, bytes, count, showError, clearError, embedded, api, askToken, download, listen,
     drawTopology, drawSpaceTime, plotLogLog, drawSteps, buildAnimation, walker, render, seek, setPlaying, step,
   } = lab;
   const FINISHED = ['verified', 'failed', 'cancelled'];
@@ -59,7 +59,7 @@
   function showResult(doc) {
     const result = doc.result || {};
     if (doc.kind === 'explain') {
-      showVerdict(`schedule explained (nothing run): model ${Number(result.model_us).toFixed(1)} µs, ${result.steps} steps`, true);
+      showVerdict(`schedule explained (nothing run): model ${Number(result.model_us).toFixed(1)} µs, ${count(result.steps, 'step')}`, true);
     } else if (result.verified) {
       const where = doc.kind === 'simulate' ? 'simulated, every result verified' : `verified on all ${result.nodes} nodes`;
       showVerdict(`${where}: ${result.collective} (${result.algorithm}) on ${result.topology}`, true);
@@ -115,7 +115,7 @@
       x: q.nodes, y: q.time_us.median, model: q.closed_form_us,
       title: `${name}, p = ${q.nodes}: ${q.time_us.median.toFixed(1)} µs` +
         (q.closed_form_us != null ? `; closed form ${q.closed_form_us.toFixed(1)} µs (${q.closed_form})` : '') +
-        `; ${q.steps} steps, ${q.frames_sent} messages${q.verified ? ', verified' : ', lengths only'}`,
+        `; ${count(q.steps, 'step')}, ${count(q.frames_sent, 'message')}${q.verified ? ', verified' : ', lengths only'}`,
     }));
     const svg = chartStage(doc, id, 'time against p, log-log; hover a point for its numbers; dashed: the textbook\'s closed form',
       'solid: simulated time; dashed: the closed form; hover a point for its numbers');
@@ -123,10 +123,10 @@
     showSaveButtons();
     const failures = doc.result.failures || [];
     const verified = points.every((q) => q.verified);
-    showVerdict(`${points.length} points simulated${verified ? ', every result verified' : ' (some with lengths only)'}` +
+    showVerdict(`${count(points.length, 'point')} simulated${verified ? ', every result verified' : ' (some with lengths only)'}` +
       (failures.length ? `; ${failures.length} failed` : ''), !failures.length);
     tableRows(dom.statsBody, points.map((q) => [`${q.topology} (${q.algorithm}), p = ${q.nodes}`, `${q.time_us.median.toFixed(1)} µs` +
-      (q.closed_form_us != null ? ` · closed form ${q.closed_form_us.toFixed(1)} µs` : '') + ` · ${q.steps} steps`]));
+      (q.closed_form_us != null ? ` · closed form ${q.closed_form_us.toFixed(1)} µs` : '') + ` · ${count(q.steps, 'step')}`]));
   }
 
   // A sweep on the cluster (`sweep --json`): mean time against bytes per node, a line per
@@ -139,14 +139,14 @@
       x: q.size_bytes, y: q.avg_us, model: q.model_us,
       title: `${name}, ${bytes(q.size_bytes)} per node: mean ${q.avg_us.toFixed(1)} µs (min ${q.min_us.toFixed(1)}, p99 ${q.p99_us.toFixed(1)})` +
         (q.model_us != null ? `; model ${q.model_us.toFixed(1)} µs` : '') +
-        `; algbw ${gbps(q.algbw_gbps)}, busbw ${gbps(q.busbw_gbps)}; ${q.iterations} iterations, verified`,
+        `; algbw ${gbps(q.algbw_gbps)}, busbw ${gbps(q.busbw_gbps)}; ${count(q.iterations, 'iteration')}, verified`,
     }));
     const svg = chartStage(doc, id, 'mean time against size, log-log; hover a point for its numbers; dashed: the cost model',
       'solid: measured mean time, every point verified; dashed: the cost model');
     plotLogLog(svg, series, { xLabel: 'bytes per node', xTick: bytes });
     showSaveButtons();
     const failed = status === 'failed';
-    showVerdict(`${points.length} points measured on ${result.nodes} nodes, every one verified` +
+    showVerdict(`${count(points.length, 'point')} measured on ${count(result.nodes, 'node')}, every one verified` +
       (failed ? '; the sweep stopped at a failed point' : ''), !failed);
     const rows = [];
     const l = result.links;
@@ -168,13 +168,13 @@
       'bars: each step across the time its messages took, as high as the bytes they carried; hover a step for its numbers');
     drawSteps(svg, steps);
     const result = doc.result;
-    showVerdict(`simulated on ${result.nodes} nodes${result.verified ? ', every result verified' : ' with lengths only: nothing verified'}`, true);
+    showVerdict(`simulated on ${count(result.nodes, 'node')}${result.verified ? ', every result verified' : ' with lengths only: nothing verified'}`, true);
     const rows = [['time (µs)', `${result.time_us.median.toFixed(1)}` + (result.closed_form_us != null ? ` · closed form ${result.closed_form_us.toFixed(1)} (${result.closed_form})` : '')]];
     for (const key of ['steps', 'frames_sent', 'frames_forwarded', 'busiest_link', 'cost']) {
       if (result[key] != null) rows.push(field(key, result[key]));
     }
     for (const s of steps) {
-      rows.push([`step ${s.step}`, `${s.messages} messages · ${bytes(s.bytes)} · ${lab.micros(s.start_ns)} to ${lab.micros(s.end_ns)}` +
+      rows.push([`step ${s.step}`, `${count(s.messages, 'message')} · ${bytes(s.bytes)} · ${lab.micros(s.start_ns)} to ${lab.micros(s.end_ns)}` +
         (s.busiest_link ? ` · busiest ${s.busiest_link[0]}→${s.busiest_link[1]}` : '')]);
     }
     tableRows(dom.statsBody, rows);
