@@ -74,6 +74,8 @@ pub enum Command {
 }
 
 #[derive(Debug, Clone, Args)]
+// A GOAL schedule has no collective: with --goal the collective may be left out.
+#[command(mut_arg("collective", |arg| arg.required(false).required_unless_present("goal").default_value("allreduce").hide_default_value(true)))]
 pub struct RunArgs {
     #[command(flatten)]
     pub what: CollectiveArgs,
@@ -105,7 +107,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
     /// Run a GOAL schedule (LogGOPSim's text: sends, receives and their dependencies per
-    /// rank) instead of the collective: sizes only, nothing can be verified.
+    /// rank) instead of a collective (none need be given): sizes only, nothing can be
+    /// verified.
     #[arg(long, value_name = "FILE", conflicts_with = "schedule")]
     pub goal: Option<PathBuf>,
     #[command(flatten)]

@@ -79,6 +79,24 @@ fn a_goal_schedule_explain_wrote_runs_on_daemons_with_sizes_only() {
     // 4 KiB it was written for), not the unused --size (64 KiB by default).
     let size = json["size_bytes"].as_u64().unwrap();
     assert!(size > 0 && size <= 4096, "{json:#}");
+    assert_eq!(json["collective"], "goal", "a GOAL schedule has no collective: {json:#}");
+
+    // Issue 45, item 9: a GOAL run and a GOAL simulation need no collective, and say so
+    // when neither a collective nor --goal is given.
+    let bare = cluster.run(&format!("--topology ring --goal {goal} --iterations 2 --warmup 1"));
+    assert!(bare.status.success(), "{}", bare.stderr);
+    let bare = bare.json();
+    assert_eq!((&bare["collective"], &bare["algorithm"]), (&json["collective"], &json["algorithm"]), "{bare:#}");
+    let mut simulate = command(&topocomm_bin());
+    simulate.args(["simulate", "--nodes", "8", "--topology", "ring", "--goal", goal]);
+    let simulated = run_bounded(simulate, &scratch, "simulate", Duration::from_secs(60));
+    assert!(simulated.status.success(), "{}", simulated.stderr);
+    assert!(simulated.stdout.contains("GOAL schedule simulated: messages of their own sizes"), "{}", simulated.stdout);
+    let mut neither = command(&topocomm_bin());
+    neither.args(["simulate", "--nodes", "8"]);
+    let refused = run_bounded(neither, &scratch, "neither", Duration::from_secs(60));
+    assert!(!refused.status.success());
+    assert!(refused.stderr.contains("COLLECTIVE"), "clap names the missing collective: {}", refused.stderr);
 }
 
 #[test]

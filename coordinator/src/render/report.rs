@@ -203,7 +203,7 @@ pub fn summarize(
     let model_us = prediction.map(|(time_us, _)| time_us);
     Ok(RunSummary {
         run: spec.run,
-        collective: spec.collective.to_string(),
+        collective: spec.what_collective(),
         algorithm: spec.what_runs(),
         topology: outcome.topology.kind.to_string(),
         dims: outcome.topology.dims.clone(),

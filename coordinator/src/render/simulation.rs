@@ -53,22 +53,23 @@ pub struct Cost {
     pub memory_estimate_bytes: u64,
 }
 
-/// The line over the table: the collective, its data per node and the links, with
-/// where their figures came from (`source`: given, calibration, default).
+/// The line over the table: the collective (`None`: a GOAL schedule, which has none and
+/// whose messages have their own sizes), its data per node and the links, with where
+/// their figures came from (`source`: given, calibration, default).
 pub fn headline(
-    collective: Collective,
+    collective: Option<Collective>,
     size: u64,
     dtype: Dtype,
     op: ReduceOp,
     links: &LinkModel,
     source: &str,
 ) -> String {
-    let data = if collective.reduces() {
-        format!("{} per node, {} {}", size_text(size), dtype, op)
-    } else {
-        format!("{} per node, {}", size_text(size), dtype)
+    let (what, data) = match collective {
+        None => ("GOAL schedule".to_owned(), "messages of their own sizes".to_owned()),
+        Some(c) if c.reduces() => (c.to_string(), format!("{} per node, {} {}", size_text(size), dtype, op)),
+        Some(c) => (c.to_string(), format!("{} per node, {}", size_text(size), dtype)),
     };
-    format!("{} simulated: {data}; links {} ({})", collective, describe_links(links), source)
+    format!("{what} simulated: {data}; links {} ({})", describe_links(links), source)
 }
 
 /// The scaling table: a row per point.

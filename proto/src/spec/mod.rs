@@ -190,6 +190,15 @@ impl RunSpec {
         matches!(self.schedule.as_deref(), Some(Schedule::Goal(_)))
     }
 
+    /// The collective a report names: "goal" for a GOAL schedule, which has none (the
+    /// collective a command was given is not what ran), else the collective's name.
+    pub fn what_collective(&self) -> String {
+        match self.runs_goal() {
+            true => "goal".to_owned(),
+            false => self.collective.to_string(),
+        }
+    }
+
     /// What runs: the algorithm's name, or the schedule's.
     pub fn what_runs(&self) -> String {
         match &self.schedule {

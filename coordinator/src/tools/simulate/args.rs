@@ -16,6 +16,8 @@ use crate::tools::sweep::{Algorithms, parse_algorithms};
 /// `topocomm simulate`: what `run` takes, with node counts, topologies and algorithms as
 /// lists.
 #[derive(Debug, Clone, Args)]
+// A GOAL schedule has no collective: with --goal the collective may be left out.
+#[command(mut_arg("collective", |arg| arg.required(false).required_unless_present("goal").default_value("allreduce").hide_default_value(true)))]
 pub struct SimulateArgs {
     /// The collective: broadcast, reduce, allgather, reduce-scatter, allreduce, scan,
     /// scatter, gather, alltoall, shift, barrier.
@@ -70,8 +72,8 @@ pub struct SimulateArgs {
     /// algorithm: its `coll` must be the collective given and its `ngpus` the node count.
     #[arg(long, value_name = "FILE.xml", conflicts_with_all = ["algorithm", "goal"])]
     pub schedule: Option<PathBuf>,
-    /// Simulate a GOAL schedule (LogGOPSim's text) instead of the collective: sizes only,
-    /// nothing can be verified; its num_ranks must be the node count.
+    /// Simulate a GOAL schedule (LogGOPSim's text) instead of a collective (none need be
+    /// given): sizes only, nothing can be verified; its num_ranks must be the node count.
     #[arg(long, value_name = "FILE", conflicts_with = "algorithm")]
     pub goal: Option<PathBuf>,
     /// Wall time one simulation may take before it is given up (1ms to 24h).

@@ -136,7 +136,17 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
         };
         outln!("{}", serde_json::to_string_pretty(&crate::render::schema::versioned(value))?)?;
     } else if !points.is_empty() {
-        outln!("{}", headline(args.collective, args.size, args.data.dtype, args.data.op, &links, source.name()))?;
+        outln!(
+            "{}",
+            headline(
+                args.goal.is_none().then_some(args.collective),
+                args.size,
+                args.data.dtype,
+                args.data.op,
+                &links,
+                source.name()
+            )
+        )?;
         outln!("{}", table(&points))?;
         for note in notes(&points) {
             outln!("{note}")?;

@@ -112,7 +112,7 @@ pub(crate) fn describe(point: &Planned, simulated: &SimulatedRun, links: &LinkMo
         Some(_) => None,
     };
     SimulationSummary {
-        collective: spec.collective.to_string(),
+        collective: spec.what_collective(),
         algorithm: spec.what_runs(),
         topology: point.topology.kind().to_string(),
         dims: point.topology.dims().to_vec(),
