@@ -334,6 +334,13 @@ async fn a_part_that_fails_to_load_and_a_failed_request_are_said_on_the_page() {
     let browser = Browser::launch(&chromium).await;
     browser.navigate(&lab.url).await;
     browser.wait_for("document.querySelectorAll('#collective option').length > 10", RUN_PATIENCE).await;
+    // The form previews its topology only once the page knows the cluster.
+    browser
+        .wait_for(
+            "document.querySelector('#cluster-line').textContent.startsWith('1 of 1 nodes connected')",
+            RUN_PATIENCE,
+        )
+        .await;
     assert_eq!(browser.eval("window.topocommLab.parts").await, json!(SCRIPT_PARTS), "every part loaded, in order");
     assert_eq!(browser.eval("document.querySelector('[data-testid=error]').hidden").await, Value::Bool(true));
     // The cluster is not wired yet: the page draws the form's topology from /api/layout.
@@ -346,12 +353,15 @@ async fn a_part_that_fails_to_load_and_a_failed_request_are_said_on_the_page() {
     assert!(error.as_str().unwrap().starts_with("drawing the form's topology: "), "{error}");
     browser.command("Network.setBlockedURLs", json!({ "urls": [] })).await;
     browser.eval(&fill_form("explain", &[("topology", "hypercube")])).await;
-    browser.wait_for("document.querySelector('[data-testid=error]').hidden", Duration::from_secs(20)).await;
-    assert_eq!(
-        browser.eval("document.querySelector('#stage-title').textContent").await,
-        "The cluster (not wired yet)",
-        "the preview drawn once its request works"
-    );
+    // The preview drawn once its request works (an earlier preview still under way may
+    // finish first: the page is waited for, not sampled).
+    browser
+        .wait_for(
+            "document.querySelector('[data-testid=error]').hidden \
+             && document.querySelector('#stage-title').textContent === 'The cluster (not wired yet)'",
+            Duration::from_secs(20),
+        )
+        .await;
     // Each part that does not load is said on the page, which does not start.
     for (i, missing) in SCRIPT_PARTS.iter().enumerate() {
         browser.command("Network.setBlockedURLs", json!({ "urls": [format!("*/lab/{missing}.js")] })).await;
@@ -402,7 +412,9 @@ async fn long_runs_are_cancelled_from_the_history_and_the_progress_line() {
                 Duration::from_secs(30),
             )
             .await;
-        assert_eq!(browser.eval("document.querySelector('#progress').hidden").await, Value::Bool(false));
+        // The progress line shows once the POST's answer names the job (its events may
+        // draw the history first).
+        browser.wait_for("document.querySelector('#progress').hidden === false", Duration::from_secs(30)).await;
         browser.eval(&format!("document.querySelector('{cancel}').click()")).await;
         browser
             .wait_for(
