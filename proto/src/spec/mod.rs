@@ -272,28 +272,7 @@ mod tests {
 
     #[test]
     fn size_must_be_whole_elements() {
-        let spec = RunSpec {
-            run: 1,
-            collective: Collective::Reduce,
-            algorithm: Algorithm::Ring,
-            root: 0,
-            size_bytes: 10,
-            dtype: Dtype::F64,
-            op: ReduceOp::Sum,
-            seed: 1,
-            warmup: 0,
-            iterations: 1,
-            timeout_ms: 1000,
-            dump: false,
-            shift: 1,
-            exclusive: false,
-            emulation: None,
-            dilation: Dilation::NONE,
-            probe: false,
-            trace: false,
-            clock_offsets_ns: Vec::new(),
-            schedule: None,
-        };
+        let spec = RunSpec { size_bytes: 10, timeout_ms: 1000, ..RunSpec::new(Collective::Reduce, Algorithm::Ring) };
         let err = spec.validate(4).unwrap_err();
         assert!(err.to_string().contains("try 8 or 16"), "{err}");
         assert!(RunSpec { size_bytes: 16, ..spec.clone() }.validate(4).is_ok());
