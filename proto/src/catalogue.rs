@@ -580,6 +580,9 @@ pub fn check(collective: Collective, algorithm: Algorithm) -> Result<(), NoSuchA
 pub fn default_algorithm(collective: Collective, topology: TopologyKind) -> Algorithm {
     use TopologyKind as T;
     let grid = matches!(topology, T::Mesh | T::Torus | T::Mesh3d | T::Torus3d);
+    // On a switched network every rank reaches every other through the switches: its
+    // defaults are those of the fully connected network.
+    let topology = if topology.is_switched() { T::Full } else { topology };
     match collective {
         C::PingPong => A::Linear,
         C::Barrier if topology == T::Hypercube => A::Hypercube,

@@ -13,10 +13,15 @@
 //!
 //! This module is pure arithmetic: it knows nothing of sockets, frames or collectives.
 
+mod switched_shape;
+
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use strum::{Display, EnumIter, EnumString, IntoStaticStr, VariantNames};
+
+use crate::network::{ClassId, DIRECT_CLASSES, Switched};
 
 /// A node's id in the current topology, 0..p-1.
 pub type NodeId = usize;
@@ -54,6 +59,20 @@ pub enum TopologyKind {
     Hypercube,
     /// Every node links to every other node.
     Full,
+    /// The k-port three-level fat-tree (`--dims K`): hosts under switches
+    /// ([`crate::network::fat_tree`]).
+    FatTree,
+    /// The dragonfly `A x P x H` of Kim et al. ([`crate::network::dragonfly`]).
+    Dragonfly,
+    /// `M x C`: M machines of C cores ([`crate::network::machines`]).
+    Cluster,
+}
+
+impl TopologyKind {
+    /// Whether the kind has switches: vertices that only forward, beside its ranks.
+    pub fn is_switched(self) -> bool {
+        matches!(self, TopologyKind::FatTree | TopologyKind::Dragonfly | TopologyKind::Cluster)
+    }
 }
 
 /// Why a shape cannot be built.
@@ -67,12 +86,14 @@ pub enum TopologyError {
     Invalid(String),
 }
 
-/// A validated topology of `p` nodes.
+/// A validated topology of `p` nodes (ranks). A switched kind also has switches, vertices
+/// `p..vertices()` that only forward; a direct one's vertices are its nodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Topology {
     kind: TopologyKind,
     p: usize,
     dims: Vec<usize>,
+    switched: Option<Arc<Switched>>,
 }
 
 /// How many shapes an error message lists before it abbreviates.
@@ -122,8 +143,13 @@ impl Topology {
                 }
                 Some(d) => grid_dims(kind, p, d, 3)?,
             },
+            TopologyKind::FatTree | TopologyKind::Dragonfly | TopologyKind::Cluster => {
+                let (dims, family) = switched_shape::family(kind, p, dims)?;
+                let switched = Some(Arc::new(Switched::new(family, p)));
+                return Ok(Self { kind, p, dims, switched });
+            }
         };
-        Ok(Self { kind, p, dims })
+        Ok(Self { kind, p, dims, switched: None })
     }
 
     /// The shape's kind.
@@ -165,6 +191,9 @@ impl Topology {
     /// Panics if `id >= p`.
     pub fn coords(&self, id: NodeId) -> Vec<usize> {
         self.check(id);
+        if let Some(switched) = &self.switched {
+            return switched.coords(id);
+        }
         if self.kind == TopologyKind::Hypercube {
             return (0..self.dims.len()).map(|k| (id >> k) & 1).collect();
         }
@@ -181,6 +210,11 @@ impl Topology {
     ///
     /// Panics if `coords` has the wrong length or a coordinate is out of range.
     pub fn id_of(&self, coords: &[usize]) -> NodeId {
+        if self.switched.is_some() {
+            return (0..self.vertices())
+                .find(|&v| self.coords(v) == coords)
+                .unwrap_or_else(|| panic!("no vertex of {self} sits at {coords:?}"));
+        }
         assert_eq!(coords.len(), self.dims.len(), "{self} takes {} coordinates, got {coords:?}", self.dims.len());
         for (k, (&c, &ext)) in coords.iter().zip(&self.dims).enumerate() {
             assert!(c < ext, "coordinate {k} of {coords:?} is out of range 0..{ext} in {self}");
@@ -196,6 +230,9 @@ impl Topology {
     /// Panics if `id >= p`.
     pub fn neighbours(&self, id: NodeId) -> Vec<NodeId> {
         self.check(id);
+        if let Some(switched) = &self.switched {
+            return switched.neighbours(id).into_iter().map(|(v, _)| v).collect();
+        }
         let mut out = match self.kind {
             TopologyKind::Full => return (0..self.p).filter(|&n| n != id).collect(),
             TopologyKind::Hypercube => (0..self.dims.len()).map(|k| id ^ (1 << k)).collect(),
@@ -229,9 +266,61 @@ impl Topology {
     /// Whether `a` and `b` are linked. False for `a == b` and for ids out of range.
     /// Does not allocate.
     pub fn is_neighbour(&self, a: NodeId, b: NodeId) -> bool {
-        if a == b || a >= self.p || b >= self.p {
-            return false;
+        self.link_class(a, b).is_some()
+    }
+
+    /// The class of the link between `a` and `b` (an index into
+    /// [`Topology::class_names`]); `None` when they are not linked, are equal or are out
+    /// of range. Does not allocate.
+    pub fn link_class(&self, a: NodeId, b: NodeId) -> Option<ClassId> {
+        let n = self.vertices();
+        if a == b || a >= n || b >= n {
+            return None;
         }
+        match &self.switched {
+            Some(switched) => switched.link_class(a, b),
+            None => self.direct_link(a, b).then_some(0),
+        }
+    }
+
+    /// The names of the link classes, by [`ClassId`]: one, `link`, on a direct network;
+    /// a switched kind's own (a fat-tree's `edge`, `aggregation`, `core`).
+    pub fn class_names(&self) -> &'static [&'static str] {
+        match &self.switched {
+            Some(switched) => switched.family().class_names(),
+            None => DIRECT_CLASSES,
+        }
+    }
+
+    /// Ranks and switches: the vertices `0..vertices()`, the ranks first. A direct
+    /// network's vertices are its `p` nodes.
+    pub fn vertices(&self) -> usize {
+        self.switched.as_ref().map_or(self.p, |switched| switched.vertices())
+    }
+
+    /// The switches, vertices `p..vertices()` that only forward (0 on a direct network).
+    pub fn switches(&self) -> usize {
+        self.vertices() - self.p
+    }
+
+    /// Whether vertex `v` is a switch.
+    pub fn is_switch(&self, v: NodeId) -> bool {
+        v >= self.p && v < self.vertices()
+    }
+
+    /// The endpoints ranks may be put on: a switched kind's hosts (with a rank or
+    /// not), a direct network's nodes.
+    pub fn hosts(&self) -> usize {
+        self.switched.as_ref().map_or(self.p, |switched| switched.hosts())
+    }
+
+    /// The switched network, on a switched kind.
+    pub fn switched(&self) -> Option<&Switched> {
+        self.switched.as_deref()
+    }
+
+    /// Whether `a` and `b` (distinct, in range) are linked on a direct network.
+    fn direct_link(&self, a: NodeId, b: NodeId) -> bool {
         match self.kind {
             TopologyKind::Full => true,
             TopologyKind::Hypercube => (a ^ b).is_power_of_two(),
@@ -257,12 +346,17 @@ impl Topology {
 
     /// Every undirected link once, as `(a, b)` with `a < b`, sorted.
     pub fn edges(&self) -> Vec<(NodeId, NodeId)> {
-        (0..self.p).flat_map(|a| self.neighbours(a).into_iter().filter(move |&b| a < b).map(move |b| (a, b))).collect()
+        (0..self.vertices())
+            .flat_map(|a| self.neighbours(a).into_iter().filter(move |&b| a < b).map(move |b| (a, b)))
+            .collect()
     }
 
     /// The largest distance between two nodes (ring: `p/2`; mesh: sum of `ext-1`;
     /// torus: sum of `ext/2`; hypercube: `d`; full: 1, or 0 for one node).
     pub fn diameter(&self) -> usize {
+        if let Some(switched) = &self.switched {
+            return switched.diameter();
+        }
         match self.kind {
             TopologyKind::Full => usize::from(self.p > 1),
             TopologyKind::Hypercube => self.dims.len(),
@@ -278,6 +372,9 @@ impl Topology {
     pub fn distance(&self, a: NodeId, b: NodeId) -> usize {
         self.check(a);
         self.check(b);
+        if self.switched.is_some() {
+            return self.route(a, b).len() - 1;
+        }
         match self.kind {
             TopologyKind::Full => usize::from(a != b),
             TopologyKind::Hypercube => (a ^ b).count_ones() as usize,
@@ -309,7 +406,7 @@ impl Topology {
     ///
     /// Panics if `src` or `dst` is `>= p`.
     pub fn route(&self, src: NodeId, dst: NodeId) -> Vec<NodeId> {
-        let mut path = Vec::with_capacity(self.distance(src, dst) + 1);
+        let mut path = Vec::with_capacity(if self.switched.is_some() { 8 } else { self.distance(src, dst) + 1 });
         let mut at = src;
         path.push(at);
         while at != dst {
@@ -328,6 +425,10 @@ impl Topology {
         self.check(dst);
         if at == dst {
             return at;
+        }
+        if let Some(switched) = &self.switched {
+            assert!(dst < self.p, "routes lead to ranks, and {dst} is a switch of {self}");
+            return switched.next_hop(at, dst);
         }
         match self.kind {
             TopologyKind::Full => dst,
@@ -365,7 +466,7 @@ impl Topology {
     }
 
     fn check(&self, id: NodeId) {
-        assert!(id < self.p, "node id {id} is out of range for {self}");
+        assert!(id < self.vertices(), "node id {id} is out of range for {self}");
     }
 }
 
@@ -374,6 +475,18 @@ impl fmt::Display for Topology {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let p = self.p;
         let nodes = if p == 1 { "node" } else { "nodes" };
+        if let Some(switched) = &self.switched {
+            let (hosts, switches) = (switched.hosts(), switched.switches());
+            let placed = if p == hosts { format!("{p} {nodes}") } else { format!("{p} {nodes} on {hosts} hosts") };
+            let switches = format!("{switches} switch{}", if switches == 1 { "" } else { "es" });
+            return match self.kind {
+                TopologyKind::FatTree => write!(f, "fat-tree k={} ({placed}, {switches})", self.dims[0]),
+                TopologyKind::Cluster => {
+                    write!(f, "cluster of {} machines x {} cores ({placed}, {switches})", self.dims[0], self.dims[1])
+                }
+                kind => write!(f, "{kind} {} ({placed}, {switches})", self.describe_dims()),
+            };
+        }
         match self.kind {
             TopologyKind::Ring => write!(f, "ring of {p} {nodes}"),
             TopologyKind::Full => write!(f, "fully connected network of {p} {nodes}"),
@@ -625,7 +738,7 @@ mod tests {
         }
         // Sanity on the coverage: all kinds present, tens of thousands of pairs.
         let kinds: BTreeSet<_> = all.iter().map(|t| t.kind() as u8).collect();
-        assert_eq!(kinds.len(), TopologyKind::iter().count());
+        assert_eq!(kinds.len(), TopologyKind::iter().filter(|kind| !kind.is_switched()).count());
         assert!(pairs > 100_000, "{pairs}");
     }
 
@@ -764,7 +877,8 @@ mod tests {
         }
         assert_eq!("mesh3d".parse::<TopologyKind>().unwrap(), TopologyKind::Mesh3d);
         assert_eq!("torus3d".parse::<TopologyKind>().unwrap(), TopologyKind::Torus3d);
-        assert_eq!(TopologyKind::VARIANTS.len(), 7);
+        assert_eq!(TopologyKind::VARIANTS.len(), 10);
+        assert_eq!("fat-tree".parse::<TopologyKind>().unwrap(), TopologyKind::FatTree);
     }
 
     #[test]

@@ -1,0 +1,201 @@
+//! The dragonfly of Kim, Dally, Scott and Abts ("Technology-Driven, Highly-Scalable
+//! Dragonfly Topology", ISCA 2008, §3): groups of `a` routers, the routers of a group
+//! fully connected (class `local`), `p` hosts on each router (class `terminal`) and `h`
+//! global links on each router (class `global`), `g = a·h + 1` groups so that every two
+//! groups share exactly one global link. Kim et al. balance it with `a = 2p = 2h`; any
+//! `a, p, h ≥ 1` closes.
+//!
+//! The global links are arranged as the "palm tree" of Camarero, Vallejo and Beivide
+//! ("Topological Characterization of Hamming and Dragonfly Networks and Its Implications
+//! on Routing", ACM TACO 2014): global link `l` of group `G` (`l = i·h + q`, port `q` of
+//! router `i`) leads to group `G + l + 1 (mod g)`, where it is that group's link
+//! `g − 2 − l`.
+//!
+//! Routes are minimal, as Kim et al. route by default: to the router of the destination's
+//! group if it is in this group (local), otherwise to this group's router that holds the
+//! global link to the destination's group (local), across it (global), then to the
+//! destination's router (local): at most local, global, local between routers, five hops
+//! host to host.
+//!
+//! Vertices, as [`super::Family`] numbers them: hosts `0..g·a·p` (router-major, so host
+//! `x` hangs off router `x / p`), then the routers (`G · a + i`).
+
+use super::{ClassId, Vertex};
+
+/// The class of a host's link to its router.
+pub const TERMINAL: ClassId = 0;
+/// The class of a link between two routers of a group.
+pub const LOCAL: ClassId = 1;
+/// The class of a link between two groups.
+pub const GLOBAL: ClassId = 2;
+
+/// The dragonfly's link classes, by [`ClassId`].
+pub const CLASSES: &[&str] = &["terminal", "local", "global"];
+
+/// A dragonfly of `a` routers a group, `p` hosts a router and `h` global links a router.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dragonfly {
+    routers_per_group: usize,
+    hosts_per_router: usize,
+    globals_per_router: usize,
+}
+
+impl Dragonfly {
+    /// The dragonfly `a x p x h`, each at least 1 (checked by the caller).
+    pub fn new(routers_per_group: usize, hosts_per_router: usize, globals_per_router: usize) -> Self {
+        Dragonfly { routers_per_group, hosts_per_router, globals_per_router }
+    }
+
+    /// `a · h + 1`.
+    pub fn groups(&self) -> usize {
+        self.routers_per_group * self.globals_per_router + 1
+    }
+
+    /// `g · a`.
+    pub fn routers(&self) -> usize {
+        self.groups() * self.routers_per_group
+    }
+
+    /// `g · a · p`.
+    pub fn hosts(&self) -> usize {
+        self.routers() * self.hosts_per_router
+    }
+
+    fn router_vertex(&self, router: usize) -> Vertex {
+        self.hosts() + router
+    }
+
+    /// The router a host hangs off, as a vertex.
+    pub fn attachment(&self, host: usize) -> Vertex {
+        self.router_vertex(host / self.hosts_per_router)
+    }
+
+    /// The router at the other end of global port `q` of router `router`, and which
+    /// port of its own that is.
+    fn global_peer(&self, router: usize, q: usize) -> (usize, usize) {
+        let (a, h, g) = (self.routers_per_group, self.globals_per_router, self.groups());
+        let (group, i) = (router / a, router % a);
+        let link = i * h + q;
+        let peer_group = (group + link + 1) % g;
+        let peer_link = g - 2 - link;
+        (peer_group * a + peer_link / h, peer_link % h)
+    }
+
+    /// The router of `group` that holds the global link to `to_group` (`≠ group`).
+    fn gateway(&self, group: usize, to_group: usize) -> usize {
+        let (a, h, g) = (self.routers_per_group, self.globals_per_router, self.groups());
+        let link = (to_group + g - group - 1) % g;
+        group * a + link / h
+    }
+
+    /// Every vertex linked to `v`, with the link's class.
+    pub fn neighbours(&self, v: Vertex) -> Vec<(Vertex, ClassId)> {
+        let (a, p) = (self.routers_per_group, self.hosts_per_router);
+        if v < self.hosts() {
+            return vec![(self.attachment(v), TERMINAL)];
+        }
+        let router = v - self.hosts();
+        let group = router / a;
+        let hosts = (0..p).map(|port| (router * p + port, TERMINAL));
+        let local = (0..a).map(|i| group * a + i).filter(|&r| r != router).map(|r| (self.router_vertex(r), LOCAL));
+        let global = (0..self.globals_per_router).map(|q| (self.router_vertex(self.global_peer(router, q).0), GLOBAL));
+        hosts.chain(local).chain(global).collect()
+    }
+
+    /// The class of the link between `a` and `b`, if they are linked. Does not allocate.
+    pub fn link_class(&self, x: Vertex, y: Vertex) -> Option<ClassId> {
+        let (hosts, a) = (self.hosts(), self.routers_per_group);
+        match (x < hosts, y < hosts) {
+            (true, true) => None,
+            (true, false) => (self.attachment(x) == y).then_some(TERMINAL),
+            (false, true) => (self.attachment(y) == x).then_some(TERMINAL),
+            (false, false) if x == y => None,
+            (false, false) => {
+                let (rx, ry) = (x - hosts, y - hosts);
+                if rx / a == ry / a {
+                    return Some(LOCAL);
+                }
+                (0..self.globals_per_router).any(|q| self.global_peer(rx, q).0 == ry).then_some(GLOBAL)
+            }
+        }
+    }
+
+    /// The next vertex from `at` towards host `dst` (minimal routing; see the module
+    /// docs). `at != dst`.
+    pub fn next_hop(&self, at: Vertex, dst: usize) -> Vertex {
+        let a = self.routers_per_group;
+        if at < self.hosts() {
+            return self.attachment(at);
+        }
+        let router = at - self.hosts();
+        let dst_router = dst / self.hosts_per_router;
+        let (group, dst_group) = (router / a, dst_router / a);
+        if router == dst_router {
+            return dst;
+        }
+        if group == dst_group {
+            return self.router_vertex(dst_router);
+        }
+        let gateway = self.gateway(group, dst_group);
+        if router != gateway {
+            return self.router_vertex(gateway);
+        }
+        let q = (0..self.globals_per_router)
+            .find(|&q| self.global_peer(router, q).0 / a == dst_group)
+            .expect("the gateway holds a global link to the group");
+        self.router_vertex(self.global_peer(router, q).0)
+    }
+
+    /// Where a vertex sits: a host `[group, router, port]`, a router `[group, router]`.
+    pub fn coords(&self, v: Vertex) -> Vec<usize> {
+        let (a, p) = (self.routers_per_group, self.hosts_per_router);
+        if v < self.hosts() {
+            let router = v / p;
+            vec![router / a, router % a, v % p]
+        } else {
+            let router = v - self.hosts();
+            vec![router / a, router % a]
+        }
+    }
+
+    /// The most hops a route between two of the first `hosts` hosts takes: 2 on one
+    /// router, 3 in one group, across groups 3 to 5 by where the global links are.
+    pub fn diameter(&self, hosts: usize) -> usize {
+        let (a, p) = (self.routers_per_group, self.hosts_per_router);
+        if hosts <= 1 {
+            return 0;
+        }
+        if hosts <= p {
+            return 2;
+        }
+        if hosts <= a * p {
+            return 3;
+        }
+        // Across groups: the longest of the minimal routes between the routers in use
+        // (a route's hops depend only on its two routers), stopping at the bound of 5.
+        let used_routers = hosts.div_ceil(p);
+        let mut longest = 3;
+        for from in 0..used_routers {
+            for to in 0..used_routers {
+                let (mut at, mut hops) = (self.router_vertex(from), 2);
+                let target = to * p;
+                while at != self.attachment(target) {
+                    at = self.next_hop(at, target);
+                    hops += 1;
+                }
+                longest = longest.max(hops);
+                if longest == 5 {
+                    return 5;
+                }
+            }
+        }
+        longest
+    }
+
+    /// Links cut by halving the groups (⌊g/2⌋ against ⌈g/2⌉): one global link for each
+    /// pair of groups across the cut.
+    pub fn bisection_width(&self) -> usize {
+        let g = self.groups();
+        (g / 2) * g.div_ceil(2)
+    }
+}

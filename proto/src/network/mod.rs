@@ -1,0 +1,222 @@
+//! Switched networks: graphs of endpoints, which run ranks, and switches, which only
+//! forward, with a class on every link ([`ClassId`], each class its own physics). Three
+//! families are built in: the k-port fat-tree ([`fat_tree`]), the dragonfly
+//! ([`dragonfly`]) and a cluster of machines of many cores ([`machines`]). Each numbers
+//! its own vertices (hosts first, then switches) and routes arithmetically, so a network
+//! of 65,536 hosts holds no table.
+//!
+//! [`Switched`] puts `p` ranks on a family's hosts (rank `r` on host `r`: linear
+//! placement) and numbers the network's vertices as the rest of topocomm sees them:
+//! ranks `0..p`, then the switches `p..p + switches`. Hosts without a rank are no vertex:
+//! no route between two hosts crosses a host.
+//!
+//! This module is pure arithmetic, like [`crate::topology`], which holds a [`Switched`]
+//! for the switched kinds.
+
+pub mod dragonfly;
+pub mod fat_tree;
+pub mod machines;
+
+use dragonfly::Dragonfly;
+use fat_tree::FatTree;
+use machines::Machines;
+
+/// A vertex of a family: a host or a switch, in the family's own numbering.
+pub type Vertex = usize;
+
+/// A link's class: an index into the network's class names.
+pub type ClassId = u8;
+
+/// The class every link of a direct network has.
+pub const DIRECT_CLASSES: &[&str] = &["link"];
+
+/// A built-in switched network and its shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Family {
+    FatTree(FatTree),
+    Dragonfly(Dragonfly),
+    Machines(Machines),
+}
+
+impl Family {
+    /// The hosts, which ranks may be put on.
+    pub fn hosts(&self) -> usize {
+        match self {
+            Family::FatTree(tree) => tree.hosts(),
+            Family::Dragonfly(dragonfly) => dragonfly.hosts(),
+            Family::Machines(machines) => machines.hosts(),
+        }
+    }
+
+    /// The switches.
+    pub fn switches(&self) -> usize {
+        match self {
+            Family::FatTree(tree) => tree.switches(),
+            Family::Dragonfly(dragonfly) => dragonfly.routers(),
+            Family::Machines(machines) => machines.switches(),
+        }
+    }
+
+    fn neighbours(&self, v: Vertex) -> Vec<(Vertex, ClassId)> {
+        match self {
+            Family::FatTree(tree) => tree.neighbours(v),
+            Family::Dragonfly(dragonfly) => dragonfly.neighbours(v),
+            Family::Machines(machines) => machines.neighbours(v),
+        }
+    }
+
+    fn link_class(&self, a: Vertex, b: Vertex) -> Option<ClassId> {
+        match self {
+            Family::FatTree(tree) => tree.link_class(a, b),
+            Family::Dragonfly(dragonfly) => dragonfly.link_class(a, b),
+            Family::Machines(machines) => machines.link_class(a, b),
+        }
+    }
+
+    fn next_hop(&self, at: Vertex, dst: usize) -> Vertex {
+        match self {
+            Family::FatTree(tree) => tree.next_hop(at, dst),
+            Family::Dragonfly(dragonfly) => dragonfly.next_hop(at, dst),
+            Family::Machines(machines) => machines.next_hop(at, dst),
+        }
+    }
+
+    fn coords(&self, v: Vertex) -> Vec<usize> {
+        match self {
+            Family::FatTree(tree) => tree.coords(v),
+            Family::Dragonfly(dragonfly) => dragonfly.coords(v),
+            Family::Machines(machines) => machines.coords(v),
+        }
+    }
+
+    fn attachment(&self, host: usize) -> Vertex {
+        match self {
+            Family::FatTree(tree) => tree.attachment(host),
+            Family::Dragonfly(dragonfly) => dragonfly.attachment(host),
+            Family::Machines(machines) => machines.attachment(host),
+        }
+    }
+
+    fn diameter(&self, hosts: usize) -> usize {
+        match self {
+            Family::FatTree(tree) => tree.diameter(hosts),
+            Family::Dragonfly(dragonfly) => dragonfly.diameter(hosts),
+            Family::Machines(machines) => machines.diameter(hosts),
+        }
+    }
+
+    /// The family's link classes, by [`ClassId`].
+    pub fn class_names(&self) -> &'static [&'static str] {
+        match self {
+            Family::FatTree(_) => fat_tree::CLASSES,
+            Family::Dragonfly(_) => dragonfly::CLASSES,
+            Family::Machines(_) => machines::CLASSES,
+        }
+    }
+
+    /// Links cut by the family's natural halving of all its hosts.
+    pub fn bisection_width(&self) -> usize {
+        match self {
+            Family::FatTree(tree) => tree.bisection_width(),
+            Family::Dragonfly(dragonfly) => dragonfly.bisection_width(),
+            Family::Machines(machines) => machines.bisection_width(),
+        }
+    }
+}
+
+/// `p` ranks on a family's first `p` hosts, and the network's vertices: ranks `0..p`,
+/// then the family's switches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Switched {
+    family: Family,
+    ranks: usize,
+}
+
+impl Switched {
+    /// `ranks ≤ family.hosts()` (checked by the caller, which says why).
+    pub fn new(family: Family, ranks: usize) -> Self {
+        debug_assert!(ranks <= family.hosts());
+        Switched { family, ranks }
+    }
+
+    /// The family.
+    pub fn family(&self) -> &Family {
+        &self.family
+    }
+
+    /// The ranks: vertices `0..ranks`.
+    pub fn ranks(&self) -> usize {
+        self.ranks
+    }
+
+    /// The family's hosts, ranks on them or not.
+    pub fn hosts(&self) -> usize {
+        self.family.hosts()
+    }
+
+    /// The switches: vertices `ranks..ranks + switches`.
+    pub fn switches(&self) -> usize {
+        self.family.switches()
+    }
+
+    /// Ranks and switches.
+    pub fn vertices(&self) -> usize {
+        self.ranks + self.switches()
+    }
+
+    /// The family's vertex of a network vertex.
+    fn inner(&self, v: usize) -> Vertex {
+        if v < self.ranks { v } else { self.family.hosts() + (v - self.ranks) }
+    }
+
+    /// The network vertex of a family vertex; `None` for a host without a rank.
+    fn outer(&self, v: Vertex) -> Option<usize> {
+        let hosts = self.family.hosts();
+        match v {
+            _ if v < self.ranks => Some(v),
+            _ if v < hosts => None,
+            _ => Some(self.ranks + (v - hosts)),
+        }
+    }
+
+    /// The vertices linked to `v`, sorted, with each link's class.
+    pub fn neighbours(&self, v: usize) -> Vec<(usize, ClassId)> {
+        let mut out: Vec<(usize, ClassId)> = self
+            .family
+            .neighbours(self.inner(v))
+            .into_iter()
+            .filter_map(|(w, class)| self.outer(w).map(|w| (w, class)))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// The class of the link between `a` and `b`, if they are linked.
+    pub fn link_class(&self, a: usize, b: usize) -> Option<ClassId> {
+        self.family.link_class(self.inner(a), self.inner(b))
+    }
+
+    /// The next vertex from `at` towards rank `dst` (`at != dst`).
+    pub fn next_hop(&self, at: usize, dst: usize) -> usize {
+        let next = self.family.next_hop(self.inner(at), dst);
+        self.outer(next).expect("a route crosses no host but its ends")
+    }
+
+    /// Where a vertex sits in the family (see each family's `coords`).
+    pub fn coords(&self, v: usize) -> Vec<usize> {
+        self.family.coords(self.inner(v))
+    }
+
+    /// The switch rank `rank` hangs off, as a network vertex.
+    pub fn attachment(&self, rank: usize) -> usize {
+        self.outer(self.family.attachment(rank)).expect("a switch is a vertex")
+    }
+
+    /// The most hops between two ranks.
+    pub fn diameter(&self) -> usize {
+        self.family.diameter(self.ranks)
+    }
+}
+
+#[cfg(test)]
+mod tests;
