@@ -77,7 +77,12 @@ impl Grid {
         match topology.kind() {
             TopologyKind::Mesh | TopologyKind::Mesh3d => Grid { dims: topology.dims().to_vec(), wraps: false },
             TopologyKind::Torus | TopologyKind::Torus3d => Grid { dims: topology.dims().to_vec(), wraps: true },
-            TopologyKind::Ring | TopologyKind::Hypercube | TopologyKind::Full => {
+            TopologyKind::Ring
+            | TopologyKind::Hypercube
+            | TopologyKind::Full
+            | TopologyKind::FatTree
+            | TopologyKind::Dragonfly
+            | TopologyKind::Cluster => {
                 let (rows, cols) = squarest_grid(topology.p());
                 Grid { dims: vec![rows, cols], wraps: false }
             }

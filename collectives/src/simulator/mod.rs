@@ -251,6 +251,9 @@ pub struct Options {
     /// Lengths only: every buffer is known zeros, results are assembled as known zeros
     /// that take no memory (`Comm::assembly`), and a part that is data is an error.
     pub lengths_only: bool,
+    /// Each link class's physics, by class id (`spec::class_models`); empty: every link
+    /// has the model `simulate` is given.
+    pub class_models: Vec<LinkModel>,
 }
 
 impl Default for Options {
@@ -265,6 +268,7 @@ impl Default for Options {
             entering_by_events: false,
             watch: Vec::new(),
             lengths_only: false,
+            class_models: Vec::new(),
         }
     }
 }
@@ -413,7 +417,7 @@ where
         lengths_only: options.lengths_only,
         simulation,
     });
-    let mut network = Network::new(topology.clone(), model, options.record);
+    let mut network = Network::new(topology.clone(), model, options.record).with_class_models(options.class_models);
     if options.entering_by_events {
         network = network.entering_by_events();
     }

@@ -152,6 +152,7 @@ impl Ports {
 impl Links {
     fn new(topology: &Topology) -> Self {
         let ports = match topology.kind() {
+            _ if topology.switches() > 0 => return Links::Map(FxHashMap::default()),
             TopologyKind::Full => return Links::Map(FxHashMap::default()),
             TopologyKind::Hypercube => Ports::Hypercube { dimension: topology.dimension() },
             _ => {
@@ -161,7 +162,7 @@ impl Links {
             }
         };
         let (table_of, tables, groups) =
-            (huge_pages::vec_of(topology.p(), |_| 0), Chunked::default(), Chunked::default());
+            (huge_pages::vec_of(topology.vertices(), |_| 0), Chunked::default(), Chunked::default());
         Links::Rows { ports, table_of, tables, groups }
     }
 
@@ -222,6 +223,8 @@ pub struct Totals {
 pub struct Network {
     topology: Topology,
     model: LinkModel,
+    /// Each link class's physics, by class id; empty: every link has `model`.
+    class_models: Vec<LinkModel>,
     now_ns: u64,
     events_due: EventQueue,
     /// The events the queue's entries point to.
@@ -260,11 +263,13 @@ pub struct UnknownNode {
 
 impl Network {
     pub fn new(topology: Topology, model: LinkModel, record: bool) -> Self {
-        let nodes = huge_pages::vec_of(topology.p(), |_| NodeState::EMPTY);
+        // A switch has a state too, though nothing is ever delivered to it.
+        let nodes = huge_pages::vec_of(topology.vertices(), |_| NodeState::EMPTY);
         let links = Links::new(&topology);
         Network {
             topology,
             model,
+            class_models: Vec::new(),
             now_ns: 0,
             events_due: EventQueue::default(),
             events: Slab::default(),
@@ -281,6 +286,23 @@ impl Network {
             recording: record.then(Vec::new),
             watch: None,
         }
+    }
+
+    /// This network with links of each class (by class id) under that class's physics:
+    /// `models[c]` for a link of class c (`class_models` of proto's spec). With one model
+    /// or none, every link has the network's.
+    pub fn with_class_models(mut self, models: Vec<LinkModel>) -> Self {
+        self.class_models = if models.len() > 1 { models } else { Vec::new() };
+        self
+    }
+
+    /// The physics of the link `from` → `to`: its class's, or the network's.
+    fn model_of(&self, from: NodeId, to: NodeId) -> LinkModel {
+        if self.class_models.is_empty() {
+            return self.model;
+        }
+        let class = self.topology.link_class(from, to).expect("a frame crosses a link");
+        self.class_models[usize::from(class)]
     }
 
     /// This network, counting what each of `nodes` is delivered and passes on, by
@@ -496,7 +518,7 @@ impl Network {
     /// one event, its delivery, instead of two.
     fn enter(&mut self, from: NodeId, to: NodeId, header: FrameHeader, payload: Bytes, ready_ns: u64) {
         let head_ns = if header.tag < SYSTEM_TAG_BASE {
-            head_ready_ns(&self.model, &header, payload.len(), ready_ns)
+            head_ready_ns(&self.model_of(from, to), &header, payload.len(), ready_ns)
         } else {
             ready_ns
         };
@@ -523,11 +545,12 @@ impl Network {
         {
             watch.forwarded(from, &header, payload.len());
         }
+        let model = self.model_of(from, to);
         let link = self.links.state(from, to);
         let mut arrived = header;
         if physics {
             link.bytes += (FrameHeader::ENCODED_LEN + payload.len()) as u64;
-            link.free_ns = link_free_ns(&self.model, &header, payload.len(), ready_ns, link.free_ns);
+            link.free_ns = link_free_ns(&model, &header, payload.len(), ready_ns, link.free_ns);
             arrived.due_ns = link.free_ns.max(now);
             self.busiest.counted((from, to), link.bytes);
         }
@@ -538,7 +561,7 @@ impl Network {
         }
         // Passed on when its tail has arrived (software at a hop takes no time).
         let next = self.topology.next_hop(to, header.dst());
-        let ready_ns = if arrived.due_ns > 0 { ready_after(arrived.due_ns, now, self.model.th_ns) } else { now };
+        let ready_ns = if arrived.due_ns > 0 { ready_after(arrived.due_ns, now, model.th_ns) } else { now };
         self.enter(to, next, FrameHeader { hops: header.hops + 1, ..arrived }, payload, ready_ns);
     }
 

@@ -64,6 +64,8 @@ pub enum RunFailure {
     NoZeros { len: usize },
     #[error("cannot start a runtime: {reason}")]
     Runtime { reason: String },
+    #[error(transparent)]
+    UnknownClass(#[from] topocomm_proto::spec::UnknownClass),
 }
 
 /// Runs `spec` (its algorithm resolved) on `topology` over links of physics `model`.
@@ -86,7 +88,8 @@ pub fn run(
     if inputs == Inputs::Lengths && crate::zeros::zeros(largest_input).is_none() {
         return Err(RunFailure::NoZeros { len: largest_input });
     }
-    let options = Options { lengths_only: options.lengths_only || inputs == Inputs::Lengths, ..options };
+    let class_models = topocomm_proto::spec::class_models(model, &spec.classes, topology.class_names())?;
+    let options = Options { lengths_only: options.lengths_only || inputs == Inputs::Lengths, class_models, ..options };
     // The failure of the lowest node, as each finishes; the deepest step.
     let (mut failure, mut steps): (Option<(NodeId, RunFailure)>, u16) = (None, 0);
     let per_node = |comm: Comm| {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use bytesize::ByteSize;
 use topocomm_proto::TopologyKind;
-use topocomm_proto::spec::{Algorithm, Collective, Dtype, MAX_TIMEOUT, ReduceOp, Routing};
+use topocomm_proto::spec::{Algorithm, ClassPhysics, Collective, Dtype, MAX_TIMEOUT, ReduceOp, Routing};
 
 /// Why a typed value was refused; the message is what the user reads.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -34,6 +34,11 @@ pub enum ParseError {
     NodeCounts { text: String },
     #[error("{text:?} is not a shape like 4x4 or 2x2x2 (positive whole numbers joined by x)")]
     Dims { text: String },
+    #[error(
+        "{text:?} is not a class of links like intra:ts=1us,th=50ns,tw=0.05ns (a class's name, then one or \
+         more of ts, th, tw, each a time)"
+    )]
+    Class { text: String },
 }
 
 fn parse_named<T: std::str::FromStr + strum::VariantNames>(what: &'static str, text: &str) -> Result<T, ParseError> {
@@ -79,6 +84,30 @@ pub fn parse_time(text: &str) -> Result<u64, ParseError> {
     };
     let value: f64 = number.parse().map_err(|_| ParseError::NotANumber { text: text.to_owned() })?;
     Ok((value * scale).round() as u64)
+}
+
+/// Parses `--class NAME:ts=1us,th=50ns,tw=0.05ns`: a class of links and the times of
+/// its own (at least one; the rest are the run's).
+pub fn parse_class(text: &str) -> Result<ClassPhysics, ParseError> {
+    let refused = || ParseError::Class { text: text.to_owned() };
+    let (class, times) = text.split_once(':').ok_or_else(refused)?;
+    let class = class.trim();
+    if class.is_empty() || times.trim().is_empty() {
+        return Err(refused());
+    }
+    let mut physics = ClassPhysics { class: class.to_owned(), ts_ns: None, th_ns: None, tw_ps: None };
+    for part in times.split(',') {
+        let (name, value) = part.split_once('=').ok_or_else(refused)?;
+        let picos = parse_time(value)?;
+        let slot = match name.trim() {
+            "ts" => &mut physics.ts_ns,
+            "th" => &mut physics.th_ns,
+            "tw" => &mut physics.tw_ps,
+            _ => return Err(refused()),
+        };
+        *slot = Some(if name.trim() == "tw" { picos } else { picos / 1000 });
+    }
+    Ok(physics)
 }
 
 /// Parses `64KiB`, `1MiB`, `4096`, `8B`.

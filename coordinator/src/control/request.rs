@@ -9,23 +9,26 @@ use clap::Args;
 use topocomm_proto::control::RunRequest;
 use topocomm_proto::schedule::Schedule;
 use topocomm_proto::spec::{
-    Algorithm, Collective, Dilation, DilationError, Dtype, LinkModel, ReduceOp, Routing, RunSpec,
+    Algorithm, ClassPhysics, Collective, Dilation, DilationError, Dtype, LinkModel, ReduceOp, Routing, RunSpec,
 };
 use topocomm_proto::{TopologyKind, catalogue};
 
 use crate::control::calibration;
 use crate::control::parse::{
-    ParseError, parse_algorithm, parse_collective, parse_dims, parse_dtype, parse_op, parse_routing, parse_size,
-    parse_time, parse_timeout, parse_topology,
+    ParseError, parse_algorithm, parse_class, parse_collective, parse_dims, parse_dtype, parse_op, parse_routing,
+    parse_size, parse_time, parse_timeout, parse_topology,
 };
 
 /// The shape to wire.
 #[derive(Debug, Clone, Args)]
 pub struct ShapeArgs {
-    /// Topology: ring, mesh, torus, mesh3d, torus3d, hypercube, full.
+    /// Topology: ring, mesh, torus, mesh3d, torus3d, hypercube, full (direct networks);
+    /// fat-tree, dragonfly, cluster (switched: hosts under switches that only forward).
     #[arg(long, short = 't', default_value = "hypercube", value_parser = parse_topology)]
     pub topology: TopologyKind,
-    /// Extents for mesh/torus (RxC) and mesh3d/torus3d (AxBxC); default the squarest.
+    /// Extents for mesh/torus (RxC) and mesh3d/torus3d (AxBxC), default the squarest;
+    /// fat-tree K (K-port switches, K³/4 hosts); dragonfly AxPxH (routers a group, hosts a
+    /// router, global links a router); cluster MxC (M machines of C cores).
     // `std::vec::Vec`, not `Vec`: clap would read `Option<Vec<_>>` as many values of usize.
     #[arg(long, value_parser = parse_dims)]
     pub dims: Option<std::vec::Vec<usize>>,
@@ -123,6 +126,12 @@ pub struct LinkArgs {
     /// Per-byte time t_w (e.g. 10ns, 0.5ns).
     #[arg(long, value_parser = parse_time)]
     pub tw: Option<u64>,
+    /// A class of links with times of its own, e.g. `--class intra:ts=1us,tw=0.05ns`
+    /// (repeatable; `topocomm topology` lists a network's classes: a fat-tree's edge,
+    /// aggregation and core, a dragonfly's terminal, local and global, a cluster's intra
+    /// and inter); what a class leaves out, --ts, --th and --tw give.
+    #[arg(long = "class", value_name = "NAME:ts=..,th=..,tw=..", value_parser = parse_class)]
+    pub classes: Vec<ClassPhysics>,
     /// Routing of emulated links: sf (store-and-forward) or ct (cut-through packets).
     #[arg(long, default_value = "sf", value_parser = parse_routing)]
     pub routing: Routing,
@@ -201,8 +210,13 @@ pub fn plan(what: &CollectiveArgs, repetition: Repetition) -> anyhow::Result<Pla
         (Some(Dilating::By(factor)), Some(_)) => (factor, false),
         (Some(Dilating::Auto) | None, Some(_)) => (Dilation::NONE, true),
     };
-    let mut spec =
-        RunSpec { emulation, dilation, ..run_spec(what.collective, algorithm, what.size, &what.data, repetition)? };
+    let classes = what.links.classes.clone();
+    let mut spec = RunSpec {
+        emulation,
+        classes,
+        dilation,
+        ..run_spec(what.collective, algorithm, what.size, &what.data, repetition)?
+    };
     if let Some(path) = &what.schedule {
         spec.schedule = Some(Box::new(read_schedule(path, what.collective)?));
     }
@@ -254,6 +268,7 @@ pub fn run_spec(
         shift: data.shift,
         exclusive: data.exclusive,
         emulation: None,
+        classes: Vec::new(),
         dilation: Dilation::NONE,
         probe: false,
         trace: false,

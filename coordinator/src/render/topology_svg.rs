@@ -74,6 +74,8 @@ pub struct PlacedNode {
     pub id: NodeId,
     pub x: f64,
     pub y: f64,
+    /// A switch (forwards only), drawn as a square; a node runs a rank.
+    pub switch: bool,
 }
 
 /// A link placed on the picture: its SVG path from `from` to `to`, its colour, and
@@ -123,6 +125,7 @@ pub fn layout(topology: &Topology) -> Layout {
         TopologyKind::Mesh3d | TopologyKind::Torus3d => layers(topology),
         TopologyKind::Hypercube if topology.dimension() <= MOST_CUBE_DIMENSIONS => cube(topology),
         TopologyKind::Hypercube => gray_circle(topology),
+        TopologyKind::FatTree | TopologyKind::Dragonfly | TopologyKind::Cluster => levels(topology),
     };
     // Legend items, laid out in lines under the drawing.
     let (min_x, min_y) = drawing.at.iter().fold((f64::MAX, f64::MAX), |(x, y), p| (x.min(p.0), y.min(p.1)));
@@ -148,6 +151,7 @@ pub fn layout(topology: &Topology) -> Layout {
         *p = shift(*p);
     }
     let note = match topology.kind() {
+        _ if topology.switches() > 0 => "; squares are switches",
         TopologyKind::Hypercube => "; bit k of an id is its coordinate in dimension k",
         TopologyKind::Ring | TopologyKind::Full => "",
         _ => "; ids row-major (the last coordinate varies fastest)",
@@ -203,7 +207,12 @@ pub fn layout(topology: &Topology) -> Layout {
         title: topology.to_string(),
         subtitle,
         node_radius: NODE_R,
-        nodes: drawing.at.iter().enumerate().map(|(id, &(x, y))| PlacedNode { id, x, y }).collect(),
+        nodes: drawing
+            .at
+            .iter()
+            .enumerate()
+            .map(|(id, &(x, y))| PlacedNode { id, x, y, switch: topology.is_switch(id) })
+            .collect(),
         links,
         legend,
         binary_digits: drawing.binary,
@@ -228,6 +237,17 @@ pub fn svg(topology: &Topology) -> String {
     let font = if topology.p() > 99 { 10.0 } else { 12.5 };
     for node in &layout.nodes {
         let (id, x, y) = (node.id, node.x, node.y);
+        if node.switch {
+            svg.open(r#"class="switch""#);
+            let side = 2.0 * NODE_R * 0.85;
+            svg.path(
+                &format!("M{},{} h{} v{} h-{} Z", n(x - side / 2.0), n(y - side / 2.0), n(side), n(side), n(side)),
+                r##"fill="#f3efe6" stroke="#6b5b3a" stroke-width="1.4""##,
+            );
+            svg.text((x, y + 3.6), 10.0, &id.to_string(), r##"text-anchor="middle" fill="#4a3f28""##);
+            svg.close();
+            continue;
+        }
         svg.open(r#"class="node""#);
         svg.circle((x, y), NODE_R, r##"fill="#eaf1fb" stroke="#1f4e79" stroke-width="1.6""##);
         svg.text(
@@ -251,6 +271,58 @@ pub fn svg(topology: &Topology) -> String {
         svg.close();
     }
     svg.finish("")
+}
+
+/// A switched network in rows: the ranks at the bottom, each switch as many rows up as
+/// it is hops from the nearest rank (a fat-tree's edge, aggregation and core switches;
+/// a cluster's machines, then its switch; a dragonfly's routers), each row in id order
+/// and centred; links coloured by class.
+fn levels(topology: &Topology) -> Drawing {
+    let n = topology.vertices();
+    let mut level = vec![usize::MAX; n];
+    let mut queue: std::collections::VecDeque<NodeId> = (0..topology.p()).collect();
+    for &rank in &queue {
+        level[rank] = 0;
+    }
+    while let Some(at) = queue.pop_front() {
+        for next in topology.neighbours(at) {
+            if level[next] == usize::MAX {
+                level[next] = level[at] + 1;
+                queue.push_back(next);
+            }
+        }
+    }
+    let rows = level.iter().copied().max().unwrap_or(0) + 1;
+    let mut row: Vec<Vec<NodeId>> = vec![Vec::new(); rows];
+    for (v, &l) in level.iter().enumerate() {
+        row[l].push(v);
+    }
+    let widest = row.iter().map(Vec::len).max().unwrap_or(1) as f64;
+    let spacing = 44.0;
+    let mut at = vec![(0.0, 0.0); n];
+    for (l, members) in row.iter().enumerate() {
+        let span = (widest - 1.0) * spacing;
+        let step = if members.len() > 1 { span / (members.len() - 1) as f64 } else { 0.0 };
+        let start = if members.len() > 1 { 0.0 } else { span / 2.0 };
+        for (i, &v) in members.iter().enumerate() {
+            at[v] = (start + i as f64 * step, (rows - 1 - l) as f64 * 110.0);
+        }
+    }
+    let links = topology
+        .edges()
+        .into_iter()
+        .map(|(a, b)| {
+            let class = topology.link_class(a, b).map_or(0, usize::from);
+            Link { a, b, shape: Shape::Line, kind: class }
+        })
+        .collect();
+    let legend = topology
+        .class_names()
+        .iter()
+        .enumerate()
+        .map(|(i, name)| (colour(i), format!("{name} links"), false))
+        .collect();
+    Drawing { at, links, legend, binary: None }
 }
 
 /// Ring (links along the circle) or fully connected (every chord), ids clockwise from

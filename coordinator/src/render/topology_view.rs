@@ -48,29 +48,61 @@ pub struct ListArgs {
     pub tuning: TuningArgs,
 }
 
+/// Up to this many ranks, `--json` gives every route between two of them.
+const MOST_RANKS_ROUTED: usize = 512;
+
 /// Prints the topology `args` describes.
 pub fn print(args: &TopologyArgs) -> anyhow::Result<()> {
     let topology = Topology::new(args.shape.topology, args.nodes, args.shape.dims.as_deref())?;
-    let p = topology.p();
+    let (p, vertices) = (topology.p(), topology.vertices());
     let edges = topology.edges();
+    let names = topology.class_names();
+    let mut per_class = vec![0usize; names.len()];
+    for &(a, b) in &edges {
+        per_class[topology.link_class(a, b).map_or(0, usize::from)] += 1;
+    }
     if args.json {
+        let routes = (p <= MOST_RANKS_ROUTED).then(|| {
+            (0..p).map(|src| (0..p).map(|dst| topology.route(src, dst)).collect::<Vec<_>>()).collect::<Vec<_>>()
+        });
         let json = crate::render::schema::versioned(serde_json::json!({
             "topology": topology.kind().to_string(),
             "nodes": p,
             "dims": topology.dims(),
+            "hosts": topology.hosts(),
+            "switches": topology.switches(),
             "diameter": topology.diameter(),
-            "neighbours": (0..p).map(|id| topology.neighbours(id)).collect::<Vec<_>>(),
+            "bisection_width": topology.bisection_width(),
+            "classes": names.iter().zip(&per_class).map(|(name, links)| serde_json::json!({"name": name, "links": links})).collect::<Vec<_>>(),
+            "neighbours": (0..vertices).map(|id| topology.neighbours(id)).collect::<Vec<_>>(),
             "edges": edges,
+            "edge_classes": edges.iter().map(|&(a, b)| names[topology.link_class(a, b).map_or(0, usize::from)]).collect::<Vec<_>>(),
+            "routes": routes,
         }));
         return output::print(serde_json::to_string_pretty(&json)? + "\n");
     }
     let mut text = String::new();
     writeln!(text, "{topology}: {} edges, diameter {}", edges.len(), topology.diameter())?;
+    if topology.switches() > 0 {
+        let classes: Vec<String> =
+            names.iter().zip(&per_class).map(|(name, links)| format!("{links} {name}")).collect();
+        writeln!(
+            text,
+            "{} hosts ({p} with a rank), {} switches; links: {}; bisection width {}",
+            topology.hosts(),
+            topology.switches(),
+            classes.join(", "),
+            topology.bisection_width()
+        )?;
+    } else {
+        writeln!(text, "bisection width {}", topology.bisection_width())?;
+    }
     writeln!(text, "{:>4}  {:<12}  neighbours", "id", "coords")?;
-    for id in 0..p {
+    for id in 0..vertices {
         let coords: Vec<String> = topology.coords(id).iter().map(ToString::to_string).collect();
         let neighbours: Vec<String> = topology.neighbours(id).iter().map(ToString::to_string).collect();
-        writeln!(text, "{id:>4}  {:<12}  {}", format!("({})", coords.join(",")), neighbours.join(" "))?;
+        let role = if topology.is_switch(id) { " switch" } else { "" };
+        writeln!(text, "{id:>4}  {:<12}  {}{role}", format!("({})", coords.join(",")), neighbours.join(" "))?;
     }
     let edges: Vec<String> = edges.iter().map(|(a, b)| format!("{a}-{b}")).collect();
     writeln!(text, "edges: {}", edges.join(" "))?;

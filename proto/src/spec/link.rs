@@ -71,3 +71,71 @@ impl LinkModel {
         }
     }
 }
+
+/// One class of links' own physics (`--class NAME:ts=1us,th=50ns,tw=0.05ns`): what it
+/// leaves out, the run's default link model gives; routing and packets are the run's.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ClassPhysics {
+    /// The class, as the network names it (a fat-tree's `edge`, a cluster's `intra`).
+    pub class: String,
+    pub ts_ns: Option<u64>,
+    pub th_ns: Option<u64>,
+    /// Per-byte time in picoseconds.
+    pub tw_ps: Option<u64>,
+}
+
+impl ClassPhysics {
+    /// `base` with this class's own times in place of its.
+    pub fn applied_to(&self, base: LinkModel) -> LinkModel {
+        LinkModel {
+            ts_ns: self.ts_ns.unwrap_or(base.ts_ns),
+            th_ns: self.th_ns.unwrap_or(base.th_ns),
+            tw_ps: self.tw_ps.unwrap_or(base.tw_ps),
+            ..base
+        }
+    }
+}
+
+/// A `--class` naming no class of the network's links.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no link of this network has class `{class}` (its classes: {known})")]
+pub struct UnknownClass {
+    pub class: String,
+    pub known: String,
+}
+
+/// The link model of every class of a network whose classes are `names` (by class id):
+/// `base`, with each of `classes` applied to the class it names (a class named twice:
+/// the last wins).
+pub fn class_models(base: LinkModel, classes: &[ClassPhysics], names: &[&str]) -> Result<Vec<LinkModel>, UnknownClass> {
+    let mut models = vec![base; names.len().max(1)];
+    for physics in classes {
+        let Some(id) = names.iter().position(|&name| name == physics.class) else {
+            return Err(UnknownClass { class: physics.class.clone(), known: names.join(", ") });
+        };
+        models[id] = physics.applied_to(base);
+    }
+    Ok(models)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: LinkModel = LinkModel { ts_ns: 100, th_ns: 10, tw_ps: 1000, routing: Routing::Sf, packet_bytes: 0 };
+
+    #[test]
+    fn a_class_overrides_only_what_it_gives() {
+        let intra = ClassPhysics { class: "intra".into(), ts_ns: None, th_ns: Some(1), tw_ps: Some(50) };
+        let models = class_models(BASE, &[intra], &["intra", "inter"]).unwrap();
+        assert_eq!(models[0], LinkModel { th_ns: 1, tw_ps: 50, ..BASE });
+        assert_eq!(models[1], BASE);
+    }
+
+    #[test]
+    fn an_unknown_class_names_the_known_ones() {
+        let core = ClassPhysics { class: "core".into(), ts_ns: Some(1), th_ns: None, tw_ps: None };
+        let error = class_models(BASE, &[core], &["intra", "inter"]).unwrap_err();
+        assert_eq!(error.to_string(), "no link of this network has class `core` (its classes: intra, inter)");
+    }
+}

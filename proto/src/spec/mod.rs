@@ -16,7 +16,7 @@ pub use crate::names::{Algorithm, Collective, Dtype, ReduceOp};
 use crate::schedule::{Schedule, ScheduleError};
 use crate::topology::NodeId;
 pub use dilation::{Dilation, DilationError};
-pub use link::{LinkModel, Routing};
+pub use link::{ClassPhysics, LinkModel, Routing, UnknownClass, class_models};
 
 /// Why a run specification cannot run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -90,6 +90,9 @@ pub struct RunSpec {
     pub exclusive: bool,
     /// Emulated link physics; `None` runs the links at full speed.
     pub emulation: Option<LinkModel>,
+    /// Classes of links with physics of their own (`--class`), over `emulation` (or, in
+    /// the simulator, the model it runs): empty, every link alike.
+    pub classes: Vec<ClassPhysics>,
     /// How many times slower than the wall clock the emulated links run ([`Dilation`]);
     /// [`Dilation::NONE`] without emulation.
     pub dilation: Dilation,
@@ -128,6 +131,7 @@ impl RunSpec {
             shift: 1,
             exclusive: false,
             emulation: None,
+            classes: Vec::new(),
             dilation: Dilation::NONE,
             probe: false,
             trace: false,

@@ -314,6 +314,34 @@ impl Topology {
         self.switched.as_ref().map_or(self.p, |switched| switched.hosts())
     }
 
+    /// Links cut by halving the nodes the usual way: a ring 2, a mesh across its longest
+    /// dimension (the product of the others; a torus twice that), a hypercube p/2, the
+    /// fully connected network ⌊p/2⌋·⌈p/2⌉; a switched kind the family's own (of all its
+    /// hosts, ranks on them or not).
+    pub fn bisection_width(&self) -> usize {
+        if let Some(switched) = &self.switched {
+            return switched.family().bisection_width();
+        }
+        let p = self.p;
+        match self.kind {
+            _ if p < 2 => 0,
+            TopologyKind::Full => (p / 2) * p.div_ceil(2),
+            TopologyKind::Hypercube => p / 2,
+            TopologyKind::Ring => {
+                if p > 2 {
+                    2
+                } else {
+                    1
+                }
+            }
+            _ => {
+                let longest = self.dims.iter().copied().max().unwrap_or(1);
+                let across = p / longest;
+                if self.wraps() && longest > 2 { 2 * across } else { across }
+            }
+        }
+    }
+
     /// The switched network, on a switched kind.
     pub fn switched(&self) -> Option<&Switched> {
         self.switched.as_deref()
