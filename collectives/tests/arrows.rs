@@ -25,7 +25,7 @@ const CRATES: &[Crate] = &[
         folder: "proto",
         layers: &[
             // The names, and the link model and dilation the spec re-exports: leaves.
-            &["topology", "codec", "names", "spec::link", "spec::dilation"],
+            &["topology", "netfile", "codec", "names", "spec::link", "spec::dilation"],
             &["frame", "flow", "auth", "schedule"],
             &["spec"],
             &["elements", "catalogue", "reference", "control"],

@@ -5,7 +5,8 @@
 //!
 //! Layout:
 //!
-//! * [`topology`]: the shapes, ids, neighbours, edges and routes;
+//! * [`topology`]: the shapes, ids, neighbours, edges and routes; [`netfile`]: networks read
+//!   from files (topocomm's JSON, SimGrid platforms), validated and routed;
 //! * [`frame`], [`codec`]: the data-plane frame header and the one binary encoding;
 //! * [`control`]: coordinator ↔ node messages and client requests; [`auth`]: the handshake's
 //!   messages and proofs;
@@ -18,7 +19,7 @@
 //! * [`flow`]: message-flow events for traces and diagrams.
 //!
 //! Layers, bottom first (a module uses only its own layer and those beneath; held by
-//! `collectives/tests/arrows.rs`): `topology`, `codec`, `names`, `spec::link`,
+//! `collectives/tests/arrows.rs`): `topology`, `netfile`, `codec`, `names`, `spec::link`,
 //! `spec::dilation` ← `frame`, `flow`, `auth`,
 //! `schedule` ← `spec` ← `elements`, `catalogue`, `reference`, `control`.
 
@@ -30,6 +31,7 @@ pub mod elements;
 pub mod flow;
 pub mod frame;
 pub mod names;
+pub mod netfile;
 pub mod reference;
 pub mod schedule;
 pub mod spec;
