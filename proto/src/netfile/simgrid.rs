@@ -62,7 +62,7 @@
 
 use std::collections::HashMap;
 
-use roxmltree::{Document, Node};
+use roxmltree::{Document, Node, ParsingOptions};
 
 use super::description::{ClassPhysics, DescribedLink, NetworkDescription};
 use super::error::NetworkFileError;
@@ -70,7 +70,10 @@ use super::error::NetworkFileError;
 /// Reads a SimGrid platform file's text into a description (not yet validated: call
 /// [`NetworkDescription::build`]).
 pub fn parse_platform(text: &str) -> Result<NetworkDescription, NetworkFileError> {
-    let document = Document::parse(text).map_err(|error| NetworkFileError::Xml(error.to_string()))?;
+    // SimGrid's files name their DTD (`<!DOCTYPE platform SYSTEM …>`); it is not fetched.
+    let options = ParsingOptions { allow_dtd: true, nodes_limit: MAX_XML_NODES, ..ParsingOptions::default() };
+    let document =
+        Document::parse_with_options(text, options).map_err(|error| NetworkFileError::Xml(error.to_string()))?;
     let root = document.root_element();
     let mut reader = PlatformReader {
         document: &document,
@@ -92,6 +95,9 @@ pub fn parse_platform(text: &str) -> Result<NetworkDescription, NetworkFileError
     reader.read_children(root)?;
     Ok(reader.finish())
 }
+
+/// Most XML nodes a platform file may hold (an entity expanded past it is refused).
+const MAX_XML_NODES: u32 = 1 << 22;
 
 /// A vertex before the endpoints are counted: switches are numbered after them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
