@@ -131,3 +131,113 @@ impl NetworkDescription {
         self.vertex_name(vertex).unwrap_or("?").to_owned()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two hosts on one switch, one class; `edit` spoils it.
+    fn star(edit: impl FnOnce(&mut NetworkDescription)) -> Result<FileGraph, NetworkFileError> {
+        let mut description = NetworkDescription {
+            name: None,
+            endpoints: vec!["h0".into(), "h1".into()],
+            switches: vec!["s0".into()],
+            classes: vec![ClassPhysics::named("edge")],
+            links: vec![
+                DescribedLink { a: 0, b: 2, class: "edge".into() },
+                DescribedLink { a: 1, b: 2, class: "edge".into() },
+            ],
+        };
+        edit(&mut description);
+        description.build()
+    }
+
+    fn refused(edit: impl FnOnce(&mut NetworkDescription)) -> String {
+        star(edit).expect_err("the description is refused").to_string()
+    }
+
+    #[test]
+    fn a_good_description_builds() {
+        let graph = star(|_| {}).unwrap();
+        assert_eq!(graph.route(0, 1), vec![0, 2, 1]);
+    }
+
+    #[test]
+    fn a_disconnected_graph_is_refused_naming_the_endpoint() {
+        let message = refused(|d| {
+            d.endpoints.push("lonely".into());
+            d.links.iter_mut().for_each(|link| link.b += 1);
+        });
+        assert_eq!(message, "the network is disconnected: endpoint `lonely` cannot be reached from endpoint `h0`");
+    }
+
+    #[test]
+    fn a_switch_with_no_route_is_refused() {
+        let message = refused(|d| d.switches.push("s9".into()));
+        assert_eq!(message, "switch `s9` has no route: no endpoint can reach it");
+        // Two switches linked to each other only: still no route to them.
+        let message = refused(|d| {
+            d.switches.extend(["s8".to_owned(), "s9".to_owned()]);
+            d.links.push(DescribedLink { a: 3, b: 4, class: "edge".into() });
+        });
+        assert_eq!(message, "switch `s8` has no route: no endpoint can reach it");
+    }
+
+    #[test]
+    fn a_class_that_no_link_has_is_refused() {
+        let message = refused(|d| d.classes.push(ClassPhysics::named("core")));
+        assert_eq!(message, "the class `core` is declared but no link has it");
+    }
+
+    #[test]
+    fn a_link_of_an_undeclared_class_is_refused() {
+        let message = refused(|d| d.links[1].class = "egde".into());
+        assert_eq!(message, "link 1 (`h1` - `s0`) has the class `egde`, which is not declared");
+    }
+
+    #[test]
+    fn duplicate_names_are_refused() {
+        assert_eq!(
+            refused(|d| d.switches[0] = "h1".into()),
+            "the name `h1` is given to two vertices (vertex 1 and vertex 2)"
+        );
+        assert_eq!(refused(|d| d.classes.push(ClassPhysics::named("edge"))), "the class `edge` is declared twice");
+    }
+
+    #[test]
+    fn bad_link_ends_are_refused() {
+        assert_eq!(
+            refused(|d| d.links[0].b = 7),
+            "link 0 ends at vertex 7, but the network has only 3 vertices (0..3)"
+        );
+        assert_eq!(refused(|d| d.links[0].b = 0), "link 0 links `h0` to itself");
+    }
+
+    #[test]
+    fn parallel_links_of_two_classes_are_refused() {
+        let message = refused(|d| {
+            d.classes.push(ClassPhysics::named("spare"));
+            d.links.push(DescribedLink { a: 2, b: 0, class: "spare".into() });
+        });
+        assert_eq!(message, "the parallel links between `h0` and `s0` differ in class (`edge` and `spare`)");
+    }
+
+    #[test]
+    fn no_endpoint_is_refused() {
+        let message = refused(|d| {
+            d.endpoints.clear();
+            d.links.clear();
+        });
+        assert_eq!(message, "the network has no endpoint: at least one host must run ranks");
+    }
+
+    #[test]
+    fn a_route_table_over_the_bound_is_refused_before_it_is_built() {
+        // 8193 hosts on one switch: 8194 x 8193 entries, just over 64 Mi.
+        let message = refused(|d| {
+            d.endpoints = (0..8193).map(|host| format!("h{host}")).collect();
+            d.links = (0..8193).map(|host| DescribedLink { a: host, b: 8193, class: "edge".into() }).collect();
+        });
+        assert!(message.starts_with("the network is too large to route: its next-hop table would hold 8194 vertices x 8193 endpoints = 67133442 entries, over the bound of 67108864"), "{message}");
+    }
+}

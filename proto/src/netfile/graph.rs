@@ -266,3 +266,67 @@ impl FileGraph {
         self.route(source, destination).len() - 1
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::netfile::description::DescribedLink;
+
+    /// `endpoints` hosts and switches `s0..`, linked as `links` says (names), one class.
+    fn graph(endpoints: usize, switches: usize, links: &[(usize, usize)]) -> FileGraph {
+        NetworkDescription {
+            name: None,
+            endpoints: (0..endpoints).map(|host| format!("h{host}")).collect(),
+            switches: (0..switches).map(|switch| format!("s{switch}")).collect(),
+            classes: vec![ClassPhysics::named("wire")],
+            links: links.iter().map(|&(a, b)| DescribedLink { a, b, class: "wire".into() }).collect(),
+        }
+        .build()
+        .expect("the test graph builds")
+    }
+
+    #[test]
+    fn ties_go_to_the_lowest_vertex_id() {
+        // h0 and h1 on switches s0 (2) .. s3 (5): s0 - s2, s0 - s3, s2 - s1, s3 - s1, h0 - s0,
+        // h1 - s1; from s0 two equal ways to s1, through s2 (4) or s3 (5): 4 wins, whatever
+        // the order the links were given in.
+        let links = [(0, 2), (1, 3), (2, 5), (2, 4), (5, 3), (4, 3)];
+        let built = graph(2, 4, &links);
+        assert_eq!(built.route(0, 1), vec![0, 2, 4, 3, 1]);
+        let reversed: Vec<_> = links.iter().rev().map(|&(a, b)| (b, a)).collect();
+        assert_eq!(graph(2, 4, &reversed).route(0, 1), vec![0, 2, 4, 3, 1]);
+        assert_eq!(built.route(1, 0), vec![1, 3, 4, 2, 0]);
+    }
+
+    #[test]
+    fn routes_are_shortest_and_next_hop_is_route_iterated() {
+        // A ring of 6 hosts with a chord 0 - 3.
+        let built = graph(6, 0, &[(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 0), (0, 3)]);
+        assert_eq!(built.hops(1, 4), 3);
+        assert_eq!(built.route(1, 4), vec![1, 0, 3, 4]);
+        // Three ways of 3 hops (through 1, or 3 then 0 or 4): the lowest first hop, 1.
+        assert_eq!(built.route(2, 5), vec![2, 1, 0, 5]);
+        for source in 0..6 {
+            for destination in 0..6 {
+                let route = built.route(source, destination);
+                assert_eq!(route.first(), Some(&source));
+                assert_eq!(route.last(), Some(&destination));
+                assert!(route.windows(2).all(|hop| built.class_of(hop[0], hop[1]).is_some()));
+                if source != destination {
+                    assert_eq!(route[1], built.next_hop(source, destination));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn neighbours_are_distinct_and_sorted_and_parallel_links_are_counted() {
+        let built = graph(2, 1, &[(2, 1), (0, 2), (2, 0), (1, 2), (1, 2)]);
+        assert_eq!(built.neighbours(2), &[(0, ClassId(0)), (1, ClassId(0))]);
+        assert_eq!((built.parallel_links(0, 2), built.parallel_links(2, 1), built.parallel_links(0, 1)), (2, 3, 0));
+        assert_eq!(built.links().len(), 5);
+        assert_eq!(built.class_of(0, 1), None);
+        assert_eq!(built.class_names(), vec!["wire"]);
+        assert_eq!((built.vertex_by_name("s0"), built.is_endpoint(2)), (Some(2), false));
+    }
+}

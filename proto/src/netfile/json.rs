@@ -184,3 +184,65 @@ pub fn to_network_json(description: &NetworkDescription) -> String {
     };
     serde_json::to_string_pretty(&file).expect("a network file serializes")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_numbers_of_ns_or_numbers_with_a_unit() {
+        let text = |text: &str| Duration::Text(text.to_owned());
+        for (value, nanoseconds) in [
+            (text("1us"), 1000),
+            (text("1µs"), 1000),
+            (text("50ns"), 50),
+            (text("2ms"), 2_000_000),
+            (text("1s"), 1_000_000_000),
+            (text("1500ps"), 2),
+            (text(" 7 "), 7),
+            (Duration::Nanoseconds(12.4), 12),
+        ] {
+            assert_eq!(duration(&value, 1.0), Some(nanoseconds), "{value:?}");
+        }
+        assert_eq!(duration(&text("0.1ns"), 1000.0), Some(100), "t_w in picoseconds");
+        for bad in [text("1 furlong"), text("-1ns"), text("ns"), Duration::Nanoseconds(-0.6), text("1e30s")] {
+            assert_eq!(duration(&bad, 1.0), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn names_become_ids_and_counts_parallel_links() {
+        let description = parse_network_json(
+            r#"{"schema_version": 1, "endpoints": ["a", "b"], "switches": ["s"],
+                "classes": [{"name": "w", "tw": 5}],
+                "links": [{"a": "a", "b": "s", "class": "w"}, {"a": "s", "b": "b", "class": "w", "count": 3}]}"#,
+        )
+        .unwrap();
+        assert_eq!(description.links.len(), 4);
+        assert_eq!((description.links[3].a, description.links[3].b), (2, 1));
+        assert_eq!(description.classes[0].tw_ps, Some(5000));
+    }
+
+    #[test]
+    fn bad_documents_get_one_line_naming_the_culprit() {
+        let error = |text: &str| parse_network_json(text).unwrap_err().to_string();
+        assert_eq!(
+            error(r#"{"schema_version": 2, "endpoints": [], "links": []}"#),
+            "network JSON: unknown schema_version 2 (this topocomm reads 1)"
+        );
+        assert_eq!(
+            error(r#"{"schema_version": 1, "endpoints": ["a"], "links": [{"a": "a", "b": "z", "class": "w"}]}"#),
+            "network JSON: link 0 names `z`, which is neither an endpoint nor a switch"
+        );
+        assert!(
+            error(
+                r#"{"schema_version": 1, "endpoints": ["a"], "classes": [{"name": "w", "th": "soon"}], "links": []}"#
+            )
+            .contains("class `w`: th `soon` is not a duration")
+        );
+        assert!(
+            error(r#"{"schema_version": 1, "endpoints": ["a"], "links": [], "colour": 1}"#)
+                .contains("unknown field `colour`")
+        );
+    }
+}

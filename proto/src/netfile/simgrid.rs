@@ -714,7 +714,7 @@ fn parse_radicals(text: &str) -> Result<Vec<i64>, String> {
             [start, end] => (number(start)?, number(end)?),
             _ => return Err(format!("malformed radical `{group}`")),
         };
-        if end.saturating_sub(start) as u64 >= MAX_CLUSTER_VERTICES {
+        if end.saturating_sub(start).max(0) as u64 >= MAX_CLUSTER_VERTICES {
             return Err(format!("the range `{group}` names more than {MAX_CLUSTER_VERTICES} hosts"));
         }
         radicals.extend(start..=end);
@@ -778,4 +778,225 @@ pub fn parse_time(text: &str) -> Result<f64, String> {
         ("ps", 1e-12),
     ];
     parse_with_unit(text, &UNITS, "s")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn platform(body: &str) -> String {
+        format!(
+            "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n<platform version=\"4.1\">\n{body}\n</platform>\n"
+        )
+    }
+
+    fn cluster(topology: &str, parameters: &str, radical: &str) -> String {
+        platform(&format!(
+            "<cluster id=\"c\" prefix=\"n\" suffix=\"\" radical=\"{radical}\" speed=\"1Gf\" bw=\"125MBps\" lat=\"50us\" \
+             topology=\"{topology}\" topo_parameters=\"{parameters}\"/>"
+        ))
+    }
+
+    fn refused(text: &str) -> String {
+        parse_platform(text).and_then(|description| description.build()).expect_err("refused").to_string()
+    }
+
+    fn links_of(description: &NetworkDescription, class: &str) -> usize {
+        description.links.iter().filter(|link| link.class == class).count()
+    }
+
+    #[test]
+    fn bandwidths_and_times_read_as_simgrid_reads_them() {
+        for (text, bytes_per_second) in [
+            ("125MBps", 125e6),
+            ("10Gbps", 1.25e9),
+            ("1GiBps", 1073741824.0),
+            ("8bps", 1.0),
+            ("1kBps", 1e3),
+            ("1KiBps", 1024.0),
+            ("1e3", 1e3),
+            ("2.5EBps", 2.5e18),
+        ] {
+            assert_eq!(parse_bandwidth(text), Ok(bytes_per_second), "{text}");
+        }
+        for (text, seconds) in
+            [("50us", 50e-6), ("1ms", 1e-3), ("2m", 120.0), ("0", 0.0), ("3ps", 3e-12), ("1.5s", 1.5)]
+        {
+            // As SimGrid: the number times the unit's scale (50 x 1e-6 is not 5e-5 exactly).
+            let read = parse_time(text).unwrap();
+            assert!((read - seconds).abs() <= 1e-12 * seconds, "{text}: {read}");
+        }
+        assert_eq!(parse_bandwidth("10 Gbps"), Err("unknown unit ` Gbps` in `10 Gbps`".to_owned()));
+        assert_eq!(parse_time("fast"), Err("cannot parse number `fast`".to_owned()));
+    }
+
+    #[test]
+    fn physics_map_bw_to_tw_and_lat_to_th() {
+        let physics = LinkPhysics { bandwidth: 125e6, latency: 50e-6 }.class("private".into());
+        assert_eq!((physics.ts_ns, physics.th_ns, physics.tw_ps), (None, Some(50_000), Some(8000)));
+        let fast = LinkPhysics { bandwidth: parse_bandwidth("10Gbps").unwrap(), latency: 0.0 }.class("x".into());
+        assert_eq!(fast.tw_ps, Some(800));
+    }
+
+    #[test]
+    fn radicals_are_ranges_and_singles() {
+        assert_eq!(parse_radicals("1-4,6,9-11"), Ok(vec![1, 2, 3, 4, 6, 9, 10, 11]));
+        assert_eq!(parse_radicals("5-3"), Ok(vec![]));
+        assert!(parse_radicals("1-2-3").unwrap_err().contains("malformed radical"));
+        assert!(parse_radicals("a-3").unwrap_err().contains("not an int"));
+    }
+
+    #[test]
+    fn a_flat_cluster_is_a_star_on_its_router() {
+        let description = parse_platform(&platform(
+            "<zone id=\"w\" routing=\"Full\"><cluster id=\"c\" prefix=\"node-\" suffix=\".org\" radical=\"0-2,7\" \
+             speed=\"1Gf\" bw=\"1GBps\" lat=\"1us\"/></zone>",
+        ))
+        .unwrap();
+        assert_eq!(description.endpoints, ["node-0.org", "node-1.org", "node-2.org", "node-7.org"]);
+        assert_eq!(description.switches, ["node-c_router.org"]);
+        assert_eq!(links_of(&description, "private"), 4);
+        let graph = description.build().unwrap();
+        assert_eq!(graph.route(0, 3), vec![0, 4, 3]);
+    }
+
+    #[test]
+    fn the_k_port_fat_tree_has_its_textbook_counts() {
+        // Al-Fares et al.'s k = 4 three-level fat-tree as an XGFT: 16 hosts, 20 switches,
+        // 48 links.
+        let description = parse_platform(&cluster("FAT_TREE", "3;2,2,4;1,2,2;1,1,1", "0-15")).unwrap();
+        assert_eq!((description.endpoints.len(), description.switches.len(), description.links.len()), (16, 20, 48));
+        assert_eq!(
+            (links_of(&description, "level1"), links_of(&description, "level2"), links_of(&description, "level3")),
+            (16, 16, 16)
+        );
+        let graph = description.build().unwrap();
+        // Hosts 0 and 1 share an edge switch; 0 and 2 a pod; 0 and 15 only the core.
+        assert_eq!((graph.hops(0, 1), graph.hops(0, 2), graph.hops(0, 15)), (2, 4, 6));
+    }
+
+    #[test]
+    fn a_fat_tree_keeps_its_parallel_links() {
+        // SimGrid's example shape: 4 leaves of 4 hosts, 2 cores, 2 cables leaf-core.
+        let graph = parse_platform(&cluster("FAT_TREE", "2;4,4;1,2;1,2", "0-15")).unwrap().build().unwrap();
+        assert_eq!((graph.endpoints(), graph.switches().len(), graph.links().len()), (16, 6, 16 + 16));
+        let (leaf, core) =
+            (graph.vertex_by_name("c_switch_1_0").unwrap(), graph.vertex_by_name("c_switch_2_0").unwrap());
+        assert_eq!(graph.parallel_links(leaf, core), 2);
+    }
+
+    #[test]
+    fn a_dragonfly_has_its_local_and_global_links() {
+        // 3 groups of 2 chassis of 3 routers of 1 host.
+        let description = parse_platform(&cluster("DRAGONFLY", "3,2;2,1;3,2;1", "0-17")).unwrap();
+        assert_eq!((description.endpoints.len(), description.switches.len()), (18, 18));
+        // terminal: one a host; green: 3 pairs a chassis x 6 chassis; black: one a blade
+        // x 3 blades x 3 groups; blue: one a pair of groups.
+        assert_eq!(["terminal", "green", "black", "blue"].map(|class| links_of(&description, class)), [18, 18, 9, 3]);
+        let blue = description.classes.iter().find(|class| class.name == "blue").unwrap();
+        assert_eq!(blue.tw_ps, Some(4000), "two links bundled: twice the bandwidth");
+        let graph = description.build().unwrap();
+        let (router_0_0_1, router_1_0_0) =
+            (graph.vertex_by_name("c_router_0_0_1").unwrap(), graph.vertex_by_name("c_router_1_0_0").unwrap());
+        assert_eq!(graph.class_of(router_0_0_1, router_1_0_0), graph.class_by_name("blue"));
+    }
+
+    #[test]
+    fn a_torus_links_every_host_to_its_next_in_each_dimension() {
+        let description = parse_platform(&cluster("TORUS", "3,2,1", "0-5")).unwrap();
+        assert!(description.switches.is_empty());
+        // Dimension 3: 6 links; dimension 2: two parallel links a pair (6); dimension 1: none.
+        assert_eq!(description.links.len(), 12);
+        let graph = description.build().unwrap();
+        assert_eq!((graph.parallel_links(0, 3), graph.hops(0, 5)), (2, 2));
+    }
+
+    #[test]
+    fn topo_parameters_simgrid_refuses_are_refused() {
+        for (topology, parameters, expected) in [
+            ("FAT_TREE", "2;4,4;1,2", "got 3 fields"),
+            ("FAT_TREE", "2;4,4,4;1,2;1,2", "2 levels but the child count list has 3 values"),
+            ("FAT_TREE", "2;4,4;1,0;1,2", "parent count must be greater than 0"),
+            ("FAT_TREE", "0;;;", "the number of levels must be greater than 0"),
+            ("FAT_TREE", "x;4;1;1", "the number of levels `x` is not a whole number"),
+            ("DRAGONFLY", "2,1;2,1;2,1", "4 fields, got 3"),
+            ("DRAGONFLY", "2,1;2;2,1;2", "the chassis field `2` must be 2 values"),
+            ("DRAGONFLY", "2,0;2,1;2,1;2", "the groups links must be greater than 0"),
+            ("DRAGONFLY", "3,1;1,1;2,1;1", "3 groups but 2 routers per chassis"),
+            ("TORUS", "3,0,2", "a dimension must be greater than 0"),
+            ("TORUS", "", "a dimension `` is not a whole number"),
+        ] {
+            let message = refused(&cluster(topology, parameters, "0-63"));
+            assert!(
+                message.starts_with(&format!(
+                    "SimGrid platform, line 4: cluster `c`: topo_parameters `{parameters}` of {topology}: "
+                )),
+                "{message}"
+            );
+            assert!(message.contains(expected), "{topology} {parameters}: {message}");
+        }
+        let message = refused(&cluster("TORUS", "4,4", "0-14"));
+        assert_eq!(
+            message,
+            "SimGrid platform, line 4: cluster `c`: its TORUS has 16 hosts but the radical gives only 15 names"
+        );
+    }
+
+    #[test]
+    fn unknown_names_are_refused() {
+        let route = |gateway: &str, link: &str| {
+            platform(&format!(
+                "<zone id=\"w\" routing=\"Full\">\
+                 <cluster id=\"a\" prefix=\"a\" suffix=\"\" radical=\"0-1\" speed=\"1Gf\" bw=\"1GBps\" lat=\"1us\"/>\
+                 <cluster id=\"b\" prefix=\"b\" suffix=\"\" radical=\"0-1\" speed=\"1Gf\" bw=\"1GBps\" lat=\"1us\"/>\
+                 <link id=\"up\" bandwidth=\"1GBps\" latency=\"1ms\"/>\
+                 <zoneRoute src=\"a\" dst=\"b\" gw_src=\"{gateway}\" gw_dst=\"bb_router\"><link_ctn id=\"{link}\"/></zoneRoute>\
+                 </zone>"
+            ))
+        };
+        assert!(parse_platform(&route("aa_router", "up")).unwrap().build().is_ok());
+        assert_eq!(
+            refused(&route("aa_ruoter", "up")),
+            "SimGrid platform, line 4: the route from `aa_ruoter` to `bb_router` names `aa_ruoter`, which is no host or router"
+        );
+        assert_eq!(
+            refused(&route("aa_router", "down")),
+            "SimGrid platform, line 4: the route from `aa_router` to `bb_router` names the link `down`, which is not declared"
+        );
+        assert!(refused(&cluster("HYPERCUBE", "", "0-1")).contains("topology `HYPERCUBE`"));
+        assert!(
+            refused(&platform("<zone id=\"w\" routing=\"Full\"><cabinet id=\"x\"/></zone>"))
+                .contains("<cabinet> is not read")
+        );
+    }
+
+    #[test]
+    fn clusters_without_a_route_between_them_are_disconnected() {
+        let text = platform(
+            "<zone id=\"w\" routing=\"Full\">\
+             <cluster id=\"a\" prefix=\"a\" suffix=\"\" radical=\"0-1\" speed=\"1Gf\" bw=\"1GBps\" lat=\"1us\"/>\
+             <cluster id=\"b\" prefix=\"b\" suffix=\"\" radical=\"0-1\" speed=\"1Gf\" bw=\"1GBps\" lat=\"1us\"/></zone>",
+        );
+        assert_eq!(refused(&text), "the network is disconnected: endpoint `b0` cannot be reached from endpoint `a0`");
+        // With several clusters, classes are named after their cluster.
+        let description = parse_platform(&text).unwrap();
+        assert_eq!(
+            description.classes.iter().map(|class| class.name.as_str()).collect::<Vec<_>>(),
+            ["a.private", "b.private"]
+        );
+    }
+
+    #[test]
+    fn bad_physics_and_bad_xml_are_refused() {
+        let with = |bw: &str, lat: &str| {
+            platform(&format!(
+                "<cluster id=\"c\" prefix=\"n\" suffix=\"\" radical=\"0-1\" speed=\"1Gf\" bw=\"{bw}\" lat=\"{lat}\"/>"
+            ))
+        };
+        assert!(refused(&with("0Bps", "1us")).contains("the bandwidth must be above 0"));
+        assert!(refused(&with("1GBps", "-1us")).contains("the latency must not be negative"));
+        assert!(refused(&with("1GBps", "1 lightyear")).contains("lat: unknown unit"));
+        assert!(refused("<platform version=\"4.1\"><cluster").starts_with("SimGrid platform: "));
+        assert!(refused("<platform version=\"3\"/>").contains("only version 4"));
+    }
 }
