@@ -53,7 +53,9 @@
 //! Not kept, by design: a flat cluster's backbone (`bb_bw`, `bb_lat`: a shared bus
 //! every route in the cluster crosses once, which no undirected link can be; its router
 //! stands for it), the per-host `loopback_*` and `limiter_link` pseudo-links, speeds,
-//! cores and properties. Refused, with the line: elements of no network meaning here
+//! cores and properties. Refused, with the line: a zone routed by `Vivaldi` or `Wifi`
+//! (coordinates or a cell, no links) that joins more than one part, elements of no
+//! network meaning here
 //! (`<cabinet>`, `<peer>`, `<backbone>`, `<host_link>`, bypass routes, `<include>`),
 //! `topo_parameters` SimGrid refuses (a wrong count of fields, a zero, lists whose lengths
 //! differ from the levels), too few radicals, `bw` ≤ 0, a negative `lat`, and a dragonfly
@@ -159,7 +161,10 @@ impl<'input> PlatformReader<'input> {
     fn read_children(&mut self, parent: Node) -> Result<(), NetworkFileError> {
         for child in parent.children().filter(Node::is_element) {
             match child.tag_name().name() {
-                "zone" | "AS" => self.read_children(child)?,
+                "zone" | "AS" => {
+                    self.check_routing(child)?;
+                    self.read_children(child)?;
+                }
                 "cluster" => self.read_cluster(child)?,
                 "host" => {
                     let name = self.required(child, "id")?;
@@ -190,6 +195,27 @@ impl<'input> PlatformReader<'input> {
                     ));
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// A zone whose routing has no links (Vivaldi's coordinates, Wifi's cell) can hold
+    /// one network part, not join several.
+    fn check_routing(&self, zone: Node) -> Result<(), NetworkFileError> {
+        let routing = zone.attribute("routing").unwrap_or("");
+        let parts = zone
+            .children()
+            .filter(|child| ["zone", "AS", "cluster", "host", "router"].contains(&child.tag_name().name()))
+            .count();
+        if matches!(routing, "Vivaldi" | "Wifi") && parts > 1 {
+            let id = zone.attribute("id").unwrap_or("?");
+            return Err(self.error(
+                zone,
+                format!(
+                    "zone `{id}` is routed by {routing}, which joins its {parts} parts without links: topocomm reads \
+                     zones routed over links (Full, Floyd, Dijkstra, DijkstraCache)"
+                ),
+            ));
         }
         Ok(())
     }
