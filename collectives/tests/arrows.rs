@@ -24,8 +24,9 @@ const CRATES: &[Crate] = &[
     Crate {
         folder: "proto",
         layers: &[
-            // The switched families, beneath the topologies that hold them.
-            &["network"],
+            // The switched families and the networks files describe, beneath the
+            // topologies that hold them.
+            &["network", "netfile"],
             // The names, and the link model and dilation the spec re-exports: leaves.
             &["topology", "codec", "names", "spec::link", "spec::dilation"],
             &["frame", "flow", "auth", "schedule"],

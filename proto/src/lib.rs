@@ -7,6 +7,8 @@
 //!
 //! * [`topology`]: the shapes, ids, neighbours, edges and routes; [`network`]: the switched
 //!   families (fat-tree, dragonfly, machines of many cores) a switched topology holds;
+//!   [`netfile`]: networks read from files (topocomm's JSON, SimGrid platforms), validated
+//!   and routed;
 //! * [`frame`], [`codec`]: the data-plane frame header and the one binary encoding;
 //! * [`control`]: coordinator ↔ node messages and client requests; [`auth`]: the handshake's
 //!   messages and proofs;
@@ -19,7 +21,7 @@
 //! * [`flow`]: message-flow events for traces and diagrams.
 //!
 //! Layers, bottom first (a module uses only its own layer and those beneath; held by
-//! `collectives/tests/arrows.rs`): `network` ← `topology`, `codec`, `names`, `spec::link`,
+//! `collectives/tests/arrows.rs`): `network`, `netfile` ← `topology`, `codec`, `names`, `spec::link`,
 //! `spec::dilation` ← `frame`, `flow`, `auth`,
 //! `schedule` ← `spec` ← `elements`, `catalogue`, `reference`, `control`.
 
@@ -31,6 +33,7 @@ pub mod elements;
 pub mod flow;
 pub mod frame;
 pub mod names;
+pub mod netfile;
 pub mod network;
 pub mod reference;
 pub mod schedule;
