@@ -24,7 +24,7 @@ use super::store::{Chunked, Slab};
 use super::watch::{Watch, Watched};
 use crate::comm::mailbox::Delivery;
 use crate::comm::payload::{Payload, concat};
-use crate::physics::{head_ready_ns, link_free_ns, ready_after, split_into_packets};
+use crate::physics::{first_link_model, head_ready_ns, link_free_ns, ready_after, split_into_packets};
 
 /// One direction of a link: when it is free to carry the next frame, and what it carried.
 #[derive(Debug, Default, Clone, Copy)]
@@ -545,7 +545,12 @@ impl Network {
         {
             watch.forwarded(from, &header, payload.len());
         }
-        let model = self.model_of(from, to);
+        let model = match header.hops {
+            0 if !self.class_models.is_empty() => {
+                first_link_model(&self.topology, &self.class_models, from, header.dst())
+            }
+            _ => self.model_of(from, to),
+        };
         let link = self.links.state(from, to);
         let mut arrived = header;
         if physics {

@@ -62,6 +62,7 @@ pub(crate) fn plan(args: &SimulateArgs) -> anyhow::Result<Vec<Planned>> {
                 let spec = RunSpec {
                     run: 1,
                     schedule: schedule.clone(),
+                    classes: args.links.classes.clone(),
                     ..request::run_spec(args.collective, resolved, args.size, &args.data, once)?
                 };
                 spec.validate(p).with_context(|| format!("{} on a {topology}", args.collective))?;
