@@ -255,8 +255,8 @@ fn a_deadlock_is_found_and_named() {
 /// classes under physics of their own.
 fn switched_shapes() -> Vec<(Topology, Vec<ClassPhysics>)> {
     let shape = |kind, p, dims: &[usize]| Topology::new(kind, p, Some(dims)).expect("a valid shape");
-    let class = |class: &str, ts_ns, tw_ps| ClassPhysics {
-        class: class.to_owned(),
+    let class = |name: &str, ts_ns, tw_ps| ClassPhysics {
+        name: name.to_owned(),
         ts_ns: Some(ts_ns),
         th_ns: Some(ts_ns / 10),
         tw_ps: Some(tw_ps),
@@ -326,8 +326,8 @@ fn a_message_pays_the_physics_of_each_class_it_crosses() {
     let cluster = Topology::new(TopologyKind::Cluster, 4, Some(&[2, 2])).expect("a cluster");
     let (intra, inter) = ((1_000u64, 10u64, 100u64), (40_000u64, 700u64, 3_000u64));
     let classes = vec![
-        ClassPhysics { class: "intra".into(), ts_ns: Some(intra.0), th_ns: Some(intra.1), tw_ps: Some(intra.2) },
-        ClassPhysics { class: "inter".into(), ts_ns: Some(inter.0), th_ns: Some(inter.1), tw_ps: Some(inter.2) },
+        ClassPhysics { name: "intra".into(), ts_ns: Some(intra.0), th_ns: Some(intra.1), tw_ps: Some(intra.2) },
+        ClassPhysics { name: "inter".into(), ts_ns: Some(inter.0), th_ns: Some(inter.1), tw_ps: Some(inter.2) },
     ];
     let m = 8_000u64;
     let hop = |(_, th, tw): (u64, u64, u64)| th + tw * m / 1000;

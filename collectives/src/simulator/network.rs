@@ -152,7 +152,7 @@ impl Ports {
 impl Links {
     fn new(topology: &Topology) -> Self {
         let ports = match topology.kind() {
-            _ if topology.switches() > 0 => return Links::Map(FxHashMap::default()),
+            _ if topology.switched().is_some() => return Links::Map(FxHashMap::default()),
             TopologyKind::Full => return Links::Map(FxHashMap::default()),
             TopologyKind::Hypercube => Ports::Hypercube { dimension: topology.dimension() },
             _ => {
