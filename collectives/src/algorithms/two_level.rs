@@ -159,3 +159,195 @@ pub async fn allgather(comm: &Comm, hierarchy: Hierarchy, mine: Bytes) -> Result
     }
     broadcast_down(comm, &tree, member, all, TWO_LEVEL_GROUPS).await
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use topocomm_proto::flow::{FlowEvent, FlowKind};
+    use topocomm_proto::reference;
+    use topocomm_proto::spec::{Algorithm, Collective, Dtype, LinkModel, ReduceOp, Routing, RunSpec};
+    use topocomm_proto::{Topology, TopologyKind};
+
+    use super::*;
+    use crate::simulator::{self, Options, simulate};
+
+    const LINKS: LinkModel = LinkModel { ts_ns: 1_000, th_ns: 100, tw_ps: 1_000, routing: Routing::Sf, packet_bytes: 0 };
+    const COLLECTIVES: [Collective; 4] =
+        [Collective::Broadcast, Collective::Reduce, Collective::Allreduce, Collective::Allgather];
+    const DTYPES: [Dtype; 4] = [Dtype::I32, Dtype::I64, Dtype::F32, Dtype::F64];
+    const OPS: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max];
+
+    fn spec(collective: Collective, root: NodeId, elements: usize, dtype: Dtype, op: ReduceOp, seed: u64) -> RunSpec {
+        let size_bytes = (elements * dtype.size()) as u64;
+        RunSpec { root, size_bytes, dtype, op, seed, ..RunSpec::new(collective, Algorithm::TwoLevel) }
+    }
+
+    /// Runs `spec`'s collective two-level over `hierarchy` (not the topology's own) on the
+    /// simulator from the reference's inputs, and holds every node's result to the
+    /// reference; fails naming the first node that differs.
+    fn verify(spec: &RunSpec, topology: &Topology, hierarchy: Hierarchy) -> Result<(), String> {
+        let p = topology.p();
+        let per_node = |comm: Comm| {
+            let spec = spec.clone();
+            async move {
+                let input = reference::input(&spec, p, comm.id());
+                let reduction = Reduction { dtype: spec.dtype, op: spec.op };
+                match spec.collective {
+                    Collective::Broadcast => broadcast(&comm, hierarchy, spec.root, input).await,
+                    Collective::Reduce => reduce(&comm, hierarchy, spec.root, input, reduction).await,
+                    Collective::Allreduce => allreduce(&comm, hierarchy, input, reduction).await,
+                    Collective::Allgather => allgather(&comm, hierarchy, input).await,
+                    other => unreachable!("{other} is not two-level"),
+                }
+            }
+        };
+        let mut failures = Vec::new();
+        let simulation = simulate(topology, LINKS, Options::default(), per_node, |node, _, result| match result {
+            Ok(output) => {
+                if let Err(mismatch) = reference::check(spec, p, node, &output) {
+                    failures.push(format!("node {node}: {mismatch}"));
+                }
+            }
+            Err(error) => failures.push(format!("node {node} failed: {error}")),
+        })
+        .map_err(|error| error.to_string())?;
+        if let Some(&(node, count)) = simulation.unclaimed.first() {
+            failures.push(format!("node {node} holds {count} messages nobody took"));
+        }
+        failures.sort();
+        match failures.first() {
+            None => Ok(()),
+            Some(first) => Err(format!("{} {hierarchy:?} on {topology}: {first}", spec.collective)),
+        }
+    }
+
+    fn ring(p: usize) -> Topology {
+        Topology::new(TopologyKind::Ring, p, None).expect("a ring")
+    }
+
+    /// Every collective over groups of every size from 1 to past p (so groups of unequal
+    /// size, one group, groups of one), p = 1..=13 and 16, from every root, with 0, 1 and
+    /// 5 elements, the dtypes and ops in turn.
+    #[test]
+    fn every_collective_over_groups_of_every_size_matches_the_reference() {
+        let mut checked = 0u64;
+        for p in (1..=13).chain([16]) {
+            let topology = ring(p);
+            for group_size in 1..=p + 1 {
+                let hierarchy = Hierarchy::new(p, group_size).expect("a hierarchy");
+                for collective in COLLECTIVES {
+                    let roots = if collective.has_root() { (0..p).collect() } else { vec![0] };
+                    for root in roots {
+                        for elements in [0, 1, 5] {
+                            let (dtype, op) = (DTYPES[checked as usize % 4], OPS[checked as usize / 4 % 4]);
+                            let spec = spec(collective, root, elements, dtype, op, checked);
+                            verify(&spec, &topology, hierarchy).unwrap_or_else(|error| panic!("{error}"));
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 5000, "only {checked} runs");
+    }
+
+    /// Through the catalogue's path (`algorithms::run`, the topology's own hierarchy) on
+    /// shapes whose groups are grid rows, one group (a prime ring) and a 3-D grid's rows.
+    #[test]
+    fn every_collective_on_the_topology_s_own_groups_matches_the_reference() {
+        let shape = |kind, p, dims: Option<&[usize]>| Topology::new(kind, p, dims).expect("a valid shape");
+        let shapes = [
+            shape(TopologyKind::Torus, 12, Some(&[3, 4])),
+            shape(TopologyKind::Mesh, 15, Some(&[5, 3])),
+            shape(TopologyKind::Torus3d, 18, Some(&[2, 3, 3])),
+            shape(TopologyKind::Hypercube, 32, None),
+            shape(TopologyKind::Ring, 11, None),
+            shape(TopologyKind::Full, 20, None),
+        ];
+        for topology in shapes {
+            for collective in COLLECTIVES {
+                for (root, dtype, op) in
+                    [(0, Dtype::F64, ReduceOp::Sum), (topology.p() - 1, Dtype::I32, ReduceOp::Max), (5, Dtype::F32, ReduceOp::Prod)]
+                {
+                    let spec = spec(collective, root, 300, dtype, op, 7);
+                    let run = simulator::spec::run(&spec, &topology, LINKS, simulator::spec::Inputs::Reference, Options::default())
+                        .unwrap_or_else(|error| panic!("{collective} on {topology} from {root}: {error}"));
+                    assert!(run.verified);
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        /// Any p, any group size, any root, length, dtype and operator.
+        #[test]
+        fn any_hierarchy_root_and_length(
+            p in 1usize..40,
+            group_size in 1usize..45,
+            root in any::<prop::sample::Index>(),
+            elements in 0usize..70,
+            collective in prop::sample::select(COLLECTIVES.to_vec()),
+            dtype in prop::sample::select(DTYPES.to_vec()),
+            op in prop::sample::select(OPS.to_vec()),
+            seed in any::<u64>(),
+        ) {
+            let hierarchy = Hierarchy::new(p, group_size).expect("a hierarchy");
+            let spec = spec(collective, root.index(p), elements, dtype, op, seed);
+            prop_assert_eq!(verify(&spec, &ring(p), hierarchy), Ok(()));
+        }
+    }
+
+    /// The messages of a recorded flow whose sender and receiver are in different groups.
+    fn across_groups(events: &[FlowEvent], hierarchy: &Hierarchy) -> usize {
+        events
+            .iter()
+            .filter(|event| event.kind == FlowKind::Send && hierarchy.group_of(event.src) != hierarchy.group_of(event.dst))
+            .count()
+    }
+
+    /// On a ring and a torus whose groups are the grid's rows, the two-level all-reduce
+    /// sends fewer messages between groups than every flat all-reduce, and the two-level
+    /// all-gather fewer than every flat all-gather: counted from the recorded flow, and
+    /// printed as a table (`cargo test -p topocomm-collectives two_level -- --nocapture`).
+    #[test]
+    fn two_levels_send_fewer_messages_between_groups_than_the_flat_schedules() {
+        let shape = |kind, p, dims: Option<&[usize]>| Topology::new(kind, p, dims).expect("a valid shape");
+        let shapes = [
+            shape(TopologyKind::Ring, 16, None),
+            shape(TopologyKind::Torus, 16, Some(&[4, 4])),
+            shape(TopologyKind::Ring, 12, None),
+            shape(TopologyKind::Torus, 15, Some(&[3, 5])),
+        ];
+        println!("messages between groups (the rows of the grid), 64 elements a node:");
+        for topology in shapes {
+            let hierarchy = Hierarchy::of(&topology);
+            assert!(hierarchy.groups() > 1 && hierarchy.group_size() > 1, "{topology}: {hierarchy:?}");
+            for collective in [Collective::Allreduce, Collective::Allgather] {
+                let mut counts = Vec::new();
+                for entry in topocomm_proto::catalogue::algorithms(collective) {
+                    let spec = RunSpec { size_bytes: 512, ..RunSpec::new(collective, entry.algorithm) };
+                    let options = Options { record: true, ..Options::default() };
+                    let run = simulator::spec::run(&spec, &topology, LINKS, simulator::spec::Inputs::Reference, options)
+                        .unwrap_or_else(|error| panic!("{collective} {} on {topology}: {error}", entry.algorithm));
+                    counts.push((entry.algorithm, across_groups(&run.events, &hierarchy)));
+                }
+                let listed: Vec<String> = counts.iter().map(|(algorithm, count)| format!("{algorithm} {count}")).collect();
+                println!("  {collective} on {topology} ({} groups of {}): {}", hierarchy.groups(), hierarchy.group_size(), listed.join(", "));
+                let two_level = counts.iter().find(|(algorithm, _)| *algorithm == Algorithm::TwoLevel).expect("listed").1;
+                let g = hierarchy.groups();
+                let expected = if collective == Collective::Allreduce { 2 * (g - 1) } else { g * (g - 1) };
+                assert_eq!(two_level, expected, "{collective} on {topology}");
+                for &(algorithm, count) in &counts {
+                    // The flat reduce-then-broadcast is itself a pair of binomial trees: on
+                    // a power of two with aligned rows its trees are already two-level.
+                    let tree = algorithm == Algorithm::ReduceBroadcast;
+                    if algorithm != Algorithm::TwoLevel && !(tree && count == two_level) {
+                        assert!(two_level < count, "{collective} on {topology}: two-level {two_level}, {algorithm} {count}");
+                    }
+                }
+            }
+        }
+    }
+}
