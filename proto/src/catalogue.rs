@@ -272,7 +272,9 @@ impl Steps {
             Steps::TwicePMinusOne => 2 * (p - 1),
             Steps::Log | Steps::PowerLog | Steps::LogFolded => log,
             Steps::LeadersAndGroups => log,
-            Steps::TwiceLog | Steps::TwiceLogPlusFolding | Steps::TwiceLogFolded | Steps::TwiceLeadersAndGroups => 2 * log,
+            Steps::TwiceLog | Steps::TwiceLogPlusFolding | Steps::TwiceLogFolded | Steps::TwiceLeadersAndGroups => {
+                2 * log
+            }
             Steps::GroupTreesAndLeaderRing => log + side - 1,
             Steps::TwiceLogMinusOne => 2 * log - 1,
             Steps::AtMostTwiceLog => return Some(0..=2 * log),

@@ -26,11 +26,11 @@ use topocomm_proto::spec::{Algorithm, Collective};
 use super::blocks::{BlockLayout, concat};
 use super::folding::{CoreBlocks, Fold, Part, expect_layout_len, expect_one_block_per_node};
 use super::hierarchy::Hierarchy;
-use super::two_level;
 use super::patterns::{Grid, LineGroup, RingOrder};
 use super::phases::{
     self, ALLGATHER_BRUCK, ALLGATHER_DOUBLING, ALLGATHER_FOLD, ALLGATHER_NEIGHBOUR_EXCHANGE, ALLGATHER_RING, Phase,
 };
+use super::two_level;
 use crate::comm::{Comm, CommError};
 
 /// Runs the all-gather `algorithm` names: every node brings one block of the same length

@@ -26,11 +26,11 @@ use topocomm_proto::spec::{Algorithm, Collective};
 use super::Running;
 use super::blocks::{BlockLayout, PlacedBlocks};
 use super::folding::{CoreBlocks, Fold, Part};
+use super::hierarchy::Hierarchy;
 use super::patterns::{Grid, LineGroup, Reduction, RingOrder};
 use super::phases::{
     self, ALLREDUCE_DOUBLING, ALLREDUCE_FOLD, ALLREDUCE_GATHER, ALLREDUCE_HALVING, ALLREDUCE_RING, Phase,
 };
-use super::hierarchy::Hierarchy;
 use super::{allgather, broadcast, reduce, reduce_scatter, two_level};
 use crate::comm::{Comm, CommError};
 

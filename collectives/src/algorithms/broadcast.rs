@@ -19,8 +19,8 @@ use topocomm_proto::{NodeId, catalogue};
 
 use super::Running;
 use super::allgather::allgather_layout;
-use super::hierarchy::Hierarchy;
 use super::blocks::BlockLayout;
+use super::hierarchy::Hierarchy;
 use super::patterns::{Grid, LineGroup, Relabelling, broadcast_along};
 use super::phases::{self, BROADCAST_LENGTH, Phase, SINGLE};
 use super::scatter_gather::scatter_layout;

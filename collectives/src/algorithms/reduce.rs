@@ -19,11 +19,11 @@ use topocomm_proto::{NodeId, catalogue};
 
 use super::Running;
 use super::blocks::BlockLayout;
+use super::hierarchy::Hierarchy;
 use super::patterns::{Grid, LineGroup, Reduction, Relabelling, reduce_along};
 use super::phases::{self, SINGLE};
 use super::reduce_scatter::reduce_scatter_layout;
 use super::scatter_gather::gather_layout;
-use super::hierarchy::Hierarchy;
 use super::tree::{BinomialTree, reduce_up};
 use super::two_level;
 use crate::comm::{Comm, CommError};
@@ -43,7 +43,9 @@ pub fn run(comm: &Comm, algorithm: Algorithm, root: NodeId, vector: Bytes, dtype
         Algorithm::Hypercube => Box::pin(hypercube(comm, root, vector, reduction)),
         Algorithm::RecursiveHalving => Box::pin(recursive_halving(comm, root, vector, reduction)),
         Algorithm::ReduceScatterGather => Box::pin(reduce_scatter_gather(comm, root, vector, reduction)),
-        Algorithm::TwoLevel => Box::pin(two_level::reduce(comm, Hierarchy::of(comm.topology()), root, vector, reduction)),
+        Algorithm::TwoLevel => {
+            Box::pin(two_level::reduce(comm, Hierarchy::of(comm.topology()), root, vector, reduction))
+        }
         other => super::failed(super::unsupported(comm, Collective::Reduce, other)),
     }
 }

@@ -127,7 +127,12 @@ pub async fn reduce(
 /// plus the combines: 2(g - 1) messages of m bytes cross between groups. The ring
 /// all-reduce over every node sends g messages of m/p across the groups' boundaries in
 /// each of its 2(p - 1) steps, 2g(p - 1) in all.
-pub async fn allreduce(comm: &Comm, hierarchy: Hierarchy, vector: Bytes, reduction: Reduction) -> Result<Bytes, CommError> {
+pub async fn allreduce(
+    comm: &Comm,
+    hierarchy: Hierarchy,
+    vector: Bytes,
+    reduction: Reduction,
+) -> Result<Bytes, CommError> {
     let sum = reduce(comm, hierarchy, 0, vector, reduction).await?;
     broadcast(comm, hierarchy, 0, sum).await
 }
@@ -171,7 +176,8 @@ mod tests {
     use super::*;
     use crate::simulator::{self, Options, simulate};
 
-    const LINKS: LinkModel = LinkModel { ts_ns: 1_000, th_ns: 100, tw_ps: 1_000, routing: Routing::Sf, packet_bytes: 0 };
+    const LINKS: LinkModel =
+        LinkModel { ts_ns: 1_000, th_ns: 100, tw_ps: 1_000, routing: Routing::Sf, packet_bytes: 0 };
     const COLLECTIVES: [Collective; 4] =
         [Collective::Broadcast, Collective::Reduce, Collective::Allreduce, Collective::Allgather];
     const DTYPES: [Dtype; 4] = [Dtype::I32, Dtype::I64, Dtype::F32, Dtype::F64];
@@ -266,12 +272,20 @@ mod tests {
         ];
         for topology in shapes {
             for collective in COLLECTIVES {
-                for (root, dtype, op) in
-                    [(0, Dtype::F64, ReduceOp::Sum), (topology.p() - 1, Dtype::I32, ReduceOp::Max), (5, Dtype::F32, ReduceOp::Prod)]
-                {
+                for (root, dtype, op) in [
+                    (0, Dtype::F64, ReduceOp::Sum),
+                    (topology.p() - 1, Dtype::I32, ReduceOp::Max),
+                    (5, Dtype::F32, ReduceOp::Prod),
+                ] {
                     let spec = spec(collective, root, 300, dtype, op, 7);
-                    let run = simulator::spec::run(&spec, &topology, LINKS, simulator::spec::Inputs::Reference, Options::default())
-                        .unwrap_or_else(|error| panic!("{collective} on {topology} from {root}: {error}"));
+                    let run = simulator::spec::run(
+                        &spec,
+                        &topology,
+                        LINKS,
+                        simulator::spec::Inputs::Reference,
+                        Options::default(),
+                    )
+                    .unwrap_or_else(|error| panic!("{collective} on {topology} from {root}: {error}"));
                     assert!(run.verified);
                 }
             }
@@ -303,7 +317,9 @@ mod tests {
     fn across_groups(events: &[FlowEvent], hierarchy: &Hierarchy) -> usize {
         events
             .iter()
-            .filter(|event| event.kind == FlowKind::Send && hierarchy.group_of(event.src) != hierarchy.group_of(event.dst))
+            .filter(|event| {
+                event.kind == FlowKind::Send && hierarchy.group_of(event.src) != hierarchy.group_of(event.dst)
+            })
             .count()
     }
 
@@ -329,13 +345,21 @@ mod tests {
                 for entry in topocomm_proto::catalogue::algorithms(collective) {
                     let spec = RunSpec { size_bytes: 512, ..RunSpec::new(collective, entry.algorithm) };
                     let options = Options { record: true, ..Options::default() };
-                    let run = simulator::spec::run(&spec, &topology, LINKS, simulator::spec::Inputs::Reference, options)
-                        .unwrap_or_else(|error| panic!("{collective} {} on {topology}: {error}", entry.algorithm));
+                    let run =
+                        simulator::spec::run(&spec, &topology, LINKS, simulator::spec::Inputs::Reference, options)
+                            .unwrap_or_else(|error| panic!("{collective} {} on {topology}: {error}", entry.algorithm));
                     counts.push((entry.algorithm, across_groups(&run.events, &hierarchy)));
                 }
-                let listed: Vec<String> = counts.iter().map(|(algorithm, count)| format!("{algorithm} {count}")).collect();
-                println!("  {collective} on {topology} ({} groups of {}): {}", hierarchy.groups(), hierarchy.group_size(), listed.join(", "));
-                let two_level = counts.iter().find(|(algorithm, _)| *algorithm == Algorithm::TwoLevel).expect("listed").1;
+                let listed: Vec<String> =
+                    counts.iter().map(|(algorithm, count)| format!("{algorithm} {count}")).collect();
+                println!(
+                    "  {collective} on {topology} ({} groups of {}): {}",
+                    hierarchy.groups(),
+                    hierarchy.group_size(),
+                    listed.join(", ")
+                );
+                let two_level =
+                    counts.iter().find(|(algorithm, _)| *algorithm == Algorithm::TwoLevel).expect("listed").1;
                 let g = hierarchy.groups();
                 let expected = if collective == Collective::Allreduce { 2 * (g - 1) } else { g * (g - 1) };
                 assert_eq!(two_level, expected, "{collective} on {topology}");
@@ -344,7 +368,10 @@ mod tests {
                     // a power of two with aligned rows its trees are already two-level.
                     let tree = algorithm == Algorithm::ReduceBroadcast;
                     if algorithm != Algorithm::TwoLevel && !(tree && count == two_level) {
-                        assert!(two_level < count, "{collective} on {topology}: two-level {two_level}, {algorithm} {count}");
+                        assert!(
+                            two_level < count,
+                            "{collective} on {topology}: two-level {two_level}, {algorithm} {count}"
+                        );
                     }
                 }
             }
