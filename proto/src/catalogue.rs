@@ -270,11 +270,9 @@ impl Steps {
             Steps::HalfOnEven if p.is_multiple_of(2) => p / 2,
             Steps::HalfOnEven => p - 1,
             Steps::TwicePMinusOne => 2 * (p - 1),
-            Steps::Log | Steps::PowerLog | Steps::LogFolded => log,
-            Steps::LeadersAndGroups => log,
-            Steps::TwiceLog | Steps::TwiceLogPlusFolding | Steps::TwiceLogFolded | Steps::TwiceLeadersAndGroups => {
-                2 * log
-            }
+            Steps::Log | Steps::PowerLog | Steps::LogFolded | Steps::LeadersAndGroups => log,
+            Steps::TwiceLog | Steps::TwiceLogPlusFolding | Steps::TwiceLogFolded => 2 * log,
+            Steps::TwiceLeadersAndGroups => 2 * log,
             Steps::GroupTreesAndLeaderRing => log + side - 1,
             Steps::TwiceLogMinusOne => 2 * log - 1,
             Steps::AtMostTwiceLog => return Some(0..=2 * log),
