@@ -220,6 +220,10 @@ pub enum Steps {
     LeadersAndGroups,
     /// Two of those trees, up and back down: 2(⌈log g⌉ + ⌈log c⌉).
     TwiceLeadersAndGroups,
+    /// A binomial tree inside each group of c, a ring reduce-scatter and all-gather among
+    /// the g leaders, the tree again: 2⌈log c⌉ + 2(g - 1) (log p + 2(√p - 1) on a
+    /// √p x √p grid of groups).
+    GroupTreesAndLeaderRings,
     /// A binomial tree inside each group of c, a ring among the g leaders, the tree
     /// again: 2⌈log c⌉ + g - 1 (log p + √p - 1 on a √p x √p grid of groups).
     GroupTreesAndLeaderRing,
@@ -253,6 +257,7 @@ impl Steps {
             Steps::LeadersAndGroups => "⌈log g⌉+⌈log c⌉ (g groups of c)",
             Steps::TwiceLeadersAndGroups => "2(⌈log g⌉+⌈log c⌉)",
             Steps::GroupTreesAndLeaderRing => "2⌈log c⌉+g-1",
+            Steps::GroupTreesAndLeaderRings => "2⌈log c⌉+2(g-1)",
         }
     }
 
@@ -274,6 +279,7 @@ impl Steps {
             Steps::TwiceLog | Steps::TwiceLogPlusFolding | Steps::TwiceLogFolded => 2 * log,
             Steps::TwiceLeadersAndGroups => 2 * log,
             Steps::GroupTreesAndLeaderRing => log + side - 1,
+            Steps::GroupTreesAndLeaderRings => log + 2 * (side - 1),
             Steps::TwiceLogMinusOne => 2 * log - 1,
             Steps::AtMostTwiceLog => return Some(0..=2 * log),
             Steps::TorusHalfSides => 2 * (side / 2),
@@ -508,6 +514,16 @@ pub const ENTRIES: &[Entry] = &[
         ANY,
         Steps::TwiceLeadersAndGroups,
         "[HAN 2020], unsegmented",
+        H::Future,
+        None,
+    ),
+    entry(
+        C::Allreduce,
+        A::TwoLevelRing,
+        ANY_SHAPE,
+        ANY,
+        Steps::GroupTreesAndLeaderRings,
+        "[HAN 2020] (simple), ring of leaders",
         H::Future,
         None,
     ),

@@ -1,12 +1,12 @@
 //! All-reduce: every node ends with the element-wise reduction of every node's vector.
 //!
-//! Six schedules, built from the pieces of the other families: a reduction to node 0
+//! Seven schedules, built from the pieces of the other families: a reduction to node 0
 //! then a broadcast from it ([GGKK 4.3], over [`super::reduce::hypercube`] and
 //! [`super::broadcast::hypercube`]); recursive doubling of the whole vector
 //! ([GGKK 4.3], [Thakur 2005]); recursive halving then doubling of its pieces
 //! ([Rabenseifner 2004]); the ring reduce-scatter then ring all-gather of its pieces;
 //! the mesh one, a ring all-reduce along each row, then each column (then each
-//! layer); and the two-level one of [`super::two_level`]. The power-of-two schedules
+//! layer); and the two two-level ones of [`super::two_level`]. The power-of-two schedules
 //! fold for any p (see [`super::folding`]). Costs are for store-and-forward routing on
 //! the topology each schedule was made for: t_s start-up, t_w per byte, m bytes per
 //! vector, plus the combines.
@@ -45,6 +45,9 @@ pub fn run(comm: &Comm, algorithm: Algorithm, vector: Bytes, reduction: Reductio
         Algorithm::Ring => Box::pin(ring(comm, vector, reduction)),
         Algorithm::Mesh => Box::pin(mesh(comm, vector, reduction)),
         Algorithm::TwoLevel => Box::pin(two_level::allreduce(comm, Hierarchy::of(comm.topology()), vector, reduction)),
+        Algorithm::TwoLevelRing => {
+            Box::pin(two_level::allreduce_ring(comm, Hierarchy::of(comm.topology()), vector, reduction))
+        }
         other => super::failed(super::unsupported(comm, Collective::Allreduce, other)),
     }
 }

@@ -14,17 +14,23 @@
 //! clusters", IPDPS 2009): gather inside each node, all-gather among the leaders,
 //! broadcast inside.
 //!
+//! `han`'s "simple" all-reduce runs an all-reduce among the leaders between a reduce and
+//! a broadcast inside the nodes: [`allreduce_ring`], with the ring among the leaders (for
+//! large vectors; [`allreduce`]'s trees send the whole vector log g times in a row).
+//!
 //! Every level is a building block of the flat schedules: the binomial trees of
 //! Algorithms 4.2 and 4.3 ([`broadcast_down`], [`reduce_up`]) laid over a group's ranks or
 //! over the leaders, and the ring all-gather of Algorithm 4.4
-//! ([`allgather_ring_parts`]) over the leaders. Groups may differ in size, and a single
-//! group makes each schedule its flat tree.
+//! ([`allgather_ring_parts`]) and ring all-reduce ([`allreduce_ring_along`]) over the
+//! leaders. Groups may differ in size, and a single group makes each schedule its flat
+//! tree.
 //!
 //! Costs, for g groups of at most c ranks, m bytes a node: t_s, t_w are the links'
 //! inside a group (on a cluster, `intra`), T_s, T_w those between leaders (`inter`); a
 //! message between leaders of a direct network crosses several links.
 //!
-//! Tags: [`TWO_LEVEL_GROUPS`] inside the groups, [`TWO_LEVEL_LEADERS`] among the leaders;
+//! Tags: [`TWO_LEVEL_GROUPS`] inside the groups, [`TWO_LEVEL_LEADERS`] among the leaders
+//! ([`TWO_LEVEL_LEADERS_RING`] for the leaders' ring all-reduce);
 //! the all-reduce's and all-gather's way back down walks the same tree edges as the way
 //! up in the other direction, so no (sender, receiver, tag) repeats.
 
@@ -32,10 +38,11 @@ use bytes::Bytes;
 use topocomm_proto::NodeId;
 
 use super::allgather::allgather_ring_parts;
+use super::allreduce::allreduce_ring_along;
 use super::blocks::concat;
 use super::hierarchy::Hierarchy;
 use super::patterns::{LineGroup, Reduction};
-use super::phases::{TWO_LEVEL_GROUPS, TWO_LEVEL_LEADERS};
+use super::phases::{TWO_LEVEL_GROUPS, TWO_LEVEL_LEADERS, TWO_LEVEL_LEADERS_RING};
 use super::tree::{BinomialTree, broadcast_down, reduce_up};
 use crate::comm::{Comm, CommError};
 
@@ -137,17 +144,39 @@ pub async fn allreduce(
     broadcast(comm, hierarchy, 0, sum).await
 }
 
-/// Two-level all-gather ([Kandalla 2009], one leader a group): each group gathers its
-/// blocks to its leader up its binomial tree rooted at the leader — every subtree is then
-/// a run of consecutive ranks, so appending a child's blocks to one's own keeps rank
-/// order — the leaders pass their groups' blocks round the ring of leaders
-/// (Algorithm 4.4), and each leader broadcasts all p blocks down its group's tree.
+/// Two-level all-reduce with a ring among the leaders, [HAN 2020]'s "simple" all-reduce
+/// (`mca_coll_han_allreduce_intra_simple`: a reduce inside each node, an all-reduce among
+/// the nodes' leaders, a broadcast inside each node), the leaders' all-reduce the ring
+/// of Algorithm 4.5 then 4.4 ([`allreduce_ring_along`]): each leader sends 2(g - 1)/g
+/// of the vector between groups in 2(g - 1) messages of m/g, where the trees of
+/// [`allreduce`] send it all 2⌈log g⌉ times in a row (large vectors).
 ///
 /// ```text
-/// ours := GATHER(my block) in my group, to its leader   /* Algorithm 4.3, appending */
-/// if I lead my group then
-///     all := ALL_TO_ALL_BC_RING(ours) among the leaders /* Algorithm 4.4 */
-/// all := ONE_TO_ALL_BC(all) in my group, from its leader /* Algorithm 4.2 */
+/// all := around_leaders(X, op, ALLREDUCE_RING among the leaders)    /* see around_leaders */
+/// ```
+///
+/// Steps: 2⌈log c⌉ + 2(g - 1). Cost 2⌈log c⌉(t_s + t_w m) + 2(g - 1)(T_s + T_w m/g), plus
+/// the combines: 2g(g - 1) messages, 2(g - 1)m bytes in all, cross between groups.
+pub async fn allreduce_ring(
+    comm: &Comm,
+    hierarchy: Hierarchy,
+    vector: Bytes,
+    reduction: Reduction,
+) -> Result<Bytes, CommError> {
+    let combine = |sum: Bytes, x: Bytes| reduction.combine(comm, sum, &x);
+    around_leaders(comm, hierarchy, vector, combine, async |ours| {
+        let leaders = LineGroup { members: hierarchy.leaders(), wraps: true }.ring_order();
+        allreduce_ring_along(comm, &leaders, ours, reduction, TWO_LEVEL_LEADERS_RING).await
+    })
+    .await
+}
+
+/// Two-level all-gather ([Kandalla 2009], one leader a group): each group gathers its
+/// blocks to its leader, the leaders pass their groups' blocks round the ring of leaders
+/// (Algorithm 4.4), and each leader broadcasts all p blocks to its group.
+///
+/// ```text
+/// all := around_leaders(my block, append, ALL_TO_ALL_BC_RING among the leaders)
 /// ```
 ///
 /// Blocks may differ in length (a layout's). Steps: 2⌈log c⌉ + g - 1. Cost
@@ -156,11 +185,36 @@ pub async fn allreduce(
 /// against g(p - 1) for the ring over every node (g of its p messages a step).
 pub async fn allgather(comm: &Comm, hierarchy: Hierarchy, mine: Bytes) -> Result<Bytes, CommError> {
     let append = |ours: Bytes, theirs: Bytes| Ok(concat([&ours, &theirs]));
+    around_leaders(comm, hierarchy, mine, append, async |ours| {
+        let leaders = LineGroup { members: hierarchy.leaders(), wraps: true }.ring_order();
+        Ok(concat(&allgather_ring_parts(comm, &leaders, ours, TWO_LEVEL_LEADERS).await?))
+    })
+    .await
+}
+
+/// The shape of the all-reduce and all-gather with a collective among the leaders: up
+/// each group's binomial tree to its first rank, folding with `combine` (rooted at the
+/// leader, every subtree is a run of consecutive ranks, so appending a child's blocks to
+/// one's own keeps rank order), `among_leaders` on the leaders alone, then down the same
+/// tree.
+///
+/// ```text
+/// ours := ALL_TO_ONE_REDUCE(mine, combine) in my group, to its leader  /* Algorithm 4.3 */
+/// if I lead my group then
+///     all := among_leaders(ours)
+/// all := ONE_TO_ALL_BC(all) in my group, from its leader               /* Algorithm 4.2 */
+/// ```
+async fn around_leaders(
+    comm: &Comm,
+    hierarchy: Hierarchy,
+    mine: Bytes,
+    combine: impl FnMut(Bytes, Bytes) -> Result<Bytes, CommError>,
+    among_leaders: impl AsyncFnOnce(Bytes) -> Result<Bytes, CommError>,
+) -> Result<Bytes, CommError> {
     let (tree, member) = group_tree(comm, &hierarchy, 0);
     let mut all = Bytes::new();
-    if let Some(ours) = reduce_up(comm, &tree, &member, mine, append, TWO_LEVEL_GROUPS).await? {
-        let leaders = LineGroup { members: hierarchy.leaders(), wraps: true }.ring_order();
-        all = concat(&allgather_ring_parts(comm, &leaders, ours, TWO_LEVEL_LEADERS).await?);
+    if let Some(ours) = reduce_up(comm, &tree, &member, mine, combine, TWO_LEVEL_GROUPS).await? {
+        all = among_leaders(ours).await?;
     }
     broadcast_down(comm, &tree, member, all, TWO_LEVEL_GROUPS).await
 }
@@ -178,14 +232,26 @@ mod tests {
 
     const LINKS: LinkModel =
         LinkModel { ts_ns: 1_000, th_ns: 100, tw_ps: 1_000, routing: Routing::Sf, packet_bytes: 0 };
-    const COLLECTIVES: [Collective; 4] =
-        [Collective::Broadcast, Collective::Reduce, Collective::Allreduce, Collective::Allgather];
+    /// Every two-level schedule, by the names the catalogue gives them.
+    const CASES: [(Collective, Algorithm); 5] = [
+        (Collective::Broadcast, Algorithm::TwoLevel),
+        (Collective::Reduce, Algorithm::TwoLevel),
+        (Collective::Allreduce, Algorithm::TwoLevel),
+        (Collective::Allreduce, Algorithm::TwoLevelRing),
+        (Collective::Allgather, Algorithm::TwoLevel),
+    ];
     const DTYPES: [Dtype; 4] = [Dtype::I32, Dtype::I64, Dtype::F32, Dtype::F64];
     const OPS: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max];
 
-    fn spec(collective: Collective, root: NodeId, elements: usize, dtype: Dtype, op: ReduceOp, seed: u64) -> RunSpec {
+    fn spec(
+        (collective, algorithm): (Collective, Algorithm),
+        root: NodeId,
+        elements: usize,
+        (dtype, op): (Dtype, ReduceOp),
+        seed: u64,
+    ) -> RunSpec {
         let size_bytes = (elements * dtype.size()) as u64;
-        RunSpec { root, size_bytes, dtype, op, seed, ..RunSpec::new(collective, Algorithm::TwoLevel) }
+        RunSpec { root, size_bytes, dtype, op, seed, ..RunSpec::new(collective, algorithm) }
     }
 
     /// Runs `spec`'s collective two-level over `hierarchy` (not the topology's own) on the
@@ -198,12 +264,15 @@ mod tests {
             async move {
                 let input = reference::input(&spec, p, comm.id());
                 let reduction = Reduction { dtype: spec.dtype, op: spec.op };
-                match spec.collective {
-                    Collective::Broadcast => broadcast(&comm, hierarchy, spec.root, input).await,
-                    Collective::Reduce => reduce(&comm, hierarchy, spec.root, input, reduction).await,
-                    Collective::Allreduce => allreduce(&comm, hierarchy, input, reduction).await,
-                    Collective::Allgather => allgather(&comm, hierarchy, input).await,
-                    other => unreachable!("{other} is not two-level"),
+                match (spec.collective, spec.algorithm) {
+                    (Collective::Broadcast, _) => broadcast(&comm, hierarchy, spec.root, input).await,
+                    (Collective::Reduce, _) => reduce(&comm, hierarchy, spec.root, input, reduction).await,
+                    (Collective::Allreduce, Algorithm::TwoLevelRing) => {
+                        allreduce_ring(&comm, hierarchy, input, reduction).await
+                    }
+                    (Collective::Allreduce, _) => allreduce(&comm, hierarchy, input, reduction).await,
+                    (Collective::Allgather, _) => allgather(&comm, hierarchy, input).await,
+                    (other, _) => unreachable!("{other} is not two-level"),
                 }
             }
         };
@@ -223,7 +292,7 @@ mod tests {
         failures.sort();
         match failures.first() {
             None => Ok(()),
-            Some(first) => Err(format!("{} {hierarchy:?} on {topology}: {first}", spec.collective)),
+            Some(first) => Err(format!("{} {} {hierarchy:?} on {topology}: {first}", spec.collective, spec.algorithm)),
         }
     }
 
@@ -241,12 +310,12 @@ mod tests {
             let topology = ring(p);
             for group_size in 1..=p + 1 {
                 let hierarchy = Hierarchy::new(p, group_size).expect("a hierarchy");
-                for collective in COLLECTIVES {
-                    let roots = if collective.has_root() { (0..p).collect() } else { vec![0] };
+                for case in CASES {
+                    let roots = if case.0.has_root() { (0..p).collect() } else { vec![0] };
                     for root in roots {
                         for elements in [0, 1, 5] {
-                            let (dtype, op) = (DTYPES[checked as usize % 4], OPS[checked as usize / 4 % 4]);
-                            let spec = spec(collective, root, elements, dtype, op, checked);
+                            let dtype_and_op = (DTYPES[checked as usize % 4], OPS[checked as usize / 4 % 4]);
+                            let spec = spec(case, root, elements, dtype_and_op, checked);
                             verify(&spec, &topology, hierarchy).unwrap_or_else(|error| panic!("{error}"));
                             checked += 1;
                         }
@@ -271,21 +340,16 @@ mod tests {
             shape(TopologyKind::Full, 20, None),
         ];
         for topology in shapes {
-            for collective in COLLECTIVES {
-                for (root, dtype, op) in [
-                    (0, Dtype::F64, ReduceOp::Sum),
-                    (topology.p() - 1, Dtype::I32, ReduceOp::Max),
-                    (5, Dtype::F32, ReduceOp::Prod),
+            for case in CASES {
+                for (root, dtype_and_op) in [
+                    (0, (Dtype::F64, ReduceOp::Sum)),
+                    (topology.p() - 1, (Dtype::I32, ReduceOp::Max)),
+                    (5, (Dtype::F32, ReduceOp::Prod)),
                 ] {
-                    let spec = spec(collective, root, 300, dtype, op, 7);
-                    let run = simulator::spec::run(
-                        &spec,
-                        &topology,
-                        LINKS,
-                        simulator::spec::Inputs::Reference,
-                        Options::default(),
-                    )
-                    .unwrap_or_else(|error| panic!("{collective} on {topology} from {root}: {error}"));
+                    let spec = spec(case, root, 300, dtype_and_op, 7);
+                    let inputs = simulator::spec::Inputs::Reference;
+                    let run = simulator::spec::run(&spec, &topology, LINKS, inputs, Options::default())
+                        .unwrap_or_else(|error| panic!("{case:?} on {topology} from {root}: {error}"));
                     assert!(run.verified);
                 }
             }
@@ -302,33 +366,47 @@ mod tests {
             group_size in 1usize..45,
             root in any::<prop::sample::Index>(),
             elements in 0usize..70,
-            collective in prop::sample::select(COLLECTIVES.to_vec()),
+            case in prop::sample::select(CASES.to_vec()),
             dtype in prop::sample::select(DTYPES.to_vec()),
             op in prop::sample::select(OPS.to_vec()),
             seed in any::<u64>(),
         ) {
             let hierarchy = Hierarchy::new(p, group_size).expect("a hierarchy");
-            let spec = spec(collective, root.index(p), elements, dtype, op, seed);
+            let spec = spec(case, root.index(p), elements, (dtype, op), seed);
             prop_assert_eq!(verify(&spec, &ring(p), hierarchy), Ok(()));
         }
     }
 
+    /// What a schedule sent between groups: messages and bytes.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    struct Across {
+        algorithm: Algorithm,
+        messages: usize,
+        bytes: u64,
+    }
+
     /// The messages of a recorded flow whose sender and receiver are in different groups.
-    fn across_groups(events: &[FlowEvent], hierarchy: &Hierarchy) -> usize {
-        events
+    fn across_groups(algorithm: Algorithm, events: &[FlowEvent], hierarchy: &Hierarchy) -> Across {
+        let across: Vec<&FlowEvent> = events
             .iter()
             .filter(|event| {
                 event.kind == FlowKind::Send && hierarchy.group_of(event.src) != hierarchy.group_of(event.dst)
             })
-            .count()
+            .collect();
+        Across { algorithm, messages: across.len(), bytes: across.iter().map(|event| event.bytes).sum() }
     }
 
-    /// On a ring and a torus whose groups are the grid's rows, the two-level all-reduce
-    /// sends fewer messages between groups than every flat all-reduce, and the two-level
-    /// all-gather fewer than every flat all-gather: counted from the recorded flow, and
-    /// printed as a table (`cargo test -p topocomm-collectives two_level -- --nocapture`).
+    /// On rings and tori whose groups are the grid's rows, counted from the recorded flow
+    /// and printed as a table (`cargo test -p topocomm-collectives --lib two_level --
+    /// --nocapture`): the two-level all-reduce (trees) sends 2(g - 1) messages between
+    /// groups and the all-gather g(g - 1), fewer than every flat schedule of theirs; the
+    /// all-reduce with a ring among the leaders sends 2(g - 1)m bytes between groups,
+    /// fewer than every flat all-reduce, in fewer messages than the flat ring, mesh and
+    /// halving-doubling. The flat reduce-then-broadcast is a pair of binomial trees itself,
+    /// which on a power of two with aligned rows are already two-level: it never sends
+    /// less, and there as much.
     #[test]
-    fn two_levels_send_fewer_messages_between_groups_than_the_flat_schedules() {
+    fn two_levels_send_less_between_groups_than_the_flat_schedules() {
         let shape = |kind, p, dims: Option<&[usize]>| Topology::new(kind, p, dims).expect("a valid shape");
         let shapes = [
             shape(TopologyKind::Ring, 16, None),
@@ -336,42 +414,55 @@ mod tests {
             shape(TopologyKind::Ring, 12, None),
             shape(TopologyKind::Torus, 15, Some(&[3, 5])),
         ];
-        println!("messages between groups (the rows of the grid), 64 elements a node:");
+        let m = 512u64;
+        println!("sent between groups (the grid's rows), messages / bytes, {m} B a node:");
         for topology in shapes {
             let hierarchy = Hierarchy::of(&topology);
-            assert!(hierarchy.groups() > 1 && hierarchy.group_size() > 1, "{topology}: {hierarchy:?}");
+            let g = hierarchy.groups();
+            assert!(g > 1 && hierarchy.group_size() > 1, "{topology}: {hierarchy:?}");
             for collective in [Collective::Allreduce, Collective::Allgather] {
-                let mut counts = Vec::new();
-                for entry in topocomm_proto::catalogue::algorithms(collective) {
-                    let spec = RunSpec { size_bytes: 512, ..RunSpec::new(collective, entry.algorithm) };
-                    let options = Options { record: true, ..Options::default() };
-                    let run =
-                        simulator::spec::run(&spec, &topology, LINKS, simulator::spec::Inputs::Reference, options)
+                let counts: Vec<Across> = topocomm_proto::catalogue::algorithms(collective)
+                    .map(|entry| {
+                        let spec = RunSpec { size_bytes: m, ..RunSpec::new(collective, entry.algorithm) };
+                        let (inputs, options) =
+                            (simulator::spec::Inputs::Reference, Options { record: true, ..Options::default() });
+                        let run = simulator::spec::run(&spec, &topology, LINKS, inputs, options)
                             .unwrap_or_else(|error| panic!("{collective} {} on {topology}: {error}", entry.algorithm));
-                    counts.push((entry.algorithm, across_groups(&run.events, &hierarchy)));
-                }
+                        across_groups(entry.algorithm, &run.events, &hierarchy)
+                    })
+                    .collect();
                 let listed: Vec<String> =
-                    counts.iter().map(|(algorithm, count)| format!("{algorithm} {count}")).collect();
+                    counts.iter().map(|c| format!("{} {} / {}", c.algorithm, c.messages, c.bytes)).collect();
                 println!(
-                    "  {collective} on {topology} ({} groups of {}): {}",
-                    hierarchy.groups(),
+                    "  {collective} on {topology}, {g} groups of {}: {}",
                     hierarchy.group_size(),
                     listed.join(", ")
                 );
-                let two_level =
-                    counts.iter().find(|(algorithm, _)| *algorithm == Algorithm::TwoLevel).expect("listed").1;
-                let g = hierarchy.groups();
+                let of = |algorithm| *counts.iter().find(|c| c.algorithm == algorithm).expect("in the catalogue");
+                let trees = of(Algorithm::TwoLevel);
                 let expected = if collective == Collective::Allreduce { 2 * (g - 1) } else { g * (g - 1) };
-                assert_eq!(two_level, expected, "{collective} on {topology}");
-                for &(algorithm, count) in &counts {
-                    // The flat reduce-then-broadcast is itself a pair of binomial trees: on
-                    // a power of two with aligned rows its trees are already two-level.
-                    let tree = algorithm == Algorithm::ReduceBroadcast;
-                    if algorithm != Algorithm::TwoLevel && !(tree && count == two_level) {
+                assert_eq!(trees.messages, expected, "{collective} on {topology}");
+                let ring = (collective == Collective::Allreduce).then(|| of(Algorithm::TwoLevelRing));
+                if let Some(ring) = ring {
+                    assert_eq!(ring.bytes, 2 * (g as u64 - 1) * m, "{collective} on {topology}");
+                }
+                let flat =
+                    counts.iter().filter(|c| !matches!(c.algorithm, Algorithm::TwoLevel | Algorithm::TwoLevelRing));
+                for &flat in flat {
+                    let trees_too = flat.algorithm == Algorithm::ReduceBroadcast;
+                    let fewer = |two_level: usize, flat: usize| two_level < flat || (trees_too && two_level == flat);
+                    assert!(
+                        fewer(trees.messages, flat.messages),
+                        "{collective} on {topology}: {trees:?} against {flat:?}"
+                    );
+                    if let Some(ring) = ring {
                         assert!(
-                            two_level < count,
-                            "{collective} on {topology}: two-level {two_level}, {algorithm} {count}"
+                            fewer(ring.bytes as usize, flat.bytes as usize),
+                            "{topology}: {ring:?} against {flat:?}"
                         );
+                        if matches!(flat.algorithm, Algorithm::Ring | Algorithm::Mesh | Algorithm::HalvingDoubling) {
+                            assert!(ring.messages < flat.messages, "{topology}: {ring:?} against {flat:?}");
+                        }
                     }
                 }
             }
