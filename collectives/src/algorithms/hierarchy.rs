@@ -10,7 +10,9 @@
 //!
 //! Like a line group's members ([`Members`]), a hierarchy is computed, not stored: two
 //! words whatever p, so that each node of a simulation of a million holds no list of
-//! groups; a group is a [`Members`] progression, found by a division.
+//! groups; a group is a [`Members`] progression, found by a division. Groups are runs of
+//! consecutive ranks (ranks placed on machines in order): the two-level all-gather
+//! relies on it, appending a group's blocks in rank order.
 
 use topocomm_proto::{NodeId, Topology, TopologyKind};
 
