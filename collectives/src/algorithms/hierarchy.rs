@@ -28,6 +28,15 @@ pub fn group_size(topology: &Topology) -> usize {
         T::Ring | T::Mesh | T::Torus | T::Mesh3d | T::Torus3d | T::Hypercube | T::Full => {
             Grid::of(topology).dims().last().copied().unwrap_or(1)
         }
+        // The cores of a machine: traffic inside never crosses the machine's port.
+        T::Cluster => topology.dims()[1],
+        // The hosts of an edge switch (k/2): they reach each other in two hops.
+        T::FatTree => topology.dims()[0] / 2,
+        // The hosts of a group (A routers of P): a group's routers are fully connected,
+        // and the global links between groups are what a dragonfly has least of.
+        T::Dragonfly => topology.dims()[0] * topology.dims()[1],
+        // A graph from a file has no groups it names: the rows of the squarest grid.
+        T::Graph => Grid::of(topology).dims().last().copied().unwrap_or(1),
     }
 }
 
