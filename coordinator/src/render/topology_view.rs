@@ -96,8 +96,6 @@ pub fn print(args: &TopologyArgs) -> anyhow::Result<()> {
             classes.join(", "),
             bisection
         )?;
-    } else {
-        writeln!(text, "bisection width {bisection}")?;
     }
     writeln!(text, "{:>4}  {:<12}  neighbours", "id", "coords")?;
     for id in 0..vertices {
