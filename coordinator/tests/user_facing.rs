@@ -365,3 +365,52 @@ fn a_schedule_sweeps_on_a_served_cluster() {
     let rows: Vec<&str> = finished.stdout.lines().filter(|line| line.starts_with("768 ")).collect();
     assert_eq!(rows.len(), 1, "a row for the size:\n{}", finished.stdout);
 }
+
+/// Item 11 of the switched networks: an odd K, a dragonfly short of a dimension, more
+/// ranks than hosts, a class no link has, a network file whose graph falls apart or whose
+/// SimGrid parameters SimGrid would refuse: one clear line each, and nothing starts.
+#[test]
+fn a_switched_network_that_cannot_be_built_is_refused_before_anything_starts() {
+    let scratch = Scratch::new("switched-refusals");
+    let disconnected = scratch.path.join("apart.json");
+    std::fs::write(
+        &disconnected,
+        r#"{"schema_version": 1, "endpoints": ["a", "b", "c"], "switches": [],
+            "classes": [{"name": "wire"}], "links": [{"a": "a", "b": "b", "class": "wire"}]}"#,
+    )
+    .expect("a network file");
+    let bad_tree = scratch.path.join("bad-tree.xml");
+    std::fs::write(
+        &bad_tree,
+        r#"<?xml version='1.0'?>
+<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
+<platform version="4.1">
+  <cluster id="t" prefix="n-" suffix="" radical="0-15" speed="1Gf" bw="125MBps" lat="50us"
+           topology="FAT_TREE" topo_parameters="2;4,4;1,2"/>
+</platform>"#,
+    )
+    .expect("a platform file");
+    let cases: Vec<(String, Vec<&str>)> = vec![
+        ("run allreduce -t fat-tree --dims 3 -n 4".into(), vec!["a fat-tree needs an even K of at least 2", "K = 3"]),
+        ("run allreduce -t dragonfly --dims 2x2 -n 4".into(), vec!["a dragonfly takes three dims, AxPxH"]),
+        ("run allreduce -t fat-tree --dims 4 -n 17".into(), vec!["17 ranks do not fit on the 16 hosts"]),
+        ("run allreduce -t cluster -n 8".into(), vec!["a cluster takes two dims, MxC"]),
+        (
+            "explain allreduce -t cluster --dims 2x4 -n 8 --class core:ts=1us".into(),
+            vec!["no link of this network has class `core` (its classes: intra, inter)"],
+        ),
+        (format!("topology --network {}", disconnected.display()), vec!["apart.json"]),
+        (format!("simulate allreduce --network {}", bad_tree.display()), vec!["bad-tree.xml"]),
+    ];
+    for (index, (words, needles)) in cases.iter().enumerate() {
+        let logs = scratch.path.join(format!("logs-{index}"));
+        let mut cli = topocomm(words);
+        if words.starts_with("run ") {
+            cli.arg("--logs").arg(&logs);
+        }
+        let finished = run_bounded(cli, &scratch, "refused", PATIENCE);
+        assert_refused_up_front(&finished, words, needles, &logs);
+        let lines: Vec<&str> = finished.stderr.lines().filter(|line| !line.trim().is_empty()).collect();
+        assert!(lines.len() <= 3, "{words}: more than a clear line or two:\n{}", finished.stderr);
+    }
+}

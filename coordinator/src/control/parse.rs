@@ -184,6 +184,19 @@ mod tests {
     }
 
     #[test]
+    fn a_class_of_links_names_itself_and_some_of_its_times() {
+        let intra = parse_class("intra:ts=1us,th=50ns,tw=0.05ns").unwrap();
+        assert_eq!(intra, ClassPhysics { name: "intra".into(), ts_ns: Some(1_000), th_ns: Some(50), tw_ps: Some(50) });
+        let core = parse_class("core:tw=2ns").unwrap();
+        assert_eq!(core, ClassPhysics { tw_ps: Some(2_000), ..ClassPhysics::named("core") });
+        for bad in ["intra", ":ts=1us", "intra:", "intra:tx=1us", "intra:ts"] {
+            let error = parse_class(bad).unwrap_err().to_string();
+            assert!(error.contains("is not a class of links like intra:ts=1us"), "{bad}: {error}");
+        }
+        assert!(parse_class("intra:ts=fast").unwrap_err().to_string().contains("is not a time"));
+    }
+
+    #[test]
     fn unknown_names_list_the_choices() {
         let error = parse_topology("donut").unwrap_err().to_string();
         assert!(error.starts_with("unknown topology \"donut\"; choose one of: "), "{error}");
