@@ -308,7 +308,7 @@ impl Network {
     /// This network, counting what each of `nodes` is delivered and passes on, by
     /// source ([`Network::take_watched`]).
     pub fn watching(mut self, nodes: &[NodeId]) -> Self {
-        self.watch = Watch::of(nodes, self.topology.p());
+        self.watch = Watch::of(nodes, self.topology.vertices(), self.topology.p());
         self
     }
 
