@@ -11,11 +11,11 @@ use bytesize::ByteSize;
 use serde_json::{Value, json};
 use topocomm_collectives::simulator::spec::SimulatedRun;
 use topocomm_collectives::simulator::{self, Options};
-use topocomm_proto::Topology;
 use topocomm_proto::spec::LinkModel;
 
 use crate::control::local::Capacity;
 use crate::control::request;
+use crate::control::run::topology_on;
 use crate::control::target::Target;
 use crate::lab::document::{self, Kind};
 use crate::lab::jobs::{Status, Stop};
@@ -77,8 +77,9 @@ pub async fn prepare(lab: &Lab, kind: Kind, args: &[String]) -> Result<Job, Prep
             // The page animates the run's own message flow, gathered from every node.
             planned.request.spec.trace = true;
             let request = &planned.request;
-            let p = lab.coordinator.cluster.status().expected;
-            Topology::new(request.topology, p, request.dims.as_deref()).map_err(|e| cli(e.into()))?;
+            // The lab's daemons are the run's vertices: its ranks, then a switched network's switches.
+            let daemons = lab.coordinator.cluster.status().expected;
+            let p = topology_on(request.topology, daemons, request.dims.as_deref()).map_err(|e| cli(e.into()))?.p();
             request.spec.validate(p).map_err(|e| cli(e.into()))?;
             if let Some(Target::Local(_)) = lab.target.read().await.as_ref() {
                 Capacity::of_this_machine()
@@ -98,8 +99,9 @@ pub async fn prepare(lab: &Lab, kind: Kind, args: &[String]) -> Result<Job, Prep
         Kind::Sweep => {
             let mut args = words::parse::<SweepWords>("sweep", args)?.args;
             // The sweep goes to the lab's cluster, whose size is fixed (as a run's).
-            args.nodes = lab.coordinator.cluster.status().expected;
-            Topology::new(args.shape.topology, args.nodes, args.shape.dims.as_deref()).map_err(|e| cli(e.into()))?;
+            let daemons = lab.coordinator.cluster.status().expected;
+            let dims = args.shape.dims.as_deref();
+            args.nodes = topology_on(args.shape.topology, daemons, dims).map_err(|e| cli(e.into()))?.p();
             let algorithms = sweep::algorithms(&args).map_err(cli)?;
             let repetition = args.repeat.repetition(false);
             let capacity = match lab.target.read().await.as_ref() {
