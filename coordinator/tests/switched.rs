@@ -89,8 +89,11 @@ fn every_collective_runs_as_simulated(cluster: &TestCluster, network: &Network) 
             // Every message between two ranks crosses a switch.
             assert!(count(&json, "frames_forwarded") >= count(&json, "frames_sent"), "{context}");
         }
-        eprintln!("{collective} on {topology}: verified, {} frames sent, {} forwarded, as simulated",
-            count(&json, "frames_sent"), count(&json, "frames_forwarded"));
+        eprintln!(
+            "{collective} on {topology}: verified, {} frames sent, {} forwarded, as simulated",
+            count(&json, "frames_sent"),
+            count(&json, "frames_forwarded")
+        );
     }
 }
 
@@ -172,10 +175,8 @@ fn a_dragonfly_runs_every_collective_and_a_dead_switch_fails_the_run_naming_it()
 
     // A switch every global route of its group crosses dies in a long run.
     let victim = topology.p();
-    let long = cluster.run_command(&format!(
-        "alltoall {} --size 64KiB --iterations 100000 --warmup 0",
-        network.shape()
-    ));
+    let long =
+        cluster.run_command(&format!("alltoall {} --size 64KiB --iterations 100000 --warmup 0", network.shape()));
     let long = Background::start(long, &cluster.scratch, "long-run");
     let started = poll(Duration::from_secs(20), || cluster.node_stderr(victim).contains("run started").then_some(()));
     assert!(started.is_some(), "the long run never started on switch {victim}");
@@ -213,11 +214,17 @@ fn a_local_run_starts_its_switches_with_fewer_ranks_than_hosts() {
     let scratch = Scratch::new("local-switched");
     let logs = scratch.path.join("logs");
     let mut local = command(&topocomm_bin());
-    local.args(format!("run allreduce {} -n 11 --size {SIZE} --iterations {ITERATIONS}", network.shape()).split_whitespace());
+    local.args(
+        format!("run allreduce {} -n 11 --size {SIZE} --iterations {ITERATIONS}", network.shape()).split_whitespace(),
+    );
     local.args(["--warmup", "1", "--json", "--timeout", "10s", "--logs"]).arg(&logs);
     let finished = run_bounded(local, &scratch, "local", Duration::from_secs(90));
     let json = finished.json();
-    assert_eq!((json["verified"].clone(), json["nodes"].clone(), json["switches"].clone()), (true.into(), 11.into(), 20.into()), "{json:#}");
+    assert_eq!(
+        (json["verified"].clone(), json["nodes"].clone(), json["switches"].clone()),
+        (true.into(), 11.into(), 20.into()),
+        "{json:#}"
+    );
     assert!(finished.stderr.contains("local cluster: 11 node processes + 20 switch processes"), "{}", finished.stderr);
     let simulation = simulated(&scratch, &network, "allreduce");
     for key in ["frames_sent", "frames_forwarded"] {

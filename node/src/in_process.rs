@@ -214,7 +214,8 @@ pub fn time_on_routers(spec: &RunSpec, topology: &Topology, model: LinkModel) ->
         let vertices = topology.vertices();
         for id in 0..vertices {
             cluster.router(id).set_emulation(Some(model), 0);
-            cluster.router(id)
+            cluster
+                .router(id)
                 .set_link_classes(&spec.classes)
                 .map_err(|error| RunFailure::Node { node: id, reason: error.to_string() })?;
             cluster.router(id).start_recording();

@@ -218,14 +218,15 @@ impl Router {
         // Destinations and sources are ranks; this node and the hops between are any
         // vertex, switches included. A switch is no destination: nothing arrives for it.
         let next_hop = (0..topology.p()).map(|dst| if dst == id { id } else { topology.next_hop(id, dst) }).collect();
-        let arrives_via = match topology.is_switch(id) {
-            true => Vec::new(),
-            false => (0..topology.p())
-                .map(|src| {
-                    if src == id { id } else { topology.route(src, id).iter().rev().nth(1).copied().unwrap_or(src) }
-                })
-                .collect(),
-        };
+        let arrives_via =
+            match topology.is_switch(id) {
+                true => Vec::new(),
+                false => (0..topology.p())
+                    .map(|src| {
+                        if src == id { id } else { topology.route(src, id).iter().rev().nth(1).copied().unwrap_or(src) }
+                    })
+                    .collect(),
+            };
         let topology_p = topology.p();
         let mut queues = HashMap::new();
         let mut starting = Vec::new();

@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-
 use topocomm_collectives::simulator::Options;
 use topocomm_collectives::simulator::spec::{self as simulated, Inputs};
 use topocomm_node::in_process::{InProcessCluster, time_on_routers};
@@ -73,7 +72,8 @@ fn emulated_links_have_their_classes_physics_as_in_the_simulator() {
                     let routers = time_on_routers(spec, &topology, model).expect("the routers run it");
                     let simulation = simulated::run(spec, &topology, model, Inputs::Lengths, Options::default())
                         .expect("the simulator runs it");
-                    let case = format!("{collective} by {algorithm} on {topology}, {routing}, {} classes", spec.classes.len());
+                    let case =
+                        format!("{collective} by {algorithm} on {topology}, {routing}, {} classes", spec.classes.len());
                     assert_eq!(routers.time_ns, simulation.time_ns, "{case}");
                     assert_eq!(routers.steps, simulation.steps, "{case}");
                     assert_eq!(routers.messages, simulation.totals.messages, "{case}");

@@ -36,7 +36,7 @@ type Done = anyhow::Result<(Value, bool, Option<String>)>;
 
 /// A job checked and ready to go.
 pub enum Job {
-    Run(request::Planned),
+    Run(Box<request::Planned>),
     Explain(Box<ExplainArgs>),
     Simulate(Box<SimulateArgs>),
     Sweep(Box<SweepJob>),
@@ -86,7 +86,7 @@ pub async fn prepare(lab: &Lab, kind: Kind, args: &[String]) -> Result<Job, Prep
                     .check_run(&request.spec, request.topology, p, lab.coordinator.tuning())
                     .map_err(|e| cli(e.into()))?;
             }
-            Ok(Job::Run(planned))
+            Ok(Job::Run(Box::new(planned)))
         }
         Kind::Explain => Ok(Job::Explain(Box::new(words::parse::<ExplainWords>("explain", args)?.args))),
         Kind::Simulate | Kind::Scaling | Kind::Steps => {
@@ -139,7 +139,7 @@ pub async fn carry_out(lab: &Lab, id: u64, args: &[String], job: Job, stop: &Sto
             let executed = tokio::select! {
                 // Dropped, the run is aborted on its nodes (`Coordinator::execute`).
                 () = stop.cancelled.cancelled() => return cancelled(),
-                executed = execute::run(target, planned, lab.coordinator.tuning(), &on_stage) => executed,
+                executed = execute::run(target, *planned, lab.coordinator.tuning(), &on_stage) => executed,
             };
             match executed {
                 Ok(executed) => {

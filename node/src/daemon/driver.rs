@@ -10,10 +10,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use bytesize::ByteSize;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use topocomm_proto::control::{NodeDump, NodeReport, NodeTrace, RunLimits};
 use topocomm_proto::reference;
 use topocomm_proto::spec::{RunSpec, SpecError, UnknownClass};
-use tokio_util::sync::CancellationToken;
 
 use crate::allowance::{LimitsRefusal, RunAllowance};
 use crate::daemon::allocator;

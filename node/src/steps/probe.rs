@@ -133,9 +133,11 @@ mod tests {
     /// apart, and every rank of a switch with an even count of them has one.
     #[test]
     fn ranks_of_a_switched_network_pair_under_their_switch() {
-        for (kind, p, dims) in
-            [(TopologyKind::FatTree, 16, vec![4]), (TopologyKind::Dragonfly, 12, vec![2, 2, 1]), (TopologyKind::Cluster, 16, vec![4, 4])]
-        {
+        for (kind, p, dims) in [
+            (TopologyKind::FatTree, 16, vec![4]),
+            (TopologyKind::Dragonfly, 12, vec![2, 2, 1]),
+            (TopologyKind::Cluster, 16, vec![4, 4]),
+        ] {
             let topology = Topology::new(kind, p, Some(&dims)).unwrap();
             let partners = matching(&topology);
             for (id, mate) in partners.iter().enumerate() {

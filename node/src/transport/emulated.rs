@@ -166,7 +166,8 @@ impl Emulation {
     /// Stamps an algorithm frame leaving a link free from `occupancy` with the instant
     /// its tail reaches the peer ([`link_free_ns`]), and marks the link busy until then.
     pub fn depart(&self, occupancy: &mut Occupancy, outgoing: &mut Outgoing) {
-        let Some(model) = self.model_toward(outgoing.header.dst()).filter(|_| outgoing.header.tag < SYSTEM_TAG_BASE) else {
+        let Some(model) = self.model_toward(outgoing.header.dst()).filter(|_| outgoing.header.tag < SYSTEM_TAG_BASE)
+        else {
             return;
         };
         let timeline = self.timeline();
