@@ -414,6 +414,37 @@ mod tests {
         }
     }
 
+    /// A switched network's daemons are its ranks and then its switches: the ranks are
+    /// the daemons less the shape's switches, and a count no shape of the kind has is
+    /// refused saying what would do.
+    #[test]
+    fn the_ranks_of_a_switched_network_are_its_daemons_less_its_switches() {
+        let ranks = |kind, vertices, dims: Option<&[usize]>| topology_on(kind, vertices, dims).map(|t| t.p());
+        assert_eq!(ranks(TopologyKind::Ring, 8, None), Ok(8));
+        assert_eq!(ranks(TopologyKind::FatTree, 36, Some(&[4])), Ok(16));
+        assert_eq!(ranks(TopologyKind::FatTree, 31, Some(&[4])), Ok(11));
+        assert_eq!(ranks(TopologyKind::Dragonfly, 18, Some(&[2, 2, 1])), Ok(12));
+        assert_eq!(ranks(TopologyKind::Cluster, 21, Some(&[4, 4])), Ok(16));
+        // Without dims, the shape its ranks would get: k = 4 for 16, k = 2 for 2.
+        assert_eq!(ranks(TopologyKind::FatTree, 36, None), Ok(16));
+        assert_eq!(ranks(TopologyKind::FatTree, 7, None), Ok(2));
+        let topology = topology_on(TopologyKind::FatTree, 36, None).unwrap();
+        assert_eq!((topology.dims(), topology.vertices()), (&[4][..], 36));
+        let refused =
+            |kind, vertices, dims: Option<&[usize]>| topology_on(kind, vertices, dims).unwrap_err().to_string();
+        assert_eq!(
+            refused(TopologyKind::FatTree, 20, Some(&[4])),
+            "20 daemons make no fat-tree 4: its 20 switches take a daemon each and its 1 to 16 ranks one each, 21 to 36 \
+             daemons"
+        );
+        assert!(refused(TopologyKind::FatTree, 37, Some(&[4])).starts_with("17 ranks do not fit"));
+        assert_eq!(
+            refused(TopologyKind::FatTree, 5, None),
+            "5 daemons make no fat-tree of the shape its ranks would get: give --dims (the smallest, 2, takes 6 to 7 \
+             daemons)"
+        );
+    }
+
     #[test]
     fn a_failed_run_names_the_silent_and_the_failed_nodes() {
         let failed = RunError::Failed {
