@@ -312,6 +312,27 @@ mod tests {
     use topocomm_proto::TopologyKind;
     use topocomm_proto::spec::{Algorithm, Collective};
 
+    /// A switched network's switches get rows too, from the same simulation: nothing is
+    /// delivered to a switch and it holds no data; what it may queue to pass on is what
+    /// the schedule routes through it, by source (an edge switch of a fat-tree carries
+    /// its own two hosts' vectors out, each step's).
+    #[test]
+    fn a_switch_is_allowed_what_the_schedule_routes_through_it() {
+        let topology = Topology::new(TopologyKind::FatTree, 16, Some(&[4])).unwrap();
+        let spec = RunSpec { size_bytes: 4096, ..RunSpec::new(Collective::Allreduce, Algorithm::RecursiveDoubling) };
+        let rows = limits_of_run(&spec, &topology, &Footprint::default());
+        assert_eq!(rows.len(), topology.vertices());
+        let edge = topology.switched().unwrap().attachment(0);
+        for (vertex, row) in rows.iter().enumerate().skip(topology.p()) {
+            assert!(row.counted, "switch {vertex}: {row:?}");
+            assert_eq!(row.footprint_bytes, 0, "switch {vertex}");
+            assert!(row.delivered.iter().all(|&bytes| bytes == 0), "switch {vertex}: {row:?}");
+            assert_eq!(row.forwarded.len(), topology.p(), "switch {vertex}: by source");
+        }
+        let at_edge = &rows[edge].forwarded;
+        assert!(at_edge[0] > 4096 && at_edge[1] > 4096, "{at_edge:?}");
+    }
+
     #[test]
     fn a_node_takes_its_rows_capped_at_the_memory_it_has() {
         let limits =

@@ -7,11 +7,17 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
+use tokio::time::Instant;
+use topocomm_node::transport::pacing::Clock;
+use topocomm_proto::NodeId;
+
 use topocomm_collectives::simulator::Options;
 use topocomm_collectives::simulator::spec::{self as simulated, Inputs};
 use topocomm_node::in_process::{InProcessCluster, time_on_routers};
 use topocomm_proto::catalogue;
 use topocomm_proto::spec::{Algorithm, ClassPhysics, Collective, LinkModel, Routing, RunSpec};
+
 use topocomm_proto::{Topology, TopologyKind};
 
 /// Every collective (ping-pong aside: two nodes' exchange).
@@ -105,4 +111,59 @@ async fn every_collective_runs_verified_through_in_memory_switches() {
                 .unwrap_or_else(|failure| panic!("{collective} by {algorithm} on {topology}: {failure}"));
         }
     }
+}
+
+/// Runs `sends` (source, destination, bytes) at once on `topology`'s routers, switches
+/// forwarding, every link emulated by `model` on the virtual clock; returns the emulated
+/// nanoseconds until every message has arrived.
+async fn elapsed_ns(topology: &Topology, model: LinkModel, sends: &[(NodeId, NodeId, usize)]) -> u64 {
+    let cluster = InProcessCluster::with_clock(topology, Clock::Virtual);
+    for id in 0..topology.vertices() {
+        cluster.router(id).set_emulation(Some(model), 0);
+    }
+    let sends = sends.to_vec();
+    let start = Instant::now();
+    let results = cluster
+        .run_all(1, Duration::from_secs(1 << 40), move |comm| {
+            let sends = sends.clone();
+            async move {
+                for (tag, &(src, dst, bytes)) in sends.iter().enumerate() {
+                    if src == comm.id() {
+                        comm.send(dst, tag as u32, Bytes::from(vec![7u8; bytes])).await?;
+                    }
+                }
+                for (tag, &(src, dst, bytes)) in sends.iter().enumerate() {
+                    if dst == comm.id() {
+                        assert_eq!(comm.recv(src, tag as u32).await?.len(), bytes);
+                    }
+                }
+                Ok(Instant::now())
+            }
+        })
+        .await;
+    let finished = results.into_iter().map(Result::unwrap).max().unwrap();
+    Clock::Virtual.nanos(finished - start)
+}
+
+/// Two messages that want the same output port of a switch wait for each other: on a
+/// cluster of machines, two cores of machine 0 sending to two cores of machine 1 share
+/// machine 0's port (its memory switch's link to the cluster's switch), so the second
+/// crosses it a transfer later than the first; to two cores of their own machine they
+/// share no link, and take one message's time.
+#[tokio::test(start_paused = true)]
+async fn messages_for_one_port_of_a_switch_wait_for_each_other() {
+    const BYTES: usize = 10_000;
+    let topology = Topology::new(TopologyKind::Cluster, 8, Some(&[2, 4])).unwrap();
+    let model = LinkModel { ts_ns: 1_000, th_ns: 100, tw_ps: 1_000, routing: Routing::Sf, packet_bytes: 0 };
+    let transfer = model.transfer_ns(BYTES);
+    // Core -> memory switch -> core: two hops, store-and-forward.
+    let one = elapsed_ns(&topology, model, &[(0, 2, BYTES)]).await;
+    assert_eq!(one, model.ts_ns + 2 * (model.th_ns + transfer));
+    let apart = elapsed_ns(&topology, model, &[(0, 2, BYTES), (1, 3, BYTES)]).await;
+    assert_eq!(apart, one, "two messages on links of their own");
+    // Across machines: core, memory, cluster switch, memory, core: four hops.
+    let across = elapsed_ns(&topology, model, &[(0, 4, BYTES)]).await;
+    assert_eq!(across, model.ts_ns + 4 * (model.th_ns + transfer));
+    let shared = elapsed_ns(&topology, model, &[(0, 4, BYTES), (1, 5, BYTES)]).await;
+    assert_eq!(shared, across + model.th_ns + transfer, "the second waits a transfer for the shared port");
 }
