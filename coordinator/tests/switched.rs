@@ -4,8 +4,8 @@
 //! Every collective's default algorithm runs verified on each, with the frames the
 //! simulator counts for the same run; the daemons' established TCP connections are
 //! exactly the network's links; a switch killed mid-run fails the run naming it; and a
-//! local cluster (`topocomm run`) starts its switches itself, here with fewer ranks than
-//! the network has hosts.
+//! local cluster (`topocomm run`) starts its switches itself. A fat-tree with fewer ranks
+//! than hosts runs them all too.
 //!
 //! They need the `topocomm-node` binary next to `topocomm` (`cargo build --workspace`).
 
@@ -201,6 +201,18 @@ fn a_cluster_of_machines_runs_every_collective_through_its_switches() {
     let topology = network.topology();
     assert_eq!((topology.p(), topology.switches()), (16, 5));
     let cluster = TestCluster::start("machines", topology.vertices());
+    every_collective_runs_as_simulated(&cluster, &network);
+    sockets_are_the_links(&cluster, &topology);
+}
+
+/// Fewer ranks than hosts: 11 ranks on the 16 hosts of a fat-tree (five hosts with no
+/// rank and so no daemon), with all 20 switches: every collective runs as simulated.
+#[test]
+fn a_fat_tree_with_fewer_ranks_than_hosts_runs_every_collective() {
+    let network = Network { kind: "fat-tree", dims: "4", ranks: 11 };
+    let topology = network.topology();
+    assert_eq!((topology.p(), topology.switches(), topology.hosts()), (11, 20, 16));
+    let cluster = TestCluster::start("fat-tree-11", topology.vertices());
     every_collective_runs_as_simulated(&cluster, &network);
     sockets_are_the_links(&cluster, &topology);
 }
