@@ -4,6 +4,7 @@
 //! cut-through, and how a message is cut into packets. Hockney's model as [GGKK 4]
 //! states it; [`LinkModel`] holds the numbers.
 
+use topocomm_proto::Topology;
 use topocomm_proto::frame::{FrameHeader, SYSTEM_TAG_BASE};
 use topocomm_proto::spec::LinkModel;
 
@@ -27,6 +28,19 @@ pub fn link_free_ns(model: &LinkModel, header: &FrameHeader, payload_len: usize,
         }
     }
     free_ns.max(head_ready_ns(model, header, payload_len, ready_ns)) + busy
+}
+
+/// Where links differ by class (`class_models`, by class id), the model of a message's
+/// first link from `src` to `dst`: that link's t_h and t_w, and the start-up t_s of the
+/// slowest-starting class the route crosses, paid once at the source as [GGKK 4] pays
+/// it. So a core's message to another machine starts up as the machine's network port
+/// does, and one inside the machine as its memory does.
+pub fn first_link_model(topology: &Topology, class_models: &[LinkModel], src: usize, dst: usize) -> LinkModel {
+    let route = topology.route(src, dst);
+    let model_of =
+        |a: usize, b: usize| class_models[usize::from(topology.link_class(a, b).expect("a route follows links"))];
+    let ts_ns = route.windows(2).map(|hop| model_of(hop[0], hop[1]).ts_ns).max().unwrap_or(0);
+    LinkModel { ts_ns, ..model_of(route[0], route[1]) }
 }
 
 /// When the head of the frame `header` heads (`payload_len` bytes, ready to go at

@@ -24,11 +24,11 @@ const CRATES: &[Crate] = &[
     Crate {
         folder: "proto",
         layers: &[
-            // The switched families and the networks files describe, beneath the
-            // topologies that hold them.
-            &["network", "netfile"],
-            // The names, and the link model and dilation the spec re-exports: leaves.
-            &["topology", "codec", "names", "spec::link", "spec::dilation"],
+            // The link model (with the physics of a class of links), the switched
+            // families and the networks files describe, beneath the topologies.
+            &["spec::link", "network", "netfile"],
+            // The names, and the dilation the spec re-exports: leaves.
+            &["topology", "codec", "names", "spec::dilation"],
             &["frame", "flow", "auth", "schedule"],
             &["spec"],
             &["elements", "catalogue", "reference", "control"],

@@ -16,6 +16,7 @@ use common::{
 use topocomm_collectives::algorithms::allgather::allgather_layout;
 use topocomm_collectives::algorithms::allreduce;
 use topocomm_collectives::algorithms::blocks::BlockLayout;
+use topocomm_collectives::algorithms::hierarchy::Hierarchy;
 use topocomm_collectives::algorithms::patterns::Reduction;
 use topocomm_collectives::algorithms::reduce_scatter::reduce_scatter_layout;
 use topocomm_collectives::comm::{Comm, CommError};
@@ -185,6 +186,10 @@ async fn step_counts() {
             }
         };
         let pm1 = p as u16 - 1;
+        // The two-level schedules' g groups of c (the grid's rows): a binomial tree of n
+        // nodes is ⌊log n⌋ messages deep.
+        let hierarchy = Hierarchy::of(topology);
+        let (g, c) = (hierarchy.groups(), hierarchy.group_size());
         let expected = [
             (C::Allgather, A::Ring, exact(pm1)),
             (C::Allgather, A::Mesh, exact(lines)),
@@ -199,6 +204,9 @@ async fn step_counts() {
             (C::Allreduce, A::HalvingDoubling, fold(p, 2 * log(p))),
             (C::Allreduce, A::Ring, exact(2 * pm1)),
             (C::Allreduce, A::Mesh, exact(2 * lines)),
+            (C::Allgather, A::TwoLevel, exact(2 * log(c) + g as u16 - 1)),
+            (C::Allreduce, A::TwoLevel, exact(2 * (log(g) + log(c)))),
+            (C::Allreduce, A::TwoLevelRing, exact(2 * log(c) + 2 * (g as u16 - 1))),
         ];
         for (collective, algorithm, steps) in expected {
             run += 1;

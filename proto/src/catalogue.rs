@@ -215,6 +215,18 @@ pub enum Steps {
     Phases(&'static str),
     /// p - 1 chains of k segments each: no one number.
     Segmented,
+    /// A binomial tree among the g groups' leaders and one inside each group of c:
+    /// ⌈log g⌉ + ⌈log c⌉ (log p on a √p x √p grid of groups).
+    LeadersAndGroups,
+    /// Two of those trees, up and back down: 2(⌈log g⌉ + ⌈log c⌉).
+    TwiceLeadersAndGroups,
+    /// A binomial tree inside each group of c, a ring reduce-scatter and all-gather among
+    /// the g leaders, the tree again: 2⌈log c⌉ + 2(g - 1) (log p + 2(√p - 1) on a
+    /// √p x √p grid of groups).
+    GroupTreesAndLeaderRings,
+    /// A binomial tree inside each group of c, a ring among the g leaders, the tree
+    /// again: 2⌈log c⌉ + g - 1 (log p + √p - 1 on a √p x √p grid of groups).
+    GroupTreesAndLeaderRing,
 }
 
 impl Steps {
@@ -242,12 +254,16 @@ impl Steps {
             Steps::ShortWay => "min(q, p-q)",
             Steps::Phases(phases) => phases,
             Steps::Segmented => "p-1, of k segments each",
+            Steps::LeadersAndGroups => "⌈log g⌉+⌈log c⌉ (g groups of c)",
+            Steps::TwiceLeadersAndGroups => "2(⌈log g⌉+⌈log c⌉)",
+            Steps::GroupTreesAndLeaderRing => "2⌈log c⌉+g-1",
+            Steps::GroupTreesAndLeaderRings => "2⌈log c⌉+2(g-1)",
         }
     }
 
     /// The longest chain of messages on `p` nodes, p a power of four (a hypercube and a
-    /// square torus, where nothing folds), for a shift by `shift`; `None` where the
-    /// formula counts no one number.
+    /// square torus, where nothing folds, and whose groups are √p rows of √p), for a
+    /// shift by `shift`; `None` where the formula counts no one number.
     pub fn chain(&self, p: u64, shift: u64) -> Option<RangeInclusive<u64>> {
         let log = u64::from(p.ilog2());
         let side = p.isqrt();
@@ -259,8 +275,11 @@ impl Steps {
             Steps::HalfOnEven if p.is_multiple_of(2) => p / 2,
             Steps::HalfOnEven => p - 1,
             Steps::TwicePMinusOne => 2 * (p - 1),
-            Steps::Log | Steps::PowerLog | Steps::LogFolded => log,
+            Steps::Log | Steps::PowerLog | Steps::LogFolded | Steps::LeadersAndGroups => log,
             Steps::TwiceLog | Steps::TwiceLogPlusFolding | Steps::TwiceLogFolded => 2 * log,
+            Steps::TwiceLeadersAndGroups => 2 * log,
+            Steps::GroupTreesAndLeaderRing => log + side - 1,
+            Steps::GroupTreesAndLeaderRings => log + 2 * (side - 1),
             Steps::TwiceLogMinusOne => 2 * log - 1,
             Steps::AtMostTwiceLog => return Some(0..=2 * log),
             Steps::TorusHalfSides => 2 * (side / 2),
@@ -347,6 +366,16 @@ pub const ENTRIES: &[Entry] = &[
         H::Future,
         None,
     ),
+    entry(
+        C::Broadcast,
+        A::TwoLevel,
+        ANY_SHAPE,
+        ANY,
+        Steps::LeadersAndGroups,
+        "[HAN 2020], unsegmented",
+        H::TreeNode,
+        None,
+    ),
     entry(C::Reduce, A::Linear, FULL, ANY, Steps::PMinusOne, "dual of linear broadcast", H::TreeNode, None),
     entry(C::Reduce, A::Ring, RING, ANY, Steps::HalfDown, "dual of ring broadcast", H::TreeNode, Some(F::RingTree)),
     entry(
@@ -378,6 +407,16 @@ pub const ENTRIES: &[Entry] = &[
         Steps::TwiceLogPlusFolding,
         "[GGKK 4.7], [Rabenseifner 2004] (large messages)",
         H::Future,
+        None,
+    ),
+    entry(
+        C::Reduce,
+        A::TwoLevel,
+        ANY_SHAPE,
+        ANY,
+        Steps::LeadersAndGroups,
+        "[HAN 2020], unsegmented",
+        H::TreeNode,
         None,
     ),
     entry(C::Allgather, A::Ring, RING, ANY, Steps::PMinusOne, "Algorithm 4.4", H::GatheredBlocks, Some(F::RingGather)),
@@ -412,6 +451,16 @@ pub const ENTRIES: &[Entry] = &[
         "Chen et al. 2005",
         H::GatheredBlocks,
         Some(F::RingNeighbourExchange),
+    ),
+    entry(
+        C::Allgather,
+        A::TwoLevel,
+        ANY_SHAPE,
+        ANY,
+        Steps::GroupTreesAndLeaderRing,
+        "[Kandalla 2009], one leader a group",
+        H::GatheredBlocks,
+        None,
     ),
     entry(C::ReduceScatter, A::Ring, RING, ANY, Steps::PMinusOne, "Algorithm 4.5", H::Future, Some(F::RingGather)),
     entry(
@@ -458,6 +507,26 @@ pub const ENTRIES: &[Entry] = &[
         None,
     ),
     entry(C::Allreduce, A::Mesh, GRIDS, ANY, Steps::Phases("rows, then columns"), "textbook 4.3", H::Future, None),
+    entry(
+        C::Allreduce,
+        A::TwoLevel,
+        ANY_SHAPE,
+        ANY,
+        Steps::TwiceLeadersAndGroups,
+        "[HAN 2020], unsegmented",
+        H::Future,
+        None,
+    ),
+    entry(
+        C::Allreduce,
+        A::TwoLevelRing,
+        ANY_SHAPE,
+        ANY,
+        Steps::GroupTreesAndLeaderRings,
+        "[HAN 2020] (simple), ring of leaders",
+        H::Future,
+        None,
+    ),
     entry(C::Scan, A::Hypercube, HYPERCUBE, ANY, Steps::Log, "Algorithm 4.9", H::Future, None),
     entry(C::Scan, A::Linear, RING, ANY, Steps::PMinusOne, "[GGKK 4.3], pipeline", H::Future, None),
     entry(

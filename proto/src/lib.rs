@@ -21,8 +21,8 @@
 //! * [`flow`]: message-flow events for traces and diagrams.
 //!
 //! Layers, bottom first (a module uses only its own layer and those beneath; held by
-//! `collectives/tests/arrows.rs`): `network`, `netfile` ← `topology`, `codec`, `names`, `spec::link`,
-//! `spec::dilation` ← `frame`, `flow`, `auth`,
+//! `collectives/tests/arrows.rs`): `spec::link`, `network`, `netfile` ← `topology`, `codec`,
+//! `names`, `spec::dilation` ← `frame`, `flow`, `auth`,
 //! `schedule` ← `spec` ← `elements`, `catalogue`, `reference`, `control`.
 
 pub mod auth;

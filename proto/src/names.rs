@@ -128,6 +128,14 @@ pub enum Algorithm {
     /// Up a binomial tree and back down (Brent-Kung prefix sums): 2 log p - 1 steps,
     /// every message between ids that differ in one bit.
     Tree,
+    /// Two levels: inside each group of ranks (a machine's cores, a switch's hosts; a
+    /// direct network's grid rows), then among the groups' leaders, then inside again
+    /// (Open MPI's `han`, Luo et al. 2020; the multi-leader all-gather, Kandalla et al. 2009).
+    TwoLevel,
+    /// Two levels with a ring among the leaders: reduce inside each group, the ring
+    /// all-reduce among the groups' leaders, broadcast inside (`han`'s "simple"
+    /// all-reduce; large vectors).
+    TwoLevelRing,
     /// Pick by collective, topology, p and size (the output names what ran).
     Auto,
 }

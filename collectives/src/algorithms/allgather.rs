@@ -1,12 +1,12 @@
 //! All-to-all broadcast (all-gather): every node ends with every node's block, in node
 //! order.
 //!
-//! Five schedules: the ring of Algorithm 4.4, the mesh of Algorithm 4.6 (rows, then
+//! Six schedules: the ring of Algorithm 4.4, the mesh of Algorithm 4.6 (rows, then
 //! columns, then layers), the hypercube of Algorithm 4.7 — which is also recursive
 //! doubling ([Thakur 2005]), so the two catalogue names run one schedule, folded for
 //! any p (see [`super::folding`]) — Bruck's ⌈log p⌉-step schedule for any p
 //! ([Bruck 1997]), and the neighbour exchange's p/2 steps on a ring of even p
-//! ([Chen 2005]). Costs are for store-and-forward routing on the topology each
+//! ([Chen 2005]), and the two-level one of [`super::two_level`]. Costs are for store-and-forward routing on the topology each
 //! schedule was made for: t_s start-up, t_w per byte, m bytes per block.
 //!
 //! Every schedule is layout-general ([`allgather_layout`]): node i brings block i of a
@@ -25,10 +25,12 @@ use topocomm_proto::spec::{Algorithm, Collective};
 
 use super::blocks::{BlockLayout, concat};
 use super::folding::{CoreBlocks, Fold, Part, expect_layout_len, expect_one_block_per_node};
+use super::hierarchy::Hierarchy;
 use super::patterns::{Grid, LineGroup, RingOrder};
 use super::phases::{
     self, ALLGATHER_BRUCK, ALLGATHER_DOUBLING, ALLGATHER_FOLD, ALLGATHER_NEIGHBOUR_EXCHANGE, ALLGATHER_RING, Phase,
 };
+use super::two_level;
 use crate::comm::{Comm, CommError};
 
 /// Runs the all-gather `algorithm` names: every node brings one block of the same length
@@ -41,7 +43,8 @@ pub async fn run(comm: &Comm, algorithm: Algorithm, block: Bytes) -> Result<Byte
 /// The all-gather of blocks laid out by `layout` (one block per node, of any lengths):
 /// node i brings block i (`mine`, of `layout.len(i)` bytes) and every node returns the
 /// `layout.total()` bytes of all blocks in layout order. Every all-gather algorithm
-/// (ring, mesh, hypercube, recursive doubling, Bruck, neighbour exchange) is served.
+/// (ring, mesh, hypercube, recursive doubling, Bruck, neighbour exchange, two-level) is
+/// served.
 pub async fn allgather_layout(
     comm: &Comm,
     algorithm: Algorithm,
@@ -57,6 +60,7 @@ pub async fn allgather_layout(
         Algorithm::Hypercube | Algorithm::RecursiveDoubling => Box::pin(recursive_doubling(comm, layout, mine)).await,
         Algorithm::Bruck => Box::pin(bruck(comm, layout, mine)).await,
         Algorithm::NeighbourExchange => Box::pin(neighbour_exchange(comm, layout, mine)).await,
+        Algorithm::TwoLevel => Box::pin(two_level::allgather(comm, Hierarchy::of(comm.topology()), mine)).await,
         other => Err(super::unsupported(comm, Collective::Allgather, other)),
     }
 }

@@ -1,14 +1,15 @@
 //! All-reduce: every node ends with the element-wise reduction of every node's vector.
 //!
-//! Five schedules, built from the pieces of the other families: a reduction to node 0
+//! Seven schedules, built from the pieces of the other families: a reduction to node 0
 //! then a broadcast from it ([GGKK 4.3], over [`super::reduce::hypercube`] and
 //! [`super::broadcast::hypercube`]); recursive doubling of the whole vector
 //! ([GGKK 4.3], [Thakur 2005]); recursive halving then doubling of its pieces
 //! ([Rabenseifner 2004]); the ring reduce-scatter then ring all-gather of its pieces;
-//! and the mesh one, a ring all-reduce along each row, then each column (then each
-//! layer). The power-of-two schedules fold for any p (see [`super::folding`]). Costs
-//! are for store-and-forward routing on the topology each schedule was made for: t_s
-//! start-up, t_w per byte, m bytes per vector, plus the combines.
+//! the mesh one, a ring all-reduce along each row, then each column (then each
+//! layer); and the two two-level ones of [`super::two_level`]. The power-of-two schedules
+//! fold for any p (see [`super::folding`]). Costs are for store-and-forward routing on
+//! the topology each schedule was made for: t_s start-up, t_w per byte, m bytes per
+//! vector, plus the combines.
 //!
 //! The piece-wise schedules cut the vector into element-aligned pieces
 //! ([`BlockLayout::split`]); a vector that is not a whole number of elements fails the
@@ -25,11 +26,12 @@ use topocomm_proto::spec::{Algorithm, Collective};
 use super::Running;
 use super::blocks::{BlockLayout, PlacedBlocks};
 use super::folding::{CoreBlocks, Fold, Part};
+use super::hierarchy::Hierarchy;
 use super::patterns::{Grid, LineGroup, Reduction, RingOrder};
 use super::phases::{
     self, ALLREDUCE_DOUBLING, ALLREDUCE_FOLD, ALLREDUCE_GATHER, ALLREDUCE_HALVING, ALLREDUCE_RING, Phase,
 };
-use super::{allgather, broadcast, reduce, reduce_scatter};
+use super::{allgather, broadcast, reduce, reduce_scatter, two_level};
 use crate::comm::{Comm, CommError};
 
 /// Runs the all-reduce `algorithm` names: every node returns the reduction of every
@@ -42,6 +44,10 @@ pub fn run(comm: &Comm, algorithm: Algorithm, vector: Bytes, reduction: Reductio
         Algorithm::HalvingDoubling => Box::pin(halving_doubling(comm, vector, reduction)),
         Algorithm::Ring => Box::pin(ring(comm, vector, reduction)),
         Algorithm::Mesh => Box::pin(mesh(comm, vector, reduction)),
+        Algorithm::TwoLevel => Box::pin(two_level::allreduce(comm, Hierarchy::of(comm.topology()), vector, reduction)),
+        Algorithm::TwoLevelRing => {
+            Box::pin(two_level::allreduce_ring(comm, Hierarchy::of(comm.topology()), vector, reduction))
+        }
         other => super::failed(super::unsupported(comm, Collective::Allreduce, other)),
     }
 }

@@ -1,9 +1,10 @@
 //! One-to-all broadcast: the root's message ends on every node.
 //!
-//! Six schedules, one per [`Algorithm`]: the naive linear one, the store-and-forward
+//! Seven schedules, one per [`Algorithm`]: the naive linear one, the store-and-forward
 //! ring and mesh broadcasts of [KGGK94 3.2], the hypercube broadcast of Algorithm 4.2,
-//! the cut-through ring broadcast of [GGKK 4.1.1] (recursive doubling), and the
-//! large-message broadcast of [GGKK 4.7] (a scatter followed by an all-gather). Costs
+//! the cut-through ring broadcast of [GGKK 4.1.1] (recursive doubling), the
+//! large-message broadcast of [GGKK 4.7] (a scatter followed by an all-gather), and the
+//! two-level one of [`super::two_level`]. Costs
 //! are for store-and-forward routing when the schedule runs on the topology it was made
 //! for (every message crosses one link): t_s start-up, t_w per byte, m bytes. On
 //! another topology the same schedule still works; its messages then travel the
@@ -19,10 +20,12 @@ use topocomm_proto::{NodeId, catalogue};
 use super::Running;
 use super::allgather::allgather_layout;
 use super::blocks::BlockLayout;
+use super::hierarchy::Hierarchy;
 use super::patterns::{Grid, LineGroup, Relabelling, broadcast_along};
 use super::phases::{self, BROADCAST_LENGTH, Phase, SINGLE};
 use super::scatter_gather::scatter_layout;
-use super::tree::{BinomialTree, TreeEdge};
+use super::tree::{BinomialTree, broadcast_down};
+use super::two_level;
 use crate::comm::{Comm, CommError, MessageError};
 
 /// Runs the broadcast `algorithm` names. Non-roots pass an empty `message`; every node
@@ -39,6 +42,7 @@ pub fn run(comm: &Comm, algorithm: Algorithm, root: NodeId, message: Bytes) -> R
         Algorithm::Hypercube => Box::pin(hypercube(comm, root, message)),
         Algorithm::RecursiveDoubling => Box::pin(recursive_doubling(comm, root, message)),
         Algorithm::ScatterAllgather => Box::pin(scatter_allgather(comm, root, message)),
+        Algorithm::TwoLevel => Box::pin(two_level::broadcast(comm, Hierarchy::of(comm.topology()), root, message)),
         other => super::failed(super::unsupported(comm, Collective::Broadcast, other)),
     }
 }
@@ -130,14 +134,7 @@ pub async fn hypercube(comm: &Comm, root: NodeId, message: Bytes) -> Result<Byte
 /// of a larger schedule).
 async fn hypercube_in(comm: &Comm, root: NodeId, message: Bytes, phase: Phase) -> Result<Bytes, CommError> {
     let tree = BinomialTree::new(root, comm.p(), comm.id());
-    let mut x = message;
-    for edge in tree.top_down() {
-        match edge {
-            TreeEdge::Parent { node, step, .. } => x = comm.recv(node, phase.tag(step)).await?,
-            TreeEdge::Child { node, step, .. } => comm.send_in_turn(node, phase.tag(step), [x.clone()]).await?,
-        }
-    }
-    Ok(x)
+    broadcast_down(comm, &tree, |id| id, message, phase).await
 }
 
 /// Recursive-doubling broadcast, the cut-through ring broadcast of [GGKK 4.1.1]

@@ -9,6 +9,7 @@ pub mod barrier;
 pub mod blocks;
 pub mod broadcast;
 pub mod folding;
+pub mod hierarchy;
 pub mod patterns;
 pub mod personalized;
 pub mod phases;
@@ -20,6 +21,7 @@ pub mod scatter_gather;
 pub mod schedule;
 pub mod shift;
 pub mod tree;
+pub mod two_level;
 
 use std::pin::Pin;
 

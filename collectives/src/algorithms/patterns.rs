@@ -82,7 +82,8 @@ impl Grid {
             | TopologyKind::Full
             | TopologyKind::FatTree
             | TopologyKind::Dragonfly
-            | TopologyKind::Cluster => {
+            | TopologyKind::Cluster
+            | TopologyKind::Graph => {
                 let (rows, cols) = squarest_grid(topology.p());
                 Grid { dims: vec![rows, cols], wraps: false }
             }

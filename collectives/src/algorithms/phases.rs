@@ -18,6 +18,8 @@
 //!               _UNFOLD, _PASS_ON
 //! 0x00..=0x01   BARRIER_BUTTERFLY, _FOLD       one another (hypercube barrier)
 //! 0x06          SCHEDULE                       nothing else (a schedule users bring)
+//! 0x07, 0x08    TWO_LEVEL_GROUPS, _LEADERS     one another (the two-level schedules)
+//! 0x09, 0x0A    TWO_LEVEL_LEADERS_RING
 //! ------------  below 0x20: schedules that run alone, or beside phases from 0x20 up
 //! 0x20          BROADCAST_LENGTH               the scatter (SINGLE) and the all-gather
 //!                                              of the scatter-allgather broadcast
@@ -37,7 +39,7 @@
 //! 0x63          ALLREDUCE_GATHER
 //! 0x64, 0x65    ALLREDUCE_RING
 //! 0x66..=0x6B   allreduce_grid_dimension(i)
-//! the rest     free: 0x07..=0x1F, 0x21..=0x3F, 0x48..=0x4F, 0x54..=0x5F, 0x6C..=0xFE
+//! the rest     free: 0x0B..=0x1F, 0x21..=0x3F, 0x48..=0x4F, 0x54..=0x5F, 0x6C..=0xFE
 //! 0xFF          never: its last steps are the runtime's tags
 //! ```
 //!
@@ -45,7 +47,9 @@
 //! so no composition can make two of them collide. One composition shares a phase on
 //! purpose: the reduce-broadcast all-reduce runs the hypercube reduction and then the
 //! hypercube broadcast, both on [`SINGLE`]; every message of the one goes up the tree
-//! and every message of the other down it, so no (sender, receiver, tag) repeats.
+//! and every message of the other down it, so no (sender, receiver, tag) repeats. The
+//! two-level all-reduce and all-gather do the same with [`TWO_LEVEL_GROUPS`] and
+//! [`TWO_LEVEL_LEADERS`] (up the trees, then down them).
 
 use topocomm_proto::frame::Tag;
 
@@ -113,6 +117,16 @@ pub const BARRIER_FOLD: Phase = Phase(1);
 /// A schedule users bring (an MSCCL-IR program, a GOAL schedule): the step is the
 /// message's place in its stream (see `schedule::interpreter` and `schedule::goal`).
 pub const SCHEDULE: Phase = Phase(0x06);
+
+/// The two-level schedules' phases inside each group (a binomial tree, up or down).
+pub const TWO_LEVEL_GROUPS: Phase = Phase(0x07);
+/// The two-level schedules' phases among the groups' leaders (a binomial tree, or the
+/// all-gather's ring).
+pub const TWO_LEVEL_LEADERS: Phase = Phase(0x08);
+
+/// The two-level all-reduce's ring among the leaders: its reduce-scatter, then its
+/// all-gather.
+pub const TWO_LEVEL_LEADERS_RING: [Phase; 2] = [Phase(0x09), Phase(0x0A)];
 
 /// The length broadcast that opens the scatter-allgather broadcast.
 pub const BROADCAST_LENGTH: Phase = Phase(0x20);
@@ -223,6 +237,12 @@ mod tests {
                 ("ALLTOALL_PASS_ON", ALLTOALL_PASS_ON),
             ]),
             named(&[("BARRIER_BUTTERFLY", BARRIER_BUTTERFLY), ("BARRIER_FOLD", BARRIER_FOLD)]),
+            named(&[
+                ("TWO_LEVEL_GROUPS", TWO_LEVEL_GROUPS),
+                ("TWO_LEVEL_LEADERS", TWO_LEVEL_LEADERS),
+                ("TWO_LEVEL_LEADERS_RING[0]", TWO_LEVEL_LEADERS_RING[0]),
+                ("TWO_LEVEL_LEADERS_RING[1]", TWO_LEVEL_LEADERS_RING[1]),
+            ]),
         ]
     }
 

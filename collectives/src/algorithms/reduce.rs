@@ -8,7 +8,7 @@
 //! made for, unless stated; t_s start-up, t_h per hop, t_w per byte, m bytes per
 //! vector). The large-message reduce-scatter-gather composes a reduce-scatter
 //! ([`super::reduce_scatter`]) and a gather ([`super::scatter_gather`]), the dual of
-//! the scatter-allgather broadcast.
+//! the scatter-allgather broadcast. The two-level reduction is [`super::two_level`]'s.
 //!
 //! Combining goes through [`topocomm_proto::elements::combine`]; a vector that cannot be
 //! combined (lengths differ, partial elements) fails the run with `CommError::Elements`.
@@ -19,11 +19,13 @@ use topocomm_proto::{NodeId, catalogue};
 
 use super::Running;
 use super::blocks::BlockLayout;
+use super::hierarchy::Hierarchy;
 use super::patterns::{Grid, LineGroup, Reduction, Relabelling, reduce_along};
 use super::phases::{self, SINGLE};
 use super::reduce_scatter::reduce_scatter_layout;
 use super::scatter_gather::gather_layout;
-use super::tree::{BinomialTree, TreeEdge};
+use super::tree::{BinomialTree, reduce_up};
+use super::two_level;
 use crate::comm::{Comm, CommError};
 
 /// Runs the reduction `algorithm` names: the root returns the reduction of every node's
@@ -41,6 +43,9 @@ pub fn run(comm: &Comm, algorithm: Algorithm, root: NodeId, vector: Bytes, dtype
         Algorithm::Hypercube => Box::pin(hypercube(comm, root, vector, reduction)),
         Algorithm::RecursiveHalving => Box::pin(recursive_halving(comm, root, vector, reduction)),
         Algorithm::ReduceScatterGather => Box::pin(reduce_scatter_gather(comm, root, vector, reduction)),
+        Algorithm::TwoLevel => {
+            Box::pin(two_level::reduce(comm, Hierarchy::of(comm.topology()), root, vector, reduction))
+        }
         other => super::failed(super::unsupported(comm, Collective::Reduce, other)),
     }
 }
@@ -128,18 +133,9 @@ pub async fn mesh(comm: &Comm, root: NodeId, vector: Bytes, reduction: Reduction
 /// Steps: d = ⌈log2 p⌉. Cost (t_s + t_w m) log p plus log p combines.
 pub async fn hypercube(comm: &Comm, root: NodeId, vector: Bytes, reduction: Reduction) -> Result<Bytes, CommError> {
     let tree = BinomialTree::new(root, comm.p(), comm.id());
-    let phase = SINGLE;
-    let mut sum = vector;
-    for edge in tree.bottom_up() {
-        match edge {
-            TreeEdge::Child { node, step, .. } => {
-                let x = comm.recv(node, phase.tag(step)).await?;
-                sum = reduction.combine(comm, sum, &x)?;
-            }
-            TreeEdge::Parent { node, step, .. } => comm.send(node, phase.tag(step), sum.clone()).await?,
-        }
-    }
-    Ok(if tree.virtual_id() == 0 { sum } else { Bytes::new() })
+    let combine = |sum: Bytes, x: Bytes| reduction.combine(comm, sum, &x);
+    let sum = reduce_up(comm, &tree, |id| id, vector, combine, SINGLE).await?;
+    Ok(sum.unwrap_or_default())
 }
 
 /// Recursive-halving reduction, the exact dual of the recursive-doubling broadcast

@@ -1,6 +1,8 @@
 //! The binomial tree, built once as data and read by every tree algorithm (the hypercube
 //! broadcast, reduction, scatter and gather, and through them the all-reduce that
-//! reduces then broadcasts), as Open MPI's `coll_base_topo.c` builds its trees once.
+//! reduces then broadcasts), as Open MPI's `coll_base_topo.c` builds its trees once;
+//! and its two walks over `Comm`, [`broadcast_down`] and [`reduce_up`], over any ranks
+//! (all p, or a group's and its leaders' in `two_level`).
 //!
 //! The tree is the loop of Algorithm 4.2 (GENERAL_ONE_TO_ALL_BC, [GGKK 4.1.3]) unrolled:
 //!
@@ -30,9 +32,12 @@
 
 use std::ops::Range;
 
+use bytes::Bytes;
 use topocomm_proto::NodeId;
 
 use super::patterns::{Relabelling, hypercube_dimension};
+use super::phases::Phase;
+use crate::comm::{Comm, CommError};
 
 /// One edge of the tree at one node, with the step (the hypercube dimension) it is
 /// crossed in.
@@ -115,6 +120,58 @@ impl BinomialTree {
         let tree = *self;
         (0..tree.parent_step()).filter_map(move |step| tree.child(step)).chain(tree.parent())
     }
+}
+
+/// Algorithm 4.2 down `tree`, whose node k is the rank `rank(k)` (the identity for a
+/// tree of all p nodes; a group's member k, or group k's leader, in `two_level`): a node
+/// receives X from its parent, then sends it to its children, the largest subtree
+/// first, in turn ([`Comm::send_in_turn`]). Every node returns X; the root brings it.
+/// The edge of step i carries `phase.tag(i)`. Steps: ⌈log2 n⌉ for a tree of n nodes.
+pub async fn broadcast_down(
+    comm: &Comm,
+    tree: &BinomialTree,
+    rank: impl Fn(usize) -> NodeId,
+    message: Bytes,
+    phase: Phase,
+) -> Result<Bytes, CommError> {
+    let mut x = message;
+    for edge in tree.top_down() {
+        match edge {
+            TreeEdge::Parent { node, step, .. } => x = comm.recv(rank(node), phase.tag(step)).await?,
+            TreeEdge::Child { node, step, .. } => comm.send_in_turn(rank(node), phase.tag(step), [x.clone()]).await?,
+        }
+    }
+    Ok(x)
+}
+
+/// Algorithm 4.3 up `tree` (node k the rank `rank(k)`, as for [`broadcast_down`]): a node
+/// takes what each child sends, the smallest subtree first, and folds it into its own
+/// with `combine(own, child's)` (an element-wise reduction; for a gather rooted at node
+/// 0, where each subtree is a run of consecutive nodes, appending), then sends the
+/// result to its parent. The root returns `Some(result)`, every other node `None`.
+/// The edge of step i carries `phase.tag(i)`. Steps: ⌈log2 n⌉ for a tree of n nodes.
+pub async fn reduce_up(
+    comm: &Comm,
+    tree: &BinomialTree,
+    rank: impl Fn(usize) -> NodeId,
+    mine: Bytes,
+    mut combine: impl FnMut(Bytes, Bytes) -> Result<Bytes, CommError>,
+    phase: Phase,
+) -> Result<Option<Bytes>, CommError> {
+    let mut sum = mine;
+    for edge in tree.bottom_up() {
+        match edge {
+            TreeEdge::Child { node, step, .. } => {
+                let x = comm.recv(rank(node), phase.tag(step)).await?;
+                sum = combine(sum, x)?;
+            }
+            TreeEdge::Parent { node, step, .. } => {
+                comm.send(rank(node), phase.tag(step), sum).await?;
+                return Ok(None);
+            }
+        }
+    }
+    Ok(Some(sum))
 }
 
 #[cfg(test)]

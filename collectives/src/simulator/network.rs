@@ -24,7 +24,7 @@ use super::store::{Chunked, Slab};
 use super::watch::{Watch, Watched};
 use crate::comm::mailbox::Delivery;
 use crate::comm::payload::{Payload, concat};
-use crate::physics::{head_ready_ns, link_free_ns, ready_after, split_into_packets};
+use crate::physics::{first_link_model, head_ready_ns, link_free_ns, ready_after, split_into_packets};
 
 /// One direction of a link: when it is free to carry the next frame, and what it carried.
 #[derive(Debug, Default, Clone, Copy)]
@@ -152,7 +152,7 @@ impl Ports {
 impl Links {
     fn new(topology: &Topology) -> Self {
         let ports = match topology.kind() {
-            _ if topology.switches() > 0 => return Links::Map(FxHashMap::default()),
+            _ if topology.switched().is_some() => return Links::Map(FxHashMap::default()),
             TopologyKind::Full => return Links::Map(FxHashMap::default()),
             TopologyKind::Hypercube => Ports::Hypercube { dimension: topology.dimension() },
             _ => {
@@ -545,7 +545,12 @@ impl Network {
         {
             watch.forwarded(from, &header, payload.len());
         }
-        let model = self.model_of(from, to);
+        let model = match header.hops {
+            0 if !self.class_models.is_empty() => {
+                first_link_model(&self.topology, &self.class_models, from, header.dst())
+            }
+            _ => self.model_of(from, to),
+        };
         let link = self.links.state(from, to);
         let mut arrived = header;
         if physics {

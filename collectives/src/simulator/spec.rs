@@ -88,7 +88,7 @@ pub fn run(
     if inputs == Inputs::Lengths && crate::zeros::zeros(largest_input).is_none() {
         return Err(RunFailure::NoZeros { len: largest_input });
     }
-    let class_models = topocomm_proto::spec::class_models(model, &spec.classes, topology.class_names())?;
+    let class_models = topocomm_proto::spec::class_models(model, &spec.classes, &topology.class_names())?;
     let options = Options { lengths_only: options.lengths_only || inputs == Inputs::Lengths, class_models, ..options };
     // The failure of the lowest node, as each finishes; the deepest step.
     let (mut failure, mut steps): (Option<(NodeId, RunFailure)>, u16) = (None, 0);

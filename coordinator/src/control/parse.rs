@@ -95,7 +95,7 @@ pub fn parse_class(text: &str) -> Result<ClassPhysics, ParseError> {
     if class.is_empty() || times.trim().is_empty() {
         return Err(refused());
     }
-    let mut physics = ClassPhysics { class: class.to_owned(), ts_ns: None, th_ns: None, tw_ps: None };
+    let mut physics = ClassPhysics::named(class);
     for part in times.split(',') {
         let (name, value) = part.split_once('=').ok_or_else(refused)?;
         let picos = parse_time(value)?;

@@ -11,7 +11,7 @@ use topocomm_proto::schedule::Schedule;
 use topocomm_proto::spec::{
     Algorithm, ClassPhysics, Collective, Dilation, DilationError, Dtype, LinkModel, ReduceOp, Routing, RunSpec,
 };
-use topocomm_proto::{TopologyKind, catalogue};
+use topocomm_proto::{Topology, TopologyKind, catalogue};
 
 use crate::control::calibration;
 use crate::control::parse::{
@@ -32,6 +32,48 @@ pub struct ShapeArgs {
     // `std::vec::Vec`, not `Vec`: clap would read `Option<Vec<_>>` as many values of usize.
     #[arg(long, value_parser = parse_dims)]
     pub dims: Option<std::vec::Vec<usize>>,
+    /// A network read from FILE instead of --topology: topocomm's own JSON
+    /// (docs/network.schema.json) or a SimGrid platform (.xml: clusters FAT_TREE,
+    /// DRAGONFLY, TORUS or flat; hosts, routers, links and routes in zones). Every
+    /// endpoint holds a rank (so --nodes is its endpoint count), routes are shortest
+    /// paths (the lowest id first on a tie) and every class of links has the file's
+    /// physics unless --class says otherwise. Simulated (simulate, explain, topology);
+    /// daemons wire the built-in topologies only.
+    #[arg(long, value_name = "FILE", conflicts_with = "dims")]
+    pub network: Option<std::path::PathBuf>,
+}
+
+impl ShapeArgs {
+    /// The topology these options name, of `nodes` nodes (a network file's own count).
+    pub fn topology_of(&self, nodes: usize) -> anyhow::Result<Topology> {
+        match &self.network {
+            Some(path) => network_topology(path),
+            None => Ok(Topology::new(self.topology, nodes, self.dims.as_deref())?),
+        }
+    }
+
+    /// The topology kind these options name.
+    pub fn kind(&self) -> TopologyKind {
+        if self.network.is_some() { TopologyKind::Graph } else { self.topology }
+    }
+}
+
+/// The network the file at `path` describes, every endpoint a rank.
+pub fn network_topology(path: &std::path::Path) -> anyhow::Result<Topology> {
+    let description =
+        topocomm_proto::netfile::read_network_file(path).with_context(|| format!("reading {}", path.display()))?;
+    let graph = description.build().with_context(|| format!("{}", path.display()))?;
+    Ok(Topology::from_network(graph, None)?)
+}
+
+/// The physics of a run's classes of links: a network file's, then `--class`'s (the
+/// later wins).
+pub fn class_physics(topology: &Topology, given: &[ClassPhysics]) -> Vec<ClassPhysics> {
+    let from_file = match topology.switched().map(|switched| switched.family()) {
+        Some(topocomm_proto::network::Family::File(graph)) => graph.class_physics().to_vec(),
+        _ => Vec::new(),
+    };
+    from_file.into_iter().chain(given.iter().cloned()).collect()
 }
 
 /// What to run: the collective, its algorithm, the shape and size, the data and the links.
@@ -200,8 +242,7 @@ pub struct Repetition {
 
 /// The request `what` describes, repeated as `repetition` says.
 pub fn plan(what: &CollectiveArgs, repetition: Repetition) -> anyhow::Result<Planned> {
-    let algorithm =
-        what.algorithm.unwrap_or_else(|| catalogue::default_algorithm(what.collective, what.shape.topology));
+    let algorithm = what.algorithm.unwrap_or_else(|| catalogue::default_algorithm(what.collective, what.shape.kind()));
     catalogue::check(what.collective, algorithm)?;
     let (emulation, predict_with) = link_models(&what.links)?;
     let (dilation, auto_dilation) = match (what.links.dilation, emulation) {
@@ -210,7 +251,10 @@ pub fn plan(what: &CollectiveArgs, repetition: Repetition) -> anyhow::Result<Pla
         (Some(Dilating::By(factor)), Some(_)) => (factor, false),
         (Some(Dilating::Auto) | None, Some(_)) => (Dilation::NONE, true),
     };
-    let classes = what.links.classes.clone();
+    let classes = match &what.shape.network {
+        Some(_) => class_physics(&what.shape.topology_of(what.nodes)?, &what.links.classes),
+        None => what.links.classes.clone(),
+    };
     let mut spec = RunSpec {
         emulation,
         classes,
@@ -220,7 +264,7 @@ pub fn plan(what: &CollectiveArgs, repetition: Repetition) -> anyhow::Result<Pla
     if let Some(path) = &what.schedule {
         spec.schedule = Some(Box::new(read_schedule(path, what.collective)?));
     }
-    let request = RunRequest { topology: what.shape.topology, dims: what.shape.dims.clone(), spec };
+    let request = RunRequest { topology: what.shape.kind(), dims: what.shape.dims.clone(), spec };
     Ok(Planned { request, predict_with, auto_dilation })
 }
 

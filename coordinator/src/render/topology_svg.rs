@@ -22,7 +22,7 @@ use crate::render::topology_view::TopologyArgs;
 /// Writes the picture `args.svg` asks for, if it asks for one.
 pub fn write_requested(args: &TopologyArgs) -> anyhow::Result<()> {
     let Some(path) = &args.svg else { return Ok(()) };
-    let topology = Topology::new(args.shape.topology, args.nodes, args.shape.dims.as_deref())?;
+    let topology = args.shape.topology_of(args.nodes)?;
     write(&topology, path)?;
     eprintln!("wrote the picture of the {topology} to {}", path.display());
     Ok(())
@@ -125,7 +125,9 @@ pub fn layout(topology: &Topology) -> Layout {
         TopologyKind::Mesh3d | TopologyKind::Torus3d => layers(topology),
         TopologyKind::Hypercube if topology.dimension() <= MOST_CUBE_DIMENSIONS => cube(topology),
         TopologyKind::Hypercube => gray_circle(topology),
-        TopologyKind::FatTree | TopologyKind::Dragonfly | TopologyKind::Cluster => levels(topology),
+        TopologyKind::FatTree | TopologyKind::Dragonfly | TopologyKind::Cluster | TopologyKind::Graph => {
+            levels(topology)
+        }
     };
     // Legend items, laid out in lines under the drawing.
     let (min_x, min_y) = drawing.at.iter().fold((f64::MAX, f64::MAX), |(x, y), p| (x.min(p.0), y.min(p.1)));

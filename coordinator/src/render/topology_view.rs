@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::Args;
 use strum::IntoEnumIterator;
 use topocomm_proto::spec::Collective;
-use topocomm_proto::{Topology, TopologyKind, catalogue};
+use topocomm_proto::{TopologyKind, catalogue};
 
 use crate::control::parse::parse_collective;
 use crate::control::request::ShapeArgs;
@@ -53,7 +53,7 @@ const MOST_RANKS_ROUTED: usize = 512;
 
 /// Prints the topology `args` describes.
 pub fn print(args: &TopologyArgs) -> anyhow::Result<()> {
-    let topology = Topology::new(args.shape.topology, args.nodes, args.shape.dims.as_deref())?;
+    let topology = args.shape.topology_of(args.nodes)?;
     let (p, vertices) = (topology.p(), topology.vertices());
     let edges = topology.edges();
     let names = topology.class_names();
@@ -82,6 +82,8 @@ pub fn print(args: &TopologyArgs) -> anyhow::Result<()> {
         return output::print(serde_json::to_string_pretty(&json)? + "\n");
     }
     let mut text = String::new();
+    let bisection =
+        topology.bisection_width().map_or_else(|| "not known (a graph from a file)".to_owned(), |w| w.to_string());
     writeln!(text, "{topology}: {} edges, diameter {}", edges.len(), topology.diameter())?;
     if topology.switches() > 0 {
         let classes: Vec<String> =
@@ -92,10 +94,10 @@ pub fn print(args: &TopologyArgs) -> anyhow::Result<()> {
             topology.hosts(),
             topology.switches(),
             classes.join(", "),
-            topology.bisection_width()
+            bisection
         )?;
     } else {
-        writeln!(text, "bisection width {}", topology.bisection_width())?;
+        writeln!(text, "bisection width {bisection}")?;
     }
     writeln!(text, "{:>4}  {:<12}  neighbours", "id", "coords")?;
     for id in 0..vertices {

@@ -171,7 +171,7 @@ pub(crate) fn explain_within(
 ) -> anyhow::Result<Explained> {
     let planned = request::plan(what, ONCE)?;
     let request = planned.request;
-    let topology = Topology::new(request.topology, what.nodes, request.dims.as_deref())?;
+    let topology = what.shape.topology_of(what.nodes)?;
     let p = topology.p();
     let requested = request.spec.algorithm;
     let algorithm = tuning.resolve(request.spec.collective, requested, topology.kind(), p, request.spec.size_bytes);

@@ -9,25 +9,9 @@ use serde::{Deserialize, Serialize};
 use super::error::NetworkFileError;
 use super::graph::FileGraph;
 
-/// One class of links and the physics a file gives it; a physics left out (`None`) takes
-/// the run's default (`--ts/--th/--tw`). Units are those of `spec::link::LinkModel`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct ClassPhysics {
-    pub name: String,
-    /// Start-up time t_s, in nanoseconds.
-    pub ts_ns: Option<u64>,
-    /// Per-hop time t_h, in nanoseconds.
-    pub th_ns: Option<u64>,
-    /// Per-byte time t_w, in picoseconds per byte.
-    pub tw_ps: Option<u64>,
-}
-
-impl ClassPhysics {
-    /// A class with no physics of its own: every value is the run's default.
-    pub fn named(name: impl Into<String>) -> Self {
-        Self { name: name.into(), ts_ns: None, th_ns: None, tw_ps: None }
-    }
-}
+/// One class of links and the physics a file gives it: the run's own type (a physics
+/// left out takes the run's default, `--ts/--th/--tw`).
+pub use crate::spec::link::ClassPhysics;
 
 /// One undirected link between vertex ids `a` and `b`, of class `class`. Two links
 /// between the same pair are parallel links (a fat-tree's several cables); they must be

@@ -17,6 +17,9 @@ pub mod dragonfly;
 pub mod fat_tree;
 pub mod machines;
 
+use std::sync::Arc;
+
+use crate::netfile::FileGraph;
 use dragonfly::Dragonfly;
 use fat_tree::FatTree;
 use machines::Machines;
@@ -25,17 +28,20 @@ use machines::Machines;
 pub type Vertex = usize;
 
 /// A link's class: an index into the network's class names.
-pub type ClassId = u8;
+pub type ClassId = usize;
 
 /// The class every link of a direct network has.
 pub const DIRECT_CLASSES: &[&str] = &["link"];
 
-/// A built-in switched network and its shape.
+/// A switched network: a built-in family and its shape, or a graph read from a file
+/// (`--network FILE`: [`crate::netfile`]), whose endpoints all hold ranks and whose
+/// routes are its shortest paths.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Family {
     FatTree(FatTree),
     Dragonfly(Dragonfly),
     Machines(Machines),
+    File(Arc<FileGraph>),
 }
 
 impl Family {
@@ -45,6 +51,7 @@ impl Family {
             Family::FatTree(tree) => tree.hosts(),
             Family::Dragonfly(dragonfly) => dragonfly.hosts(),
             Family::Machines(machines) => machines.hosts(),
+            Family::File(graph) => graph.endpoints(),
         }
     }
 
@@ -54,6 +61,7 @@ impl Family {
             Family::FatTree(tree) => tree.switches(),
             Family::Dragonfly(dragonfly) => dragonfly.routers(),
             Family::Machines(machines) => machines.switches(),
+            Family::File(graph) => graph.switches().len(),
         }
     }
 
@@ -62,6 +70,7 @@ impl Family {
             Family::FatTree(tree) => tree.neighbours(v),
             Family::Dragonfly(dragonfly) => dragonfly.neighbours(v),
             Family::Machines(machines) => machines.neighbours(v),
+            Family::File(graph) => graph.neighbours(v).iter().map(|&(w, class)| (w, class.0)).collect(),
         }
     }
 
@@ -70,6 +79,7 @@ impl Family {
             Family::FatTree(tree) => tree.link_class(a, b),
             Family::Dragonfly(dragonfly) => dragonfly.link_class(a, b),
             Family::Machines(machines) => machines.link_class(a, b),
+            Family::File(graph) => graph.class_of(a, b).map(|class| class.0),
         }
     }
 
@@ -78,6 +88,7 @@ impl Family {
             Family::FatTree(tree) => tree.next_hop(at, dst),
             Family::Dragonfly(dragonfly) => dragonfly.next_hop(at, dst),
             Family::Machines(machines) => machines.next_hop(at, dst),
+            Family::File(graph) => graph.next_hop(at, dst),
         }
     }
 
@@ -86,6 +97,7 @@ impl Family {
             Family::FatTree(tree) => tree.coords(v),
             Family::Dragonfly(dragonfly) => dragonfly.coords(v),
             Family::Machines(machines) => machines.coords(v),
+            Family::File(_) => vec![v],
         }
     }
 
@@ -94,6 +106,7 @@ impl Family {
             Family::FatTree(tree) => tree.attachment(host),
             Family::Dragonfly(dragonfly) => dragonfly.attachment(host),
             Family::Machines(machines) => machines.attachment(host),
+            Family::File(graph) => graph.next_hop(host, (host + 1) % graph.endpoints().max(1)),
         }
     }
 
@@ -102,24 +115,32 @@ impl Family {
             Family::FatTree(tree) => tree.diameter(hosts),
             Family::Dragonfly(dragonfly) => dragonfly.diameter(hosts),
             Family::Machines(machines) => machines.diameter(hosts),
+            Family::File(graph) => (0..hosts)
+                .flat_map(|a| (0..hosts).map(move |b| (a, b)))
+                .map(|(a, b)| graph.hops(a, b))
+                .max()
+                .unwrap_or(0),
         }
     }
 
     /// The family's link classes, by [`ClassId`].
-    pub fn class_names(&self) -> &'static [&'static str] {
+    pub fn class_names(&self) -> Vec<&str> {
         match self {
-            Family::FatTree(_) => fat_tree::CLASSES,
-            Family::Dragonfly(_) => dragonfly::CLASSES,
-            Family::Machines(_) => machines::CLASSES,
+            Family::FatTree(_) => fat_tree::CLASSES.to_vec(),
+            Family::Dragonfly(_) => dragonfly::CLASSES.to_vec(),
+            Family::Machines(_) => machines::CLASSES.to_vec(),
+            Family::File(graph) => graph.class_names(),
         }
     }
 
-    /// Links cut by the family's natural halving of all its hosts.
-    pub fn bisection_width(&self) -> usize {
+    /// Links cut by the family's natural halving of all its hosts; `None` for a graph
+    /// from a file (finding a graph's bisection is NP-hard).
+    pub fn bisection_width(&self) -> Option<usize> {
         match self {
-            Family::FatTree(tree) => tree.bisection_width(),
-            Family::Dragonfly(dragonfly) => dragonfly.bisection_width(),
-            Family::Machines(machines) => machines.bisection_width(),
+            Family::FatTree(tree) => Some(tree.bisection_width()),
+            Family::Dragonfly(dragonfly) => Some(dragonfly.bisection_width()),
+            Family::Machines(machines) => Some(machines.bisection_width()),
+            Family::File(_) => None,
         }
     }
 }

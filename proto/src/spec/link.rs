@@ -72,19 +72,27 @@ impl LinkModel {
     }
 }
 
-/// One class of links' own physics (`--class NAME:ts=1us,th=50ns,tw=0.05ns`): what it
-/// leaves out, the run's default link model gives; routing and packets are the run's.
+/// One class of links' own physics (`--class NAME:ts=1us,th=50ns,tw=0.05ns`, or a
+/// network file's classes): what it leaves out, the run's default link model gives;
+/// routing and packets are the run's.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ClassPhysics {
     /// The class, as the network names it (a fat-tree's `edge`, a cluster's `intra`).
-    pub class: String,
+    pub name: String,
+    /// Start-up time t_s, in nanoseconds.
     pub ts_ns: Option<u64>,
+    /// Per-hop time t_h, in nanoseconds.
     pub th_ns: Option<u64>,
-    /// Per-byte time in picoseconds.
+    /// Per-byte time t_w, in picoseconds per byte.
     pub tw_ps: Option<u64>,
 }
 
 impl ClassPhysics {
+    /// A class with no physics of its own: every value is the run's default.
+    pub fn named(name: impl Into<String>) -> Self {
+        Self { name: name.into(), ts_ns: None, th_ns: None, tw_ps: None }
+    }
+
     /// `base` with this class's own times in place of its.
     pub fn applied_to(&self, base: LinkModel) -> LinkModel {
         LinkModel {
@@ -110,8 +118,8 @@ pub struct UnknownClass {
 pub fn class_models(base: LinkModel, classes: &[ClassPhysics], names: &[&str]) -> Result<Vec<LinkModel>, UnknownClass> {
     let mut models = vec![base; names.len().max(1)];
     for physics in classes {
-        let Some(id) = names.iter().position(|&name| name == physics.class) else {
-            return Err(UnknownClass { class: physics.class.clone(), known: names.join(", ") });
+        let Some(id) = names.iter().position(|&name| name == physics.name) else {
+            return Err(UnknownClass { class: physics.name.clone(), known: names.join(", ") });
         };
         models[id] = physics.applied_to(base);
     }
@@ -126,7 +134,7 @@ mod tests {
 
     #[test]
     fn a_class_overrides_only_what_it_gives() {
-        let intra = ClassPhysics { class: "intra".into(), ts_ns: None, th_ns: Some(1), tw_ps: Some(50) };
+        let intra = ClassPhysics { name: "intra".into(), ts_ns: None, th_ns: Some(1), tw_ps: Some(50) };
         let models = class_models(BASE, &[intra], &["intra", "inter"]).unwrap();
         assert_eq!(models[0], LinkModel { th_ns: 1, tw_ps: 50, ..BASE });
         assert_eq!(models[1], BASE);
@@ -134,7 +142,7 @@ mod tests {
 
     #[test]
     fn an_unknown_class_names_the_known_ones() {
-        let core = ClassPhysics { class: "core".into(), ts_ns: Some(1), th_ns: None, tw_ps: None };
+        let core = ClassPhysics { name: "core".into(), ts_ns: Some(1), th_ns: None, tw_ps: None };
         let error = class_models(BASE, &[core], &["intra", "inter"]).unwrap_err();
         assert_eq!(error.to_string(), "no link of this network has class `core` (its classes: intra, inter)");
     }

@@ -5,7 +5,7 @@
 //! re-exported here, where every user of the contract has always found them.
 
 mod dilation;
-mod link;
+pub(crate) mod link;
 
 use std::time::Duration;
 

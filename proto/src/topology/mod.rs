@@ -21,7 +21,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use strum::{Display, EnumIter, EnumString, IntoStaticStr, VariantNames};
 
-use crate::network::{ClassId, DIRECT_CLASSES, Switched};
+use crate::netfile::FileGraph;
+use crate::network::{ClassId, DIRECT_CLASSES, Family, Switched};
 
 /// A node's id in the current topology, 0..p-1.
 pub type NodeId = usize;
@@ -66,12 +67,15 @@ pub enum TopologyKind {
     Dragonfly,
     /// `M x C`: M machines of C cores ([`crate::network::machines`]).
     Cluster,
+    /// A network read from a file (`--network FILE`: topocomm's JSON or a SimGrid
+    /// platform, [`crate::netfile`]); every endpoint holds a rank.
+    Graph,
 }
 
 impl TopologyKind {
     /// Whether the kind has switches: vertices that only forward, beside its ranks.
     pub fn is_switched(self) -> bool {
-        matches!(self, TopologyKind::FatTree | TopologyKind::Dragonfly | TopologyKind::Cluster)
+        matches!(self, TopologyKind::FatTree | TopologyKind::Dragonfly | TopologyKind::Cluster | TopologyKind::Graph)
     }
 }
 
@@ -143,6 +147,13 @@ impl Topology {
                 }
                 Some(d) => grid_dims(kind, p, d, 3)?,
             },
+            TopologyKind::Graph => {
+                return Err(TopologyError::Invalid(
+                    "a graph is read from a file (--network FILE: topocomm's JSON or a SimGrid platform), and runs \
+                     in the simulator (simulate, explain, topology): daemons wire the built-in topologies only"
+                        .to_string(),
+                ));
+            }
             TopologyKind::FatTree | TopologyKind::Dragonfly | TopologyKind::Cluster => {
                 let (dims, family) = switched_shape::family(kind, p, dims)?;
                 let switched = Some(Arc::new(Switched::new(family, p)));
@@ -150,6 +161,22 @@ impl Topology {
             }
         };
         Ok(Self { kind, p, dims, switched: None })
+    }
+
+    /// The network a file describes, every endpoint a rank (vertices: the endpoints in
+    /// the file's order, then its switches), routed by its shortest paths. `p`, when
+    /// given, must be the endpoints' count.
+    pub fn from_network(graph: FileGraph, p: Option<usize>) -> Result<Self, TopologyError> {
+        let endpoints = graph.endpoints();
+        if let Some(p) = p.filter(|&p| p != endpoints) {
+            return Err(TopologyError::Invalid(format!(
+                "the network{} has {endpoints} endpoints, and every one holds a rank: {p} ranks do not fit it",
+                graph.name().map(|name| format!(" {name}")).unwrap_or_default()
+            )));
+        }
+        let family = Family::File(Arc::new(graph));
+        let switched = Some(Arc::new(Switched::new(family, endpoints)));
+        Ok(Self { kind: TopologyKind::Graph, p: endpoints, dims: vec![endpoints], switched })
     }
 
     /// The shape's kind.
@@ -285,10 +312,10 @@ impl Topology {
 
     /// The names of the link classes, by [`ClassId`]: one, `link`, on a direct network;
     /// a switched kind's own (a fat-tree's `edge`, `aggregation`, `core`).
-    pub fn class_names(&self) -> &'static [&'static str] {
+    pub fn class_names(&self) -> Vec<&str> {
         match &self.switched {
             Some(switched) => switched.family().class_names(),
-            None => DIRECT_CLASSES,
+            None => DIRECT_CLASSES.to_vec(),
         }
     }
 
@@ -318,12 +345,12 @@ impl Topology {
     /// dimension (the product of the others; a torus twice that), a hypercube p/2, the
     /// fully connected network ⌊p/2⌋·⌈p/2⌉; a switched kind the family's own (of all its
     /// hosts, ranks on them or not).
-    pub fn bisection_width(&self) -> usize {
+    pub fn bisection_width(&self) -> Option<usize> {
         if let Some(switched) = &self.switched {
             return switched.family().bisection_width();
         }
         let p = self.p;
-        match self.kind {
+        Some(match self.kind {
             _ if p < 2 => 0,
             TopologyKind::Full => (p / 2) * p.div_ceil(2),
             TopologyKind::Hypercube => p / 2,
@@ -339,7 +366,7 @@ impl Topology {
                 let across = p / longest;
                 if self.wraps() && longest > 2 { 2 * across } else { across }
             }
-        }
+        })
     }
 
     /// The switched network, on a switched kind.
@@ -511,6 +538,13 @@ impl fmt::Display for Topology {
                 TopologyKind::FatTree => write!(f, "fat-tree k={} ({placed}, {switches})", self.dims[0]),
                 TopologyKind::Cluster => {
                     write!(f, "cluster of {} machines x {} cores ({placed}, {switches})", self.dims[0], self.dims[1])
+                }
+                TopologyKind::Graph => {
+                    let name = match switched.family() {
+                        Family::File(graph) => graph.name().map(|name| format!(" {name}")).unwrap_or_default(),
+                        _ => String::new(),
+                    };
+                    write!(f, "network{name} ({placed}, {switches})")
                 }
                 kind => write!(f, "{kind} {} ({placed}, {switches})", self.describe_dims()),
             };
@@ -905,7 +939,7 @@ mod tests {
         }
         assert_eq!("mesh3d".parse::<TopologyKind>().unwrap(), TopologyKind::Mesh3d);
         assert_eq!("torus3d".parse::<TopologyKind>().unwrap(), TopologyKind::Torus3d);
-        assert_eq!(TopologyKind::VARIANTS.len(), 10);
+        assert_eq!(TopologyKind::VARIANTS.len(), 11);
         assert_eq!("fat-tree".parse::<TopologyKind>().unwrap(), TopologyKind::FatTree);
     }
 

@@ -23,13 +23,19 @@ pub struct SimulateArgs {
     /// scatter, gather, alltoall, shift, barrier.
     #[arg(value_parser = parse_collective)]
     pub collective: Collective,
-    /// Topologies, comma-separated: ring, mesh, torus, mesh3d, torus3d, hypercube, full.
+    /// Topologies, comma-separated: ring, mesh, torus, mesh3d, torus3d, hypercube, full
+    /// (direct); fat-tree, dragonfly, cluster (switched).
     #[arg(long, short = 't', value_delimiter = ',', default_value = "hypercube", value_parser = parse_topology)]
     pub topology: Vec<TopologyKind>,
-    /// Extents for mesh/torus (RxC) and mesh3d/torus3d (AxBxC), with one topology and
-    /// one node count; default the squarest.
+    /// Extents for mesh/torus (RxC) and mesh3d/torus3d (AxBxC), fat-tree K, dragonfly
+    /// AxPxH, cluster MxC, with one topology and one node count; default the squarest
+    /// (a switched kind: the smallest that holds the nodes; a cluster needs its MxC).
     #[arg(long, value_parser = parse_dims)]
     pub dims: Option<std::vec::Vec<usize>>,
+    /// A network read from FILE instead of --topology (topocomm's JSON or a SimGrid
+    /// platform: `topocomm run --help` says more); its endpoints are the nodes.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["dims", "topology", "nodes"])]
+    pub network: Option<PathBuf>,
     /// Node counts: `8..65536` (doubling from the first) or a comma list (`1024,4096`).
     // `std::vec::Vec`, not `Vec`: clap would read `Vec<_>` as many values of usize.
     #[arg(long, short = 'n', default_value = "8", value_parser = parse_node_counts)]

@@ -6,7 +6,7 @@ use anyhow::{Context, bail};
 use bytesize::ByteSize;
 use topocomm_collectives::simulator::spec::{Inputs, SimulatedRun};
 use topocomm_proto::spec::{Algorithm, LinkModel, RunSpec};
-use topocomm_proto::{Topology, catalogue};
+use topocomm_proto::{Topology, TopologyKind, catalogue};
 
 use crate::control::request::{self, Repetition};
 use crate::render::quantity::size_text;
@@ -46,7 +46,13 @@ pub(crate) fn plan(args: &SimulateArgs) -> anyhow::Result<Vec<Planned>> {
     }
     let tuning = args.tuning.load()?;
     let mut planned = Vec::new();
-    for &kind in &args.topology {
+    let network = args.network.as_deref().map(request::network_topology).transpose()?;
+    let kinds = if network.is_some() { vec![TopologyKind::Graph] } else { args.topology.clone() };
+    let nodes = match &network {
+        Some(topology) => vec![topology.p()],
+        None => args.nodes.clone(),
+    };
+    for &kind in &kinds {
         let algorithms: Vec<Algorithm> = match &args.algorithm {
             None => vec![catalogue::default_algorithm(args.collective, kind)],
             Some(Algorithms::All) => catalogue::algorithms(args.collective).map(|entry| entry.algorithm).collect(),
@@ -54,14 +60,19 @@ pub(crate) fn plan(args: &SimulateArgs) -> anyhow::Result<Vec<Planned>> {
         };
         for &algorithm in &algorithms {
             catalogue::check(args.collective, algorithm)?;
-            for &p in &args.nodes {
-                let topology =
-                    Topology::new(kind, p, args.dims.as_deref()).with_context(|| format!("{kind} of {p} nodes"))?;
+            for &p in &nodes {
+                let topology = match &network {
+                    Some(topology) => topology.clone(),
+                    None => {
+                        Topology::new(kind, p, args.dims.as_deref()).with_context(|| format!("{kind} of {p} nodes"))?
+                    }
+                };
                 let resolved = tuning.resolve(args.collective, algorithm, kind, p, args.size);
                 let once = Repetition { warmup: 0, iterations: 1, timeout: args.timeout, dump: false };
                 let spec = RunSpec {
                     run: 1,
                     schedule: schedule.clone(),
+                    classes: request::class_physics(&topology, &args.links.classes),
                     ..request::run_spec(args.collective, resolved, args.size, &args.data, once)?
                 };
                 spec.validate(p).with_context(|| format!("{} on a {topology}", args.collective))?;
