@@ -139,7 +139,7 @@ pub fn counted(spec: &RunSpec, topology: &Topology, nodes: &[NodeId]) -> Result<
         lengths_only: true,
         // Each class's physics, as the run's links have them (a class the network lacks
         // is refused by the nodes, which then run nothing).
-        class_models: class_models(model, &spec.classes, topology.class_names()).unwrap_or_default(),
+        class_models: class_models(model, &spec.classes, &topology.class_names()).unwrap_or_default(),
         ..Options::default()
     };
     let spec = Arc::new(spec.clone());

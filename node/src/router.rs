@@ -33,6 +33,7 @@ use topocomm_collectives::comm::fault::LinkFault;
 use topocomm_collectives::comm::mailbox::{Allowance, Bound, Delivery, Mailbox, MessageKey, Overdrawn};
 use topocomm_collectives::comm::payload::{Payload, Written};
 use topocomm_collectives::comm::{CarrierError, Fabric, LinkCapabilities};
+use topocomm_collectives::physics::first_link_model;
 
 use crate::allowance::{self, RunAllowance};
 use crate::forwarding::{Charge, Ledger, Overforwarded};
@@ -413,19 +414,28 @@ impl Router {
     }
 
     /// Gives each link the physics of its class for the run that starts, over the
-    /// emulation's model (`spec.classes`; none: every link has the model). Call after
+    /// emulation's model (`spec.classes`; none: every link has the model), a message's
+    /// start-up that of the slowest class on its route. Call after
     /// [`Router::set_emulation`].
     pub fn set_link_classes(&self, classes: &[ClassPhysics]) -> Result<(), UnknownClass> {
         let Some(model) = self.emulation.model().filter(|_| !classes.is_empty()) else {
             self.emulation.set_links(LinkModels::default());
             return Ok(());
         };
-        let models = class_models(model, classes, self.topology.class_names())?;
+        let models = class_models(model, classes, &self.topology.class_names())?;
         let of_link = |peer: NodeId| {
             let class = self.topology.link_class(self.id, peer).unwrap_or(0);
             models.get(usize::from(class)).copied().unwrap_or(model)
         };
-        let toward = self.next_hop.iter().map(|&via| if via == self.id { model } else { of_link(via) }).collect();
+        // Towards each destination: the next link's t_h and t_w, and the start-up of the
+        // slowest-starting class its route crosses, which a message pays at its source
+        // (`first_link_model`, as the simulator has it; a hop pays no t_s).
+        let toward = (0..self.topology.p())
+            .map(|dst| match dst == self.id {
+                true => model,
+                false => first_link_model(&self.topology, &models, self.id, dst),
+            })
+            .collect();
         let from = self.links.keys().map(|&peer| (peer, of_link(peer))).collect();
         self.emulation.set_links(LinkModels { toward, from });
         Ok(())

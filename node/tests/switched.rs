@@ -45,15 +45,16 @@ fn networks() -> Vec<Topology> {
     ]
 }
 
-/// Each class of `topology` slower than the last: t_w doubling and t_h growing by class.
+/// Each class of `topology` slower than the last: t_s, t_h and t_w growing by class (a
+/// message starts up as the slowest class on its route).
 fn classes_of(topology: &Topology) -> Vec<ClassPhysics> {
     topology
         .class_names()
         .iter()
         .enumerate()
         .map(|(at, &class)| ClassPhysics {
-            class: class.to_owned(),
-            ts_ns: None,
+            name: class.to_owned(),
+            ts_ns: Some(50_000 * (at as u64 + 1)),
             th_ns: Some(5_000 * (at as u64 + 1)),
             tw_ps: Some(2_000 << at),
         })

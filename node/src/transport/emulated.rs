@@ -46,7 +46,8 @@ pub struct Emulation {
 /// and the link from each neighbour. A link neither names has the run's model.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LinkModels {
-    /// By destination rank: the model of the link towards its next hop.
+    /// By destination rank: the model of the link towards its next hop (its t_s the one
+    /// a message for that destination starts up with here, if it starts here).
     pub toward: Vec<LinkModel>,
     /// By neighbour: the model of the link from it.
     pub from: HashMap<NodeId, LinkModel>,
