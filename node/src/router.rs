@@ -425,7 +425,7 @@ impl Router {
         let models = class_models(model, classes, &self.topology.class_names())?;
         let of_link = |peer: NodeId| {
             let class = self.topology.link_class(self.id, peer).unwrap_or(0);
-            models.get(usize::from(class)).copied().unwrap_or(model)
+            models.get(class).copied().unwrap_or(model)
         };
         // Towards each destination: the next link's t_h and t_w, and the start-up of the
         // slowest-starting class its route crosses, which a message pays at its source

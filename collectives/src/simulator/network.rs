@@ -302,7 +302,7 @@ impl Network {
             return self.model;
         }
         let class = self.topology.link_class(from, to).expect("a frame crosses a link");
-        self.class_models[usize::from(class)]
+        self.class_models[class]
     }
 
     /// This network, counting what each of `nodes` is delivered and passes on, by
