@@ -37,8 +37,7 @@ pub fn link_free_ns(model: &LinkModel, header: &FrameHeader, payload_len: usize,
 /// does, and one inside the machine as its memory does.
 pub fn first_link_model(topology: &Topology, class_models: &[LinkModel], src: usize, dst: usize) -> LinkModel {
     let route = topology.route(src, dst);
-    let model_of =
-        |a: usize, b: usize| class_models[usize::from(topology.link_class(a, b).expect("a route follows links"))];
+    let model_of = |a: usize, b: usize| class_models[topology.link_class(a, b).expect("a route follows links")];
     let ts_ns = route.windows(2).map(|hop| model_of(hop[0], hop[1]).ts_ns).max().unwrap_or(0);
     LinkModel { ts_ns, ..model_of(route[0], route[1]) }
 }

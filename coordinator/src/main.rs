@@ -179,12 +179,13 @@ async fn open_target(args: &RunArgs, request: &RunRequest, tuning: &Arc<Tuning>)
     let resolved = Capacity::of_this_machine().check_run(&request.spec, request.topology, args.what.nodes, tuning)?;
     local::check_messages(&resolved, &topology)?;
     let logs = local::log_folder(args.logs.as_deref())?;
-    let local = LocalCluster::start(args.what.nodes, &logs, args.remote.security.encrypt, tuning.clone()).await?;
+    let local = LocalCluster::start_for(&topology, &logs, args.remote.security.encrypt, tuning.clone()).await?;
     eprintln!(
-        "local cluster: {} node processes, coordinator on {}, node logs in {}/node-*.log",
-        args.what.nodes,
+        "local cluster: {}, coordinator on {}, node logs in {}/{}.log",
+        local::processes(&topology),
         local.address,
-        local.logs.display()
+        local.logs.display(),
+        if topology.switches() > 0 { "{node,switch}-*" } else { "node-*" }
     );
     Ok(Target::Local(local))
 }

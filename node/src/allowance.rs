@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use topocomm_proto::spec::{LinkModel, Routing, RunSpec};
+use topocomm_proto::spec::{LinkModel, Routing, RunSpec, class_models};
 use topocomm_proto::{NodeId, Topology, reference};
 
 use topocomm_collectives::algorithms::{self, barrier};
@@ -137,6 +137,9 @@ pub fn counted(spec: &RunSpec, topology: &Topology, nodes: &[NodeId]) -> Result<
         },
         watch: nodes.to_vec(),
         lengths_only: true,
+        // Each class's physics, as the run's links have them (a class the network lacks
+        // is refused by the nodes, which then run nothing).
+        class_models: class_models(model, &spec.classes, &topology.class_names()).unwrap_or_default(),
         ..Options::default()
     };
     let spec = Arc::new(spec.clone());
@@ -174,7 +177,8 @@ pub fn counted(spec: &RunSpec, topology: &Topology, nodes: &[NodeId]) -> Result<
 async fn one_iteration(comm: &Comm, spec: &RunSpec) -> Result<(), CommError> {
     let (p, me) = (comm.p(), comm.id());
     barrier::runtime(comm).await?;
-    if spec.clock_offsets_ns.len() == p {
+    // Offsets of every vertex (a switched network's switches after its ranks).
+    if spec.clock_offsets_ns.len() >= p {
         start::announce_start(comm, 0).await?;
     }
     let len = reference::input_len(spec, p, me);
@@ -185,7 +189,7 @@ async fn one_iteration(comm: &Comm, spec: &RunSpec) -> Result<(), CommError> {
     }
 }
 
-/// The rows of every node of `spec` on `topology`: each node's footprint by `footprint`
+/// The rows of every vertex of `spec` on `topology` (ranks, then switches): each node's footprint by `footprint`
 /// and its allowances, counted ([`counted`]) or, when the schedule cannot be counted,
 /// [`whole_run_bound`] for every source (logged). Blocks for the simulation: call it
 /// off the runtime's threads.
@@ -193,13 +197,17 @@ pub fn limits_of_run(spec: &RunSpec, topology: &Topology, footprint: &Footprint)
     rows(spec, topology.p(), footprint, &allowances_of_run(spec, topology, footprint))
 }
 
-/// Each node's row: its footprint of `spec` on p nodes by `footprint`, and its allowances.
+/// Each vertex's row: a rank's footprint of `spec` on p ranks by `footprint` (a switch
+/// holds no data: 0, its queues bounded by its allowances), and its allowances.
 fn rows(spec: &RunSpec, p: usize, footprint: &Footprint, allowances: &[RunAllowance]) -> Vec<RunLimits> {
     allowances
         .iter()
         .enumerate()
         .map(|(node, allowance)| RunLimits {
-            footprint_bytes: footprint.of_node(spec, p, node).unwrap_or(u64::MAX),
+            footprint_bytes: match node < p {
+                true => footprint.of_node(spec, p, node).unwrap_or(u64::MAX),
+                false => 0,
+            },
             delivered: allowance.delivered.to_vec(),
             forwarded: allowance.forwarded.to_vec(),
             counted: allowance.counted,
@@ -207,17 +215,18 @@ fn rows(spec: &RunSpec, p: usize, footprint: &Footprint, allowances: &[RunAllowa
         .collect()
 }
 
-/// Every node's allowance of `spec` on `topology`, counted or the whole run's bound.
+/// Every vertex's allowance of `spec` on `topology` (a switched network's switches too,
+/// from the same simulation), counted or the whole run's bound.
 fn allowances_of_run(spec: &RunSpec, topology: &Topology, footprint: &Footprint) -> Vec<RunAllowance> {
-    let p = topology.p();
-    let nodes: Vec<NodeId> = (0..p).collect();
+    let (p, vertices) = (topology.p(), topology.vertices());
+    let nodes: Vec<NodeId> = (0..vertices).collect();
     match counted(spec, topology, &nodes) {
-        Ok(allowances) if allowances.len() == p => allowances,
+        Ok(allowances) if allowances.len() == vertices => allowances,
         outcome => {
             let reason = outcome.err().map_or_else(|| "not every node was watched".into(), |error| error.to_string());
             let bound = whole_run_bound(spec, p, footprint);
             tracing::warn!(run = spec.run, %reason, bound, "could not count the run's schedule: every source and link may queue the whole run's memory");
-            vec![RunAllowance::uniform(bound, p); p]
+            vec![RunAllowance::uniform(bound, p); vertices]
         }
     }
 }
@@ -302,6 +311,27 @@ mod tests {
     use topocomm_collectives::tuning::footprint::Factor;
     use topocomm_proto::TopologyKind;
     use topocomm_proto::spec::{Algorithm, Collective};
+
+    /// A switched network's switches get rows too, from the same simulation: nothing is
+    /// delivered to a switch and it holds no data; what it may queue to pass on is what
+    /// the schedule routes through it, by source (an edge switch of a fat-tree carries
+    /// its own two hosts' vectors out, each step's).
+    #[test]
+    fn a_switch_is_allowed_what_the_schedule_routes_through_it() {
+        let topology = Topology::new(TopologyKind::FatTree, 16, Some(&[4])).unwrap();
+        let spec = RunSpec { size_bytes: 4096, ..RunSpec::new(Collective::Allreduce, Algorithm::RecursiveDoubling) };
+        let rows = limits_of_run(&spec, &topology, &Footprint::default());
+        assert_eq!(rows.len(), topology.vertices());
+        let edge = topology.switched().unwrap().attachment(0);
+        for (vertex, row) in rows.iter().enumerate().skip(topology.p()) {
+            assert!(row.counted, "switch {vertex}: {row:?}");
+            assert_eq!(row.footprint_bytes, 0, "switch {vertex}");
+            assert!(row.delivered.iter().all(|&bytes| bytes == 0), "switch {vertex}: {row:?}");
+            assert_eq!(row.forwarded.len(), topology.p(), "switch {vertex}: by source");
+        }
+        let at_edge = &rows[edge].forwarded;
+        assert!(at_edge[0] > 4096 && at_edge[1] > 4096, "{at_edge:?}");
+    }
 
     #[test]
     fn a_node_takes_its_rows_capped_at_the_memory_it_has() {

@@ -72,8 +72,9 @@ impl InProcessCluster {
     }
 
     /// Starts every node's router, each edge of `topology` a link from `pair`.
+    /// A switched network's switches get routers too (ids `p..vertices`): they forward.
     fn start_routers<L: Link>(topology: &Topology, timeline: Timeline, pair: impl Fn() -> (L, L)) -> Vec<Arc<Router>> {
-        let mut links: Vec<Vec<(NodeId, L)>> = (0..topology.p()).map(|_| Vec::new()).collect();
+        let mut links: Vec<Vec<(NodeId, L)>> = (0..topology.vertices()).map(|_| Vec::new()).collect();
         for (a, b) in topology.edges() {
             let (end_a, end_b) = pair();
             links[a].push((b, end_a));
@@ -87,10 +88,16 @@ impl InProcessCluster {
         &self.routers[id]
     }
 
-    /// One `Comm` per node for `iteration` of `run`, each with `timeout` to finish.
+    /// One `Comm` per node (rank: a switch runs none) for `iteration` of `run`, each with
+    /// `timeout` to finish.
     pub fn comms(&self, run: u64, iteration: u32, timeout: Duration) -> Vec<Comm> {
         let deadline = Instant::now() + timeout;
-        self.routers.iter().map(|router| Comm::new(router.clone(), run, iteration, deadline)).collect()
+        self.ranks().iter().map(|router| Comm::new(router.clone(), run, iteration, deadline)).collect()
+    }
+
+    /// The ranks' routers, by id (a switched network's switches' come after them).
+    fn ranks(&self) -> &[Arc<Router>] {
+        &self.routers[..self.routers[0].topology().p()]
     }
 
     /// Runs `algorithm` on every node at once (each on its own task) and returns each
@@ -129,7 +136,7 @@ impl InProcessCluster {
     }
 
     async fn verify_guarded(&self, spec: &RunSpec, timeout: Duration) -> Result<u16, RunFailure> {
-        let p = self.routers.len();
+        let p = self.ranks().len();
         let shared = Arc::new(spec.clone());
         let outputs = self
             .run_all(spec.run, timeout, move |comm| {
@@ -204,9 +211,13 @@ pub fn time_on_routers(spec: &RunSpec, topology: &Topology, model: LinkModel) ->
         .map_err(|error| RunFailure::Runtime { reason: error.to_string() })?;
     runtime.block_on(async {
         let cluster = InProcessCluster::with_clock(topology, Clock::Virtual);
-        let p = topology.p();
-        for id in 0..p {
+        let vertices = topology.vertices();
+        for id in 0..vertices {
             cluster.router(id).set_emulation(Some(model), 0);
+            cluster
+                .router(id)
+                .set_link_classes(&spec.classes)
+                .map_err(|error| RunFailure::Node { node: id, reason: error.to_string() })?;
             cluster.router(id).start_recording();
         }
         let spec = Arc::new(spec.clone());
@@ -229,7 +240,7 @@ pub fn time_on_routers(spec: &RunSpec, topology: &Topology, model: LinkModel) ->
             steps = steps.max(node_steps);
         }
         let (mut messages, mut forwarded, mut events) = (0, 0, Vec::new());
-        for id in 0..p {
+        for id in 0..vertices {
             let router = cluster.router(id);
             let traffic = router.traffic();
             messages += traffic.frames_sent;

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use topocomm_proto::flow::{FlowEvent, FlowKind};
 use topocomm_proto::frame::{Frame, FrameHeader, SYSTEM_TAG_BASE};
-use topocomm_proto::spec::{LinkModel, RunSpec};
+use topocomm_proto::spec::{ClassPhysics, LinkModel, RunSpec, UnknownClass, class_models};
 use topocomm_proto::{NodeId, Topology};
 
 use topocomm_collectives::comm::assembly::Place;
@@ -33,10 +33,11 @@ use topocomm_collectives::comm::fault::LinkFault;
 use topocomm_collectives::comm::mailbox::{Allowance, Bound, Delivery, Mailbox, MessageKey, Overdrawn};
 use topocomm_collectives::comm::payload::{Payload, Written};
 use topocomm_collectives::comm::{CarrierError, Fabric, LinkCapabilities};
+use topocomm_collectives::physics::first_link_model;
 
 use crate::allowance::{self, RunAllowance};
 use crate::forwarding::{Charge, Ledger, Overforwarded};
-use crate::transport::emulated::Emulation;
+use crate::transport::emulated::{Emulation, LinkModels};
 use crate::transport::pacing::{Clock, Timeline};
 use crate::transport::stream::STREAM_LINKS;
 use crate::transport::{Endpoint, Link, Outgoing};
@@ -152,9 +153,11 @@ pub const HOLD_LIMIT: std::time::Duration = std::time::Duration::from_millis(200
 pub struct Router {
     id: NodeId,
     topology: Topology,
-    /// `next_hop[dst]`: the neighbour a frame for `dst` leaves through.
+    /// `next_hop[dst]`: the neighbour (a node or a switch) a frame for rank `dst` leaves
+    /// through.
     next_hop: Vec<NodeId>,
-    /// `arrives_via[src]`: the neighbour a message from `src` comes in from.
+    /// `arrives_via[src]`: the neighbour a message from rank `src` comes in from (empty
+    /// at a switch, which no message is for).
     arrives_via: Vec<NodeId>,
     links: HashMap<NodeId, LinkQueue>,
     mailbox: Mailbox,
@@ -213,10 +216,18 @@ impl Router {
         timeline: Timeline,
         guarded: bool,
     ) -> Arc<Self> {
+        // Destinations and sources are ranks; this node and the hops between are any
+        // vertex, switches included. A switch is no destination: nothing arrives for it.
         let next_hop = (0..topology.p()).map(|dst| if dst == id { id } else { topology.next_hop(id, dst) }).collect();
-        let arrives_via = (0..topology.p())
-            .map(|src| if src == id { id } else { topology.route(src, id).iter().rev().nth(1).copied().unwrap_or(src) })
-            .collect();
+        let arrives_via =
+            match topology.is_switch(id) {
+                true => Vec::new(),
+                false => (0..topology.p())
+                    .map(|src| {
+                        if src == id { id } else { topology.route(src, id).iter().rev().nth(1).copied().unwrap_or(src) }
+                    })
+                    .collect(),
+            };
         let topology_p = topology.p();
         let mut queues = HashMap::new();
         let mut starting = Vec::new();
@@ -273,7 +284,7 @@ impl Router {
     /// frames to pass on; each link, the sum of the sources whose route it is.
     pub fn begin_run(&self, spec: &RunSpec, allowance: &RunAllowance) {
         self.runs.set(Runs::Current(spec.run));
-        let mut by_link = vec![0u64; self.topology.p()];
+        let mut by_link = vec![0u64; self.topology.vertices()];
         for (src, &delivered) in allowance.delivered.iter().enumerate() {
             if src != self.id
                 && let Some(link) = self.arrives_via.get(src).and_then(|&via| by_link.get_mut(via))
@@ -369,7 +380,7 @@ impl Router {
             }
         }
         let (src, dst) = (header.src(), header.dst());
-        let previous = if dst == self.id { Some(self.arrives_via[src]) } else { self.hop_before_me(src, dst) };
+        let previous = if dst == self.id { self.arrives_via.get(src).copied() } else { self.hop_before_me(src, dst) };
         if previous != Some(from) {
             return Err(RouteError::WrongLink { from, src: header.src, dst: header.dst });
         }
@@ -400,6 +411,34 @@ impl Router {
     /// node's clock offset from the coordinator's (see [`Emulation::set`]).
     pub fn set_emulation(&self, model: Option<LinkModel>, clock_offset_ns: i64) {
         self.emulation.set(model, clock_offset_ns);
+    }
+
+    /// Gives each link the physics of its class for the run that starts, over the
+    /// emulation's model (`spec.classes`; none: every link has the model), a message's
+    /// start-up that of the slowest class on its route. Call after
+    /// [`Router::set_emulation`].
+    pub fn set_link_classes(&self, classes: &[ClassPhysics]) -> Result<(), UnknownClass> {
+        let Some(model) = self.emulation.model().filter(|_| !classes.is_empty()) else {
+            self.emulation.set_links(LinkModels::default());
+            return Ok(());
+        };
+        let models = class_models(model, classes, &self.topology.class_names())?;
+        let of_link = |peer: NodeId| {
+            let class = self.topology.link_class(self.id, peer).unwrap_or(0);
+            models.get(class).copied().unwrap_or(model)
+        };
+        // Towards each destination: the next link's t_h and t_w, and the start-up of the
+        // slowest-starting class its route crosses, which a message pays at its source
+        // (`first_link_model`, as the simulator has it; a hop pays no t_s).
+        let toward = (0..self.topology.p())
+            .map(|dst| match dst == self.id {
+                true => model,
+                false => first_link_model(&self.topology, &models, self.id, dst),
+            })
+            .collect();
+        let from = self.links.keys().map(|&peer| (peer, of_link(peer))).collect();
+        self.emulation.set_links(LinkModels { toward, from });
+        Ok(())
     }
 
     /// Starts recording the message flow afresh, with times counted from now; returns now.
@@ -524,7 +563,7 @@ impl Router {
             .charge(header.src(), bytes)
             .map_err(|overdrawn| RouteError::Overforwarded { from, overdrawn })?;
         // Under emulation the frame is ready to go on when its tail arrived here.
-        let ready_at = self.emulation.hop_ready(&header);
+        let ready_at = self.emulation.hop_ready(&header, from);
         self.push_charged(forwarded, Payload::One(frame.payload), ready_at, None, charge)
     }
 

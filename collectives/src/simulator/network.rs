@@ -302,13 +302,13 @@ impl Network {
             return self.model;
         }
         let class = self.topology.link_class(from, to).expect("a frame crosses a link");
-        self.class_models[usize::from(class)]
+        self.class_models[class]
     }
 
     /// This network, counting what each of `nodes` is delivered and passes on, by
     /// source ([`Network::take_watched`]).
     pub fn watching(mut self, nodes: &[NodeId]) -> Self {
-        self.watch = Watch::of(nodes, self.topology.p());
+        self.watch = Watch::of(nodes, self.topology.vertices(), self.topology.p());
         self
     }
 

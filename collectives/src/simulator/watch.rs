@@ -49,13 +49,15 @@ pub(super) struct Watch {
 }
 
 impl Watch {
-    /// Counts for `nodes` of a network of `p` nodes (`None`: no node to watch).
-    pub(super) fn of(nodes: &[NodeId], p: usize) -> Option<Self> {
-        let nodes: Vec<NodeId> = nodes.iter().copied().filter(|&node| node < p).collect();
+    /// Counts for `nodes` of a network of `vertices` vertices (a switched network's
+    /// switches after its ranks) whose frames come from `p` ranks (`None`: no node to
+    /// watch).
+    pub(super) fn of(nodes: &[NodeId], vertices: usize, p: usize) -> Option<Self> {
+        let nodes: Vec<NodeId> = nodes.iter().copied().filter(|&node| node < vertices).collect();
         if nodes.is_empty() {
             return None;
         }
-        let mut slot = vec![u32::MAX; p];
+        let mut slot = vec![u32::MAX; vertices];
         let mut watched = Vec::with_capacity(nodes.len());
         for node in nodes {
             if slot[node] == u32::MAX {

@@ -389,24 +389,68 @@ pub fn node_name(index: usize, nodes: usize) -> String {
     format!("node-{index:0width$}")
 }
 
+/// The name of switch `index` of `switches` (zero-padded so names sort as ids, after
+/// every node's).
+pub fn switch_name(index: usize, switches: usize) -> String {
+    let width = switches.saturating_sub(1).to_string().len();
+    format!("switch-{index:0width$}")
+}
+
+/// The processes a local cluster of `topology` runs, as its first line says: "8 node
+/// processes", or "16 node processes + 20 switch processes".
+pub fn processes(topology: &Topology) -> String {
+    let nodes = format!("{} node process{}", topology.p(), if topology.p() == 1 { "" } else { "es" });
+    match topology.switches() {
+        0 => nodes,
+        1 => format!("{nodes} + 1 switch process"),
+        switches => format!("{nodes} + {switches} switch processes"),
+    }
+}
+
 impl LocalCluster {
     /// Starts the coordinator (resolving `auto` by `tuning`) and `nodes` daemons, logging
     /// to `logs/node-<i>.log`, every link encrypted if asked; refuses, before anything
     /// starts, more nodes than this machine allows ([`Capacity::check_nodes`]). The random
     /// token reaches the children in their environment, never on a command line.
     pub async fn start(nodes: usize, logs: &Path, encrypted: bool, tuning: Arc<Tuning>) -> anyhow::Result<Self> {
+        Self::start_daemons(nodes, 0, logs, encrypted, tuning).await
+    }
+
+    /// [`LocalCluster::start`] for `topology`: a daemon for each of its vertices, its
+    /// ranks named `node-<i>` (ids `0..p`), then its switches `switch-<j>` (ids `p + j`,
+    /// as the names sort).
+    pub async fn start_for(
+        topology: &Topology,
+        logs: &Path,
+        encrypted: bool,
+        tuning: Arc<Tuning>,
+    ) -> anyhow::Result<Self> {
+        Self::start_daemons(topology.p(), topology.switches(), logs, encrypted, tuning).await
+    }
+
+    async fn start_daemons(
+        nodes: usize,
+        switches: usize,
+        logs: &Path,
+        encrypted: bool,
+        tuning: Arc<Tuning>,
+    ) -> anyhow::Result<Self> {
         anyhow::ensure!(nodes >= 1, "--nodes must be at least 1");
-        Capacity::of_this_machine().check_nodes(nodes)?;
+        let daemons = nodes + switches;
+        Capacity::of_this_machine().check_nodes(daemons)?;
         std::fs::create_dir_all(logs).with_context(|| format!("creating the log folder {}", logs.display()))?;
         let token = random_token();
         let listener = TcpListener::bind("127.0.0.1:0").await.context("binding the coordinator on 127.0.0.1")?;
         let address = listener.local_addr()?.to_string();
-        let coordinator = Arc::new(Coordinator::new(nodes, Key::from_token(&token), encrypted).tuned(tuning));
+        let coordinator = Arc::new(Coordinator::new(daemons, Key::from_token(&token), encrypted).tuned(tuning));
         let server = tokio::spawn(server::serve(listener, coordinator.clone()));
         let executable = std::env::current_exe().context("finding this executable to start nodes")?;
-        let mut children = Vec::with_capacity(nodes);
-        for index in 0..nodes {
-            let name = node_name(index, nodes);
+        let mut children = Vec::with_capacity(daemons);
+        for index in 0..daemons {
+            let name = match index.checked_sub(nodes) {
+                None => node_name(index, nodes),
+                Some(switch) => switch_name(switch, switches),
+            };
             let log_path = logs.join(format!("{name}.log"));
             let log = topocomm_collectives::files::create(&log_path)
                 .with_context(|| format!("creating {}", log_path.display()))?;

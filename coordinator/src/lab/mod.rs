@@ -54,6 +54,14 @@ pub struct LabArgs {
     /// Nodes of the local cluster.
     #[arg(long, short = 'n', default_value_t = 8)]
     pub nodes: usize,
+    /// A switched network (fat-tree, dragonfly, cluster) to start the switches of too:
+    /// its `--nodes` ranks and a daemon per switch (its runs' ranks are then those nodes).
+    /// A direct shape starts the nodes alone, as without it; every run names its shape.
+    #[arg(long, short = 't', value_parser = crate::control::parse::parse_topology)]
+    pub topology: Option<topocomm_proto::TopologyKind>,
+    /// The switched network's shape (fat-tree K, dragonfly AxPxH, cluster MxC).
+    #[arg(long, value_parser = crate::control::parse::parse_dims, requires = "topology")]
+    pub dims: Option<std::vec::Vec<usize>>,
     /// Address to serve the page on, HOST:PORT (port 0: any free port). Any address
     /// but loopback needs a strong token (128 random bits: --token-file or
     /// TOPOCOMM_TOKEN), which the page asks for.

@@ -28,7 +28,7 @@ use topocomm_proto::auth::Key;
 use topocomm_proto::control::RunOutcome;
 
 use crate::control::client::Credentials;
-use crate::control::local::LocalCluster;
+use crate::control::local::{self, LocalCluster};
 use crate::control::run::Coordinator;
 use crate::control::target::Target;
 use crate::lab::LabArgs;
@@ -80,12 +80,19 @@ pub async fn lab(args: LabArgs) -> anyhow::Result<()> {
     let (listener, access) = bind(&args.http, token.as_deref()).await?;
     let tuning = args.tuning.load()?;
     let logs = crate::control::local::log_folder(args.logs.as_deref())?;
-    let local = LocalCluster::start(args.nodes, &logs, args.security.encrypt, tuning).await?;
+    let switched = match args.topology.filter(|kind| kind.is_switched()) {
+        Some(kind) => Some(Topology::new(kind, args.nodes, args.dims.as_deref())?),
+        None => None,
+    };
+    let local = match &switched {
+        Some(topology) => LocalCluster::start_for(topology, &logs, args.security.encrypt, tuning).await?,
+        None => LocalCluster::start(args.nodes, &logs, args.security.encrypt, tuning).await?,
+    };
     let coordinator = local.coordinator.clone();
     let url = format!("http://{}/", listener.local_addr()?);
+    let processes = switched.as_ref().map_or_else(|| format!("{} node processes", args.nodes), local::processes);
     eprintln!(
-        "local cluster: {} node processes, coordinator on {}, node logs in {}/node-*.log",
-        args.nodes,
+        "local cluster: {processes}, coordinator on {}, node logs in {}/*.log",
         local.address,
         local.logs.display()
     );

@@ -11,11 +11,11 @@ use bytesize::ByteSize;
 use serde_json::{Value, json};
 use topocomm_collectives::simulator::spec::SimulatedRun;
 use topocomm_collectives::simulator::{self, Options};
-use topocomm_proto::Topology;
 use topocomm_proto::spec::LinkModel;
 
 use crate::control::local::Capacity;
 use crate::control::request;
+use crate::control::run::topology_on;
 use crate::control::target::Target;
 use crate::lab::document::{self, Kind};
 use crate::lab::jobs::{Status, Stop};
@@ -36,7 +36,7 @@ type Done = anyhow::Result<(Value, bool, Option<String>)>;
 
 /// A job checked and ready to go.
 pub enum Job {
-    Run(request::Planned),
+    Run(Box<request::Planned>),
     Explain(Box<ExplainArgs>),
     Simulate(Box<SimulateArgs>),
     Sweep(Box<SweepJob>),
@@ -77,15 +77,16 @@ pub async fn prepare(lab: &Lab, kind: Kind, args: &[String]) -> Result<Job, Prep
             // The page animates the run's own message flow, gathered from every node.
             planned.request.spec.trace = true;
             let request = &planned.request;
-            let p = lab.coordinator.cluster.status().expected;
-            Topology::new(request.topology, p, request.dims.as_deref()).map_err(|e| cli(e.into()))?;
+            // The lab's daemons are the run's vertices: its ranks, then a switched network's switches.
+            let daemons = lab.coordinator.cluster.status().expected;
+            let p = topology_on(request.topology, daemons, request.dims.as_deref()).map_err(|e| cli(e.into()))?.p();
             request.spec.validate(p).map_err(|e| cli(e.into()))?;
             if let Some(Target::Local(_)) = lab.target.read().await.as_ref() {
                 Capacity::of_this_machine()
                     .check_run(&request.spec, request.topology, p, lab.coordinator.tuning())
                     .map_err(|e| cli(e.into()))?;
             }
-            Ok(Job::Run(planned))
+            Ok(Job::Run(Box::new(planned)))
         }
         Kind::Explain => Ok(Job::Explain(Box::new(words::parse::<ExplainWords>("explain", args)?.args))),
         Kind::Simulate | Kind::Scaling | Kind::Steps => {
@@ -98,8 +99,9 @@ pub async fn prepare(lab: &Lab, kind: Kind, args: &[String]) -> Result<Job, Prep
         Kind::Sweep => {
             let mut args = words::parse::<SweepWords>("sweep", args)?.args;
             // The sweep goes to the lab's cluster, whose size is fixed (as a run's).
-            args.nodes = lab.coordinator.cluster.status().expected;
-            Topology::new(args.shape.topology, args.nodes, args.shape.dims.as_deref()).map_err(|e| cli(e.into()))?;
+            let daemons = lab.coordinator.cluster.status().expected;
+            let dims = args.shape.dims.as_deref();
+            args.nodes = topology_on(args.shape.topology, daemons, dims).map_err(|e| cli(e.into()))?.p();
             let algorithms = sweep::algorithms(&args).map_err(cli)?;
             let repetition = args.repeat.repetition(false);
             let capacity = match lab.target.read().await.as_ref() {
@@ -137,7 +139,7 @@ pub async fn carry_out(lab: &Lab, id: u64, args: &[String], job: Job, stop: &Sto
             let executed = tokio::select! {
                 // Dropped, the run is aborted on its nodes (`Coordinator::execute`).
                 () = stop.cancelled.cancelled() => return cancelled(),
-                executed = execute::run(target, planned, lab.coordinator.tuning(), &on_stage) => executed,
+                executed = execute::run(target, *planned, lab.coordinator.tuning(), &on_stage) => executed,
             };
             match executed {
                 Ok(executed) => {

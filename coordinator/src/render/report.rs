@@ -78,6 +78,10 @@ pub struct RunSummary {
     pub topology: String,
     pub dims: Vec<usize>,
     pub nodes: usize,
+    /// The switches that forwarded the run's frames (a switched network's; 0 on a direct
+    /// one), each counted in the traffic, none in the times or the verdict.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub switches: usize,
     pub size_bytes: u64,
     pub root: usize,
     pub dtype: String,
@@ -115,6 +119,10 @@ pub struct RunSummary {
     /// How the emulated links were dilated (every time above is emulated time); `None`
     /// for raw links, which never are.
     pub dilation: Option<Dilated>,
+}
+
+fn is_zero(count: &usize) -> bool {
+    *count == 0
 }
 
 /// Link physics in the units people read.
@@ -169,10 +177,14 @@ pub fn summarize(
     outcome: &RunOutcome,
     prediction: Option<(f64, LinkModel)>,
 ) -> Result<RunSummary, VerificationFailure> {
+    // The ranks' reports are verified and timed; a switch's (its id past the ranks')
+    // says only what it forwarded, which the traffic counts add up with the ranks'.
+    let p = outcome.topology.p;
+    let ranks = || outcome.reports.iter().filter(move |r| r.node < p);
     let wrong: Vec<(NodeId, String)> = outcome
         .reports
         .iter()
-        .filter(|r| !r.verified)
+        .filter(|r| !r.verified && (r.node < p || r.error.is_some()))
         .map(|r| (r.node, r.mismatch.as_deref().or(r.error.as_deref()).unwrap_or("not verified").to_owned()))
         .collect();
     if !wrong.is_empty() {
@@ -180,13 +192,13 @@ pub fn summarize(
             run: outcome.spec.run,
             collective: outcome.spec.collective,
             algorithm: outcome.spec.algorithm,
-            nodes: outcome.reports.len(),
+            nodes: ranks().count(),
             wrong,
         });
     }
     let iterations = outcome.spec.iterations as usize;
     let iteration_us: Vec<f64> = (0..iterations)
-        .map(|i| outcome.reports.iter().map(|r| r.times_us.get(i).copied().unwrap_or(f64::NAN)).fold(0.0, f64::max))
+        .map(|i| ranks().map(|r| r.times_us.get(i).copied().unwrap_or(f64::NAN)).fold(0.0, f64::max))
         .collect();
     let busiest_link = outcome
         .reports
@@ -208,6 +220,7 @@ pub fn summarize(
         topology: outcome.topology.kind.to_string(),
         dims: outcome.topology.dims.clone(),
         nodes: outcome.topology.p,
+        switches: outcome.reports.iter().filter(|r| r.node >= p).count(),
         // A GOAL schedule's messages have their own sizes (`--size` is not theirs): its
         // longest message stands for it.
         size_bytes: match spec.schedule.as_deref() {
@@ -332,8 +345,13 @@ pub fn headline(summary: &RunSummary) -> String {
         _ => String::new(),
     };
     let encrypted = if summary.encrypted { ", every link encrypted" } else { "" };
+    let forwarded = match summary.switches {
+        0 => String::new(),
+        1 => " (through 1 switch)".to_owned(),
+        switches => format!(" (through {switches} switches)"),
+    };
     let verdict = match summary.verified {
-        true => format!("verified on all {} nodes", summary.nodes),
+        true => format!("verified on all {} nodes{forwarded}", summary.nodes),
         false => format!("ran on all {} nodes; sizes only: nothing could be verified", summary.nodes),
     };
     format!(
@@ -375,6 +393,7 @@ pub(crate) mod tests {
             topology: "hypercube".into(),
             dims: vec![2, 2, 2],
             nodes: 8,
+            switches: 0,
             size_bytes: 1_000_000,
             root: 0,
             dtype: "f64".into(),

@@ -10,9 +10,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use bytesize::ByteSize;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use topocomm_proto::control::{NodeDump, NodeReport, NodeTrace, RunLimits};
 use topocomm_proto::reference;
-use topocomm_proto::spec::{RunSpec, SpecError};
+use topocomm_proto::spec::{RunSpec, SpecError, UnknownClass};
 
 use crate::allowance::{LimitsRefusal, RunAllowance};
 use crate::daemon::allocator;
@@ -34,14 +35,8 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec, limits: &RunLimits) ->
     // A run this node turned away lets each source no more than the runtime's signals.
     let signals_only = || RunAllowance::signals_only(p);
     let allowance = admitted.as_ref().map_or_else(|_| signals_only(), |(_, allowance)| allowance.clone());
-    router.begin_run(spec, &allowance);
-    let clock_offset_ns = spec.clock_offsets_ns.get(id).copied().unwrap_or(0);
-    // Before the emulation: every emulated instant of the run reads on the dilated clock.
-    // (A spec with a dilation out of range is refused below and runs nothing.)
-    pacing::dilate_wall_clock(spec.dilation.check().map(|()| spec.dilation).unwrap_or_default());
-    router.set_emulation(spec.emulation, clock_offset_ns);
-    router.emulation().set_due_horizon(spec.timeout());
-    let last = match admitted {
+    let classes = set_up(&router, spec, &allowance);
+    let last = match admitted.and_then(|admitted| classes.map(|()| admitted)) {
         Ok((last, _)) => last,
         Err(refused) => {
             tracing::error!(run = spec.run, %refused, "run refused");
@@ -125,6 +120,59 @@ pub async fn execute(router: Arc<Router>, spec: &RunSpec, limits: &RunLimits) ->
     report
 }
 
+/// Sets `router` up for `spec`'s run, rank or switch alike: only its frames taken, each
+/// source held to `allowance`, the wall clock dilated and the links emulated as the spec
+/// says, each with its class's physics (a class the network lacks is refused).
+fn set_up(router: &Router, spec: &RunSpec, allowance: &RunAllowance) -> Result<(), RunRefusal> {
+    router.begin_run(spec, allowance);
+    let clock_offset_ns = spec.clock_offsets_ns.get(router.id()).copied().unwrap_or(0);
+    // Before the emulation: every emulated instant of the run reads on the dilated clock.
+    // (A spec with a dilation out of range is refused and runs nothing.)
+    pacing::dilate_wall_clock(spec.dilation.check().map(|()| spec.dilation).unwrap_or_default());
+    router.set_emulation(spec.emulation, clock_offset_ns);
+    router.emulation().set_due_horizon(spec.timeout());
+    Ok(router.set_link_classes(&spec.classes)?)
+}
+
+/// A switch's part in `spec`'s run: it runs no program and holds no data, it forwards
+/// (held to `limits`, the frames the run's schedule passes through it) until the
+/// coordinator ends its part (`end`: once every rank has reported, or when the run
+/// failed) or the run's deadline passes, and reports what it forwarded, frames and bytes
+/// per link of the timed iterations, and their flow when the run is traced. Nothing in
+/// it is verified: the report says `verified: false`, and the coordinator knows a
+/// switch's report for what it is.
+pub async fn forward(router: Arc<Router>, spec: &RunSpec, limits: &RunLimits, end: CancellationToken) -> NodeReport {
+    let (id, p) = (router.id(), router.topology().p());
+    let mut report = NodeReport::empty(spec.run, id);
+    let admitted = spec
+        .validate(p)
+        .map_err(RunRefusal::from)
+        .and_then(|()| Ok(RunAllowance::accept(limits, p, allocator::available_bytes())?));
+    let allowance = admitted.as_ref().map_or_else(|_| RunAllowance::signals_only(p), RunAllowance::clone);
+    if let Err(refused) = admitted.and_then(|_| set_up(&router, spec, &allowance)) {
+        tracing::error!(run = spec.run, %refused, "run refused");
+        report.error = Some(refused.to_string());
+        return report;
+    }
+    // Counted from the first timed iteration on, as the ranks count theirs.
+    router.reset_traffic(spec.warmup);
+    let origin = spec.trace.then(|| router.start_recording());
+    let whole = spec.run_deadline().unwrap_or(spec.timeout());
+    if tokio::time::timeout(whole, end.cancelled()).await.is_err() {
+        report.error = Some(format!("the coordinator did not end this switch's part within the run's {whole:?}"));
+    }
+    let traffic = router.traffic();
+    report.frames_sent = traffic.frames_sent;
+    report.frames_forwarded = traffic.frames_forwarded;
+    report.link_bytes = traffic.link_bytes;
+    if let Some(origin) = origin {
+        let last = spec.total_iterations().and_then(|total| total.checked_sub(1)).unwrap_or(0);
+        let events = router.take_recording().into_iter().filter(|event| event.iteration == last).collect();
+        report.trace = Some(NodeTrace { origin_ns: timebase::ns_at(origin.into_std()), events });
+    }
+    report
+}
+
 /// The first iteration whose result's digest is not `last`'s, if any.
 fn differing_iteration(digests: &[u64], last: u64) -> Option<u32> {
     digests.iter().position(|&digest| digest != last).map(|at| at as u32)
@@ -147,6 +195,9 @@ enum RunRefusal {
     /// The limits sent with the run are not this run's.
     #[error(transparent)]
     Limits(#[from] LimitsRefusal),
+    /// A `--class` names no class of this network's links.
+    #[error(transparent)]
+    Class(#[from] UnknownClass),
 }
 
 /// Something this node could not allocate: what, how large, and what it has available.
@@ -248,7 +299,8 @@ async fn iterate(
         }
         let synchronise = Comm::new(router.clone(), spec.run, iteration, deadline);
         barrier::runtime(&synchronise).await?;
-        let started = if spec.clock_offsets_ns.len() == synchronise.p() {
+        // Offsets of every vertex (a switched network's switches after its ranks).
+        let started = if spec.clock_offsets_ns.len() >= synchronise.p() {
             common_start(&synchronise, &spec.clock_offsets_ns).await?
         } else {
             Instant::now()

@@ -2,7 +2,9 @@
 //! mutual handshake of `handshake`: the node proves the token and refuses a coordinator
 //! that cannot), wires the neighbour links each `Wire` names (dialling higher ids,
 //! admitting lower ones — only the neighbour wired to a slot, proving that link's key),
-//! runs each `Start` and sends the report back. Wiring runs beside the control loop, so
+//! runs each `Start` and sends the report back (a switch of a switched network forwards
+//! instead, until the coordinator ends its part with `Abort`, and reports what it
+//! forwarded). Wiring runs beside the control loop, so
 //! the node keeps answering pings while it waits for its neighbours; a new wiring
 //! closes the old links and aborts a run still going on them.
 
@@ -23,6 +25,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
+use tokio_util::sync::CancellationToken;
 use topocomm_proto::auth::{self, Hello, Key, Purpose};
 use topocomm_proto::codec;
 use topocomm_proto::control::{self, MAX_ORDER_FRAME, NodeReport, ToCoordinator, ToNode, Wiring};
@@ -259,7 +262,8 @@ async fn session(
     let (underway_tx, mut underway) = mpsc::unbounded_channel::<Underway>();
     let mut router: Option<Arc<Router>> = None;
     let mut wiring: Option<JoinHandle<()>> = None;
-    let mut running: Option<(u64, JoinHandle<()>)> = None;
+    // The run in progress: its id, its task, and (at a switch) the end of its part.
+    let mut running: Option<(u64, JoinHandle<()>, CancellationToken)> = None;
     let end = loop {
         tokio::select! {
             message = control.next() => {
@@ -291,21 +295,33 @@ async fn session(
                             }
                             continue;
                         };
-                        if let Some((_, task)) = running.take() {
+                        if let Some((_, task, _)) = running.take() {
                             task.abort();
                         }
                         let done = underway_tx.clone();
                         let run_id = spec.run;
+                        let end = CancellationToken::new();
+                        let ended = end.clone();
                         running = Some((run_id, tokio::spawn(async move {
-                            tracing::info!(run = spec.run, collective = %spec.collective, algorithm = %spec.algorithm, footprint_bytes = limits.footprint_bytes, counted = limits.counted, "run started");
-                            let report = driver::execute(wired, &spec, &limits).await;
+                            tracing::info!(run = spec.run, collective = %spec.collective, algorithm = %spec.algorithm, footprint_bytes = limits.footprint_bytes, counted = limits.counted, switch = is_switch(&wired), "run started");
+                            let report = match is_switch(&wired) {
+                                true => driver::forward(wired, &spec, &limits, ended).await,
+                                false => driver::execute(wired, &spec, &limits).await,
+                            };
                             allocator::release_freed_buffers();
                             tracing::info!(run = spec.run, verified = report.verified, error = ?report.error, "run finished");
                             let _ = done.send(Underway::Report(report));
-                        })));
+                        }), end));
+                    }
+                    // A switch's part of a run ends when the coordinator ends it: it then
+                    // reports what it forwarded (and stays owed to until it has).
+                    ToNode::Abort { run } if router.as_ref().is_some_and(|wired| is_switch(wired)) => {
+                        if let Some((_, _, end)) = running.as_ref().filter(|(id, _, _)| *id == run) {
+                            end.cancel();
+                        }
                     }
                     ToNode::Abort { run } => {
-                        if let Some((_, task)) = running.take_if(|(id, _)| *id == run) {
+                        if let Some((_, task, _)) = running.take_if(|(id, _, _)| *id == run) {
                             task.abort();
                             allocator::release_freed_buffers();
                             tracing::warn!(run, "run aborted by the coordinator");
@@ -375,11 +391,11 @@ fn watch_faults(router: &Router, epoch: u64, underway: mpsc::UnboundedSender<Und
 
 /// Stops whatever runs on the current wiring, and the wiring itself.
 fn stop(
-    running: &mut Option<(u64, JoinHandle<()>)>,
+    running: &mut Option<(u64, JoinHandle<()>, CancellationToken)>,
     wiring: &mut Option<JoinHandle<()>>,
     router: &mut Option<Arc<Router>>,
 ) {
-    if let Some((_, task)) = running.take() {
+    if let Some((_, task, _)) = running.take() {
         task.abort();
     }
     if let Some(task) = wiring.take() {
@@ -388,6 +404,11 @@ fn stop(
     if let Some(old) = router.take() {
         old.shutdown();
     }
+}
+
+/// Whether `router` is a switch's: a vertex of a switched network that only forwards.
+fn is_switch(router: &Router) -> bool {
+    router.topology().is_switch(router.id())
 }
 
 /// Why a node refuses a run it is sent before its links are up.

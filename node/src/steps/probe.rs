@@ -9,8 +9,10 @@
 //!
 //! The partners are a matching of the topology's edges, made greedily in id order:
 //! each node not yet taken pairs with the lowest-numbered neighbour not yet taken
-//! (on a ring, torus or hypercube: 0-1, 2-3, ...). A node left without a partner (one
-//! of an odd ring, say) sits the steps out. Every node sends its own input vector and
+//! (on a ring, torus or hypercube: 0-1, 2-3, ...). On a switched network, where no two
+//! ranks are linked, a rank's neighbours for this are the ranks of its own switch (one
+//! switch between them, the fewest hops two ranks can be apart). A node left without a
+//! partner (one of an odd ring, say) sits the steps out. Every node sends its own input vector and
 //! gets it back; the steps are verified when each node holds exactly its own input.
 
 use bytes::Bytes;
@@ -31,7 +33,7 @@ pub fn partner(topology: &Topology, me: NodeId) -> Option<NodeId> {
         }
         // A lower neighbour still free would have taken this node already, so only
         // higher ones are left.
-        let Some(mate) = (node + 1..p).find(|&other| !taken[other] && topology.is_neighbour(node, other)) else {
+        let Some(mate) = (node + 1..p).find(|&other| !taken[other] && near(topology, node, other)) else {
             continue;
         };
         taken[node] = true;
@@ -44,6 +46,15 @@ pub fn partner(topology: &Topology, me: NodeId) -> Option<NodeId> {
         }
     }
     None
+}
+
+/// Whether ranks `a` and `b` may be partners: linked, or on a switched network hung off
+/// one switch.
+fn near(topology: &Topology, a: NodeId, b: NodeId) -> bool {
+    match topology.switched() {
+        Some(switched) => switched.attachment(a) == switched.attachment(b),
+        None => topology.is_neighbour(a, b),
+    }
 }
 
 /// This node's part of the steps: sends `vector` to its partner, sends back what the
@@ -115,6 +126,25 @@ mod tests {
             }
             let idle = partners.iter().filter(|m| m.is_none()).count();
             assert!(idle <= p / 4, "{topology}: {idle} of {p} nodes sit the step out");
+        }
+    }
+
+    /// On a switched network no two ranks are linked: partners share a switch, two hops
+    /// apart, and every rank of a switch with an even count of them has one.
+    #[test]
+    fn ranks_of_a_switched_network_pair_under_their_switch() {
+        for (kind, p, dims) in [
+            (TopologyKind::FatTree, 16, vec![4]),
+            (TopologyKind::Dragonfly, 12, vec![2, 2, 1]),
+            (TopologyKind::Cluster, 16, vec![4, 4]),
+        ] {
+            let topology = Topology::new(kind, p, Some(&dims)).unwrap();
+            let partners = matching(&topology);
+            for (id, mate) in partners.iter().enumerate() {
+                let mate = mate.unwrap_or_else(|| panic!("{topology}: rank {id} has no partner"));
+                assert_eq!(topology.distance(id, mate), 2, "{topology}: {id} - {mate}");
+                assert_eq!(partners[mate], Some(id), "{topology}: {id} - {mate} is not mutual");
+            }
         }
     }
 

@@ -12,6 +12,7 @@
 //! come from the model, never from when a write happened to finish: timing errors do not
 //! add up. Outside emulated runs every step here is a no-op.
 
+use std::collections::HashMap;
 use std::sync::RwLock;
 use std::time::Duration;
 
@@ -36,6 +37,20 @@ pub struct Emulation {
     due_horizon: RwLock<Option<Duration>>,
     /// The timeline emulated frames are stamped on (the clock delays are measured on).
     timeline: RwLock<Timeline>,
+    /// Each link's own physics, where link classes differ (`--class`).
+    links: RwLock<LinkModels>,
+}
+
+/// The physics of each of a node's links where its links' classes have physics of their
+/// own (`proto::spec::class_models`): the link a frame for each destination leaves on,
+/// and the link from each neighbour. A link neither names has the run's model.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LinkModels {
+    /// By destination rank: the model of the link towards its next hop (its t_s the one
+    /// a message for that destination starts up with here, if it starts here).
+    pub toward: Vec<LinkModel>,
+    /// By neighbour: the model of the link from it.
+    pub from: HashMap<NodeId, LinkModel>,
 }
 
 /// When an emulated link (one direction of it) is next free: each link's writer keeps
@@ -56,7 +71,30 @@ impl Default for Occupancy {
 impl Emulation {
     /// Full speed, with emulated delays measured on `timeline` once a run sets a model.
     pub fn new(timeline: Timeline) -> Self {
-        Emulation { model: RwLock::new(None), due_horizon: RwLock::new(None), timeline: RwLock::new(timeline) }
+        Emulation {
+            model: RwLock::new(None),
+            due_horizon: RwLock::new(None),
+            timeline: RwLock::new(timeline),
+            links: RwLock::default(),
+        }
+    }
+
+    /// Sets each link's own physics for the run that starts ([`LinkModels`]; empty:
+    /// every link has the run's model).
+    pub fn set_links(&self, links: LinkModels) {
+        *self.links.write().expect("link models lock") = links;
+    }
+
+    /// The physics of the link a frame for `dst` leaves on, if links are emulated.
+    fn model_toward(&self, dst: NodeId) -> Option<LinkModel> {
+        let model = self.model()?;
+        Some(self.links.read().expect("link models lock").toward.get(dst).copied().unwrap_or(model))
+    }
+
+    /// The physics of the link from neighbour `peer`, if links are emulated.
+    fn model_from(&self, peer: NodeId) -> Option<LinkModel> {
+        let model = self.model()?;
+        Some(self.links.read().expect("link models lock").from.get(&peer).copied().unwrap_or(model))
     }
 
     /// Sets the link physics for the run that starts (`None`: full speed), and this
@@ -103,11 +141,11 @@ impl Emulation {
         }
     }
 
-    /// When a frame that passes through this node is ready to go on: when its tail
-    /// arrived here (`header.due_ns`), or now if the software got there later than t_h
-    /// allows; now when it carries no due time.
-    pub fn hop_ready(&self, header: &FrameHeader) -> Instant {
-        match self.model().filter(|_| header.due_ns > 0) {
+    /// When a frame that passes through this node, come in from `from`, is ready to go
+    /// on: when its tail arrived here (`header.due_ns`), or now if the software got there
+    /// later than the t_h of the link it came over allows; now when it carries no due time.
+    pub fn hop_ready(&self, header: &FrameHeader, from: NodeId) -> Instant {
+        match self.model_from(from).filter(|_| header.due_ns > 0) {
             Some(model) => self.ready_from(self.timeline().stamped(header.due_ns), model.th_ns),
             None => Instant::now(),
         }
@@ -129,7 +167,8 @@ impl Emulation {
     /// Stamps an algorithm frame leaving a link free from `occupancy` with the instant
     /// its tail reaches the peer ([`link_free_ns`]), and marks the link busy until then.
     pub fn depart(&self, occupancy: &mut Occupancy, outgoing: &mut Outgoing) {
-        let Some(model) = self.model().filter(|_| outgoing.header.tag < SYSTEM_TAG_BASE) else {
+        let Some(model) = self.model_toward(outgoing.header.dst()).filter(|_| outgoing.header.tag < SYSTEM_TAG_BASE)
+        else {
             return;
         };
         let timeline = self.timeline();

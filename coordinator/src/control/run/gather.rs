@@ -16,16 +16,22 @@ use super::{Conductor, RunError, Underway, describe, index, names};
 /// After the first node reports a failure, how much longer the others get.
 const FAILURE_GRACE: Duration = Duration::from_secs(2);
 
+/// How long the switches of a run have to report once its ranks have.
+const SWITCH_REPORTS: Duration = Duration::from_secs(5);
+
 /// How long a run that a node reported a broken link in waits to hear the link's other
 /// end (whose view may name the cause better: a tampered record, say) before it fails.
 const LINK_FAULT_HEARING: Duration = Duration::from_millis(300);
 
 impl Conductor {
     /// Starts `spec` on every participant and gathers one report from each.
-    /// Each node is sent its own row of `limits`.
+    /// Each node is sent its own row of `limits`. The first `ranks` participants run the
+    /// collective; the rest are switches, which forward until their part is ended
+    /// (`Abort`), once every rank has reported, and then report what they forwarded.
     pub(super) async fn start(
         &mut self,
         participants: &[Participant],
+        ranks: usize,
         spec: &RunSpec,
         limits: &[RunLimits],
     ) -> Result<Vec<NodeReport>, RunError> {
@@ -41,7 +47,17 @@ impl Conductor {
         let mut deadline = limits::deadline_after(Instant::now(), whole.saturating_add(FAILURE_GRACE));
         let mut reports: Vec<Option<NodeReport>> = vec![None; participants.len()];
         let mut link_faults: Vec<String> = Vec::new();
+        let mut switches_ended = participants.len() == ranks;
         while reports.iter().any(Option::is_none) {
+            if !switches_ended && reports[..ranks].iter().all(Option::is_some) {
+                // Every rank is done (and so is every frame of the run): the switches
+                // report what they forwarded.
+                switches_ended = true;
+                for switch in &participants[ranks..] {
+                    let _ = switch.sender.send(ToNode::Abort { run: spec.run });
+                }
+                deadline = deadline.min(limits::deadline_after(Instant::now(), SWITCH_REPORTS));
+            }
             let Some(event) = self.next(deadline).await else {
                 break;
             };
@@ -112,7 +128,9 @@ impl Conductor {
             .flatten()
             .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", describe(&participants[r.node]))))
             .collect();
-        let silent: Vec<bool> = reports.iter().map(Option::is_none).collect();
+        // A switch whose part was never ended owes no report yet: the ranks' silence is the news.
+        let silent: Vec<bool> =
+            reports.iter().enumerate().map(|(at, report)| report.is_none() && (at < ranks || switches_ended)).collect();
         if !failures.is_empty() || silent.iter().any(|&s| s) {
             let silent = silent.iter().any(|&s| s).then(|| names(participants, &silent));
             let error = RunError::Failed { run: spec.run, collective: spec.collective, silent, failures };

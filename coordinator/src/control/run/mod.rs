@@ -27,7 +27,7 @@ use topocomm_proto::auth::Key;
 use topocomm_proto::catalogue::{self, NoSuchAlgorithm};
 use topocomm_proto::control::{RunOutcome, RunRequest, SetupTimes, ToCoordinator, ToNode, TopologySpec};
 use topocomm_proto::spec::{Collective, RunSpec, SpecError};
-use topocomm_proto::{Topology, TopologyError};
+use topocomm_proto::{Topology, TopologyError, TopologyKind};
 
 use crate::control::cluster::{Cluster, Event, Incomplete, Participant, SessionId};
 use topocomm_collectives::tuning::Tuning;
@@ -169,12 +169,13 @@ impl Coordinator {
         let asked_at = Instant::now();
         let participants = self.cluster.participants(timeout).await?;
         let mut setup = SetupTimes { ready_ms: asked_at.elapsed().as_secs_f64() * 1e3, wiring_ms: None };
-        let p = participants.len();
-        let topology = Topology::new(request.topology, p, request.dims.as_deref())?;
+        // Every participant is a vertex: the ranks, then a switched network's switches.
+        let topology = topology_on(request.topology, participants.len(), request.dims.as_deref())?;
+        let p = topology.p();
         request.spec.validate(p)?;
         catalogue::check(request.spec.collective, request.spec.algorithm)?;
         let spec = self.tuning.resolve_checked(&request.spec, topology.kind(), p, |spec| {
-            check_memory(spec, &participants, &self.tuning)
+            check_memory(spec, &participants[..p], &self.tuning)
         })?;
         let topology_spec = TopologySpec { kind: topology.kind(), p, dims: topology.dims().to_vec() };
         let sessions: Vec<SessionId> = participants.iter().map(|p| p.session).collect();
@@ -206,7 +207,7 @@ impl Coordinator {
         // A run that fails, or whose caller gives up on it (drops this future: a job
         // cancelled in the lab, a client that left), is aborted on every node.
         let aborting = AbortOnDrop { cluster: &self.cluster, participants: &participants, run: spec.run };
-        match conductor.start(&participants, &spec, &limits).await {
+        match conductor.start(&participants, p, &spec, &limits).await {
             Ok(mut reports) => {
                 // Every node reported: nothing to abort.
                 std::mem::forget(aborting);
@@ -219,6 +220,51 @@ impl Coordinator {
             }
         }
     }
+}
+
+/// The topology of `kind` (shaped by `dims`) whose vertices are `vertices` daemons: all
+/// of them ranks on a direct network; on a switched one, as many ranks as leave the
+/// shape's switches one daemon each (the ranks get ids `0..p`, the switches the rest).
+pub fn topology_on(kind: TopologyKind, vertices: usize, dims: Option<&[usize]>) -> Result<Topology, TopologyError> {
+    if !kind.is_switched() || vertices == 0 {
+        return Topology::new(kind, vertices, dims);
+    }
+    // The smallest network of the shape (its dims refused here if bad).
+    let one = Topology::new(kind, 1, dims)?;
+    let refused = || {
+        let (switches, hosts) = (one.switches(), one.hosts());
+        TopologyError::Invalid(match dims {
+            Some(_) => format!(
+                "{vertices} daemons make no {kind} {}: its {switches} switches take a daemon each and its 1 to \
+                 {hosts} ranks one each, {} to {} daemons",
+                one.describe_dims(),
+                switches + 1,
+                switches + hosts
+            ),
+            None => format!(
+                "{vertices} daemons make no {kind} of the shape its ranks would get: give --dims (the smallest, \
+                 {}, takes {} to {} daemons)",
+                one.describe_dims(),
+                switches + 1,
+                switches + hosts
+            ),
+        })
+    };
+    if dims.is_some() {
+        let p = vertices.checked_sub(one.switches()).filter(|&p| p > 0).ok_or_else(refused)?;
+        return Topology::new(kind, p, dims);
+    }
+    // The default shape grows with p, and the vertices with it: at most one p fits.
+    for p in 1..=vertices {
+        let topology = Topology::new(kind, p, None)?;
+        if topology.vertices() == vertices {
+            return Ok(topology);
+        }
+        if topology.vertices() > vertices {
+            break;
+        }
+    }
+    Err(refused())
 }
 
 /// Aborts a started run when dropped: every node stops it now (not at its own deadline),
@@ -366,6 +412,37 @@ mod tests {
             session: id as u64,
             sender,
         }
+    }
+
+    /// A switched network's daemons are its ranks and then its switches: the ranks are
+    /// the daemons less the shape's switches, and a count no shape of the kind has is
+    /// refused saying what would do.
+    #[test]
+    fn the_ranks_of_a_switched_network_are_its_daemons_less_its_switches() {
+        let ranks = |kind, vertices, dims: Option<&[usize]>| topology_on(kind, vertices, dims).map(|t| t.p());
+        assert_eq!(ranks(TopologyKind::Ring, 8, None), Ok(8));
+        assert_eq!(ranks(TopologyKind::FatTree, 36, Some(&[4])), Ok(16));
+        assert_eq!(ranks(TopologyKind::FatTree, 31, Some(&[4])), Ok(11));
+        assert_eq!(ranks(TopologyKind::Dragonfly, 18, Some(&[2, 2, 1])), Ok(12));
+        assert_eq!(ranks(TopologyKind::Cluster, 21, Some(&[4, 4])), Ok(16));
+        // Without dims, the shape its ranks would get: k = 4 for 16, k = 2 for 2.
+        assert_eq!(ranks(TopologyKind::FatTree, 36, None), Ok(16));
+        assert_eq!(ranks(TopologyKind::FatTree, 7, None), Ok(2));
+        let topology = topology_on(TopologyKind::FatTree, 36, None).unwrap();
+        assert_eq!((topology.dims(), topology.vertices()), (&[4][..], 36));
+        let refused =
+            |kind, vertices, dims: Option<&[usize]>| topology_on(kind, vertices, dims).unwrap_err().to_string();
+        assert_eq!(
+            refused(TopologyKind::FatTree, 20, Some(&[4])),
+            "20 daemons make no fat-tree 4: its 20 switches take a daemon each and its 1 to 16 ranks one each, 21 to 36 \
+             daemons"
+        );
+        assert!(refused(TopologyKind::FatTree, 37, Some(&[4])).starts_with("17 ranks do not fit"));
+        assert_eq!(
+            refused(TopologyKind::FatTree, 5, None),
+            "5 daemons make no fat-tree of the shape its ranks would get: give --dims (the smallest, 2, takes 6 to 7 \
+             daemons)"
+        );
     }
 
     #[test]
