@@ -111,8 +111,13 @@ pub async fn run(args: &TuneArgs) -> anyhow::Result<()> {
         Some(address) => Target::Remote { address: address.clone(), credentials: args.remote.credentials()? },
         None => {
             let logs = args.logs.clone().unwrap_or_else(|| std::env::temp_dir().join("topocomm-logs"));
-            let local = LocalCluster::start(args.nodes, &logs, args.remote.security.encrypt, base.clone()).await?;
-            eprintln!("local cluster: {} node processes, node logs in {}/node-*.log", args.nodes, local.logs.display());
+            let topology = topocomm_proto::Topology::new(args.shape.kind(), args.nodes, args.shape.dims.as_deref())?;
+            let local = LocalCluster::start_for(&topology, &logs, args.remote.security.encrypt, base.clone()).await?;
+            eprintln!(
+                "local cluster: {}, node logs in {}/node-*.log",
+                crate::control::local::processes(&topology),
+                local.logs.display()
+            );
             Target::Local(local)
         }
     };

@@ -84,9 +84,9 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
     };
     let repetition = args.repeat.repetition(false);
     // A local cluster must fit on this machine.
+    let topology = Topology::new(args.shape.kind(), args.nodes, args.shape.dims.as_deref())?;
     let capacity = match args.remote.coordinator {
         None => {
-            Topology::new(args.shape.topology, args.nodes, args.shape.dims.as_deref())?;
             let capacity = Capacity::of_this_machine();
             capacity.check_nodes(args.nodes)?;
             Some(capacity)
@@ -105,10 +105,10 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
         Some(address) => Target::Remote { address: address.clone(), credentials: args.remote.credentials()? },
         None => {
             let logs = local::log_folder(args.logs.as_deref())?;
-            let local = LocalCluster::start(args.nodes, &logs, args.remote.security.encrypt, tuning).await?;
+            let local = LocalCluster::start_for(&topology, &logs, args.remote.security.encrypt, tuning).await?;
             eprintln!(
-                "local cluster: {} node processes, coordinator on {}, node logs in {}/node-*.log",
-                args.nodes,
+                "local cluster: {}, coordinator on {}, node logs in {}/node-*.log",
+                local::processes(&topology),
                 local.address,
                 local.logs.display()
             );
