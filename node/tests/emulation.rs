@@ -10,7 +10,7 @@ use bytes::Bytes;
 use tokio::time::Instant;
 use topocomm_node::in_process::InProcessCluster;
 use topocomm_node::transport::pacing::Clock;
-use topocomm_proto::spec::{Dilation, LinkModel, Routing};
+use topocomm_proto::spec::{Dilation, LinkModel, Ports, Routing};
 use topocomm_proto::{NodeId, Topology, TopologyKind};
 
 const TS: u64 = 200_000;
@@ -18,7 +18,7 @@ const TH: u64 = 20_000;
 const TW_PS: u64 = 10_000; // 10 ns per byte
 
 fn model(routing: Routing, packet_bytes: u32) -> LinkModel {
-    LinkModel { ts_ns: TS, th_ns: TH, tw_ps: TW_PS, routing, packet_bytes }
+    LinkModel { ts_ns: TS, th_ns: TH, tw_ps: TW_PS, routing, packet_bytes, ports: Ports::All }
 }
 
 /// The clocks every case runs on: the virtual clock as it is, and dilated by 3.

@@ -27,7 +27,8 @@ pub const MAX_ORDER_FRAME: usize = 16 * 1024 * 1024;
 /// 3: `ToNode::Start` carries the node's [`RunLimits`] beside the spec.
 /// 4: a node that cannot take part in a run says so with `ToCoordinator::NotStarted`,
 /// which names no node, rather than with a report under a made-up node id.
-pub const PROTOCOL_VERSION: u32 = 4;
+/// 5: the link model carries its port model (`spec::Ports`, one-port or all-port).
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// A topology as the coordinator hands it out: each node rebuilds (and so re-validates) it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,14 +9,14 @@ use clap::Args;
 use topocomm_proto::control::RunRequest;
 use topocomm_proto::schedule::Schedule;
 use topocomm_proto::spec::{
-    Algorithm, Collective, Dilation, DilationError, Dtype, LinkModel, ReduceOp, Routing, RunSpec,
+    Algorithm, Collective, Dilation, DilationError, Dtype, LinkModel, Ports, ReduceOp, Routing, RunSpec,
 };
 use topocomm_proto::{TopologyKind, catalogue};
 
 use crate::control::calibration;
 use crate::control::parse::{
-    ParseError, parse_algorithm, parse_collective, parse_dims, parse_dtype, parse_op, parse_routing, parse_size,
-    parse_time, parse_timeout, parse_topology,
+    ParseError, parse_algorithm, parse_collective, parse_dims, parse_dtype, parse_op, parse_ports, parse_routing,
+    parse_size, parse_time, parse_timeout, parse_topology,
 };
 
 /// The shape to wire.
@@ -126,6 +126,11 @@ pub struct LinkArgs {
     /// Routing of emulated links: sf (store-and-forward) or ct (cut-through packets).
     #[arg(long, default_value = "sf", value_parser = parse_routing)]
     pub routing: Routing,
+    /// Port model of emulated links: `all` (every link of a node carries its own frames
+    /// at once) or `one` (the textbook's: a node sends one frame at a time over all its
+    /// links, and receives one at a time).
+    #[arg(long, default_value = "all", value_parser = parse_ports)]
+    pub ports: Ports,
     /// Cut-through packet size: messages then travel as real packets that every hop passes
     /// on as they arrive. Without it, cut-through is emulated in the limit of small packets
     /// (a hop passes a message on t_h after its tail arrived), free of per-packet overhead.
@@ -286,7 +291,7 @@ pub fn link_models(links: &LinkArgs) -> anyhow::Result<(Option<LinkModel>, Optio
             "--ts auto takes t_h and t_w from the calibration too"
         );
         let fitted = calibration::load()?;
-        return Ok((None, Some(LinkModel { routing: Routing::Sf, ..fitted })));
+        return Ok((None, Some(LinkModel { routing: Routing::Sf, ports: links.ports, ..fitted })));
     }
     let ts = match links.ts {
         Some(Emulated::Picos(ps)) => Some(ps),
@@ -301,6 +306,7 @@ pub fn link_models(links: &LinkArgs) -> anyhow::Result<(Option<LinkModel>, Optio
         tw_ps: links.tw.unwrap_or(0),
         routing: links.routing,
         packet_bytes,
+        ports: links.ports,
     };
     Ok((Some(model), Some(model)))
 }

@@ -100,6 +100,7 @@ pub fn formula(
 mod tests {
     use super::*;
     use crate::tools::model;
+    use topocomm_proto::spec::Ports;
     use topocomm_proto::spec::RunSpec;
 
     /// Every pair with a closed form, at every p up to 256 its topology takes (and a few
@@ -124,7 +125,14 @@ mod tests {
             for (entry, met) in topocomm_proto::catalogue::ENTRIES.iter().zip(&mut met) {
                 for routing in [Routing::Sf, Routing::Ct] {
                     for (th_ns, m) in [(0, 1024u64), (7_000, 8192)] {
-                        let links = LinkModel { ts_ns: 100_000, th_ns, tw_ps: 3_000, routing, packet_bytes: 0 };
+                        let links = LinkModel {
+                            ts_ns: 100_000,
+                            th_ns,
+                            tw_ps: 3_000,
+                            routing,
+                            packet_bytes: 0,
+                            ports: Ports::All,
+                        };
                         let Some(expected) = time_ns(entry.collective, entry.algorithm, topology, m, &links) else {
                             continue;
                         };
