@@ -636,6 +636,41 @@ mod earlier_engine {
         assert!(mismatches.is_empty(), "{} of {compared} cases differ:\n{}", mismatches.len(), mismatches.join("\n"));
     }
 
+    /// One-port, the same: every algorithm on every shape, store-and-forward, where no
+    /// node passes a message on, the emulated links of the routers (their node's one
+    /// output and one input port) and the simulator's give the same time and steps.
+    #[test]
+    fn one_port_the_simulator_gives_what_the_routers_gave() {
+        let model = LinkModel {
+            ts_ns: 100_000,
+            th_ns: 7_000,
+            tw_ps: 3_000,
+            routing: Routing::Sf,
+            packet_bytes: 0,
+            ports: Ports::One,
+        };
+        let (mut mismatches, mut compared) = (Vec::new(), 0);
+        for topology in shapes() {
+            for entry in catalogue::ENTRIES {
+                let spec = RunSpec { size_bytes: 1024, ..RunSpec::new(entry.collective, entry.algorithm) };
+                let Ok(new) = predict(&spec, &topology, model) else { continue };
+                if new.forwarded > 0 {
+                    continue;
+                }
+                let old = predict_on_routers(&spec, &topology, model);
+                compared += 1;
+                if (new.time_ns, new.steps, new.messages) != (old.time_ns, old.steps, old.messages) {
+                    mismatches.push(format!(
+                        "{} {} on {topology}: simulator {} ns {} steps, routers {} ns {} steps",
+                        entry.collective, entry.algorithm, new.time_ns, new.steps, old.time_ns, old.steps
+                    ));
+                }
+            }
+        }
+        assert!(compared > 150, "only {compared} cases compared");
+        assert!(mismatches.is_empty(), "{} of {compared} cases differ:\n{}", mismatches.len(), mismatches.join("\n"));
+    }
+
     /// A linear reduction on a ring of 5 (t_s 100 µs, t_h 7 µs, t_w 3 ns/B, 8 B): node 3's
     /// message to node 0 is relayed by node 4, whose own message to node 0 was ready at
     /// once. The routers' link 4 → 0 carried the relayed frame first, because node 4's
