@@ -24,8 +24,9 @@ pub struct Entry {
     /// Node counts the algorithm serves.
     pub nodes: &'static str,
     /// Communication steps, as a formula in p: the longest chain of messages on the
-    /// topology it is made for (what `run` and `explain` count), except that the linear
-    /// schedules of a root count its p-1 one-port sends (each a chain of one).
+    /// topology it is made for (what `run` and `explain` count), under the port model
+    /// [`Entry::steps_hold_under`] names (either, where it names none; one-port, a node's
+    /// messages through its one port are a chain).
     pub steps: Steps,
     /// Where the algorithm comes from.
     pub source: &'static str,
