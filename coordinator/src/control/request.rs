@@ -163,6 +163,19 @@ pub fn parse_dilation(text: &str) -> Result<Dilating, DilationError> {
 /// Why `--dilation` was refused where links run raw.
 pub const RAW_LINKS_UNDILATED: &str = "--dilation applies to emulated links (--ts, --th, --tw): raw links run at the machine's own speed and are never dilated";
 
+/// Why `--ports one` was refused where links run raw.
+pub const RAW_LINKS_ALL_PORT: &str = "--ports one applies to emulated links (--ts, --th, --tw): raw links carry what the \
+                                      machine carries, on every link at once";
+
+/// The plan of a run that starts nodes: the request `what` describes, refused where it
+/// asks for one-port nodes on raw links, which only emulated links can make one-port
+/// (`explain` and `simulate` model them with their default physics instead).
+pub fn plan_live(what: &CollectiveArgs, repetition: Repetition) -> anyhow::Result<Planned> {
+    let planned = plan(what, repetition)?;
+    anyhow::ensure!(what.links.ports == Ports::All || planned.request.spec.emulation.is_some(), RAW_LINKS_ALL_PORT);
+    Ok(planned)
+}
+
 /// `--ts`: a time in picoseconds, or `auto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Emulated {
