@@ -50,13 +50,27 @@ pub struct Emulation {
 }
 
 /// A one-port node's output and input ports: when each is next free (instants, like
-/// [`Occupancy`]; `None`: free), and the step of the last message through each.
+/// [`Occupancy`]; `None`: free), and the step of the last message through each in the
+/// iteration `iteration` (steps count from 1 again in each iteration).
 #[derive(Debug, Default, Clone, Copy)]
 struct NodePorts {
     output_free_at: Option<Instant>,
     input_free_at: Option<Instant>,
+    iteration: u32,
     output_step: u16,
     input_step: u16,
+}
+
+impl NodePorts {
+    /// The steps of the last messages through the ports, output and input, in the
+    /// iteration of `header`: from 0 when it is a later iteration than the last; `None`
+    /// for a frame of an earlier one, which counts no step.
+    fn steps(&mut self, header: &FrameHeader) -> Option<(&mut u16, &mut u16)> {
+        if header.iteration > self.iteration {
+            (self.iteration, self.output_step, self.input_step) = (header.iteration, 0, 0);
+        }
+        (header.iteration == self.iteration).then_some((&mut self.output_step, &mut self.input_step))
+    }
 }
 
 /// When an emulated link (one direction of it) is next free: each link's writer keeps
@@ -163,8 +177,10 @@ impl Emulation {
     pub fn source_step(&self, header: &mut FrameHeader) {
         if self.one_port(header).is_some() {
             let mut ports = self.ports.lock().expect("ports lock");
-            header.step = port_step(Ports::One, header.step, ports.output_step);
-            ports.output_step = header.step;
+            if let Some((output_step, _)) = ports.steps(header) {
+                header.step = port_step(Ports::One, header.step, *output_step);
+                *output_step = header.step;
+            }
         }
     }
 
@@ -219,8 +235,10 @@ impl Emulation {
     pub fn delivered_step(&self, me: NodeId, header: &mut FrameHeader) {
         if header.dst() == me && header.last && self.one_port(header).is_some() {
             let mut ports = self.ports.lock().expect("ports lock");
-            header.step = port_step(Ports::One, header.step, ports.input_step);
-            ports.input_step = header.step;
+            if let Some((_, input_step)) = ports.steps(header) {
+                header.step = port_step(Ports::One, header.step, *input_step);
+                *input_step = header.step;
+            }
         }
     }
 
