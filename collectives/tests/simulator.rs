@@ -6,11 +6,11 @@ use bytes::Bytes;
 use topocomm_collectives::simulator::spec::{self, Inputs, RunFailure, SimulatedRun};
 use topocomm_collectives::simulator::{Options, SimulationError, simulate};
 use topocomm_proto::catalogue;
-use topocomm_proto::spec::{ClassPhysics, Collective, Dtype, LinkModel, ReduceOp, Routing, RunSpec};
+use topocomm_proto::spec::{ClassPhysics, Collective, Dtype, LinkModel, Ports, ReduceOp, Routing, RunSpec};
 use topocomm_proto::{Topology, TopologyKind};
 
 fn links(routing: Routing, packet_bytes: u32) -> LinkModel {
-    LinkModel { ts_ns: 50_000, th_ns: 3_000, tw_ps: 2_500, routing, packet_bytes }
+    LinkModel { ts_ns: 50_000, th_ns: 3_000, tw_ps: 2_500, routing, packet_bytes, ports: Ports::All }
 }
 
 fn shapes() -> Vec<Topology> {

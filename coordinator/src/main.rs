@@ -117,7 +117,7 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     check_outputs(&args)?;
     lab::check_built("--html", args.html.as_deref())?;
     let repetition = args.repeat.repetition(args.dump.is_some());
-    let mut planned = request::plan(&args.what, repetition)?;
+    let mut planned = request::plan_live(&args.what, repetition)?;
     // Traces and diagrams draw the run's own message flow, gathered from every node.
     planned.request.spec.trace = args.trace.is_some() || args.diagram.is_some() || args.html.is_some();
     if let Some(path) = &args.goal {

@@ -123,12 +123,12 @@ const SHIFT: u64 = 3;
 
 /// The step count `topocomm list` gives every algorithm is the longest chain of
 /// messages that `explain` (and `run`) count in its schedule, on the topology it is made
-/// for (a torus for the grid algorithms) at p = 16 and 64 — except the linear schedules
-/// of a root, whose p-1 counts the root's one-port sends, each a chain of one.
+/// for (a torus for the grid algorithms) at p = 16 and 64, under the port model `list`
+/// names beside it (`--ports`), or under both where it names none.
 #[test]
 fn listed_step_counts_are_the_chains_explain_counts() {
     use topocomm_proto::catalogue::ENTRIES;
-    use topocomm_proto::spec::{Algorithm, Collective};
+    use topocomm_proto::spec::Ports;
     use topocomm_proto::topology::TopologyKind;
 
     let scratch = Scratch::new("step-counts");
@@ -136,33 +136,33 @@ fn listed_step_counts_are_the_chains_explain_counts() {
     for entry in ENTRIES {
         let topology =
             if entry.made_for.includes(TopologyKind::Torus) { TopologyKind::Torus } else { entry.made_for.first() };
-        let one_port = entry.algorithm == Algorithm::Linear
-            && matches!(
-                entry.collective,
-                Collective::Broadcast | Collective::Reduce | Collective::Scatter | Collective::Gather
-            );
-        for p in [16, 64] {
+        let models = match entry.steps_hold_under() {
+            Some(ports) => vec![ports],
+            None => vec![Ports::One, Ports::All],
+        };
+        for (p, ports) in [16, 64].into_iter().flat_map(|p| models.iter().map(move |&ports| (p, ports))) {
             let Some(listed) = entry.steps.chain(p, SHIFT) else { continue };
-            let expected = if one_port { 1..=1 } else { listed };
             let words = format!(
-                "explain {} -a {} -t {topology} -n {p} -s 1KiB --shift {SHIFT} --json",
+                "explain {} -a {} -t {topology} -n {p} -s 1KiB --shift {SHIFT} --ports {ports} --json",
                 entry.collective, entry.algorithm
             );
             let finished = topocomm_in(&scratch, &words);
             assert!(finished.status.success(), "topocomm {words} failed:\n{}", seen(&finished));
             let explained: serde_json::Value = serde_json::from_str(&finished.stdout).expect("explain prints JSON");
+            assert_eq!(explained["ports"], ports.to_string(), "explain says its port model");
             let steps = explained["steps"].as_u64().expect("explain says its steps");
             assert!(
-                expected.contains(&steps),
-                "{} by {} on a {topology} of {p}: `list` says {:?}, {expected:?} steps, but its schedule is {steps} deep",
+                listed.contains(&steps),
+                "{} by {} on a {topology} of {p}, {ports}-port: `list` says {}, {listed:?} steps, but its schedule \
+                 is {steps} deep",
                 entry.collective,
                 entry.algorithm,
-                entry.steps
+                entry.steps_text()
             );
             checked += 1;
         }
     }
-    assert!(checked >= 2 * 40, "only {checked} step counts were checked");
+    assert!(checked >= 3 * 40, "only {checked} step counts were checked");
 }
 
 #[test]

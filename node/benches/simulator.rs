@@ -26,7 +26,7 @@ use topocomm_collectives::algorithms::schedule::goal;
 use topocomm_collectives::simulator::Options;
 use topocomm_collectives::simulator::spec::{self, Inputs};
 use topocomm_node::in_process::time_on_routers;
-use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Routing, RunSpec};
+use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Ports, Routing, RunSpec};
 use topocomm_proto::{Topology, TopologyKind};
 
 /// Which engine a case runs on.
@@ -57,7 +57,7 @@ struct Case {
 /// t_w 1 ns/B; the tori add t_h 1 µs.
 fn links(case: &Case) -> LinkModel {
     let th_ns = if case.kind == TopologyKind::Torus { 1_000 } else { 0 };
-    LinkModel { ts_ns: 10_000, th_ns, tw_ps: 1_000, routing: case.routing, packet_bytes: 0 }
+    LinkModel { ts_ns: 10_000, th_ns, tw_ps: 1_000, routing: case.routing, packet_bytes: 0, ports: Ports::All }
 }
 
 const SIZE: u64 = 8;

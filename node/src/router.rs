@@ -497,6 +497,11 @@ impl Router {
         if self.counts(&header) {
             self.counters.sent.fetch_add(1, Ordering::Relaxed);
         }
+        let mut header = header;
+        if dst != self.id {
+            // Under one-port, a step after the last message through the output port.
+            self.emulation.source_step(&mut header);
+        }
         self.record(FlowKind::Send, &header, payload.len(), (dst != self.id).then(|| self.next_hop[dst]));
         let ready_at = self.emulation.source_ready(ready_at);
         if dst == self.id {

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use tokio::time::Instant;
 use topocomm_node::in_process::InProcessCluster;
 use topocomm_node::transport::pacing::Clock;
-use topocomm_proto::spec::{Dilation, LinkModel, Routing};
+use topocomm_proto::spec::{Dilation, LinkModel, Ports, Routing};
 use topocomm_proto::{NodeId, Topology, TopologyKind};
 
 const TS: u64 = 200_000;
@@ -18,7 +18,7 @@ const TH: u64 = 20_000;
 const TW_PS: u64 = 10_000; // 10 ns per byte
 
 fn model(routing: Routing, packet_bytes: u32) -> LinkModel {
-    LinkModel { ts_ns: TS, th_ns: TH, tw_ps: TW_PS, routing, packet_bytes }
+    LinkModel { ts_ns: TS, th_ns: TH, tw_ps: TW_PS, routing, packet_bytes, ports: Ports::All }
 }
 
 /// The clocks every case runs on: the virtual clock as it is, and dilated by 3.
@@ -146,6 +146,29 @@ async fn a_node_sends_on_two_links_at_once() {
     let one = elapsed_ns(8, Some(model(Routing::Sf, 1024)), &[(0, 1, m)]).await;
     let both = elapsed_ns(8, Some(model(Routing::Sf, 1024)), &[(0, 1, m), (0, 7, m)]).await;
     assert_eq!(one, both);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_one_port_node_sends_on_one_link_at_a_time_and_receives_on_one() {
+    // The same two sends as above: one-port, the second waits for the node's one output
+    // port, t_s + t_h + t_w m after the first; two messages for one node likewise wait
+    // for its one input port. A third on a link of its own, from another node to
+    // another, is not held back.
+    let m = 10_000usize;
+    let message = TS + TH + m as u64 * TW_PS / 1000;
+    let one_port = Some(LinkModel { ports: Ports::One, ..model(Routing::Sf, 0) });
+    assert_eq!(elapsed_ns(8, one_port, &[(0, 1, m)]).await, message);
+    assert_eq!(elapsed_ns(8, one_port, &[(0, 1, m), (0, 7, m)]).await, 2 * message);
+    assert_eq!(elapsed_ns(8, one_port, &[(1, 0, m), (7, 0, m)]).await, 2 * message);
+    assert_eq!(elapsed_ns(8, one_port, &[(0, 1, m), (0, 7, m), (3, 4, m)]).await, 2 * message);
+    assert_eq!(elapsed_ns(8, one_port, &[(0, 1, m), (0, 7, m), (2, 1, m)]).await, 2 * message);
+    // Relayed, a message passes through the relay's output port too: 0 -> 2 through
+    // node 1, whose port is busy with its own message of 2m to node 0 until
+    // t_s + t_h + 2 t_w m; all-port the relay would go on at once over the other link.
+    let transfer = m as u64 * TW_PS / 1000;
+    let relayed = [(1, 0, 2 * m), (0, 2, m)];
+    assert_eq!(elapsed_ns(8, Some(model(Routing::Sf, 0)), &relayed).await, TS + 2 * TH + 2 * transfer);
+    assert_eq!(elapsed_ns(8, one_port, &relayed).await, TS + 2 * TH + 3 * transfer);
 }
 
 /// Node 1 takes a message from node 0, works for `work_ns` (emulated), and sends one on

@@ -14,7 +14,7 @@ use topocomm_collectives::simulator::Options;
 use topocomm_collectives::simulator::spec::{self, Inputs};
 use topocomm_node::in_process::InProcessCluster;
 use topocomm_proto::schedule::{Program, Schedule};
-use topocomm_proto::spec::{Algorithm, Dtype, LinkModel, ReduceOp, Routing, RunSpec};
+use topocomm_proto::spec::{Algorithm, Dtype, LinkModel, Ports, ReduceOp, Routing, RunSpec};
 use topocomm_proto::{Topology, TopologyKind};
 
 fn path(name: &str) -> PathBuf {
@@ -48,7 +48,7 @@ fn spec_of(program: &Program, run: u64, dtype: Dtype, op: ReduceOp) -> RunSpec {
 }
 
 fn links() -> LinkModel {
-    LinkModel { ts_ns: 20_000, th_ns: 1_000, tw_ps: 1_000, routing: Routing::Sf, packet_bytes: 0 }
+    LinkModel { ts_ns: 20_000, th_ns: 1_000, tw_ps: 1_000, routing: Routing::Sf, packet_bytes: 0, ports: Ports::All }
 }
 
 fn shapes(p: usize) -> Vec<Topology> {

@@ -16,7 +16,7 @@ use topocomm_collectives::simulator::Options;
 use topocomm_collectives::simulator::spec::{self as simulated, Inputs};
 use topocomm_node::in_process::{InProcessCluster, time_on_routers};
 use topocomm_proto::catalogue;
-use topocomm_proto::spec::{Algorithm, ClassPhysics, Collective, LinkModel, Routing, RunSpec};
+use topocomm_proto::spec::{Algorithm, ClassPhysics, Collective, LinkModel, Ports, Routing, RunSpec};
 
 use topocomm_proto::{Topology, TopologyKind};
 
@@ -69,7 +69,8 @@ fn classes_of(topology: &Topology) -> Vec<ClassPhysics> {
 fn emulated_links_have_their_classes_physics_as_in_the_simulator() {
     for topology in networks() {
         for routing in [Routing::Sf, Routing::Ct] {
-            let model = LinkModel { ts_ns: 100_000, th_ns: 10_000, tw_ps: 1_000, routing, packet_bytes: 0 };
+            let model =
+                LinkModel { ts_ns: 100_000, th_ns: 10_000, tw_ps: 1_000, routing, packet_bytes: 0, ports: Ports::All };
             for collective in [Collective::Broadcast, Collective::Reduce, Collective::Shift] {
                 let algorithm = catalogue::default_algorithm(collective, topology.kind());
                 let plain = RunSpec { size_bytes: 64 << 10, ..RunSpec::new(collective, algorithm) };
@@ -155,7 +156,8 @@ async fn elapsed_ns(topology: &Topology, model: LinkModel, sends: &[(NodeId, Nod
 async fn messages_for_one_port_of_a_switch_wait_for_each_other() {
     const BYTES: usize = 10_000;
     let topology = Topology::new(TopologyKind::Cluster, 8, Some(&[2, 4])).unwrap();
-    let model = LinkModel { ts_ns: 1_000, th_ns: 100, tw_ps: 1_000, routing: Routing::Sf, packet_bytes: 0 };
+    let model =
+        LinkModel { ts_ns: 1_000, th_ns: 100, tw_ps: 1_000, routing: Routing::Sf, packet_bytes: 0, ports: Ports::All };
     let transfer = model.transfer_ns(BYTES);
     // Core -> memory switch -> core: two hops, store-and-forward.
     let one = elapsed_ns(&topology, model, &[(0, 2, BYTES)]).await;

@@ -24,7 +24,7 @@ use topocomm_node::transport::stream::StreamLink;
 use topocomm_node::transport::{Endpoint, Link, Outgoing};
 use topocomm_proto::catalogue::default_algorithm;
 use topocomm_proto::frame::{DEFAULT_MAX_FRAME, Frame, FrameHeader};
-use topocomm_proto::spec::{Collective, LinkModel, Routing, RunSpec};
+use topocomm_proto::spec::{Collective, LinkModel, Ports, Routing, RunSpec};
 use topocomm_proto::{NodeId, Topology, TopologyKind};
 
 /// An endpoint that keeps what arrives (with when, on tokio's clock) and why its link
@@ -240,7 +240,7 @@ async fn a_dropped_outbox_closes_the_link() {
 
 /// t_s 50 µs, t_h 20 µs, t_w 10 ns/B (on the virtual clock one emulated ns lasts 1 ms).
 fn physics(routing: Routing) -> LinkModel {
-    LinkModel { ts_ns: 50_000, th_ns: 20_000, tw_ps: 10_000, routing, packet_bytes: 0 }
+    LinkModel { ts_ns: 50_000, th_ns: 20_000, tw_ps: 10_000, routing, packet_bytes: 0, ports: Ports::All }
 }
 
 #[tokio::test(start_paused = true)]

@@ -10,7 +10,7 @@
 //! closed forms, the simulator's memory estimate and docs/running.md read it, and each
 //! has a test that fails when it is out of step with it.
 
-use crate::spec::{Algorithm, Collective, Routing};
+use crate::spec::{Algorithm, Collective, Ports, Routing};
 use crate::topology::TopologyKind;
 use std::ops::RangeInclusive;
 
@@ -24,8 +24,9 @@ pub struct Entry {
     /// Node counts the algorithm serves.
     pub nodes: &'static str,
     /// Communication steps, as a formula in p: the longest chain of messages on the
-    /// topology it is made for (what `run` and `explain` count), except that the linear
-    /// schedules of a root count its p-1 one-port sends (each a chain of one).
+    /// topology it is made for (what `run` and `explain` count), under the port model
+    /// [`Entry::steps_hold_under`] names (either, where it names none; one-port, a node's
+    /// messages through its one port are a chain).
     pub steps: Steps,
     /// Where the algorithm comes from.
     pub source: &'static str,
@@ -34,6 +35,37 @@ pub struct Entry {
     pub holds: Holds,
     /// The textbook's closed form of its time, where one applies.
     pub closed_form: Option<ClosedForm>,
+}
+
+impl Entry {
+    /// The port model [`Entry::steps`] holds under ([`Ports`]): `None` where it holds
+    /// under either, as on every schedule whose nodes use one link at a time. The linear
+    /// schedules of a root count its p - 1 sends (or receives) one after the other, as
+    /// [GGKK 4.1]'s one-port nodes make them; the ring's and the grid's broadcast and
+    /// reduction start both ways around at once ([KGGK94 3.2]: "source sends message on
+    /// both outgoing links"), a step more one-port on an odd ring; the ring's scatter and
+    /// gather count their root's two halves one after the other, a step fewer all-port on
+    /// an odd ring; the broadcast by scatter and all-gather counts its all-gather's steps
+    /// from where each node's scatter left it, which one-port is later. The tests hold each
+    /// count under its model, and under the other where it names one, to a different one.
+    pub fn steps_hold_under(&self) -> Option<Ports> {
+        match (self.collective, self.algorithm) {
+            (C::Broadcast | C::Reduce | C::Scatter | C::Gather, A::Linear) => Some(Ports::One),
+            (C::Broadcast | C::Reduce, A::Ring | A::Mesh) => Some(Ports::All),
+            (C::Scatter | C::Gather, A::Ring) => Some(Ports::One),
+            (C::Broadcast, A::ScatterAllgather) => Some(Ports::All),
+            _ => None,
+        }
+    }
+
+    /// [`Entry::steps`] as `topocomm list` prints it: the formula, and the port model
+    /// it holds under where only one.
+    pub fn steps_text(&self) -> String {
+        match self.steps_hold_under() {
+            Some(ports) => format!("{} ({})", self.steps, ports.describe()),
+            None => self.steps.to_string(),
+        }
+    }
 }
 
 /// What a node of an algorithm holds while it runs, beyond its input, its result and
@@ -101,6 +133,16 @@ impl ClosedForm {
             F::HypercubeTree | F::HypercubeGather | F::HypercubeExchange | F::HypercubePersonalized | F::TreeScan => {
                 TopologyKind::Hypercube
             }
+        }
+    }
+
+    /// The port model the form holds under: `None` for either. The ring's and the
+    /// torus's broadcast tree send both ways at once from the root ([KGGK94 3.2]): one-port,
+    /// an odd ring's second half starts a message later.
+    pub fn ports(self) -> Option<Ports> {
+        match self {
+            ClosedForm::RingTree | ClosedForm::TorusTree => Some(Ports::All),
+            _ => None,
         }
     }
 

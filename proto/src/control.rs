@@ -28,7 +28,8 @@ pub const MAX_ORDER_FRAME: usize = 16 * 1024 * 1024;
 /// 4: a node that cannot take part in a run says so with `ToCoordinator::NotStarted`,
 /// which names no node, rather than with a report under a made-up node id.
 /// 5: a spec carries the physics of classes of links (`RunSpec::classes`), and a topology
-/// may be switched (fat-tree, dragonfly, cluster).
+/// may be switched (fat-tree, dragonfly, cluster); the link model carries its port model
+/// (`spec::Ports`, one-port or all-port).
 pub const PROTOCOL_VERSION: u32 = 5;
 
 /// A topology as the coordinator hands it out: each node rebuilds (and so re-validates) it.

@@ -22,7 +22,7 @@ use topocomm_proto::control::{
 };
 use topocomm_proto::flow::{FlowEvent, FlowKind};
 use topocomm_proto::frame::{Frame, FrameHeader};
-use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Routing, RunSpec};
+use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Ports, Routing, RunSpec};
 use topocomm_proto::topology::TopologyKind;
 
 /// The system allocator, noting the largest single allocation each thread asks for (so a
@@ -351,7 +351,14 @@ fn wiring() -> Wiring {
 fn spec() -> RunSpec {
     RunSpec {
         size_bytes: 64,
-        emulation: Some(LinkModel { ts_ns: 1000, th_ns: 100, tw_ps: 10_000, routing: Routing::Ct, packet_bytes: 1024 }),
+        emulation: Some(LinkModel {
+            ts_ns: 1000,
+            th_ns: 100,
+            tw_ps: 10_000,
+            routing: Routing::Ct,
+            packet_bytes: 1024,
+            ports: Ports::All,
+        }),
         clock_offsets_ns: vec![0, -5, 12],
         ..RunSpec::new(Collective::Allreduce, Algorithm::Ring)
     }

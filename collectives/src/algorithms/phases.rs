@@ -292,7 +292,7 @@ mod tests {
         use crate::simulator::Options;
         use crate::simulator::spec::{Inputs, run};
         use topocomm_proto::catalogue::ENTRIES;
-        use topocomm_proto::spec::{LinkModel, Routing, RunSpec};
+        use topocomm_proto::spec::{LinkModel, Ports, Routing, RunSpec};
         use topocomm_proto::{Topology, TopologyKind};
 
         let listed: Vec<u8> =
@@ -304,7 +304,14 @@ mod tests {
             Topology::new(TopologyKind::Mesh, 6, Some(&[2, 3])),
             Topology::new(TopologyKind::Hypercube, 8, None),
         ];
-        let links = LinkModel { ts_ns: 1_000, th_ns: 0, tw_ps: 1_000, routing: Routing::Sf, packet_bytes: 0 };
+        let links = LinkModel {
+            ts_ns: 1_000,
+            th_ns: 0,
+            tw_ps: 1_000,
+            routing: Routing::Sf,
+            packet_bytes: 0,
+            ports: Ports::All,
+        };
         let mut messages = 0;
         for topology in shapes.into_iter().map(|shape| shape.expect("a valid shape")) {
             for entry in ENTRIES {

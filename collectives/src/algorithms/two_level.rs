@@ -224,14 +224,14 @@ mod tests {
     use proptest::prelude::*;
     use topocomm_proto::flow::{FlowEvent, FlowKind};
     use topocomm_proto::reference;
-    use topocomm_proto::spec::{Algorithm, Collective, Dtype, LinkModel, ReduceOp, Routing, RunSpec};
+    use topocomm_proto::spec::{Algorithm, Collective, Dtype, LinkModel, Ports, ReduceOp, Routing, RunSpec};
     use topocomm_proto::{Topology, TopologyKind};
 
     use super::*;
     use crate::simulator::{self, Options, simulate};
 
     const LINKS: LinkModel =
-        LinkModel { ts_ns: 1_000, th_ns: 100, tw_ps: 1_000, routing: Routing::Sf, packet_bytes: 0 };
+        LinkModel { ts_ns: 1_000, th_ns: 100, tw_ps: 1_000, routing: Routing::Sf, packet_bytes: 0, ports: Ports::All };
     /// Every two-level schedule, by the names the catalogue gives them.
     const CASES: [(Collective, Algorithm); 5] = [
         (Collective::Broadcast, Algorithm::TwoLevel),

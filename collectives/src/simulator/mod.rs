@@ -552,6 +552,7 @@ mod tests {
             tw_ps: 1_000,
             routing: topocomm_proto::spec::Routing::Sf,
             packet_bytes: 0,
+            ports: topocomm_proto::spec::Ports::All,
         };
         let run = |stop_after: Option<usize>| {
             let live = Arc::new(LiveCounts::default());

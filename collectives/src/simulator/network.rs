@@ -15,7 +15,7 @@ use bytes::Bytes;
 use rustc_hash::FxHashMap;
 use topocomm_proto::flow::{FlowEvent, FlowKind};
 use topocomm_proto::frame::{FrameHeader, SYSTEM_TAG_BASE, Tag};
-use topocomm_proto::spec::LinkModel;
+use topocomm_proto::spec::{LinkModel, Ports as PortModel};
 use topocomm_proto::{NodeId, Topology, TopologyKind};
 
 use super::event_queue::EventQueue;
@@ -24,7 +24,10 @@ use super::store::{Chunked, Slab};
 use super::watch::{Watch, Watched};
 use crate::comm::mailbox::Delivery;
 use crate::comm::payload::{Payload, concat};
-use crate::physics::{first_link_model, head_ready_ns, link_free_ns, ready_after, split_into_packets};
+use crate::physics::{
+    first_link_model, head_ready_ns, link_free_ns, occupancy_ns, port_step, ready_after, received_ns, sender_free_ns,
+    split_into_packets,
+};
 
 /// One direction of a link: when it is free to carry the next frame, and what it carried.
 #[derive(Debug, Default, Clone, Copy)]
@@ -32,6 +35,17 @@ pub struct LinkState {
     free_ns: u64,
     /// Header and payload bytes of the frames it carried.
     pub bytes: u64,
+}
+
+/// A one-port node's two ports ([`PortModel::One`]): when its output port is free to send
+/// the next frame over any of its links and its input port to take the next from any,
+/// and the step of the last message through each ([`port_step`]).
+#[derive(Debug, Default, Clone, Copy)]
+struct NodePorts {
+    output_free_ns: u64,
+    input_free_ns: u64,
+    output_step: u16,
+    input_step: u16,
 }
 
 /// What the network holds for one node, in 20 bytes and no allocation of its own: its
@@ -237,6 +251,9 @@ pub struct Network {
     /// The packets of messages whose last packet has not come, by (node, source, tag).
     partial: FxHashMap<(u32, u32, Tag), Vec<Bytes>>,
     links: Links,
+    /// Every node's ports under one-port (`None` under all-port, where each link direction
+    /// is on its own: nothing more to hold).
+    node_ports: Option<Vec<NodePorts>>,
     busiest: Busiest,
     /// Messages sent and taken so far, by any node (see [`Network::only_waits`]).
     acted: u64,
@@ -266,6 +283,7 @@ impl Network {
         // A switch has a state too, though nothing is ever delivered to it.
         let nodes = huge_pages::vec_of(topology.vertices(), |_| NodeState::EMPTY);
         let links = Links::new(&topology);
+        let node_ports = (model.ports == PortModel::One).then(|| vec![NodePorts::default(); topology.vertices()]);
         Network {
             topology,
             model,
@@ -278,6 +296,7 @@ impl Network {
             more_waiting: FxHashMap::default(),
             partial: FxHashMap::default(),
             links,
+            node_ports,
             busiest: Busiest::default(),
             acted: 0,
             entering: 0,
@@ -351,7 +370,7 @@ impl Network {
                     self.entering -= 1;
                     self.carry(from as NodeId, to as NodeId, event.header, event.payload, ready_ns)
                 }
-                EventKind::Deliver { node } => self.deliver(node as NodeId, event.header, event.payload),
+                EventKind::Deliver { node } => self.deliver(node as NodeId, event.header, event.payload, true),
             }
         }
     }
@@ -375,10 +394,17 @@ impl Network {
             self.totals.messages += 1;
         }
         let next = (dst != me).then(|| self.topology.next_hop(me, dst));
+        let mut header = header;
+        if let (Some(node_ports), Some(_), true) = (&mut self.node_ports, next, algorithm) {
+            // One output port: this message follows the node's last one through it.
+            let port = &mut node_ports[me];
+            header.step = port_step(PortModel::One, header.step, port.output_step);
+            port.output_step = header.step;
+        }
         self.record(FlowKind::Send, me, &header, payload.len(), next);
         let ready_ns = if causal_ns > 0 { ready_after(causal_ns, self.now_ns, self.model.ts_ns) } else { self.now_ns };
         let Some(next) = next else {
-            self.deliver(me, FrameHeader { due_ns: ready_ns, ..header }, payload.into_bytes());
+            self.deliver(me, FrameHeader { due_ns: ready_ns, ..header }, payload.into_bytes(), false);
             return Ok(());
         };
         let model = algorithm.then_some(self.model);
@@ -532,7 +558,10 @@ impl Network {
 
     /// The link `from` → `to` carries a frame whose head is ready now: once the link is
     /// free (one transfer at a time), for t_s, t_h and t_w · bytes as the physics says.
-    /// Its tail reaches `to` then, which delivers it or passes it on.
+    /// Its tail reaches `to` then, which delivers it or passes it on. Under one-port the
+    /// frame also waits for `from`'s output port and is taken in by `to`'s input port one
+    /// frame after another ([`sender_free_ns`], [`received_ns`]), in the order frames
+    /// enter links.
     fn carry(&mut self, from: NodeId, to: NodeId, header: FrameHeader, payload: Bytes, ready_ns: u64) {
         let now = self.now_ns;
         let physics = header.tag < SYSTEM_TAG_BASE;
@@ -555,8 +584,21 @@ impl Network {
         let mut arrived = header;
         if physics {
             link.bytes += (FrameHeader::ENCODED_LEN + payload.len()) as u64;
-            link.free_ns = link_free_ns(&model, &header, payload.len(), ready_ns, link.free_ns);
-            arrived.due_ns = link.free_ns.max(now);
+            match &mut self.node_ports {
+                None => {
+                    link.free_ns = link_free_ns(&model, &header, payload.len(), ready_ns, link.free_ns);
+                    arrived.due_ns = link.free_ns.max(now);
+                }
+                Some(node_ports) => {
+                    let free_ns = sender_free_ns(PortModel::One, link.free_ns, node_ports[from].output_free_ns);
+                    link.free_ns = link_free_ns(&model, &header, payload.len(), ready_ns, free_ns);
+                    node_ports[from].output_free_ns = link.free_ns;
+                    let occupancy = occupancy_ns(&model, &header, payload.len());
+                    let input = &mut node_ports[to].input_free_ns;
+                    *input = received_ns(PortModel::One, link.free_ns.max(now), occupancy, *input);
+                    arrived.due_ns = *input;
+                }
+            }
             self.busiest.counted((from, to), link.bytes);
         }
         self.totals.frame_hops += 1;
@@ -571,8 +613,10 @@ impl Network {
     }
 
     /// A frame for node `me` is released: a whole message goes to the mailbox (waking a
-    /// receive that waits for it); a packet waits for the rest of its message.
-    fn deliver(&mut self, me: NodeId, header: FrameHeader, payload: Bytes) {
+    /// receive that waits for it); a packet waits for the rest of its message. One that
+    /// came over a link (`by_link`) to a one-port node is a step after the last message
+    /// its input port took.
+    fn deliver(&mut self, me: NodeId, header: FrameHeader, payload: Bytes, by_link: bool) {
         let (src, tag) = (header.src, header.tag);
         let payload = if header.packet == 0 && header.last {
             payload
@@ -584,6 +628,12 @@ impl Network {
             }
             concat(&self.partial.remove(&(me as u32, src, tag)).expect("the packets so far"))
         };
+        let mut header = header;
+        if let (Some(node_ports), true, true) = (&mut self.node_ports, by_link, header.tag < SYSTEM_TAG_BASE) {
+            let port = &mut node_ports[me];
+            header.step = port_step(PortModel::One, header.step, port.input_step);
+            port.input_step = header.step;
+        }
         self.record(FlowKind::Deliver, me, &header, payload.len(), None);
         if let Some(watch) = &mut self.watch {
             watch.delivered(me, &header, payload.len());
@@ -646,6 +696,7 @@ mod tests {
             tw_ps: 1_000,
             routing: topocomm_proto::spec::Routing::Sf,
             packet_bytes: 0,
+            ports: PortModel::All,
         };
         let header = |tag| FrameHeader {
             run: 0,

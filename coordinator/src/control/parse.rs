@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use bytesize::ByteSize;
 use topocomm_proto::TopologyKind;
-use topocomm_proto::spec::{Algorithm, ClassPhysics, Collective, Dtype, MAX_TIMEOUT, ReduceOp, Routing};
+use topocomm_proto::spec::{Algorithm, ClassPhysics, Collective, Dtype, MAX_TIMEOUT, Ports, ReduceOp, Routing};
 
 /// Why a typed value was refused; the message is what the user reads.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,6 +59,10 @@ pub fn parse_algorithm(text: &str) -> Result<Algorithm, ParseError> {
 
 pub fn parse_routing(text: &str) -> Result<Routing, ParseError> {
     parse_named("routing", text)
+}
+
+pub fn parse_ports(text: &str) -> Result<Ports, ParseError> {
+    parse_named("port model", text)
 }
 
 pub fn parse_dtype(text: &str) -> Result<Dtype, ParseError> {

@@ -9,14 +9,14 @@ use clap::Args;
 use topocomm_proto::control::RunRequest;
 use topocomm_proto::schedule::Schedule;
 use topocomm_proto::spec::{
-    Algorithm, ClassPhysics, Collective, Dilation, DilationError, Dtype, LinkModel, ReduceOp, Routing, RunSpec,
+    Algorithm, ClassPhysics, Collective, Dilation, DilationError, Dtype, LinkModel, Ports, ReduceOp, Routing, RunSpec,
 };
 use topocomm_proto::{Topology, TopologyKind, catalogue};
 
 use crate::control::calibration;
 use crate::control::parse::{
-    ParseError, parse_algorithm, parse_class, parse_collective, parse_dims, parse_dtype, parse_op, parse_routing,
-    parse_size, parse_time, parse_timeout, parse_topology,
+    ParseError, parse_algorithm, parse_class, parse_collective, parse_dims, parse_dtype, parse_op, parse_ports,
+    parse_routing, parse_size, parse_time, parse_timeout, parse_topology,
 };
 
 /// The shape to wire.
@@ -177,6 +177,11 @@ pub struct LinkArgs {
     /// Routing of emulated links: sf (store-and-forward) or ct (cut-through packets).
     #[arg(long, default_value = "sf", value_parser = parse_routing)]
     pub routing: Routing,
+    /// Port model of emulated links: `all` (every link of a node carries its own frames
+    /// at once) or `one` (the textbook's: a node sends one frame at a time over all its
+    /// links, and receives one at a time).
+    #[arg(long, default_value = "all", value_parser = parse_ports)]
+    pub ports: Ports,
     /// Cut-through packet size: messages then travel as real packets that every hop passes
     /// on as they arrive. Without it, cut-through is emulated in the limit of small packets
     /// (a hop passes a message on t_h after its tail arrived), free of per-packet overhead.
@@ -208,6 +213,19 @@ pub fn parse_dilation(text: &str) -> Result<Dilating, DilationError> {
 
 /// Why `--dilation` was refused where links run raw.
 pub const RAW_LINKS_UNDILATED: &str = "--dilation applies to emulated links (--ts, --th, --tw): raw links run at the machine's own speed and are never dilated";
+
+/// Why `--ports one` was refused where links run raw.
+pub const RAW_LINKS_ALL_PORT: &str = "--ports one applies to emulated links (--ts, --th, --tw): raw links carry what the \
+                                      machine carries, on every link at once";
+
+/// The plan of a run that starts nodes: the request `what` describes, refused where it
+/// asks for one-port nodes on raw links, which only emulated links can make one-port
+/// (`explain` and `simulate` model them with their default physics instead).
+pub fn plan_live(what: &CollectiveArgs, repetition: Repetition) -> anyhow::Result<Planned> {
+    let planned = plan(what, repetition)?;
+    anyhow::ensure!(what.links.ports == Ports::All || planned.request.spec.emulation.is_some(), RAW_LINKS_ALL_PORT);
+    Ok(planned)
+}
 
 /// `--ts`: a time in picoseconds, or `auto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -345,7 +363,7 @@ pub fn link_models(links: &LinkArgs) -> anyhow::Result<(Option<LinkModel>, Optio
             "--ts auto takes t_h and t_w from the calibration too"
         );
         let fitted = calibration::load()?;
-        return Ok((None, Some(LinkModel { routing: Routing::Sf, ..fitted })));
+        return Ok((None, Some(LinkModel { routing: Routing::Sf, ports: links.ports, ..fitted })));
     }
     let ts = match links.ts {
         Some(Emulated::Picos(ps)) => Some(ps),
@@ -360,6 +378,7 @@ pub fn link_models(links: &LinkArgs) -> anyhow::Result<(Option<LinkModel>, Optio
         tw_ps: links.tw.unwrap_or(0),
         routing: links.routing,
         packet_bytes,
+        ports: links.ports,
     };
     Ok((Some(model), Some(model)))
 }

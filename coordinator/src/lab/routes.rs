@@ -14,7 +14,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use strum::IntoEnumIterator;
-use topocomm_proto::spec::{Collective, Dtype, ReduceOp, Routing};
+use topocomm_proto::spec::{Collective, Dtype, Ports, ReduceOp, Routing};
 use topocomm_proto::{Topology, TopologyKind, catalogue};
 
 use crate::lab::access::{self, Refusal};
@@ -152,7 +152,7 @@ async fn cluster(State(lab): State<Arc<Lab>>) -> Json<Value> {
 }
 
 /// What the form offers: every collective with its algorithms, and the names of the
-/// topologies, element types, operators and routings.
+/// topologies, element types, operators, routings and port models.
 async fn catalogue_json() -> Json<Value> {
     let collectives: Vec<Value> = Collective::iter()
         .map(|c| {
@@ -167,6 +167,7 @@ async fn catalogue_json() -> Json<Value> {
         "dtypes": names(Dtype::iter().map(|d| d.to_string()).collect()),
         "ops": names(ReduceOp::iter().map(|o| o.to_string()).collect()),
         "routings": names(Routing::iter().map(|r| r.to_string()).collect()),
+        "ports": names(Ports::iter().map(|p| p.to_string()).collect()),
     })))
 }
 

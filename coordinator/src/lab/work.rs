@@ -73,7 +73,7 @@ pub async fn prepare(lab: &Lab, kind: Kind, args: &[String]) -> Result<Job, Prep
     match kind {
         Kind::Run => {
             let parsed: RunWords = words::parse("run", args)?;
-            let mut planned = request::plan(&parsed.what, parsed.repeat.repetition(false)).map_err(cli)?;
+            let mut planned = request::plan_live(&parsed.what, parsed.repeat.repetition(false)).map_err(cli)?;
             // The page animates the run's own message flow, gathered from every node.
             planned.request.spec.trace = true;
             let request = &planned.request;

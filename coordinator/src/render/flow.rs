@@ -10,7 +10,7 @@ use serde_json::json;
 use topocomm_proto::Topology;
 use topocomm_proto::control::RunOutcome;
 use topocomm_proto::flow::FlowEvent;
-use topocomm_proto::spec::{LinkModel, Routing, RunSpec};
+use topocomm_proto::spec::{LinkModel, Ports, Routing, RunSpec};
 
 #[cfg(feature = "pictures")]
 use crate::render::diagram::{self, DiagramMeta};
@@ -141,7 +141,8 @@ fn run_flow<'a>(
         "this run gathered no flow events; give the links physics (--ts/--th/--tw) to draw the cost model's \
          schedule in time, or --steps for the diagram by step"
     );
-    let nominal = LinkModel { ts_ns: 1000, th_ns: 0, tw_ps: 0, routing: Routing::Sf, packet_bytes: 1024 };
+    let nominal =
+        LinkModel { ts_ns: 1000, th_ns: 0, tw_ps: 0, routing: Routing::Sf, packet_bytes: 1024, ports: Ports::All };
     let events = schedule(&outcome.spec, topology, nominal)?;
     Ok(Flow { events: std::borrow::Cow::Owned(events), source: "cost model's schedule".to_owned(), routing })
 }

@@ -111,7 +111,7 @@ pub fn messages(events: &[FlowEvent]) -> Vec<Message> {
 pub(crate) mod tests {
     use crate::tools::model::{self, Prediction};
 
-    use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Routing, RunSpec};
+    use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Ports, Routing, RunSpec};
     use topocomm_proto::{Topology, TopologyKind};
 
     use super::*;
@@ -126,7 +126,8 @@ pub(crate) mod tests {
         routing: Routing,
     ) -> (Topology, Prediction) {
         let topology = Topology::new(kind, p, None).unwrap();
-        let links = LinkModel { ts_ns: 200_000, th_ns: 20_000, tw_ps: 10_000, routing, packet_bytes: 1024 };
+        let links =
+            LinkModel { ts_ns: 200_000, th_ns: 20_000, tw_ps: 10_000, routing, packet_bytes: 1024, ports: Ports::All };
         let spec = RunSpec { size_bytes: size, emulation: Some(links), ..RunSpec::new(collective, algorithm) };
         let prediction = model::predict(&spec, &topology, links).unwrap();
         (topology, prediction)

@@ -8,7 +8,7 @@ use anyhow::Context;
 use bytesize::ByteSize;
 use serde::Serialize;
 use topocomm_proto::control::{RunOutcome, SetupTimes};
-use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Routing};
+use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Ports, Routing};
 use topocomm_proto::{NodeId, Topology};
 
 use crate::render::dilation::Dilated;
@@ -133,6 +133,8 @@ pub struct LinkPhysics {
     pub tw_ns_per_byte: f64,
     pub routing: Routing,
     pub packet_bytes: u32,
+    /// The port model: "one" (one send and one receive at a time per node) or "all".
+    pub ports: Ports,
     /// Whether the links were emulated with these (else they were only used to predict).
     pub emulated: bool,
 }
@@ -145,8 +147,18 @@ impl LinkPhysics {
             tw_ns_per_byte: model.tw_ps as f64 / 1e3,
             routing: model.routing,
             packet_bytes: model.packet_bytes,
+            ports: model.ports,
             emulated,
         }
+    }
+}
+
+/// ", one-port" after the routing under the one-port model; nothing under all-port (what
+/// every link model was before there was a choice, so that those outputs stay as they were).
+pub fn one_port_words(ports: Ports) -> &'static str {
+    match ports {
+        Ports::One => ", one-port",
+        Ports::All => "",
     }
 }
 
@@ -292,8 +304,9 @@ pub fn table(summary: &RunSummary) -> String {
     ]);
     let model = match (summary.model_us, summary.model_ratio, &summary.links) {
         (Some(model), ratio, Some(links)) => format!(
-            "\nmodel ({}, t_s {} µs, t_h {} µs, t_w {} ns/B{}): {model:.1} µs; measured median / model = {}; {}",
+            "\nmodel ({}{}, t_s {} µs, t_h {} µs, t_w {} ns/B{}): {model:.1} µs; measured median / model = {}; {}",
             links.routing,
+            one_port_words(links.ports),
             links.ts_us,
             links.th_us,
             links.tw_ns_per_byte,

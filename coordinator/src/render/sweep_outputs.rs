@@ -85,7 +85,8 @@ pub fn header(asked: &SweepAsked, topology: &Topology, links: Option<&LinkPhysic
 /// The link physics as the header and the plot title say it.
 pub fn physics(l: &LinkPhysics) -> String {
     let routing = l.routing.to_string().to_uppercase();
-    format!("{routing}, t_s {} us, t_h {} us, t_w {} ns/B", l.ts_us, l.th_us, l.tw_ns_per_byte)
+    let ports = crate::render::report::one_port_words(l.ports);
+    format!("{routing}{ports}, t_s {} us, t_h {} us, t_w {} ns/B", l.ts_us, l.th_us, l.tw_ns_per_byte)
 }
 
 /// The CSV of the points, a header line first.

@@ -124,7 +124,7 @@ pub fn list(args: &ListArgs) -> anyhow::Result<()> {
                 e.algorithm.to_string(),
                 e.made_for.to_string(),
                 e.nodes.to_owned(),
-                e.steps.to_string(),
+                e.steps_text(),
                 e.source.to_owned(),
             ]
         })
@@ -142,6 +142,9 @@ pub fn list(args: &ListArgs) -> anyhow::Result<()> {
         .filter(|leaner| args.collective.is_none_or(|c| c == leaner.collective))
         .map(|leaner| format!("{} by {} instead of {}", leaner.collective, leaner.algorithm, leaner.instead_of))
         .collect();
+    let steps = "steps: the longest chain of messages on the topology the algorithm is made for, under either \
+                 port model unless one is named (one-port: a node sends one message at a time, over any of its links, \
+                 and receives one; all-port: every link at once; `--ports`).";
     let auto = format!(
         "default: the algorithm made for the topology. --algorithm auto: the first rule below that matches the run, \
          else the default; where its pick does not fit in the nodes' memory, {}. Rules from {} (each with the \
@@ -150,7 +153,7 @@ pub fn list(args: &ListArgs) -> anyhow::Result<()> {
         tuning.source_name(),
     );
     output::print(format!(
-        "{}\n{auto}\n{}",
+        "{}\n{steps}\n{auto}\n{}",
         render_table(args.markdown, &header, &rows),
         render_table(args.markdown, &RULE_HEADER, &rules)
     ))

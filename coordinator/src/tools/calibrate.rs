@@ -20,7 +20,7 @@ use clap::Args;
 use serde::Serialize;
 use topocomm_proto::TopologyKind;
 use topocomm_proto::control::RunRequest;
-use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Routing, RunSpec};
+use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Ports, Routing, RunSpec};
 
 use crate::control::calibration;
 use crate::control::local::{self, LocalCluster};
@@ -104,6 +104,7 @@ impl Fit {
             tw_ps: (self.tw_ns_per_byte * 1e3).round() as u64,
             routing: Routing::Sf,
             packet_bytes: LinkModel::DEFAULT_PACKET,
+            ports: Ports::All,
         }
     }
 }

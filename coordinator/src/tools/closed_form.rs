@@ -7,14 +7,21 @@
 //! hold the two equal to the nanosecond at every p they reach.
 
 use topocomm_proto::catalogue::{self, ClosedForm};
-use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Routing};
+use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Ports, Routing};
 use topocomm_proto::{Topology, TopologyKind};
 
 /// The closed form the catalogue gives `collective` by `algorithm`, where it holds: on
 /// `kind` under `routing`.
-fn form(collective: Collective, algorithm: Algorithm, kind: TopologyKind, routing: Routing) -> Option<ClosedForm> {
+fn form(
+    collective: Collective,
+    algorithm: Algorithm,
+    kind: TopologyKind,
+    routing: Routing,
+    ports: Ports,
+) -> Option<ClosedForm> {
     let form = catalogue::find(collective, algorithm)?.closed_form?;
-    (form.topology() == kind && form.routing() == routing).then_some(form)
+    (form.topology() == kind && form.routing() == routing && form.ports().is_none_or(|only| only == ports))
+        .then_some(form)
 }
 
 /// The closed form's time, in nanoseconds, of `collective` by `algorithm` on `topology`
@@ -31,7 +38,7 @@ pub fn time_ns(
     if model.packet_bytes > 0 {
         return None;
     }
-    let form = form(collective, algorithm, topology.kind(), model.routing)?;
+    let form = form(collective, algorithm, topology.kind(), model.routing, model.ports)?;
     let p = topology.p() as u64;
     let (ts, th) = (model.ts_ns, model.th_ns);
     // t_w · bytes, exact whenever t_w is a whole number of picoseconds per byte times
@@ -92,8 +99,9 @@ pub fn formula(
     algorithm: Algorithm,
     kind: TopologyKind,
     routing: Routing,
+    ports: Ports,
 ) -> Option<&'static str> {
-    form(collective, algorithm, kind, routing).map(ClosedForm::formula)
+    form(collective, algorithm, kind, routing, ports).map(ClosedForm::formula)
 }
 
 #[cfg(test)]
@@ -102,14 +110,20 @@ mod tests {
     use crate::tools::model;
     use topocomm_proto::spec::RunSpec;
 
+    /// Both port models: every closed form is checked under each it holds under.
+    const PORTS: [Ports; 2] = [Ports::All, Ports::One];
+
     /// Every pair with a closed form, at every p up to 256 its topology takes (and a few
-    /// shapes of torus), both sizes, with and without t_h: the simulator gives exactly the
-    /// closed form, and every closed form of the catalogue is met somewhere. `simulate`'s
+    /// shapes of torus), both sizes, with and without t_h, one-port and all-port: the
+    /// simulator gives exactly the closed form wherever the form holds under the port
+    /// model, every closed form of the catalogue is met somewhere, and one that names a
+    /// port model misses under the other somewhere. `simulate`'s
     /// benchmark holds them at p = 65,536 as well.
     #[test]
     fn the_simulator_meets_every_closed_form_exactly() {
         let (mut checked, mut mismatches) = (0, Vec::new());
         let mut met = vec![false; topocomm_proto::catalogue::ENTRIES.len()];
+        let mut other_model_differs = met.clone();
         let mut shapes: Vec<Topology> = Vec::new();
         for p in [2usize, 3, 4, 5, 8, 9, 16, 33, 64, 256] {
             shapes.push(Topology::new(TopologyKind::Ring, p, None).expect("a ring"));
@@ -121,21 +135,32 @@ mod tests {
             shapes.push(Topology::new(TopologyKind::Torus, dims[0] * dims[1], Some(&dims)).expect("a torus"));
         }
         for topology in &shapes {
-            for (entry, met) in topocomm_proto::catalogue::ENTRIES.iter().zip(&mut met) {
-                for routing in [Routing::Sf, Routing::Ct] {
+            for ((entry, met), other_model_differs) in
+                topocomm_proto::catalogue::ENTRIES.iter().zip(&mut met).zip(&mut other_model_differs)
+            {
+                for (routing, ports) in [Routing::Sf, Routing::Ct].into_iter().flat_map(|r| PORTS.map(|p| (r, p))) {
                     for (th_ns, m) in [(0, 1024u64), (7_000, 8192)] {
-                        let links = LinkModel { ts_ns: 100_000, th_ns, tw_ps: 3_000, routing, packet_bytes: 0 };
+                        let links = LinkModel { ts_ns: 100_000, th_ns, tw_ps: 3_000, routing, packet_bytes: 0, ports };
+                        let spec = RunSpec { size_bytes: m, ..RunSpec::new(entry.collective, entry.algorithm) };
                         let Some(expected) = time_ns(entry.collective, entry.algorithm, topology, m, &links) else {
+                            // A form that holds all-port only must fail one-port somewhere.
+                            let all_port = LinkModel { ports: Ports::All, ..links };
+                            if let Some(all_port_form) =
+                                time_ns(entry.collective, entry.algorithm, topology, m, &all_port)
+                            {
+                                let got = model::predict(&spec, topology, links).expect("a prediction").time_ns;
+                                *other_model_differs |= got != all_port_form;
+                            }
                             continue;
                         };
-                        assert!(formula(entry.collective, entry.algorithm, topology.kind(), routing).is_some());
-                        let spec = RunSpec { size_bytes: m, ..RunSpec::new(entry.collective, entry.algorithm) };
+                        assert!(formula(entry.collective, entry.algorithm, topology.kind(), routing, ports).is_some());
                         let got = model::predict(&spec, topology, links).expect("a prediction").time_ns;
                         checked += 1;
                         *met = true;
                         if got != expected {
                             mismatches.push(format!(
-                                "{} {} on {topology}, m = {m}, {routing}, t_h {th_ns}: simulator {got}, closed form {expected}",
+                                "{} {} on {topology}, m = {m}, {routing}, {ports}-port, t_h {th_ns}: simulator {got}, \
+                                 closed form {expected}",
                                 entry.collective, entry.algorithm
                             ));
                         }
@@ -144,9 +169,16 @@ mod tests {
             }
         }
         assert!(checked > 200, "only {checked} cases have a closed form");
-        for (entry, met) in topocomm_proto::catalogue::ENTRIES.iter().zip(met) {
+        for ((entry, met), differs) in topocomm_proto::catalogue::ENTRIES.iter().zip(met).zip(other_model_differs) {
             if let Some(form) = entry.closed_form {
                 assert!(met, "{} {}: its closed form ({form:?}) held on no shape", entry.collective, entry.algorithm);
+                assert!(
+                    form.ports().is_none() || differs,
+                    "{} {}: its closed form ({form:?}) says it holds {:?} only, but held under the other model too",
+                    entry.collective,
+                    entry.algorithm,
+                    form.ports()
+                );
             }
         }
         assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));

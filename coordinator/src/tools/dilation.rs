@@ -361,11 +361,18 @@ fn needs_text(factor: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use topocomm_proto::spec::Ports;
     use topocomm_proto::spec::Routing;
 
     /// t_s 200 µs, t_h 20 µs, t_w 10 ns/B: the physics.
-    const LINKS: LinkModel =
-        LinkModel { ts_ns: 200_000, th_ns: 20_000, tw_ps: 10_000, routing: Routing::Sf, packet_bytes: 0 };
+    const LINKS: LinkModel = LinkModel {
+        ts_ns: 200_000,
+        th_ns: 20_000,
+        tw_ps: 10_000,
+        routing: Routing::Sf,
+        packet_bytes: 0,
+        ports: Ports::All,
+    };
 
     /// A probe of 8-byte steps released `release_us` late, moved in `cold_us`.
     fn figures(release_us: f64, cold_us: f64, long: Option<Steps>) -> ProbeFigures {

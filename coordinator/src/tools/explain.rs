@@ -22,7 +22,7 @@ use serde_json::json;
 use topocomm_collectives::simulator::spec::RunFailure;
 use topocomm_collectives::simulator::{LiveCounts, SimulationError};
 use topocomm_proto::flow::{FlowEvent, FlowKind};
-use topocomm_proto::spec::{Algorithm, LinkModel, Routing, RunSpec};
+use topocomm_proto::spec::{Algorithm, LinkModel, Ports, Routing, RunSpec};
 use topocomm_proto::{NodeId, Topology, catalogue};
 
 use crate::control::request::{self, CollectiveArgs, Emulated, LinkArgs, Repetition};
@@ -239,6 +239,7 @@ pub fn physics(predict_with: Option<LinkModel>, links: &LinkArgs) -> anyhow::Res
         tw_ps: DEFAULT_TW_PS,
         routing: links.routing,
         packet_bytes,
+        ports: links.ports,
     };
     Ok((model, PhysicsSource::Default))
 }
@@ -333,8 +334,12 @@ fn physics_text(links: &LinkModel, source: PhysicsSource) -> String {
         PhysicsSource::Calibrated => " (from `topocomm calibrate`)",
         PhysicsSource::Default => " (defaults: no --ts/--th/--tw given)",
     };
+    let ports = match links.ports {
+        Ports::One => ", one-port (a node sends one message at a time and receives one)",
+        Ports::All => "",
+    };
     format!(
-        "links: {routing}; t_s {}, t_h {}, t_w {} ns/B{origin}",
+        "links: {routing}{ports}; t_s {}, t_h {}, t_w {} ns/B{origin}",
         short_micros(links.ts_ns),
         short_micros(links.th_ns),
         links.tw_ps as f64 / 1e3
@@ -434,6 +439,7 @@ pub(crate) fn to_json(x: &Explained) -> serde_json::Value {
         "size_bytes": x.spec.size_bytes,
         "root": x.spec.collective.has_root().then_some(x.spec.root),
         "routing": links.routing.to_string(),
+        "ports": links.ports.to_string(),
         "physics": {
             "ts_ns": links.ts_ns,
             "th_ns": links.th_ns,

@@ -87,7 +87,7 @@ pub fn predict_counted(
 mod tests {
     use super::*;
     use topocomm_proto::TopologyKind;
-    use topocomm_proto::spec::{Algorithm, Collective, Routing};
+    use topocomm_proto::spec::{Algorithm, Collective, Ports, Routing};
 
     /// Link physics in whole nanoseconds (t_w per byte), so every product is whole.
     #[derive(Debug, Clone, Copy)]
@@ -110,7 +110,14 @@ mod tests {
 
     impl Physics {
         fn links(self, routing: Routing, packet_bytes: u32) -> LinkModel {
-            LinkModel { ts_ns: self.ts, th_ns: self.th, tw_ps: self.tw * 1000, routing, packet_bytes }
+            LinkModel {
+                ts_ns: self.ts,
+                th_ns: self.th,
+                tw_ps: self.tw * 1000,
+                routing,
+                packet_bytes,
+                ports: Ports::All,
+            }
         }
 
         fn sf(self) -> LinkModel {
@@ -469,7 +476,7 @@ mod earlier_engine {
     use topocomm_node::in_process::{RouterTiming, time_on_routers};
     use topocomm_proto::TopologyKind;
     use topocomm_proto::catalogue;
-    use topocomm_proto::spec::{Collective, Routing};
+    use topocomm_proto::spec::{Collective, Ports, Routing};
 
     /// Predicts `spec` the earlier way.
     pub fn predict_on_routers(spec: &RunSpec, topology: &Topology, model: LinkModel) -> Prediction {
@@ -505,7 +512,14 @@ mod earlier_engine {
             for kind in [TopologyKind::Ring, TopologyKind::Torus, TopologyKind::Hypercube] {
                 let topology = Topology::new(kind, p, None).expect("a valid shape");
                 for routing in [Routing::Sf, Routing::Ct] {
-                    let model = LinkModel { ts_ns: 200_000, th_ns: 20_000, tw_ps: 10_000, routing, packet_bytes: 0 };
+                    let model = LinkModel {
+                        ts_ns: 200_000,
+                        th_ns: 20_000,
+                        tw_ps: 10_000,
+                        routing,
+                        packet_bytes: 0,
+                        ports: Ports::All,
+                    };
                     // Every collective but barrier and ping-pong, as bench-model's default.
                     for collective in Collective::iter() {
                         if matches!(collective, Collective::Barrier | Collective::PingPong) {
@@ -563,9 +577,30 @@ mod earlier_engine {
     #[test]
     fn without_relays_the_simulator_gives_what_the_routers_gave() {
         let links = [
-            LinkModel { ts_ns: 100_000, th_ns: 7_000, tw_ps: 3_000, routing: Routing::Sf, packet_bytes: 0 },
-            LinkModel { ts_ns: 100_000, th_ns: 7_000, tw_ps: 3_000, routing: Routing::Ct, packet_bytes: 0 },
-            LinkModel { ts_ns: 100_000, th_ns: 7_000, tw_ps: 3_000, routing: Routing::Ct, packet_bytes: 256 },
+            LinkModel {
+                ts_ns: 100_000,
+                th_ns: 7_000,
+                tw_ps: 3_000,
+                routing: Routing::Sf,
+                packet_bytes: 0,
+                ports: Ports::All,
+            },
+            LinkModel {
+                ts_ns: 100_000,
+                th_ns: 7_000,
+                tw_ps: 3_000,
+                routing: Routing::Ct,
+                packet_bytes: 0,
+                ports: Ports::All,
+            },
+            LinkModel {
+                ts_ns: 100_000,
+                th_ns: 7_000,
+                tw_ps: 3_000,
+                routing: Routing::Ct,
+                packet_bytes: 256,
+                ports: Ports::All,
+            },
         ];
         let (mut mismatches, mut compared, mut relayed) = (Vec::new(), 0, 0);
         for topology in shapes() {
@@ -601,6 +636,41 @@ mod earlier_engine {
         assert!(mismatches.is_empty(), "{} of {compared} cases differ:\n{}", mismatches.len(), mismatches.join("\n"));
     }
 
+    /// One-port, the same: every algorithm on every shape, store-and-forward, where no
+    /// node passes a message on, the emulated links of the routers (their node's one
+    /// output and one input port) and the simulator's give the same time and steps.
+    #[test]
+    fn one_port_the_simulator_gives_what_the_routers_gave() {
+        let model = LinkModel {
+            ts_ns: 100_000,
+            th_ns: 7_000,
+            tw_ps: 3_000,
+            routing: Routing::Sf,
+            packet_bytes: 0,
+            ports: Ports::One,
+        };
+        let (mut mismatches, mut compared) = (Vec::new(), 0);
+        for topology in shapes() {
+            for entry in catalogue::ENTRIES {
+                let spec = RunSpec { size_bytes: 1024, ..RunSpec::new(entry.collective, entry.algorithm) };
+                let Ok(new) = predict(&spec, &topology, model) else { continue };
+                if new.forwarded > 0 {
+                    continue;
+                }
+                let old = predict_on_routers(&spec, &topology, model);
+                compared += 1;
+                if (new.time_ns, new.steps, new.messages) != (old.time_ns, old.steps, old.messages) {
+                    mismatches.push(format!(
+                        "{} {} on {topology}: simulator {} ns {} steps, routers {} ns {} steps",
+                        entry.collective, entry.algorithm, new.time_ns, new.steps, old.time_ns, old.steps
+                    ));
+                }
+            }
+        }
+        assert!(compared > 150, "only {compared} cases compared");
+        assert!(mismatches.is_empty(), "{} of {compared} cases differ:\n{}", mismatches.len(), mismatches.join("\n"));
+    }
+
     /// A linear reduction on a ring of 5 (t_s 100 µs, t_h 7 µs, t_w 3 ns/B, 8 B): node 3's
     /// message to node 0 is relayed by node 4, whose own message to node 0 was ready at
     /// once. The routers' link 4 → 0 carried the relayed frame first, because node 4's
@@ -612,7 +682,14 @@ mod earlier_engine {
     #[test]
     fn a_link_serves_frames_in_the_order_they_become_ready() {
         let topology = Topology::new(TopologyKind::Ring, 5, None).expect("a ring");
-        let model = LinkModel { ts_ns: 100_000, th_ns: 7_000, tw_ps: 3_000, routing: Routing::Sf, packet_bytes: 0 };
+        let model = LinkModel {
+            ts_ns: 100_000,
+            th_ns: 7_000,
+            tw_ps: 3_000,
+            routing: Routing::Sf,
+            packet_bytes: 0,
+            ports: Ports::All,
+        };
         let spec =
             RunSpec { size_bytes: 8, ..RunSpec::new(Collective::Reduce, topocomm_proto::spec::Algorithm::Linear) };
         let new = predict(&spec, &topology, model).expect("a prediction");

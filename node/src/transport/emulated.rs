@@ -11,19 +11,28 @@
 //! receiver's wake-up happen while the emulated link is busy, and the schedule's instants
 //! come from the model, never from when a write happened to finish: timing errors do not
 //! add up. Outside emulated runs every step here is a no-op.
+//!
+//! Under the one-port model ([`Ports::One`]) the node's links share one output port and
+//! one input port, kept here for the whole node rather than by each link: a frame leaves
+//! once both its link and the output port are free ([`sender_free_ns`]), and is in once
+//! the input port has taken the frames that came before it ([`received_ns`]); each
+//! message through a port is a step after the last ([`port_step`]). The same rules the
+//! simulator applies, served in the order frames reach the ports here.
 
 use std::collections::HashMap;
-use std::sync::RwLock;
+use std::sync::{Mutex, RwLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
 use topocomm_proto::NodeId;
 use topocomm_proto::frame::{FrameHeader, SYSTEM_TAG_BASE};
-use topocomm_proto::spec::LinkModel;
+use topocomm_proto::spec::{LinkModel, Ports};
 
 use topocomm_collectives::comm::fault::LinkFault;
 use topocomm_collectives::comm::payload::Payload;
-use topocomm_collectives::physics::{link_free_ns, ready_after, split_into_packets};
+use topocomm_collectives::physics::{
+    link_free_ns, occupancy_ns, port_step, ready_after, received_ns, sender_free_ns, split_into_packets,
+};
 
 use super::Outgoing;
 use crate::transport::pacing::{Clock, Timeline};
@@ -39,6 +48,8 @@ pub struct Emulation {
     timeline: RwLock<Timeline>,
     /// Each link's own physics, where link classes differ (`--class`).
     links: RwLock<LinkModels>,
+    /// The node's two ports under one-port (unused under all-port), made anew each run.
+    ports: Mutex<NodePorts>,
 }
 
 /// The physics of each of a node's links where its links' classes have physics of their
@@ -51,6 +62,30 @@ pub struct LinkModels {
     pub toward: Vec<LinkModel>,
     /// By neighbour: the model of the link from it.
     pub from: HashMap<NodeId, LinkModel>,
+}
+
+/// A one-port node's output and input ports: when each is next free (instants, like
+/// [`Occupancy`]; `None`: free), and the step of the last message through each in the
+/// iteration `iteration` (steps count from 1 again in each iteration).
+#[derive(Debug, Default, Clone, Copy)]
+struct NodePorts {
+    output_free_at: Option<Instant>,
+    input_free_at: Option<Instant>,
+    iteration: u32,
+    output_step: u16,
+    input_step: u16,
+}
+
+impl NodePorts {
+    /// The steps of the last messages through the ports, output and input, in the
+    /// iteration of `header`: from 0 when it is a later iteration than the last; `None`
+    /// for a frame of an earlier one, which counts no step.
+    fn steps(&mut self, header: &FrameHeader) -> Option<(&mut u16, &mut u16)> {
+        if header.iteration > self.iteration {
+            (self.iteration, self.output_step, self.input_step) = (header.iteration, 0, 0);
+        }
+        (header.iteration == self.iteration).then_some((&mut self.output_step, &mut self.input_step))
+    }
 }
 
 /// When an emulated link (one direction of it) is next free: each link's writer keeps
@@ -76,6 +111,7 @@ impl Emulation {
             due_horizon: RwLock::new(None),
             timeline: RwLock::new(timeline),
             links: RwLock::default(),
+            ports: Mutex::new(NodePorts::default()),
         }
     }
 
@@ -101,6 +137,7 @@ impl Emulation {
     /// node's clock offset from the coordinator's (how its timeline reads).
     pub fn set(&self, model: Option<LinkModel>, clock_offset_ns: i64) {
         *self.model.write().expect("emulation lock") = model;
+        *self.ports.lock().expect("ports lock") = NodePorts::default();
         let mut timeline = self.timeline.write().expect("timeline lock");
         *timeline = timeline.with_offset(clock_offset_ns);
     }
@@ -164,8 +201,26 @@ impl Emulation {
         split_into_packets(self.model(), header, payload)
     }
 
+    /// The model in force for an algorithm frame under one-port, if both.
+    fn one_port(&self, header: &FrameHeader) -> Option<LinkModel> {
+        self.model().filter(|model| model.ports == Ports::One && header.tag < SYSTEM_TAG_BASE)
+    }
+
+    /// The step of a message this node sends to another: under one-port, one after the
+    /// last through its output port ([`port_step`]); its own otherwise.
+    pub fn source_step(&self, header: &mut FrameHeader) {
+        if self.one_port(header).is_some() {
+            let mut ports = self.ports.lock().expect("ports lock");
+            if let Some((output_step, _)) = ports.steps(header) {
+                header.step = port_step(Ports::One, header.step, *output_step);
+                *output_step = header.step;
+            }
+        }
+    }
+
     /// Stamps an algorithm frame leaving a link free from `occupancy` with the instant
-    /// its tail reaches the peer ([`link_free_ns`]), and marks the link busy until then.
+    /// its tail reaches the peer ([`link_free_ns`]), and marks the link busy until then
+    /// (and under one-port the node's output port, which it waited for too).
     pub fn depart(&self, occupancy: &mut Occupancy, outgoing: &mut Outgoing) {
         let Some(model) = self.model_toward(outgoing.header.dst()).filter(|_| outgoing.header.tag < SYSTEM_TAG_BASE)
         else {
@@ -174,10 +229,52 @@ impl Emulation {
         let timeline = self.timeline();
         let header = &outgoing.header;
         let ready_ns = timeline.ns(outgoing.ready_at);
-        let free_ns = link_free_ns(&model, header, outgoing.payload.len(), ready_ns, timeline.ns(occupancy.free_at));
+        let link_free = timeline.ns(occupancy.free_at);
+        let free_ns = match model.ports {
+            Ports::All => link_free_ns(&model, header, outgoing.payload.len(), ready_ns, link_free),
+            Ports::One => {
+                let mut ports = self.ports.lock().expect("ports lock");
+                let port_free = ports.output_free_at.map_or(0, |at| timeline.ns(at));
+                let free = sender_free_ns(Ports::One, link_free, port_free);
+                let free_ns = link_free_ns(&model, header, outgoing.payload.len(), ready_ns, free);
+                ports.output_free_at = Some(timeline.instant(free_ns));
+                free_ns
+            }
+        };
         occupancy.free_at = timeline.instant(free_ns);
         // Never due before it is written (a writer that ran late delays it).
         outgoing.header.due_ns = timeline.stamp(timeline.instant(free_ns).max(Instant::now()));
+    }
+
+    /// Under one-port, an algorithm frame that came in over a link is taken by the node's
+    /// input port one after the frames before it ([`received_ns`]): its due time moves to
+    /// when the port has it in, which frees the port. Nothing under all-port.
+    pub fn receive(&self, header: &mut FrameHeader, payload_len: usize) {
+        let Some(model) = self.one_port(header).filter(|_| header.due_ns > 0) else {
+            return;
+        };
+        let timeline = self.timeline();
+        let arrival_ns = timeline.ns(timeline.stamped(header.due_ns));
+        let mut ports = self.ports.lock().expect("ports lock");
+        let port_free = ports.input_free_at.map_or(0, |at| timeline.ns(at));
+        let in_ns = received_ns(Ports::One, arrival_ns, occupancy_ns(&model, header, payload_len), port_free);
+        let in_at = timeline.instant(in_ns);
+        ports.input_free_at = Some(in_at);
+        if in_ns > arrival_ns {
+            header.due_ns = timeline.stamp(in_at);
+        }
+    }
+
+    /// The step of a message for node `me` whose last frame was released: under one-port,
+    /// one after the last its input port took ([`port_step`]).
+    pub fn delivered_step(&self, me: NodeId, header: &mut FrameHeader) {
+        if header.dst() == me && header.last && self.one_port(header).is_some() {
+            let mut ports = self.ports.lock().expect("ports lock");
+            if let Some((_, input_step)) = ports.steps(header) {
+                header.step = port_step(Ports::One, header.step, *input_step);
+                *input_step = header.step;
+            }
+        }
     }
 
     /// An emulated frame for node `me` travelled ahead of its time: it is released when

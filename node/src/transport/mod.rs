@@ -88,11 +88,16 @@ pub trait Endpoint: Send + Sync + 'static {
         self.emulation().depart(occupancy, outgoing);
     }
 
-    /// A frame came in from `from`: the physics holds one for this node until its tail
-    /// is due, then the endpoint routes it. Links call this for every frame, in order.
+    /// A frame came in from `from`: the physics takes it through the node's input port
+    /// (under one-port) and holds one for this node until its tail is due, then the
+    /// endpoint routes it. Links call this for every frame, in order.
     fn arrive(&self, from: NodeId, frame: Frame) -> impl Future<Output = Result<(), LinkFault>> + Send {
         async move {
-            self.emulation().hold(self.id(), from, &frame.header).await?;
+            let mut frame = frame;
+            let emulation = self.emulation();
+            emulation.receive(&mut frame.header, frame.payload.len());
+            emulation.hold(self.id(), from, &frame.header).await?;
+            emulation.delivered_step(self.id(), &mut frame.header);
             self.on_frame(from, frame)
         }
     }

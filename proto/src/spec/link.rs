@@ -1,4 +1,5 @@
-//! The physics emulated links give every message: the routing and the link model.
+//! The physics emulated links give every message: the routing, the port model and the
+//! link model.
 
 use serde::{Deserialize, Serialize};
 use strum::{Display, EnumIter, EnumString, IntoStaticStr, VariantNames};
@@ -29,8 +30,50 @@ pub enum Routing {
     Ct,
 }
 
+/// How many transfers a node's links carry at once ([GGKK 4], "Basic Communication
+/// Operations": the textbook's costs assume one-port nodes; the scanned notes the project
+/// was built from, seeds/000, state it: "processor can send on only one link at a time
+/// [and] receive on [one]").
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    EnumIter,
+    IntoStaticStr,
+    VariantNames,
+)]
+#[strum(serialize_all = "kebab-case")]
+#[serde(rename_all = "kebab-case")]
+pub enum Ports {
+    /// One-port: a node has one output port and one input port. Its outgoing frames cross
+    /// its links one at a time, whichever link each takes, and it receives one frame at a
+    /// time, whichever link it comes over; forwarding at a hop goes through its ports too.
+    One,
+    /// All-port: every link direction carries its own frames, all of a node's links at once.
+    #[default]
+    All,
+}
+
+impl Ports {
+    /// How outputs name the port model: "one-port" or "all-port".
+    pub fn describe(self) -> &'static str {
+        match self {
+            Ports::One => "one-port",
+            Ports::All => "all-port",
+        }
+    }
+}
+
 /// The physics emulated links give every message: start-up time t_s (paid once, when the
-/// source sends), per-hop time t_h and per-byte time t_w, and the routing.
+/// source sends), per-hop time t_h and per-byte time t_w, the routing, and the port model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct LinkModel {
     pub ts_ns: u64,
@@ -42,6 +85,10 @@ pub struct LinkModel {
     /// of small packets without cutting frames: each further hop passes a message on t_h
     /// after its tail arrived. Store-and-forward sends whole messages either way.
     pub packet_bytes: u32,
+    /// How many of a node's links carry frames at once ([`Ports::All`] unless told; a
+    /// file written before there was a choice, such as a calibration, reads as all-port).
+    #[serde(default)]
+    pub ports: Ports,
 }
 
 impl LinkModel {
@@ -130,7 +177,8 @@ pub fn class_models(base: LinkModel, classes: &[ClassPhysics], names: &[&str]) -
 mod tests {
     use super::*;
 
-    const BASE: LinkModel = LinkModel { ts_ns: 100, th_ns: 10, tw_ps: 1000, routing: Routing::Sf, packet_bytes: 0 };
+    const BASE: LinkModel =
+        LinkModel { ts_ns: 100, th_ns: 10, tw_ps: 1000, routing: Routing::Sf, packet_bytes: 0, ports: Ports::All };
 
     #[test]
     fn a_class_overrides_only_what_it_gives() {

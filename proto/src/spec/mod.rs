@@ -16,7 +16,7 @@ pub use crate::names::{Algorithm, Collective, Dtype, ReduceOp};
 use crate::schedule::{Schedule, ScheduleError};
 use crate::topology::NodeId;
 pub use dilation::{Dilation, DilationError};
-pub use link::{ClassPhysics, LinkModel, Routing, UnknownClass, class_models};
+pub use link::{ClassPhysics, LinkModel, Ports, Routing, UnknownClass, class_models};
 
 /// Why a run specification cannot run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -365,7 +365,8 @@ mod tests {
         let err = RunSpec { dilation: k, ..spec.clone() }.validate(4).unwrap_err();
         assert_eq!(err, SpecError::RawLinksDilated(k));
         assert!(err.to_string().contains("never dilated"), "{err}");
-        let links = LinkModel { ts_ns: 1, th_ns: 0, tw_ps: 0, routing: Routing::Sf, packet_bytes: 0 };
+        let links =
+            LinkModel { ts_ns: 1, th_ns: 0, tw_ps: 0, routing: Routing::Sf, packet_bytes: 0, ports: Ports::All };
         assert_eq!(RunSpec { dilation: k, emulation: Some(links), ..spec.clone() }.validate(4), Ok(()));
         // A factor out of range (from the wire) is refused, never used.
         let forged = RunSpec { dilation: Dilation { milli: 7 }, emulation: Some(links), ..spec };

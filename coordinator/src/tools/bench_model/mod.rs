@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use strum::IntoEnumIterator;
-use topocomm_proto::spec::{Collective, LinkModel};
+use topocomm_proto::spec::{Collective, LinkModel, Ports};
 
 use crate::control::local::{self, LocalCluster};
 use crate::control::request::Dilating;
@@ -59,8 +59,14 @@ pub async fn run(args: &BenchModelArgs) -> anyhow::Result<()> {
     }
     // 0 emulates cut-through in the limit of small packets (whole frames, no packet overhead).
     let packet_bytes = u32::try_from(args.packet.unwrap_or(0)).map_err(|_| anyhow!("--packet must be below 4 GiB"))?;
-    let links =
-        |routing| LinkModel { ts_ns: args.ts / 1000, th_ns: args.th / 1000, tw_ps: args.tw, routing, packet_bytes };
+    let links = |routing| LinkModel {
+        ts_ns: args.ts / 1000,
+        th_ns: args.th / 1000,
+        tw_ps: args.tw,
+        routing,
+        packet_bytes,
+        ports: Ports::All,
+    };
     let schedule = match &args.schedule {
         Some(path) => Some(read_program(path, &args.collectives)?),
         None => None,

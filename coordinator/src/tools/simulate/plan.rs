@@ -146,6 +146,7 @@ pub(crate) fn describe(point: &Planned, simulated: &SimulatedRun, links: &LinkMo
             spec.algorithm,
             point.topology.kind(),
             links.routing,
+            links.ports,
         )),
         simulation: Cost {
             frame_hops: simulated.totals.frame_hops,

@@ -113,7 +113,7 @@ pub(super) async fn plan_points(
     let mut auto = None;
     for &algorithm in algorithms {
         for &size in sizes {
-            let Planned { request, auto_dilation, .. } = request::plan(&what(args, algorithm, size), repetition)?;
+            let Planned { request, auto_dilation, .. } = request::plan_live(&what(args, algorithm, size), repetition)?;
             if auto_dilation && let Some(links) = request.spec.emulation {
                 auto = Some(links);
             }

@@ -150,7 +150,7 @@
       (failed ? '; the sweep stopped at a failed point' : ''), !failed);
     const rows = [];
     const l = result.links;
-    if (l) rows.push(['links', `${l.emulated ? 'emulated' : 'full-speed, the model from the calibration'}: ${l.routing.toUpperCase()}, t_s ${l.ts_us} µs, t_h ${l.th_us} µs, t_w ${l.tw_ns_per_byte} ns/B`]);
+    if (l) rows.push(['links', `${l.emulated ? 'emulated' : 'full-speed, the model from the calibration'}: ${l.routing.toUpperCase()}${l.ports === 'one' ? ', one-port' : ''}, t_s ${l.ts_us} µs, t_h ${l.th_us} µs, t_w ${l.tw_ns_per_byte} ns/B`]);
     if (result.dilation) rows.push(['dilation', result.dilation]);
     for (const skipped of doc.skipped || []) rows.push(['left out', skipped]);
     for (const q of points) {
@@ -246,6 +246,7 @@
     if (!dom.root.disabled) add('--root', value('root'));
     add('--ts', value('ts')); add('--th', value('th')); add('--tw', value('tw'));
     if (value('routing') !== 'sf') add('--routing', value('routing'));
+    if (value('ports') !== 'all') add('--ports', value('ports'));
     if (mode === 'run' || mode === 'sweep') { add('--iterations', value('iterations')); add('--dilation', value('dilation')); }
     return list;
   }
@@ -401,6 +402,7 @@
     fillSelect(dom.dtype, c.dtypes.map((x) => [x, x]), dom.dtype.value || 'f64');
     fillSelect(dom.op, c.ops.map((x) => [x, x]), dom.op.value || 'sum');
     fillSelect(dom.routing, c.routings.map((x) => [x, x]), dom.routing.value || 'sf');
+    fillSelect(dom.ports, c.ports.map((x) => [x, x]), dom.ports.value || 'all');
     fillAlgorithms();
     showWords();
     try {
