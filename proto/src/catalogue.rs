@@ -54,6 +54,9 @@ impl Entry {
             (C::Broadcast | C::Reduce, A::Ring | A::Mesh) => Some(Ports::All),
             (C::Scatter | C::Gather, A::Ring) => Some(Ports::One),
             (C::Broadcast, A::ScatterAllgather) => Some(Ports::All),
+            // Counted all-port: one-port chains two more steps on a hypercube of 64 (22
+            // against 20), where a leader's ring and its group's tree share its ports.
+            (C::Allreduce, A::TwoLevelRing) => Some(Ports::All),
             _ => None,
         }
     }
