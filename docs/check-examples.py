@@ -5,7 +5,7 @@ A command is a line inside a fenced block (not a ```text one: those are pictures
 outputs; a ```sh,script block runs whole, as one script) that starts with `topocomm` (or `$ topocomm`, or
 such a line behind `VAR=value` assignments), joined with its `\\` continuation lines. Each
 runs in a scratch folder of its page (one per page, so a file one command makes is there
-for the next; the repository's node/, docs/, deploy/ and bench/ are linked there, as
+for the next; the repository's node/, proto/, docs/, deploy/ and bench/ are linked there, as
 examples name them from the root) with the built `topocomm` first on PATH, under a deadline, and
 must exit 0 (a pipe into jq or grep runs as written, through the shell). Commands that
 need more than one machine's worth of set-up are not run here; each is listed with the
@@ -382,7 +382,7 @@ def main():
         # one makes is there for the next.
         scratch = tempfile.mkdtemp(prefix="topocomm-example-")
         # Examples name the repository's own files (node/tests/schedules/...) as from its root.
-        for name in ("node", "docs", "deploy", "bench"):
+        for name in ("node", "proto", "docs", "deploy", "bench"):
             os.symlink(os.path.join(ROOT, name), os.path.join(scratch, name))
         for number, command, refused in commands(path):
             where = f"{os.path.relpath(path, ROOT)}:{number}"
