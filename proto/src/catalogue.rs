@@ -540,7 +540,7 @@ pub const ENTRIES: &[Entry] = &[
         ANY_SHAPE,
         ANY,
         Steps::GroupRingsAndLaneRings,
-        "[Mikami 2018], [Kandalla 2009]: rings inside, lanes across",
+        "[Mikami 2018], [Kandalla 2009]",
         H::Future,
         None,
     ),
