@@ -453,7 +453,8 @@ mod tests {
                 let hierarchy = Hierarchy::of(&cluster);
                 for elements in [0, 1, 7, 61] {
                     let dtype_and_op = (DTYPES[checked % 4], OPS[checked / 4 % 4]);
-                    let spec = spec((Collective::Allreduce, Algorithm::MultiLeader), 0, elements, dtype_and_op, p as u64);
+                    let spec =
+                        spec((Collective::Allreduce, Algorithm::MultiLeader), 0, elements, dtype_and_op, p as u64);
                     verify(&spec, &cluster, hierarchy).unwrap_or_else(|error| panic!("{error}"));
                     checked += 1;
                 }
@@ -481,8 +482,14 @@ mod tests {
                     classes: vec![intra.clone()],
                     ..RunSpec::new(Collective::Allreduce, algorithm)
                 };
-                let run = simulator::spec::run(&spec, &cluster, inter, simulator::spec::Inputs::Reference, Options::default())
-                    .unwrap_or_else(|error| panic!("{algorithm} on {cluster}: {error}"));
+                let run = simulator::spec::run(
+                    &spec,
+                    &cluster,
+                    inter,
+                    simulator::spec::Inputs::Reference,
+                    Options::default(),
+                )
+                .unwrap_or_else(|error| panic!("{algorithm} on {cluster}: {error}"));
                 assert!(run.verified, "{algorithm}");
                 run.time_ns
             };
