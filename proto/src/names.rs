@@ -140,7 +140,7 @@ pub enum Algorithm {
     /// reduce-scatter inside each group leaves its j-th rank the group's sum of shard j,
     /// the j-th ranks of all groups ring all-reduce shard j, all shards at once, and a
     /// ring all-gather inside hands every rank the whole vector (Kandalla et al. 2009's
-    /// multi-leader design; NCCL's rings across nodes).
+    /// multi-leader design; Mikami et al. 2018's 2D-Torus all-reduce).
     MultiLeader,
     /// Pick by collective, topology, p and size (the output names what ran).
     Auto,
