@@ -207,6 +207,7 @@ async fn step_counts() {
             (C::Allgather, A::TwoLevel, exact(2 * log(c) + g as u16 - 1)),
             (C::Allreduce, A::TwoLevel, exact(2 * (log(g) + log(c)))),
             (C::Allreduce, A::TwoLevelRing, exact(2 * log(c) + 2 * (g as u16 - 1))),
+            (C::Allreduce, A::MultiLeader, exact(2 * (c as u16 - 1) + 2 * (g as u16 - 1))),
         ];
         for (collective, algorithm, steps) in expected {
             run += 1;

@@ -272,6 +272,11 @@ pub enum Steps {
     /// A binomial tree inside each group of c, a ring among the g leaders, the tree
     /// again: 2⌈log c⌉ + g - 1 (log p + √p - 1 on a √p x √p grid of groups).
     GroupTreesAndLeaderRing,
+    /// A ring reduce-scatter inside each group over its first c ranks (c the smallest
+    /// group's size), a ring all-reduce along each of the c lanes of g, a ring all-gather
+    /// inside: 2(c - 1) + 2(g - 1), plus 2 where larger groups fold their other ranks in
+    /// (4(√p - 1) on a √p x √p grid of groups).
+    GroupRingsAndLaneRings,
 }
 
 impl Steps {
@@ -303,6 +308,7 @@ impl Steps {
             Steps::TwiceLeadersAndGroups => "2(⌈log g⌉+⌈log c⌉)",
             Steps::GroupTreesAndLeaderRing => "2⌈log c⌉+g-1",
             Steps::GroupTreesAndLeaderRings => "2⌈log c⌉+2(g-1)",
+            Steps::GroupRingsAndLaneRings => "2(c-1)+2(g-1) (+2 folded)",
         }
     }
 
@@ -325,6 +331,7 @@ impl Steps {
             Steps::TwiceLeadersAndGroups => 2 * log,
             Steps::GroupTreesAndLeaderRing => log + side - 1,
             Steps::GroupTreesAndLeaderRings => log + 2 * (side - 1),
+            Steps::GroupRingsAndLaneRings => 4 * (side - 1),
             Steps::TwiceLogMinusOne => 2 * log - 1,
             Steps::AtMostTwiceLog => return Some(0..=2 * log),
             Steps::TorusHalfSides => 2 * (side / 2),
@@ -569,6 +576,16 @@ pub const ENTRIES: &[Entry] = &[
         ANY,
         Steps::GroupTreesAndLeaderRings,
         "[HAN 2020] (simple), ring of leaders",
+        H::Future,
+        None,
+    ),
+    entry(
+        C::Allreduce,
+        A::MultiLeader,
+        ANY_SHAPE,
+        ANY,
+        Steps::GroupRingsAndLaneRings,
+        "[Mikami 2018], [Kandalla 2009]",
         H::Future,
         None,
     ),

@@ -136,6 +136,12 @@ pub enum Algorithm {
     /// all-reduce among the groups' leaders, broadcast inside (`han`'s "simple"
     /// all-reduce; large vectors).
     TwoLevelRing,
+    /// Many leaders a group (the hierarchical, or 2-D ring, all-reduce): a ring
+    /// reduce-scatter inside each group leaves its j-th rank the group's sum of shard j,
+    /// the j-th ranks of all groups ring all-reduce shard j, all shards at once, and a
+    /// ring all-gather inside hands every rank the whole vector (Kandalla et al. 2009's
+    /// multi-leader design; Mikami et al. 2018's 2D-Torus all-reduce).
+    MultiLeader,
     /// Pick by collective, topology, p and size (the output names what ran).
     Auto,
 }

@@ -1,12 +1,13 @@
 //! All-reduce: every node ends with the element-wise reduction of every node's vector.
 //!
-//! Seven schedules, built from the pieces of the other families: a reduction to node 0
+//! Eight schedules, built from the pieces of the other families: a reduction to node 0
 //! then a broadcast from it ([GGKK 4.3], over [`super::reduce::hypercube`] and
 //! [`super::broadcast::hypercube`]); recursive doubling of the whole vector
 //! ([GGKK 4.3], [Thakur 2005]); recursive halving then doubling of its pieces
 //! ([Rabenseifner 2004]); the ring reduce-scatter then ring all-gather of its pieces;
 //! the mesh one, a ring all-reduce along each row, then each column (then each
-//! layer); and the two two-level ones of [`super::two_level`]. The power-of-two schedules
+//! layer); and the three two-level ones of [`super::two_level`] (trees, a ring of leaders,
+//! and many leaders a group). The power-of-two schedules
 //! fold for any p (see [`super::folding`]). Costs are for store-and-forward routing on
 //! the topology each schedule was made for: t_s start-up, t_w per byte, m bytes per
 //! vector, plus the combines.
@@ -47,6 +48,9 @@ pub fn run(comm: &Comm, algorithm: Algorithm, vector: Bytes, reduction: Reductio
         Algorithm::TwoLevel => Box::pin(two_level::allreduce(comm, Hierarchy::of(comm.topology()), vector, reduction)),
         Algorithm::TwoLevelRing => {
             Box::pin(two_level::allreduce_ring(comm, Hierarchy::of(comm.topology()), vector, reduction))
+        }
+        Algorithm::MultiLeader => {
+            Box::pin(two_level::allreduce_multi_leader(comm, Hierarchy::of(comm.topology()), vector, reduction))
         }
         other => super::failed(super::unsupported(comm, Collective::Allreduce, other)),
     }
@@ -190,9 +194,7 @@ pub async fn mesh(comm: &Comm, vector: Bytes, reduction: Reduction) -> Result<By
 /// to every member.
 ///
 /// ```text
-/// cut my_msg into n pieces
-/// piece := reduce_scatter::reduce_scatter_ring_along(ring, my_msg)     /* Algorithm 4.5 */
-/// result := ∪ of allgather::allgather_ring_along(ring, piece)     /* Algorithm 4.4, each piece to its place */
+/// result := allreduce_ring_around(ring, my_msg, piece ↦ piece)   /* see allreduce_ring_around */
 /// ```
 ///
 /// The two halves carry the tags of `phases[0]` and `phases[1]`. Steps: 2(n - 1).
@@ -204,9 +206,38 @@ pub async fn allreduce_ring_along(
     reduction: Reduction,
     phases: [Phase; 2],
 ) -> Result<Bytes, CommError> {
+    allreduce_ring_around(comm, ring, vector, reduction, phases, async |piece| Ok(piece)).await
+}
+
+/// The ring all-reduce's two halves with `between` in the middle: the ring
+/// reduce-scatter among the members of `ring` leaves the member at position j its
+/// ring's sum of piece j, `between` turns that into the piece it hands on (the identity
+/// for the ring all-reduce; an all-reduce of the piece with the j-th members of other
+/// rings for the multi-leader all-reduce of [`super::two_level`]), and the ring
+/// all-gather puts every member's piece in its place at every member.
+///
+/// ```text
+/// cut my_msg into n pieces
+/// piece := reduce_scatter::reduce_scatter_ring_along(ring, my_msg)     /* Algorithm 4.5 */
+/// piece := between(piece)                                              /* same length */
+/// result := ∪ of allgather::allgather_ring_along(ring, piece)     /* Algorithm 4.4, each piece to its place */
+/// ```
+///
+/// The two halves carry the tags of `phases[0]` and `phases[1]`. Steps: 2(n - 1) and
+/// those of `between`. A piece `between` returns at another length fails the run
+/// (`CommError::Elements`) at the members it reaches.
+pub async fn allreduce_ring_around(
+    comm: &Comm,
+    ring: &RingOrder,
+    vector: Bytes,
+    reduction: Reduction,
+    phases: [Phase; 2],
+    between: impl AsyncFnOnce(Bytes) -> Result<Bytes, CommError>,
+) -> Result<Bytes, CommError> {
     whole_elements(comm, &vector, reduction)?;
     let pieces = BlockLayout::split(vector.len(), ring.len(), reduction.dtype.size());
     let piece = reduce_scatter::reduce_scatter_ring_along(comm, ring, &pieces, vector, reduction, phases[0]).await?;
+    let piece = between(piece).await?;
     let mut result = PlacedBlocks::new(pieces);
     allgather::allgather_ring_along(comm, ring, piece, phases[1], |at, piece| {
         result.put(at, &piece).map_err(|len| {

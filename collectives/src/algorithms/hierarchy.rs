@@ -86,6 +86,11 @@ impl Hierarchy {
         self.p.div_ceil(self.group_size)
     }
 
+    /// The size of the smallest group: the last one's (every other holds `group_size`).
+    pub fn smallest_group_size(&self) -> usize {
+        self.p - (self.groups() - 1) * self.group_size
+    }
+
     /// The ranks of group `g` (g < [`Hierarchy::groups`]) in order, its leader first.
     pub fn group(&self, g: usize) -> Members {
         let first = g * self.group_size;
@@ -163,6 +168,8 @@ mod tests {
                 let all: Vec<NodeId> = groups(&hierarchy).concat();
                 assert_eq!(all, (0..p).collect::<Vec<_>>(), "p {p} size {size}");
                 assert_eq!(hierarchy.groups(), p.div_ceil(size.min(p)), "p {p} size {size}");
+                let smallest = hierarchy.iter().map(|group| group.len()).min();
+                assert_eq!(Some(hierarchy.smallest_group_size()), smallest, "p {p} size {size}");
                 for (g, group) in hierarchy.iter().enumerate() {
                     assert!(!group.is_empty() && group.len() <= size, "p {p} size {size} group {g}");
                     assert_eq!(hierarchy.leaders().at(g), group.at(0), "p {p} size {size}");

@@ -20,6 +20,9 @@
 //! 0x06          SCHEDULE                       nothing else (a schedule users bring)
 //! 0x07, 0x08    TWO_LEVEL_GROUPS, _LEADERS     one another (the two-level schedules)
 //! 0x09, 0x0A    TWO_LEVEL_LEADERS_RING
+//! 0x0B          MULTI_LEADER_FOLD              one another (the multi-leader
+//! 0x0C, 0x0D    MULTI_LEADER_GROUPS            all-reduce)
+//! 0x0E, 0x0F    MULTI_LEADER_LANES
 //! ------------  below 0x20: schedules that run alone, or beside phases from 0x20 up
 //! 0x20          BROADCAST_LENGTH               the scatter (SINGLE) and the all-gather
 //!                                              of the scatter-allgather broadcast
@@ -39,7 +42,7 @@
 //! 0x63          ALLREDUCE_GATHER
 //! 0x64, 0x65    ALLREDUCE_RING
 //! 0x66..=0x6B   allreduce_grid_dimension(i)
-//! the rest     free: 0x0B..=0x1F, 0x21..=0x3F, 0x48..=0x4F, 0x54..=0x5F, 0x6C..=0xFE
+//! the rest     free: 0x10..=0x1F, 0x21..=0x3F, 0x48..=0x4F, 0x54..=0x5F, 0x6C..=0xFE
 //! 0xFF          never: its last steps are the runtime's tags
 //! ```
 //!
@@ -127,6 +130,16 @@ pub const TWO_LEVEL_LEADERS: Phase = Phase(0x08);
 /// The two-level all-reduce's ring among the leaders: its reduce-scatter, then its
 /// all-gather.
 pub const TWO_LEVEL_LEADERS_RING: [Phase; 2] = [Phase(0x09), Phase(0x0A)];
+
+/// The multi-leader all-reduce's fold: a rank past its group's lanes hands its vector
+/// to its lane's rank (step 0), which hands it the result (step 1).
+pub const MULTI_LEADER_FOLD: Phase = Phase(0x0B);
+/// The multi-leader all-reduce's rings inside each group: its reduce-scatter, then its
+/// all-gather.
+pub const MULTI_LEADER_GROUPS: [Phase; 2] = [Phase(0x0C), Phase(0x0D)];
+/// The multi-leader all-reduce's rings along each lane, across the groups: the
+/// reduce-scatter, then the all-gather of each lane's ring all-reduce.
+pub const MULTI_LEADER_LANES: [Phase; 2] = [Phase(0x0E), Phase(0x0F)];
 
 /// The length broadcast that opens the scatter-allgather broadcast.
 pub const BROADCAST_LENGTH: Phase = Phase(0x20);
@@ -242,6 +255,13 @@ mod tests {
                 ("TWO_LEVEL_LEADERS", TWO_LEVEL_LEADERS),
                 ("TWO_LEVEL_LEADERS_RING[0]", TWO_LEVEL_LEADERS_RING[0]),
                 ("TWO_LEVEL_LEADERS_RING[1]", TWO_LEVEL_LEADERS_RING[1]),
+            ]),
+            named(&[
+                ("MULTI_LEADER_FOLD", MULTI_LEADER_FOLD),
+                ("MULTI_LEADER_GROUPS[0]", MULTI_LEADER_GROUPS[0]),
+                ("MULTI_LEADER_GROUPS[1]", MULTI_LEADER_GROUPS[1]),
+                ("MULTI_LEADER_LANES[0]", MULTI_LEADER_LANES[0]),
+                ("MULTI_LEADER_LANES[1]", MULTI_LEADER_LANES[1]),
             ]),
         ]
     }
