@@ -56,7 +56,9 @@ impl Entry {
             (C::Broadcast, A::ScatterAllgather) => Some(Ports::All),
             // Counted all-port: one-port chains two more steps on a hypercube of 64 (22
             // against 20), where a leader's ring and its group's tree share its ports.
-            (C::Allreduce, A::TwoLevelRing) => Some(Ports::All),
+            // Counted all-port: one-port chains two more steps on a hypercube of 16 (14
+            // against 12), where a core's shard ring and its machine's rings share its ports.
+            (C::Allreduce, A::TwoLevelRing | A::MultiLeader) => Some(Ports::All),
             _ => None,
         }
     }
