@@ -8,7 +8,7 @@ use anyhow::Context;
 use bytesize::ByteSize;
 use serde::Serialize;
 use topocomm_proto::control::{RunOutcome, SetupTimes};
-use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Ports, Routing};
+use topocomm_proto::spec::{Algorithm, ClassPhysics, Collective, LinkModel, Ports, Routing};
 use topocomm_proto::{NodeId, Topology};
 
 use crate::render::dilation::Dilated;
@@ -110,6 +110,10 @@ pub struct RunSummary {
     pub steps: u16,
     /// The emulated link physics, if the links were emulated (`None`: full speed).
     pub links: Option<LinkPhysics>,
+    /// Classes of links with physics of their own (`--class`, a network file's), over
+    /// `links`; left out when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<ClassPhysics>,
     /// The cost model's time for this run, in µs (with emulation or `--ts auto`).
     pub model_us: Option<f64>,
     /// Measured median over predicted.
@@ -123,6 +127,26 @@ pub struct RunSummary {
 
 fn is_zero(count: &usize) -> bool {
     *count == 0
+}
+
+/// Classes of links with physics of their own, as a line under the model's: "classes of
+/// their own: intra t_s 5 µs, t_h 0.5 µs, t_w 0.5 ns/B" (what a class leaves out is the
+/// line above's); empty when none.
+pub fn class_words(classes: &[ClassPhysics]) -> String {
+    if classes.is_empty() {
+        return String::new();
+    }
+    let class = |physics: &ClassPhysics| {
+        let times = [
+            physics.ts_ns.map(|ns| format!("t_s {} µs", ns as f64 / 1e3)),
+            physics.th_ns.map(|ns| format!("t_h {} µs", ns as f64 / 1e3)),
+            physics.tw_ps.map(|ps| format!("t_w {} ns/B", ps as f64 / 1e3)),
+        ];
+        let times: Vec<String> = times.into_iter().flatten().collect();
+        format!("{} {}", physics.name, times.join(", "))
+    };
+    let classes: Vec<String> = classes.iter().map(class).collect();
+    format!("\nclasses of links with physics of their own: {}", classes.join("; "))
 }
 
 /// Link physics in the units people read.
@@ -259,6 +283,7 @@ pub fn summarize(
         busiest_link,
         steps: outcome.reports.iter().map(|r| r.steps).max().unwrap_or(0),
         links,
+        classes: spec.classes.clone(),
         model_us,
         model_ratio: model_us.filter(|&m| m > 0.0).map(|m| time_us.median / m),
         setup_ms: outcome.setup,
@@ -303,21 +328,23 @@ pub fn table(summary: &RunSummary) -> String {
         if summary.verified { "yes".into() } else { "no (sizes only)".into() },
     ]);
     let model = match (summary.model_us, summary.model_ratio, &summary.links) {
-        (Some(model), ratio, Some(links)) => format!(
-            "\nmodel ({}{}, t_s {} µs, t_h {} µs, t_w {} ns/B{}): {model:.1} µs; measured median / model = {}; {}",
-            links.routing,
-            one_port_words(links.ports),
-            links.ts_us,
-            links.th_us,
-            links.tw_ns_per_byte,
-            match (links.routing, links.packet_bytes) {
-                (Routing::Ct, 0) => ", whole frames".to_owned(),
-                (Routing::Ct, bytes) => format!(", {bytes} B packets"),
-                (Routing::Sf, _) => String::new(),
-            },
-            ratio.map(|r| format!("{r:.3}")).unwrap_or_else(|| "-".into()),
-            crate::render::quantity::count(summary.steps as u64, "step")
-        ),
+        (Some(model), ratio, Some(links)) => {
+            format!(
+                "\nmodel ({}{}, t_s {} µs, t_h {} µs, t_w {} ns/B{}): {model:.1} µs; measured median / model = {}; {}",
+                links.routing,
+                one_port_words(links.ports),
+                links.ts_us,
+                links.th_us,
+                links.tw_ns_per_byte,
+                match (links.routing, links.packet_bytes) {
+                    (Routing::Ct, 0) => ", whole frames".to_owned(),
+                    (Routing::Ct, bytes) => format!(", {bytes} B packets"),
+                    (Routing::Sf, _) => String::new(),
+                },
+                ratio.map(|r| format!("{r:.3}")).unwrap_or_else(|| "-".into()),
+                crate::render::quantity::count(summary.steps as u64, "step")
+            ) + &class_words(&summary.classes)
+        }
         _ => format!("\n{}", crate::render::quantity::count(summary.steps as u64, "step")),
     };
     let busiest = summary
@@ -426,6 +453,7 @@ pub(crate) mod tests {
             busiest_link: None,
             steps: 3,
             links: None,
+            classes: Vec::new(),
             model_us: None,
             model_ratio: None,
             setup_ms: SetupTimes::default(),
