@@ -37,35 +37,48 @@ fn run(spec: &RunSpec, topology: &Topology, model: LinkModel, inputs: Inputs) ->
 /// node's result matches the reference.
 #[test]
 fn every_algorithm_is_verified_on_the_simulator() {
+    let cases = [(8, Dtype::I32, ReduceOp::Sum), (3000, Dtype::F64, ReduceOp::Max)];
+    let verified: usize = shapes().iter().map(|topology| verify_every_algorithm(topology, cases, 3, &[], |_| {})).sum();
+    assert!(verified > 500, "only {verified} cases ran");
+}
+
+/// Runs every algorithm of every collective that `topology` takes on it, once for each
+/// of `cases` (size, dtype, op; the first from root 0, the second from root p - 1), with
+/// the shift and classes of links given: every node's result must match the reference,
+/// and `check` sees every run. Returns how many ran.
+fn verify_every_algorithm(
+    topology: &Topology,
+    cases: [(u64, Dtype, ReduceOp); 2],
+    shift: usize,
+    classes: &[ClassPhysics],
+    mut check: impl FnMut(&SimulatedRun),
+) -> usize {
+    let p = topology.p();
     let mut verified = 0;
-    for topology in shapes() {
-        let p = topology.p();
-        for entry in catalogue::ENTRIES {
-            for (size, dtype, op, root) in
-                [(8u64, Dtype::I32, ReduceOp::Sum, 0), (3000, Dtype::F64, ReduceOp::Max, p.saturating_sub(1))]
-            {
-                let spec = RunSpec {
-                    size_bytes: size,
-                    dtype,
-                    op,
-                    root,
-                    shift: 3,
-                    seed: 11,
-                    ..RunSpec::new(entry.collective, entry.algorithm)
-                };
-                if spec.validate(p).is_err() {
-                    continue;
-                }
-                let simulated =
-                    run(&spec, &topology, links(Routing::Sf, 0), Inputs::Reference).unwrap_or_else(|error| {
-                        panic!("{} ({}) on {topology}, {size} B: {error}", entry.collective, entry.algorithm)
-                    });
-                assert!(simulated.verified);
-                verified += 1;
+    for entry in catalogue::ENTRIES {
+        for ((size, dtype, op), root) in cases.into_iter().zip([0, p.saturating_sub(1)]) {
+            let spec = RunSpec {
+                size_bytes: size,
+                dtype,
+                op,
+                root,
+                shift,
+                seed: 11,
+                classes: classes.to_vec(),
+                ..RunSpec::new(entry.collective, entry.algorithm)
+            };
+            if spec.validate(p).is_err() {
+                continue;
             }
+            let simulated = run(&spec, topology, links(Routing::Sf, 0), Inputs::Reference).unwrap_or_else(|error| {
+                panic!("{} ({}) on {topology}, {size} B: {error}", entry.collective, entry.algorithm)
+            });
+            assert!(simulated.verified);
+            check(&simulated);
+            verified += 1;
         }
     }
-    assert!(verified > 500, "only {verified} cases ran");
+    verified
 }
 
 /// Lengths only: the same time, steps and traffic as with data, under every routing,
@@ -276,43 +289,16 @@ fn switched_shapes() -> Vec<(Topology, Vec<ClassPhysics>)> {
 /// reference, and the switches forward every message that crosses them.
 #[test]
 fn every_algorithm_is_verified_on_switched_networks() {
+    let cases = [(8, Dtype::I64, ReduceOp::Sum), (3000, Dtype::F32, ReduceOp::Min)];
     let mut verified = 0;
     for (topology, classes) in switched_shapes() {
-        let p = topology.p();
-        for entry in catalogue::ENTRIES {
-            for (size, dtype, op, root) in
-                [(8u64, Dtype::I64, ReduceOp::Sum, 0), (3000, Dtype::F32, ReduceOp::Min, p.saturating_sub(1))]
-            {
-                let spec = RunSpec {
-                    size_bytes: size,
-                    dtype,
-                    op,
-                    root,
-                    shift: 2,
-                    seed: 5,
-                    classes: classes.clone(),
-                    ..RunSpec::new(entry.collective, entry.algorithm)
-                };
-                if spec.validate(p).is_err() {
-                    continue;
-                }
-                let simulated =
-                    run(&spec, &topology, links(Routing::Sf, 0), Inputs::Reference).unwrap_or_else(|error| {
-                        panic!("{} ({}) on {topology}, {size} B: {error}", entry.collective, entry.algorithm)
-                    });
-                assert!(simulated.verified);
-                // Ranks never talk directly on a switched network: every message that
-                // leaves its rank is passed on by at least one switch.
-                if simulated.totals.frame_hops > 0 {
-                    assert!(
-                        simulated.totals.forwarded >= simulated.totals.messages,
-                        "{topology}: {:?}",
-                        simulated.totals
-                    );
-                }
-                verified += 1;
+        verified += verify_every_algorithm(&topology, cases, 2, &classes, |simulated| {
+            // Ranks never talk directly on a switched network: every message that leaves
+            // its rank is passed on by at least one switch.
+            if simulated.totals.frame_hops > 0 {
+                assert!(simulated.totals.forwarded >= simulated.totals.messages, "{topology}: {:?}", simulated.totals);
             }
-        }
+        });
     }
     assert!(verified > 300, "only {verified} cases ran");
 }

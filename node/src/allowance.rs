@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use topocomm_proto::spec::{LinkModel, Ports, Routing, RunSpec, class_models};
+use topocomm_proto::spec::{LinkModel, RunSpec, class_models};
 use topocomm_proto::{NodeId, Topology, reference};
 
 use topocomm_collectives::algorithms::{self, barrier};
@@ -126,14 +126,7 @@ pub fn counted(spec: &RunSpec, topology: &Topology, nodes: &[NodeId]) -> Result<
     }
     // Emulated physics change when messages go, and split them into packets as the
     // emulation does; raw links get nominal ones (store-and-forward, one frame each).
-    let model = spec.emulation.unwrap_or(LinkModel {
-        ts_ns: 1000,
-        th_ns: 0,
-        tw_ps: 0,
-        routing: Routing::Sf,
-        packet_bytes: 0,
-        ports: Ports::All,
-    });
+    let model = spec.emulation.unwrap_or(LinkModel::NOMINAL);
     let options = Options {
         run: spec.run,
         wall_limit: Some(PATIENCE),

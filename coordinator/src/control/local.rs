@@ -22,7 +22,7 @@ use topocomm_node::daemon::limits;
 use topocomm_proto::auth::Key;
 use topocomm_proto::flow::{FlowEvent, FlowKind};
 use topocomm_proto::frame::{DEFAULT_MAX_FRAME, FrameHeader};
-use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Ports, Routing, RunSpec, SpecError};
+use topocomm_proto::spec::{Algorithm, Collective, LinkModel, RunSpec, SpecError};
 use topocomm_proto::topology::TopologyKind;
 use topocomm_proto::{NodeId, Topology};
 
@@ -257,14 +257,7 @@ fn size_argument(bytes: u64) -> String {
 fn longest_message(spec: &RunSpec, topology: &Topology) -> Option<FlowEvent> {
     // Emulated physics change when messages go, not how long they are; raw links get
     // nominal ones.
-    let links = spec.emulation.unwrap_or(LinkModel {
-        ts_ns: 1000,
-        th_ns: 0,
-        tw_ps: 0,
-        routing: Routing::Sf,
-        packet_bytes: 0,
-        ports: Ports::All,
-    });
+    let links = spec.emulation.unwrap_or(LinkModel::NOMINAL);
     let options = Options {
         run: spec.run,
         record: true,
@@ -564,8 +557,7 @@ mod tests {
 
     /// The spec of `collective` by `algorithm` of `size` per node, raw links or emulated.
     fn spec_of(collective: Collective, algorithm: Algorithm, size: u64, emulated: bool) -> RunSpec {
-        let links =
-            LinkModel { ts_ns: 1000, th_ns: 0, tw_ps: 1, routing: Routing::Sf, packet_bytes: 0, ports: Ports::All };
+        let links = LinkModel { tw_ps: 1, ..LinkModel::NOMINAL };
         RunSpec { size_bytes: size, emulation: emulated.then_some(links), ..RunSpec::new(collective, algorithm) }
     }
 

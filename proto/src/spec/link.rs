@@ -92,6 +92,12 @@ pub struct LinkModel {
 }
 
 impl LinkModel {
+    /// Nominal physics, for counting a schedule where the links run raw (how long its
+    /// messages are, what each link carries): 1 µs start-up, store-and-forward, every
+    /// message one frame, all ports.
+    pub const NOMINAL: LinkModel =
+        LinkModel { ts_ns: 1000, th_ns: 0, tw_ps: 0, routing: Routing::Sf, packet_bytes: 0, ports: Ports::All };
+
     /// A small cut-through packet, for runs that ask for real packets.
     pub const DEFAULT_PACKET: u32 = 1024;
 
