@@ -58,10 +58,16 @@ impl ShapeArgs {
     }
 }
 
-/// The network the file at `path` describes, every endpoint a rank.
+/// The most a network file may hold: 64 MiB of JSON or XML (a SimGrid platform of a
+/// large explicit zone is megabytes; its route table is bounded apart, when it is built).
+const MAX_NETWORK_FILE_BYTES: u64 = 64 << 20;
+
+/// The network the file at `path` describes, every endpoint a rank. Read as every file
+/// a user names is (`files::read_text`: a regular file, bounded, never a FIFO's wait).
 pub fn network_topology(path: &std::path::Path) -> anyhow::Result<Topology> {
+    let text = topocomm_collectives::files::read_text(path, "network file", MAX_NETWORK_FILE_BYTES)?;
     let description =
-        topocomm_proto::netfile::read_network_file(path).with_context(|| format!("reading {}", path.display()))?;
+        topocomm_proto::netfile::parse_network(&text).with_context(|| format!("reading {}", path.display()))?;
     let graph = description.build().with_context(|| format!("{}", path.display()))?;
     Ok(Topology::from_network(graph, None)?)
 }
