@@ -223,11 +223,15 @@ check_links() {
     return
   }
   local dims_arg=()
-  case $kind in mesh | torus | mesh3d | torus3d) dims_arg=(--dims "$(jq -r '.topology.dims | map(tostring) | join("x")' <<<"$status")") ;; esac
+  case $kind in mesh | torus | mesh3d | torus3d | fat-tree | dragonfly | cluster) dims_arg=(--dims "$(jq -r '.topology.dims | map(tostring) | join("x")' <<<"$status")") ;; esac
   topology=$(timeout 60 docker exec "$coordinator" topocomm topology -t "$kind" -n "$p" "${dims_arg[@]}" --json) || {
     fail "$label: topocomm topology failed"
     return
   }
+  # A switched network's daemons are its ranks (ids 0..p) and then its switches: every
+  # vertex of the graph is a daemon, and each holds the links of its vertex.
+  local vertices
+  vertices=$(jq '.neighbours | length' <<<"$topology")
   node_table "$filter"
   coord_pid=$(docker inspect -f '{{.State.Pid}}' "$coordinator")
   coord_ip=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}' "$coordinator" | awk '{print $1}')
@@ -241,7 +245,7 @@ check_links() {
     id_of_addr[$addr]=$id
   done < <(jq -r '.nodes[] | "\(.id) \(.name) \(.data_addr)"' <<<"$status")
   local data_links=0 id
-  for ((id = 0; id < p; id++)); do
+  for ((id = 0; id < vertices; id++)); do
     local name=${name_of[$id]:-} container pid cip
     [ -n "$name" ] || {
       problems+=" [id $id is not connected]"
@@ -289,13 +293,15 @@ check_links() {
   local from_nodes
   from_nodes=$(connections "$coord_pid" | awk '$1 ~ /:7700$/ {sub(/:[0-9]+$/, "", $2); print $2}' | grep -v '^127\.' | sort)
   local want_nodes
-  want_nodes=$(for ((id = 0; id < p; id++)); do echo "${ip_of[$id]:-}"; done | sort)
+  want_nodes=$(for ((id = 0; id < vertices; id++)); do echo "${ip_of[$id]:-}"; done | sort)
   [ "$from_nodes" = "$want_nodes" ] || problems+=" [coordinator control links from {$(echo $from_nodes)}, nodes at {$(echo $want_nodes)}]"
   local edges
   edges=$(jq '.edges | length' <<<"$topology")
   ((data_links == 2 * edges)) || problems+=" [$data_links link ends, $edges edges]"
   if [ -z "$problems" ]; then
-    pass "$label: links read from the hosts' side = the $kind's $edges edges (each node: its neighbours only) + $p control links"
+    local switches=$((vertices - p)) through=""
+    ((switches > 0)) && through=" ($p ranks and $switches switches, each a container)"
+    pass "$label: links read from the hosts' side = the $kind's $edges edges (each daemon: its neighbours only) + $vertices control links$through"
     [ -n "${SHOW_LINKS:-}" ] && printf '%s' "$lines"
   else
     fail "$label: links differ from the $kind:$problems"
@@ -495,6 +501,29 @@ for NODES in 8 16; do
     # The last run left the cluster wired as this topology: read the links from outside.
     SHOW_LINKS=$([ "$topology" = torus ] && echo 1) check_links "p=$NODES $topology" "label=com.docker.compose.project=$PROJECT" "$COORD"
   done
+
+  if ((NODES == 16)); then
+    # Switched networks on the same containers: the coordinator makes the daemons past
+    # the shape's ranks its switches, which only forward (cluster 3x4: 12 ranks + 4
+    # switches; dragonfly 2x2x1: 10 ranks on its 12 hosts + 6 routers).
+    for network in "cluster 3x4" "dragonfly 2x2x1"; do
+      read -r kind dims <<<"$network"
+      t=$SECONDS
+      RUNS_OK=0
+      RUNS_FAILED=()
+      for collective in "${COLLECTIVES[@]}"; do
+        run_verified "p=$NODES $kind $dims" "$collective" -t "$kind" --dims "$dims"
+      done
+      switches=$(jq -r '.switches // 0' <<<"$LAST_RUN")
+      if ((${#RUNS_FAILED[@]} == 0)); then
+        pass "$NODES containers as $kind $dims ($switches of them switches): all ${#COLLECTIVES[@]} collectives verified on its ranks, default algorithms ($((SECONDS - t))s)"
+      else
+        fail "$NODES containers as $kind $dims: $RUNS_OK of ${#COLLECTIVES[@]} verified"
+        printf '      %s\n' "${RUNS_FAILED[@]}"
+      fi
+      check_links "$kind $dims on $NODES containers" "label=com.docker.compose.project=$PROJECT" "$COORD"
+    done
+  fi
 
   # Emulated links in containers are dilated as on a local cluster: --dilation auto
   # (the default) probes this cluster and says so in the run's JSON.

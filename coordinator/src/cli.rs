@@ -121,7 +121,9 @@ pub struct RunArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
-    /// How many nodes form the cluster.
+    /// How many node daemons form the cluster. A run on a switched network (fat-tree,
+    /// dragonfly, cluster) makes the daemons past its ranks its switches, one each:
+    /// `cluster --dims 3x4` on 16 daemons is 12 ranks and 4 switches.
     #[arg(long, short = 'n', default_value_t = 8)]
     pub nodes: usize,
     /// Address to accept nodes and clients on.
