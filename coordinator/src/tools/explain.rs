@@ -319,7 +319,7 @@ fn header(x: &Explained) -> String {
     if spec.collective.has_root() {
         write!(text, ", root {}", spec.root).ok();
     }
-    text + "\n" + &physics_text(&x.links, x.source) + "\n"
+    text + "\n" + &physics_text(&x.links, x.source) + &crate::render::report::class_words(&spec.classes) + "\n"
 }
 
 /// The link physics in one line, saying where they come from.

@@ -145,7 +145,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
                 args.data.op,
                 &links,
                 source.name()
-            )
+            ) + &crate::render::report::class_words(planned.first().map_or(&[][..], |one| &one.spec.classes))
         )?;
         outln!("{}", table(&points))?;
         for note in notes(&points) {
