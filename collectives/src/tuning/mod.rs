@@ -12,9 +12,12 @@ use std::path::{Path, PathBuf};
 
 use bytesize::ByteSize;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use topocomm_proto::TopologyKind;
 use topocomm_proto::catalogue;
-use topocomm_proto::spec::{Algorithm, Collective, RunSpec};
+use topocomm_proto::spec::{Algorithm, Collective, LinkModel, RunSpec};
+use topocomm_proto::{Topology, TopologyKind};
+
+use crate::simulator::spec::Inputs;
+use crate::simulator::{self, Options};
 
 use footprint::Footprint;
 
@@ -28,6 +31,42 @@ pub const DEFAULT_JSON: &str = include_str!("default.json");
 pub const DEFAULT_SOURCE: &str = "the built-in table (collectives/src/tuning/default.json)";
 
 pub mod footprint;
+
+/// What `auto` knows of the run it picks for.
+#[derive(Debug, Clone, Copy)]
+pub enum Known<'a> {
+    /// The topology's kind and its nodes: rules that ask the model do not apply.
+    Shape(TopologyKind, usize),
+    /// The whole network, and the physics its links are emulated with (`None`: raw
+    /// links, which no model describes).
+    Network { topology: &'a Topology, links: Option<LinkModel> },
+}
+
+impl Known<'_> {
+    fn kind(&self) -> TopologyKind {
+        match self {
+            Known::Shape(kind, _) => *kind,
+            Known::Network { topology, .. } => topology.kind(),
+        }
+    }
+
+    fn p(&self) -> usize {
+        match self {
+            Known::Shape(_, p) => *p,
+            Known::Network { topology, .. } => topology.p(),
+        }
+    }
+
+    /// The model's time of `spec` run by `algorithm`, where the network and its physics
+    /// are known and the algorithm runs there.
+    fn model_time_ns(&self, spec: &RunSpec, algorithm: Algorithm) -> Option<u64> {
+        let Known::Network { topology, links: Some(links) } = *self else { return None };
+        let spec = RunSpec { algorithm, warmup: 0, iterations: 1, ..spec.clone() };
+        spec.validate(topology.p()).ok()?;
+        let options = Options { run: spec.run, ..Options::default() };
+        simulator::spec::run(&spec, topology, links, Inputs::Lengths, options).ok().map(|run| run.time_ns)
+    }
+}
 
 /// The rules `auto` picks by, the leaner algorithms, and the memory a run needs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,6 +115,16 @@ pub struct Rule {
     /// doubling, with a start-up worth this many bytes ([`halving_doubling_pays`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_model: Option<CostModel>,
+    /// Only where the model of the run itself (the simulator, over the run's network, its
+    /// classes of links and their physics: [`Known::Network`]) finishes `algorithm`
+    /// before the topology's default, so the rule never picks what the model says is
+    /// slower; never where the run's physics are unknown (raw links, or only a shape known).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ahead_in_the_model: bool,
+    /// With `ahead_in_the_model`: more algorithms judged beside `algorithm`, the one the
+    /// model finishes first running (ties to the earlier named).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alternatives: Vec<Algorithm>,
     /// The measurement behind the rule.
     pub why: String,
 }
@@ -235,6 +284,8 @@ pub enum TuningError {
         "rule {rule}: the cost model's predicate is halving-doubling all-reduce's, and this rule picks {algorithm}"
     )]
     CostModelElsewhere { rule: String, algorithm: String },
+    #[error("rule {rule}: alternatives are judged by the model; say \"ahead_in_the_model\": true")]
+    AlternativesUnjudged { rule: String },
     #[error("rule {rule} can never apply: rule {by}, ahead of it, matches every run it names")]
     Shadowed { rule: usize, by: usize },
     #[error(
@@ -312,7 +363,12 @@ impl Tuning {
     pub fn check(&self) -> Result<(), TuningError> {
         for (index, rule) in self.rules.iter().enumerate() {
             let name = || format!("{} ({} → {})", index + 1, rule.collective, rule.algorithm);
-            for algorithm in std::iter::once(rule.algorithm).chain(rule.replaces) {
+            if !rule.alternatives.is_empty() && !rule.ahead_in_the_model {
+                return Err(TuningError::AlternativesUnjudged { rule: name() });
+            }
+            for algorithm in
+                std::iter::once(rule.algorithm).chain(rule.replaces).chain(rule.alternatives.iter().copied())
+            {
                 if algorithm == Algorithm::Auto {
                     return Err(TuningError::PicksAuto { rule: name() });
                 }
@@ -366,16 +422,50 @@ impl Tuning {
     }
 
     /// The rule that picks for `collective` on p nodes of `topology` with `size_bytes`
-    /// per node: the first that matches.
+    /// per node: the first that matches (rules that ask the model never do: no model).
     pub fn rule_for(&self, collective: Collective, topology: TopologyKind, p: usize, size_bytes: u64) -> Option<&Rule> {
+        self.rule_judged(collective, topology, p, size_bytes, &mut |_| None).map(|(rule, _)| rule)
+    }
+
+    /// The first rule that matches and its pick; a rule that asks the model matches only
+    /// where `fastest` names one of its algorithms ([`Rule::judged`]) as ahead of the
+    /// default.
+    fn rule_judged(
+        &self,
+        collective: Collective,
+        topology: TopologyKind,
+        p: usize,
+        size_bytes: u64,
+        fastest: &mut dyn FnMut(&[Algorithm]) -> Option<Algorithm>,
+    ) -> Option<(&Rule, Algorithm)> {
         let default = catalogue::default_algorithm(collective, topology);
-        self.rules.iter().find(|rule| rule.matches(collective, topology, default, p, size_bytes))
+        self.rules.iter().filter(|rule| rule.matches(collective, topology, default, p, size_bytes)).find_map(|rule| {
+            match rule.ahead_in_the_model {
+                false => Some((rule, rule.algorithm)),
+                true => fastest(&rule.judged()).map(|winner| (rule, winner)),
+            }
+        })
     }
 
     /// What `auto` runs: the first matching rule's algorithm, else the topology's default.
     pub fn auto(&self, collective: Collective, topology: TopologyKind, p: usize, size_bytes: u64) -> Algorithm {
-        self.rule_for(collective, topology, p, size_bytes)
-            .map_or_else(|| catalogue::default_algorithm(collective, topology), |rule| rule.algorithm)
+        self.auto_for(collective, Known::Shape(topology, p), &RunSpec::new(collective, Algorithm::Auto), size_bytes)
+    }
+
+    /// [`Tuning::auto`] for `spec` on what is `known` of its run: a rule that asks the
+    /// model is judged by simulating its algorithm and the default (once) on the network.
+    fn auto_for(&self, collective: Collective, known: Known<'_>, spec: &RunSpec, size_bytes: u64) -> Algorithm {
+        let default = catalogue::default_algorithm(collective, known.kind());
+        let mut fastest = |candidates: &[Algorithm]| {
+            let default_ns = known.model_time_ns(spec, default)?;
+            let (ns, winner) = candidates
+                .iter()
+                .filter_map(|&algorithm| Some((known.model_time_ns(spec, algorithm)?, algorithm)))
+                .min_by_key(|&(ns, _)| ns)?;
+            (ns < default_ns).then_some(winner)
+        };
+        self.rule_judged(collective, known.kind(), known.p(), size_bytes, &mut fastest)
+            .map_or(default, |(_, picked)| picked)
     }
 
     /// The algorithm a run uses: `auto` resolved, anything else as named.
@@ -389,6 +479,16 @@ impl Tuning {
     ) -> Algorithm {
         match algorithm {
             Algorithm::Auto => self.auto(collective, topology, p, size_bytes),
+            named => named,
+        }
+    }
+
+    /// The algorithm `spec` runs with on what is `known` of its run: `auto` resolved
+    /// (judging the rules that ask the model where the network and its physics are
+    /// known), anything else as named.
+    pub fn resolve_known(&self, spec: &RunSpec, known: Known<'_>) -> Algorithm {
+        match spec.algorithm {
+            Algorithm::Auto => self.auto_for(spec.collective, known, spec, spec.size_bytes),
             named => named,
         }
     }
@@ -408,12 +508,11 @@ impl Tuning {
     pub fn resolve_checked<E>(
         &self,
         spec: &RunSpec,
-        topology: TopologyKind,
-        p: usize,
+        known: Known<'_>,
         check: impl Fn(&RunSpec) -> Result<(), E>,
     ) -> Result<RunSpec, E> {
         let with = |algorithm| RunSpec { algorithm, ..spec.clone() };
-        let picked = with(self.resolve(spec.collective, spec.algorithm, topology, p, spec.size_bytes));
+        let picked = with(self.resolve_known(spec, known));
         let Err(refusal) = check(&picked) else { return Ok(picked) };
         let lean = match spec.algorithm {
             Algorithm::Auto => self.leaner(spec.collective, picked.algorithm).map(with),
@@ -427,6 +526,11 @@ impl Tuning {
 }
 
 impl Rule {
+    /// The algorithms a rule that asks the model judges: its own, then its alternatives.
+    pub fn judged(&self) -> Vec<Algorithm> {
+        std::iter::once(self.algorithm).chain(self.alternatives.iter().copied()).collect()
+    }
+
     /// Whether the rule picks for this run (`default`: the topology's own algorithm).
     pub fn matches(
         &self,
@@ -463,6 +567,7 @@ impl Rule {
             && self.size.covers(&other.size)
             && self.node_bytes.covers(&other.node_bytes)
             && self.cost_model.is_none_or(|model| other.cost_model == Some(model))
+            && (!self.ahead_in_the_model || other.ahead_in_the_model)
     }
 
     /// Whether the two rules name the same runs but for their sizes.
@@ -475,6 +580,7 @@ impl Rule {
             && self.nodes == other.nodes
             && self.node_bytes == other.node_bytes
             && self.cost_model == other.cost_model
+            && self.ahead_in_the_model == other.ahead_in_the_model
     }
 }
 

@@ -236,7 +236,7 @@ fn watched(
 fn simulated(args: &SimulateArgs, words: &[String], stop: &Stop) -> Done {
     let (_, predict_with) = request::link_models(&args.links)?;
     let (links, _) = explain::physics(predict_with, &args.links)?;
-    let planned = simulate::plan(args)?;
+    let planned = simulate::plan(args, links)?;
     let [point] = planned.as_slice() else { return scaling(args, &planned, links, words, stop) };
     if point.topology.p() > simulate::MOST_NODES_DRAWN {
         return by_steps(args, point, links, words, stop);

@@ -171,10 +171,14 @@ fn rule_row(index: usize, rule: &Rule) -> [String; 8] {
     if let Some(model) = rule.cost_model {
         conditions.push(format!("the cost model says it pays (t_s = {} t_w)", model.startup_bytes));
     }
+    if rule.ahead_in_the_model {
+        conditions.push("the one the model of the run finishes first, where that beats the default".to_owned());
+    }
+    let runs: Vec<String> = rule.judged().iter().map(ToString::to_string).collect();
     [
         (index + 1).to_string(),
         rule.collective.to_string(),
-        rule.algorithm.to_string(),
+        runs.join(" or "),
         rule.replaces.map_or_else(|| "the default".to_owned(), |replaced| replaced.to_string()),
         topologies_text(&rule.topologies),
         rule.nodes.to_string(),

@@ -31,7 +31,7 @@ use crate::render::output;
 use crate::tools::goal_out;
 use crate::tools::memory::{self, Exceeded, Limits, MemoryWatch};
 use crate::tools::model::{self, ModelError, Prediction};
-use topocomm_collectives::tuning::Tuning;
+use topocomm_collectives::tuning::{Known, Tuning};
 
 #[derive(Debug, Clone, Args)]
 pub struct ExplainArgs {
@@ -174,10 +174,10 @@ pub(crate) fn explain_within(
     let topology = what.shape.topology_of(what.nodes)?;
     let p = topology.p();
     let requested = request.spec.algorithm;
-    let algorithm = tuning.resolve(request.spec.collective, requested, topology.kind(), p, request.spec.size_bytes);
+    let (links, source) = physics(planned.predict_with, &what.links)?;
+    let algorithm = tuning.resolve_known(&request.spec, Known::Network { topology: &topology, links: Some(links) });
     let spec = RunSpec { algorithm, ..request.spec };
     spec.validate(p)?;
-    let (links, source) = physics(planned.predict_with, &what.links)?;
     let what =
         format!("{} ({}) on a {topology}, {} per node", spec.collective, spec.what_runs(), size(spec.size_bytes));
     let (estimate, _) = memory::estimate(&spec, &topology);

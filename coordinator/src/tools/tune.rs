@@ -282,6 +282,8 @@ fn rules_of(pair: &Pair, kind: TopologyKind, p: usize, measured: &[Measured], ar
         size: Bounds { min: Some(Bytes(min)), max: Some(Bytes(max)) },
         node_bytes: Bounds::default(),
         cost_model: None,
+        ahead_in_the_model: false,
+        alternatives: Vec::new(),
         why: why.clone(),
     };
     match found {

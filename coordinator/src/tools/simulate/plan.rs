@@ -5,6 +5,7 @@
 use anyhow::{Context, bail};
 use bytesize::ByteSize;
 use topocomm_collectives::simulator::spec::{Inputs, SimulatedRun};
+use topocomm_collectives::tuning::Known;
 use topocomm_proto::spec::{Algorithm, LinkModel, RunSpec};
 use topocomm_proto::{Topology, TopologyKind, catalogue};
 
@@ -28,7 +29,7 @@ pub(crate) struct Planned {
 /// Every point to simulate, in order (topology, algorithm, p), each checked and with its
 /// memory estimated; a point whose data would not fit runs with lengths only when the
 /// payload is `auto`, and is refused otherwise.
-pub(crate) fn plan(args: &SimulateArgs) -> anyhow::Result<Vec<Planned>> {
+pub(crate) fn plan(args: &SimulateArgs, links: LinkModel) -> anyhow::Result<Vec<Planned>> {
     anyhow::ensure!(
         args.dims.is_none() || (args.topology.len() == 1 && args.nodes.len() == 1),
         "--dims gives the shape of one topology: give one --topology and one --nodes with it"
@@ -67,14 +68,15 @@ pub(crate) fn plan(args: &SimulateArgs) -> anyhow::Result<Vec<Planned>> {
                         Topology::new(kind, p, args.dims.as_deref()).with_context(|| format!("{kind} of {p} nodes"))?
                     }
                 };
-                let resolved = tuning.resolve(args.collective, algorithm, kind, p, args.size);
                 let once = Repetition { warmup: 0, iterations: 1, timeout: args.timeout, dump: false };
                 let spec = RunSpec {
                     run: 1,
                     schedule: schedule.clone(),
                     classes: request::class_physics(&topology, &args.links.classes),
-                    ..request::run_spec(args.collective, resolved, args.size, &args.data, once)?
+                    ..request::run_spec(args.collective, algorithm, args.size, &args.data, once)?
                 };
+                let resolved = tuning.resolve_known(&spec, Known::Network { topology: &topology, links: Some(links) });
+                let spec = RunSpec { algorithm: resolved, ..spec };
                 spec.validate(p).with_context(|| format!("{} on a {topology}", args.collective))?;
                 let (inputs, estimate) = fit(&spec, &topology, args.payload, available)?;
                 planned.push(Planned { topology, spec, inputs, estimate });
