@@ -3,12 +3,85 @@
 //! once, under store-and-forward ([GGKK 4.1]-[GGKK 4.5], [KGGK94 3.2]-[KGGK94 3.7]),
 //! and the cut-through ring broadcast of [GGKK 4.1.1]. Every message then crosses one
 //! link, costing t_s + t_h + t_w m (the textbook's forms have no t_h: it enters once per
-//! step). `topocomm simulate` prints them beside the simulator's times, and the tests
+//! step). On a switched network a message crosses several links, each costing t_h +
+//! t_w m under store-and-forward; the forms that hold there ([`SwitchedForm`]) count
+//! them. `topocomm simulate` prints them beside the simulator's times, and the tests
 //! hold the two equal to the nanosecond at every p they reach.
 
 use topocomm_proto::catalogue::{self, ClosedForm};
-use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Ports, Routing};
+use topocomm_proto::network::Family;
+use topocomm_proto::spec::{Algorithm, ClassPhysics, Collective, LinkModel, Ports, Routing};
 use topocomm_proto::{Topology, TopologyKind};
+
+/// A closed form of a switched network.
+///
+/// `FatTreeBinomial`: the hypercube's pairs r, r xor 2^j ([GGKK 4.1.3] broadcast,
+/// [GGKK 4.3] reduce and recursive-doubling all-reduce) on a k-port fat-tree whose k/2
+/// is a power of two, p = 2^d ranks on the first p hosts: a pair shares an edge switch
+/// where 2^j < k/2 (2 links), a pod where 2^j < k²/4 (4 links), else it crosses the
+/// core (6 links). No two messages of a step share a link: d-mod-k sends the messages
+/// out of one edge switch to distinct destinations mod k/2 up through distinct
+/// aggregation switches and on through distinct core switches (Al-Fares et al. 2008
+/// §3.3), and every down path is its destination's own. So, all-port and
+/// store-and-forward, Σ_j (t_s + h_j (t_h + t_w m)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SwitchedForm {
+    FatTreeBinomial,
+}
+
+impl SwitchedForm {
+    /// The form `collective` by `algorithm` has on `topology` under `routing` and
+    /// `ports`, where one holds.
+    fn of(
+        collective: Collective,
+        algorithm: Algorithm,
+        topology: &Topology,
+        routing: Routing,
+        ports: Ports,
+    ) -> Option<(SwitchedForm, usize)> {
+        let Family::FatTree(tree) = topology.switched()?.family() else { return None };
+        let binomial = matches!(
+            (collective, algorithm),
+            (Collective::Broadcast | Collective::Reduce, Algorithm::Hypercube)
+                | (Collective::Allreduce, Algorithm::RecursiveDoubling)
+        );
+        let half = tree.k() / 2;
+        (binomial
+            && routing == Routing::Sf
+            && ports == Ports::All
+            && half.is_power_of_two()
+            && topology.p().is_power_of_two()
+            && topology.p() >= 2)
+            .then_some((SwitchedForm::FatTreeBinomial, half))
+    }
+
+    fn formula(self) -> &'static str {
+        match self {
+            SwitchedForm::FatTreeBinomial => {
+                "Σ_j (t_s + h_j (t_h + t_w m)), h_j = 2, 4, 6 links as 2^j < k/2, < k²/4, beyond (fat-tree, d-mod-k)"
+            }
+        }
+    }
+
+    /// The form's time in nanoseconds: `half` is the fat-tree's k/2.
+    fn time_ns(self, half: usize, p: usize, m: u64, model: &LinkModel) -> u64 {
+        match self {
+            SwitchedForm::FatTreeBinomial => (0..p.trailing_zeros())
+                .map(|j| {
+                    let distance = 1usize << j;
+                    let links = if distance < half {
+                        2
+                    } else if distance < half * half {
+                        4
+                    } else {
+                        6
+                    };
+                    model.ts_ns + links * (model.th_ns + model.transfer_ns(m as usize))
+                })
+                .sum(),
+        }
+    }
+}
 
 /// The closed form the catalogue gives `collective` by `algorithm`, where it holds: on
 /// `kind` under `routing`.
@@ -27,16 +100,21 @@ fn form(
 /// The closed form's time, in nanoseconds, of `collective` by `algorithm` on `topology`
 /// with `m` bytes per node under `model`; `None` where the textbook gives none (another
 /// topology, packets, cut-through where the form is store-and-forward's, a shape the form
-/// does not cover).
+/// does not cover, a class of links with physics of its own in `classes`).
 pub fn time_ns(
     collective: Collective,
     algorithm: Algorithm,
     topology: &Topology,
     m: u64,
     model: &LinkModel,
+    classes: &[ClassPhysics],
 ) -> Option<u64> {
-    if model.packet_bytes > 0 {
+    if model.packet_bytes > 0 || classes.iter().any(|class| class.applied_to(*model) != *model) {
         return None;
+    }
+    if topology.kind().is_switched() {
+        let (form, half) = SwitchedForm::of(collective, algorithm, topology, model.routing, model.ports)?;
+        return Some(form.time_ns(half, topology.p(), m, model));
     }
     let form = form(collective, algorithm, topology.kind(), model.routing, model.ports)?;
     let p = topology.p() as u64;
@@ -97,11 +175,14 @@ pub fn time_ns(
 pub fn formula(
     collective: Collective,
     algorithm: Algorithm,
-    kind: TopologyKind,
+    topology: &Topology,
     routing: Routing,
     ports: Ports,
 ) -> Option<&'static str> {
-    form(collective, algorithm, kind, routing, ports).map(ClosedForm::formula)
+    match topology.kind().is_switched() {
+        true => SwitchedForm::of(collective, algorithm, topology, routing, ports).map(|(form, _)| form.formula()),
+        false => form(collective, algorithm, topology.kind(), routing, ports).map(ClosedForm::formula),
+    }
 }
 
 #[cfg(test)]
@@ -134,6 +215,12 @@ mod tests {
         for dims in [[2usize, 2], [3, 3], [2, 4], [4, 4], [3, 5], [8, 8], [16, 16]] {
             shapes.push(Topology::new(TopologyKind::Torus, dims[0] * dims[1], Some(&dims)).expect("a torus"));
         }
+        // Fat-trees, whole and with fewer ranks than hosts, k/2 a power of two or not
+        // (k = 6: no form, and none claimed).
+        for (k, p) in [(2usize, 2usize), (4, 2), (4, 4), (4, 8), (4, 16), (6, 32), (8, 16), (8, 64), (8, 128)] {
+            shapes.push(Topology::new(TopologyKind::FatTree, p, Some(&[k])).expect("a fat-tree"));
+        }
+        let mut switched_checked = 0;
         for topology in &shapes {
             for ((entry, met), other_model_differs) in
                 topocomm_proto::catalogue::ENTRIES.iter().zip(&mut met).zip(&mut other_model_differs)
@@ -142,20 +229,22 @@ mod tests {
                     for (th_ns, m) in [(0, 1024u64), (7_000, 8192)] {
                         let links = LinkModel { ts_ns: 100_000, th_ns, tw_ps: 3_000, routing, packet_bytes: 0, ports };
                         let spec = RunSpec { size_bytes: m, ..RunSpec::new(entry.collective, entry.algorithm) };
-                        let Some(expected) = time_ns(entry.collective, entry.algorithm, topology, m, &links) else {
+                        let Some(expected) = time_ns(entry.collective, entry.algorithm, topology, m, &links, &[])
+                        else {
                             // A form that holds all-port only must fail one-port somewhere.
                             let all_port = LinkModel { ports: Ports::All, ..links };
                             if let Some(all_port_form) =
-                                time_ns(entry.collective, entry.algorithm, topology, m, &all_port)
+                                time_ns(entry.collective, entry.algorithm, topology, m, &all_port, &[])
                             {
                                 let got = model::predict(&spec, topology, links).expect("a prediction").time_ns;
                                 *other_model_differs |= got != all_port_form;
                             }
                             continue;
                         };
-                        assert!(formula(entry.collective, entry.algorithm, topology.kind(), routing, ports).is_some());
+                        assert!(formula(entry.collective, entry.algorithm, topology, routing, ports).is_some());
                         let got = model::predict(&spec, topology, links).expect("a prediction").time_ns;
                         checked += 1;
+                        switched_checked += usize::from(topology.kind().is_switched());
                         *met = true;
                         if got != expected {
                             mismatches.push(format!(
@@ -169,6 +258,8 @@ mod tests {
             }
         }
         assert!(checked > 200, "only {checked} cases have a closed form");
+        // Three pairs on the eight fat-trees whose k/2 is a power of two, two sizes each.
+        assert_eq!(switched_checked, 3 * 8 * 2, "the fat-tree forms held on every shape they claim");
         for ((entry, met), differs) in topocomm_proto::catalogue::ENTRIES.iter().zip(met).zip(other_model_differs) {
             if let Some(form) = entry.closed_form {
                 assert!(met, "{} {}: its closed form ({form:?}) held on no shape", entry.collective, entry.algorithm);

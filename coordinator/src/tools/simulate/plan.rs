@@ -121,7 +121,14 @@ pub(crate) fn describe(point: &Planned, simulated: &SimulatedRun, links: &LinkMo
     let spec = &point.spec;
     let time_us = simulated.time_ns as f64 / 1e3;
     let closed_form_ns = match spec.schedule {
-        None => closed_form::time_ns(spec.collective, spec.algorithm, &point.topology, spec.size_bytes, links),
+        None => closed_form::time_ns(
+            spec.collective,
+            spec.algorithm,
+            &point.topology,
+            spec.size_bytes,
+            links,
+            &spec.classes,
+        ),
         Some(_) => None,
     };
     SimulationSummary {
@@ -146,7 +153,7 @@ pub(crate) fn describe(point: &Planned, simulated: &SimulatedRun, links: &LinkMo
         closed_form: closed_form_ns.and(closed_form::formula(
             spec.collective,
             spec.algorithm,
-            point.topology.kind(),
+            &point.topology,
             links.routing,
             links.ports,
         )),
