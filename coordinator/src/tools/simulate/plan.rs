@@ -154,6 +154,7 @@ pub(crate) fn describe(point: &Planned, simulated: &SimulatedRun, links: &LinkMo
             spec.collective,
             spec.algorithm,
             &point.topology,
+            spec.size_bytes,
             links.routing,
             links.ports,
         )),
