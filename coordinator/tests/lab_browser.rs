@@ -379,6 +379,26 @@ async fn a_run_on_a_dragonfly_of_daemons_is_drawn_as_groups_on_a_circle_and_play
         )
         .await;
     browser.wait_for("document.querySelectorAll('#collective option').length > 10", Duration::from_secs(10)).await;
+    // The form starts at the lab's network, and its preview of a run is on the lab's 18
+    // daemons: 12 ranks and 6 routers, as /api/layout gives it from either count.
+    let cluster = browser.eval("fetch('/api/cluster').then(r => r.json())").await;
+    assert_eq!(cluster["started_for"], json!({ "topology": "dragonfly", "dims": "2x2x1" }), "{cluster}");
+    assert_eq!(
+        browser.eval("[document.querySelector('#topology').value, document.querySelector('#dims').value]").await,
+        json!(["dragonfly", "2x2x1"])
+    );
+    browser.wait_for("document.querySelectorAll('[data-testid=vertex]').length === 18", Duration::from_secs(20)).await;
+    for query in ["daemons=18", "nodes=12"] {
+        let preview = browser
+            .eval(&format!("fetch('/api/layout?topology=dragonfly&dims=2x2x1&{query}').then(r => r.json())"))
+            .await;
+        assert_eq!(
+            (preview["p"].clone(), preview["layout"]["nodes"].as_array().map(Vec::len)),
+            (json!(12), Some(18)),
+            "{query}"
+        );
+        assert_eq!(preview["layout"]["regions"].as_array().map(Vec::len), Some(3), "{query}: a ring a group");
+    }
     let fields = [
         ("collective", "allgather"),
         ("topology", "dragonfly"),
