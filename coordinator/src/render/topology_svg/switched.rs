@@ -1,6 +1,6 @@
 //! Where the built-in switched families put their vertices: a fat-tree as its levels
 //! (hosts at the bottom, then edge, aggregation and core switches, each pod's switches
-//! over its hosts), a dragonfly as its groups on a circle (each group's routers on a
+//! over its hosts in the pod's box), a dragonfly as its groups on a circle (each group's routers on a
 //! small ring, its hosts outside them, global links as chords between groups), and a
 //! cluster as boxes, one a machine, holding its cores under the machine's memory switch,
 //! round the cluster's switch. Each place is read from the vertex's family coordinates
@@ -25,8 +25,8 @@ const LEVEL_GAP: f64 = 110.0;
 /// A fat-tree of K-port switches (`dims = [K]`): the core switches on top, then each
 /// pod's aggregation and edge switches, its hosts at the bottom; pods side by side, a
 /// pod's edge switch over the hosts it links and aggregation switch `i` over edge switch
-/// `i`; the core switches spread across the whole width (core `(i, j)` links
-/// aggregation switch `i` of every pod).
+/// `i`, each pod outlined by a box; the core switches spread across the whole width
+/// above the boxes (core `(i, j)` links aggregation switch `i` of every pod).
 pub(super) fn fat_tree(topology: &Topology) -> Drawing {
     let half = topology.dims()[0] / 2;
     let pod_width = (half * half - 1) as f64 * SPACING;
@@ -46,7 +46,26 @@ pub(super) fn fat_tree(topology: &Topology) -> Drawing {
             (x, (3 - level) as f64 * LEVEL_GAP)
         })
         .collect();
-    Drawing { at, links: class_links(topology), legend: class_legend(topology), binary: None, regions: Vec::new() }
+    // Each pod outlined: its hosts, edge and aggregation switches.
+    let pad = NODE_R + 12.0;
+    let regions = (0..2 * half)
+        .map(|pod| Region {
+            label: format!("pod {pod}"),
+            left: pod as f64 * pod_step - pad,
+            top: LEVEL_GAP - pad,
+            width: pod_width + 2.0 * pad,
+            height: 2.0 * LEVEL_GAP + 2.0 * pad,
+            round: false,
+            members: (0..topology.vertices())
+                .filter(|&v| {
+                    let place = topology.coords(v);
+                    place[0] < 3 && place[1] == pod
+                })
+                .collect(),
+            label_at: (pod as f64 * pod_step + pod_width / 2.0, 3.0 * LEVEL_GAP + pad + 16.0),
+        })
+        .collect();
+    Drawing { at, links: class_links(topology), legend: class_legend(topology), binary: None, regions }
 }
 
 /// A dragonfly `AxPxH` (`dims = [A, P, H]`, `A·H + 1` groups): group `G` at angle
@@ -298,6 +317,18 @@ mod tests {
                     );
                 }
             }
+            // Each pod's hosts, edge and aggregation switches in its box alone; the core
+            // switches in none.
+            assert_eq!(layout.regions.len(), k, "{topology}: a box a pod");
+            for node in &layout.nodes {
+                let place = topology.coords(node.id);
+                let expected: Vec<usize> = if place[0] < 3 { vec![place[1]] } else { vec![] };
+                assert_eq!(holding(&layout, node), expected, "{topology}: {node:?} at {place:?}");
+                assert!(
+                    expected.iter().all(|&pod| layout.regions[pod].members.contains(&node.id)),
+                    "{topology}: {node:?}"
+                );
+            }
             // Pods apart: every host of pod 0 left of every host of pod 1.
             let pod_hosts = |pod: usize| -> Vec<f64> {
                 (0..topology.p()).filter(|&v| topology.coords(v)[1] == pod).map(|v| layout.nodes[v].x).collect()
@@ -305,6 +336,17 @@ mod tests {
             let right_of_pod_0 = pod_hosts(0).into_iter().fold(f64::MIN, f64::max);
             assert!(pod_hosts(1).iter().all(|&x| x > right_of_pod_0 + SPACING), "{topology}: pods apart");
         }
+    }
+
+    /// The regions whose box holds `node`'s whole disc or square.
+    fn holding(layout: &Layout, node: &PlacedNode) -> Vec<usize> {
+        let holds = |region: &PlacedRegion| {
+            region.x + NODE_R <= node.x
+                && node.x <= region.x + region.width - NODE_R
+                && region.y + NODE_R <= node.y
+                && node.y <= region.y + region.height - NODE_R
+        };
+        (0..layout.regions.len()).filter(|&r| holds(&layout.regions[r])).collect()
     }
 
     /// The centre of a region's box.
@@ -353,15 +395,9 @@ mod tests {
             let (topology, layout) = laid_out(TopologyKind::Cluster, p, &dims);
             let machines = dims[0];
             assert_eq!(layout.regions.len(), machines, "{topology}");
-            let holds = |region: &PlacedRegion, node: &PlacedNode| {
-                region.x + NODE_R <= node.x
-                    && node.x <= region.x + region.width - NODE_R
-                    && region.y + NODE_R <= node.y
-                    && node.y <= region.y + region.height - NODE_R
-            };
             for node in &layout.nodes {
                 let place = topology.coords(node.id);
-                let holding: Vec<usize> = (0..machines).filter(|&m| holds(&layout.regions[m], node)).collect();
+                let holding = holding(&layout, node);
                 match place[..] {
                     [machine, ..] => {
                         assert_eq!(
