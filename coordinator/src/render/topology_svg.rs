@@ -72,21 +72,9 @@ struct Drawing {
     legend: Vec<(&'static str, String, bool)>,
     /// Binary labels beside the nodes (small hypercubes).
     binary: Option<usize>,
-    /// Outlines drawn under the nodes (a cluster's machines, a dragonfly's groups).
-    regions: Vec<Region>,
-}
-
-/// An outline around some vertices, in the drawing's coordinates: a box, or the
-/// ellipse inscribed in it, and its label's anchor (the text's middle, baseline).
-struct Region {
-    label: String,
-    left: f64,
-    top: f64,
-    width: f64,
-    height: f64,
-    round: bool,
-    members: Vec<NodeId>,
-    label_at: (f64, f64),
+    /// Outlines drawn under the nodes (a fat-tree's pods, a dragonfly's groups, a
+    /// cluster's machines), in the drawing's coordinates until [`layout`] places them.
+    regions: Vec<PlacedRegion>,
 }
 
 /// A node placed on the picture.
@@ -120,9 +108,10 @@ pub struct LegendEntry {
     pub y: f64,
 }
 
-/// An outline placed on the picture, under the nodes: a machine's box (`round` false)
-/// or a group's ring (`round`: the ellipse inscribed in the box), with the vertices it
-/// holds and its label, centred on `label_x` with its baseline at `label_y`.
+/// An outline placed on the picture, under the nodes: a fat-tree's pod or a cluster's
+/// machine as a box (`round` false), a dragonfly's group as a ring (`round`: the ellipse
+/// inscribed in the box), with the vertices it holds and its label, centred on `label_x`
+/// with its baseline at `label_y`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlacedRegion {
     pub label: String,
@@ -151,7 +140,8 @@ pub struct Layout {
     pub legend: Vec<LegendEntry>,
     /// Digits of the binary labels beside the nodes (small hypercubes).
     pub binary_digits: Option<usize>,
-    /// Outlines under the nodes: a cluster's machines, a dragonfly's groups.
+    /// Outlines under the nodes: a fat-tree's pods, a dragonfly's groups, a cluster's
+    /// machines.
     pub regions: Vec<PlacedRegion>,
 }
 
@@ -171,7 +161,7 @@ pub fn layout(topology: &Topology) -> Layout {
     };
     // Legend items, laid out in lines under the drawing.
     let corners =
-        drawing.regions.iter().flat_map(|r| [(r.left, r.top), (r.left + r.width, r.top + r.height), r.label_at]);
+        drawing.regions.iter().flat_map(|r| [(r.x, r.y), (r.x + r.width, r.y + r.height), (r.label_x, r.label_y)]);
     let extent: Vec<(f64, f64)> = drawing.at.iter().copied().chain(corners).collect();
     let (min_x, min_y) = extent.iter().fold((f64::MAX, f64::MAX), |(x, y), p| (x.min(p.0), y.min(p.1)));
     let (max_x, max_y) = extent.iter().fold((f64::MIN, f64::MIN), |(x, y), p| (x.max(p.0), y.max(p.1)));
@@ -194,6 +184,10 @@ pub fn layout(topology: &Topology) -> Layout {
     let shift = |(x, y): (f64, f64)| (x + dx, y + dy);
     for p in &mut drawing.at {
         *p = shift(*p);
+    }
+    for region in &mut drawing.regions {
+        ((region.x, region.y), (region.label_x, region.label_y)) =
+            (shift((region.x, region.y)), shift((region.label_x, region.label_y)));
     }
     let note = match topology.kind() {
         _ if topology.switches() > 0 => "; squares are switches",
@@ -261,24 +255,7 @@ pub fn layout(topology: &Topology) -> Layout {
         links,
         legend,
         binary_digits: drawing.binary,
-        regions: drawing
-            .regions
-            .into_iter()
-            .map(|region| {
-                let ((x, y), (label_x, label_y)) = (shift((region.left, region.top)), shift(region.label_at));
-                PlacedRegion {
-                    label: region.label,
-                    x,
-                    y,
-                    width: region.width,
-                    height: region.height,
-                    round: region.round,
-                    members: region.members,
-                    label_x,
-                    label_y,
-                }
-            })
-            .collect(),
+        regions: drawing.regions,
     }
 }
 

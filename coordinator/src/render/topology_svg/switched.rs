@@ -1,9 +1,9 @@
 //! Where the built-in switched families put their vertices: a fat-tree as its levels
 //! (hosts at the bottom, then edge, aggregation and core switches, each pod's switches
-//! over its hosts in the pod's box), a dragonfly as its groups on a circle (each group's routers on a
-//! small ring, its hosts outside them, global links as chords between groups), and a
-//! cluster as boxes, one a machine, holding its cores under the machine's memory switch,
-//! round the cluster's switch. Each place is read from the vertex's family coordinates
+//! over its hosts in the pod's box), a dragonfly as its groups on a circle (each group's
+//! routers on a small ring, its hosts outside them, global links as chords between
+//! groups), and a cluster as boxes, one a machine, holding its cores under the machine's
+//! memory switch, round the cluster's switch. Each place is read from the vertex's family coordinates
 //! (`Topology::coords`, as each family in `proto/src/network` gives them), so hosts
 //! without a rank leave their place empty.
 
@@ -12,7 +12,7 @@ use std::f64::consts::PI;
 use topocomm_proto::Topology;
 use topocomm_proto::topology::NodeId;
 
-use super::{Drawing, Link, NODE_R, Region, Shape};
+use super::{Drawing, Link, NODE_R, PlacedRegion, Shape};
 use crate::render::picture::colour;
 
 /// Centre to centre between two neighbouring nodes of a row.
@@ -47,22 +47,27 @@ pub(super) fn fat_tree(topology: &Topology) -> Drawing {
         })
         .collect();
     // Each pod outlined: its hosts, edge and aggregation switches.
+    let mut members = vec![Vec::new(); 2 * half];
+    for v in 0..topology.vertices() {
+        // Below the core switches (level 3), every vertex is in its pod.
+        if let [0..=2, pod, ..] = topology.coords(v)[..] {
+            members[pod].push(v);
+        }
+    }
     let pad = NODE_R + 12.0;
-    let regions = (0..2 * half)
-        .map(|pod| Region {
+    let regions = members
+        .into_iter()
+        .enumerate()
+        .map(|(pod, members)| PlacedRegion {
             label: format!("pod {pod}"),
-            left: pod as f64 * pod_step - pad,
-            top: LEVEL_GAP - pad,
+            x: pod as f64 * pod_step - pad,
+            y: LEVEL_GAP - pad,
             width: pod_width + 2.0 * pad,
             height: 2.0 * LEVEL_GAP + 2.0 * pad,
             round: false,
-            members: (0..topology.vertices())
-                .filter(|&v| {
-                    let place = topology.coords(v);
-                    place[0] < 3 && place[1] == pod
-                })
-                .collect(),
-            label_at: (pod as f64 * pod_step + pod_width / 2.0, 3.0 * LEVEL_GAP + pad + 16.0),
+            members,
+            label_x: pod as f64 * pod_step + pod_width / 2.0,
+            label_y: 3.0 * LEVEL_GAP + pad + 16.0,
         })
         .collect();
     Drawing { at, links: class_links(topology), legend: class_legend(topology), binary: None, regions }
@@ -120,15 +125,17 @@ pub(super) fn dragonfly(topology: &Topology) -> Drawing {
         .map(|(group, members)| {
             let facing = group as f64 * sector;
             let (cx, cy) = towards(facing, radius);
-            Region {
+            let (label_x, label_y) = towards(facing, host_radius + NODE_R + 22.0);
+            PlacedRegion {
                 label: format!("group {group}"),
-                left: cx - around,
-                top: cy - around,
+                x: cx - around,
+                y: cy - around,
                 width: 2.0 * around,
                 height: 2.0 * around,
                 round: true,
                 members,
-                label_at: towards(facing, host_radius + NODE_R + 22.0),
+                label_x,
+                label_y,
             }
         })
         .collect();
@@ -202,15 +209,16 @@ pub(super) fn cluster(topology: &Topology) -> Drawing {
             let ((x, y), way) = machine_at(machine);
             let (near, far) = (y - way * pad, y + way * (depth + pad));
             let label_y = if way > 0.0 { far + 18.0 } else { far - 10.0 };
-            Region {
+            PlacedRegion {
                 label: format!("machine {machine}"),
-                left: x - box_width / 2.0,
-                top: near.min(far),
+                x: x - box_width / 2.0,
+                y: near.min(far),
                 width: box_width,
                 height: (far - near).abs(),
                 round: false,
                 members,
-                label_at: (x, label_y),
+                label_x: x,
+                label_y,
             }
         })
         .collect();

@@ -45,8 +45,8 @@
 
   // ---- the topology picture ----
   // Draws `topology` (its layout from topology_svg) into `svg`: the outlines of a
-  // switched network's machines or groups, the links, every vertex (a rank's disc, a
-  // switch's square) and the legend; returns what the animation needs: edge paths and
+  // switched network's pods, groups or machines, the links, every vertex (a rank's disc,
+  // a switch's square) and the legend; returns what the animation needs: edge paths and
   // their lengths, vertex groups, the marks' layer.
   // The picture is two layers: the drawing, which stays still while the animation
   // plays (thousands of links are painted once), and an overlay of what moves (marks,
