@@ -23,10 +23,14 @@ enum SwitchedForm {
     /// recursive-doubling all-reduce) on a k-port fat-tree whose k/2 is a power of two,
     /// p = 2^d ranks on the first p hosts: a pair shares an edge switch where 2^j < k/2
     /// (2 links), a pod where 2^j < k²/4 (4 links), else it crosses the core (6 links).
-    /// No two messages of a step share a link: d-mod-k sends the messages out of one edge
-    /// switch to distinct destinations mod k/2 up through distinct aggregation switches
-    /// and on through distinct core switches (Al-Fares et al. 2008 §3.3), and every down
-    /// path is its destination's own. So Σ_j message(0, 2^j, m).
+    /// The run ends with a chain of one message at each distance, none waiting for a link:
+    /// the broadcast's chain to its last leaf goes through every node's first send (a
+    /// node's later sends queue behind it on its own link, off that chain), the reduce is
+    /// its dual, and in recursive doubling every node sends one message a step, which
+    /// d-mod-k carries on distinct links: the messages out of one edge switch go to
+    /// distinct destinations mod k/2, so up through distinct aggregation switches and on
+    /// through distinct core switches (Al-Fares et al. 2008 §3.3), and every down path is
+    /// its destination's own. So Σ_j message(0, 2^j, m).
     FatTreeBinomial,
     /// The ring all-reduce (a ring reduce-scatter, then a ring all-gather, 2(p − 1) steps
     /// of m/p) on a cluster of machines, ranks machine by machine: the ring's hop from a
