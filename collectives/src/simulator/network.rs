@@ -815,4 +815,28 @@ mod tests {
         }
         assert!(checked > 400, "only {checked} links checked");
     }
+
+    #[test]
+    fn a_switched_networks_link_directions_each_have_a_state_of_their_own() {
+        for (kind, p, dims) in [
+            (TopologyKind::FatTree, 16, &[4][..]),
+            (TopologyKind::FatTree, 11, &[4][..]),
+            (TopologyKind::Dragonfly, 72, &[4, 2, 2][..]),
+            (TopologyKind::Dragonfly, 7, &[2, 2, 1][..]),
+            (TopologyKind::Cluster, 12, &[3, 4][..]),
+        ] {
+            let topology = Topology::new(kind, p, Some(dims)).expect("a valid shape");
+            let mut links = Links::new(&topology);
+            assert!(matches!(links, Links::Sorted { .. }), "{topology}");
+            let directions: Vec<(NodeId, NodeId)> = (0..topology.vertices())
+                .flat_map(|from| topology.neighbours(from).into_iter().map(move |to| (from, to)))
+                .collect();
+            for (n, &(from, to)) in directions.iter().enumerate() {
+                links.state(from, to).bytes = n as u64 + 1;
+            }
+            for (n, &(from, to)) in directions.iter().enumerate() {
+                assert_eq!(links.state(from, to).bytes, n as u64 + 1, "{topology}: {from} -> {to}");
+            }
+        }
+    }
 }
