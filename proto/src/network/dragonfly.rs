@@ -81,11 +81,12 @@ impl Dragonfly {
         (peer_group * a + peer_link / h, peer_link % h)
     }
 
-    /// The router of `group` that holds the global link to `to_group` (`≠ group`).
-    fn gateway(&self, group: usize, to_group: usize) -> usize {
+    /// The router of `group` that holds the global link to `to_group` (`≠ group`), and
+    /// which global port of that router it is.
+    fn gateway(&self, group: usize, to_group: usize) -> (usize, usize) {
         let (a, h, g) = (self.routers_per_group, self.globals_per_router, self.groups());
         let link = (to_group + g - group - 1) % g;
-        group * a + link / h
+        (group * a + link / h, link % h)
     }
 
     /// Every vertex linked to `v`, with the link's class.
@@ -136,13 +137,10 @@ impl Dragonfly {
         if group == dst_group {
             return self.router_vertex(dst_router);
         }
-        let gateway = self.gateway(group, dst_group);
+        let (gateway, q) = self.gateway(group, dst_group);
         if router != gateway {
             return self.router_vertex(gateway);
         }
-        let q = (0..self.globals_per_router)
-            .find(|&q| self.global_peer(router, q).0 / a == dst_group)
-            .expect("the gateway holds a global link to the group");
         self.router_vertex(self.global_peer(router, q).0)
     }
 
