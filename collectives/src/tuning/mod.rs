@@ -12,12 +12,9 @@ use std::path::{Path, PathBuf};
 
 use bytesize::ByteSize;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use topocomm_proto::TopologyKind;
 use topocomm_proto::catalogue;
-use topocomm_proto::spec::{Algorithm, Collective, LinkModel, RunSpec};
-use topocomm_proto::{Topology, TopologyKind};
-
-use crate::simulator::spec::Inputs;
-use crate::simulator::{self, Options};
+use topocomm_proto::spec::{Algorithm, Collective, RunSpec};
 
 use footprint::Footprint;
 
@@ -33,38 +30,44 @@ pub const DEFAULT_SOURCE: &str = "the built-in table (collectives/src/tuning/def
 pub mod footprint;
 
 /// What `auto` knows of the run it picks for.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub enum Known<'a> {
     /// The topology's kind and its nodes: rules that ask the model do not apply.
     Shape(TopologyKind, usize),
-    /// The whole network, and the physics its links are emulated with (`None`: raw
-    /// links, which no model describes).
-    Network { topology: &'a Topology, links: Option<LinkModel> },
+    /// The kind and nodes, and the model of the run itself: its time in nanoseconds by
+    /// an algorithm (the simulator over the run's network, classes and physics; `None`
+    /// where the algorithm does not run there). The coordinator's `tools::model` makes it.
+    Modelled(TopologyKind, usize, &'a dyn Fn(Algorithm) -> Option<u64>),
+}
+
+impl fmt::Debug for Known<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Known::Shape(kind, p) => write!(f, "Shape({kind}, {p})"),
+            Known::Modelled(kind, p, _) => write!(f, "Modelled({kind}, {p})"),
+        }
+    }
 }
 
 impl Known<'_> {
     fn kind(&self) -> TopologyKind {
         match self {
-            Known::Shape(kind, _) => *kind,
-            Known::Network { topology, .. } => topology.kind(),
+            Known::Shape(kind, _) | Known::Modelled(kind, _, _) => *kind,
         }
     }
 
     fn p(&self) -> usize {
         match self {
-            Known::Shape(_, p) => *p,
-            Known::Network { topology, .. } => topology.p(),
+            Known::Shape(_, p) | Known::Modelled(_, p, _) => *p,
         }
     }
 
-    /// The model's time of `spec` run by `algorithm`, where the network and its physics
-    /// are known and the algorithm runs there.
-    fn model_time_ns(&self, spec: &RunSpec, algorithm: Algorithm) -> Option<u64> {
-        let Known::Network { topology, links: Some(links) } = *self else { return None };
-        let spec = RunSpec { algorithm, warmup: 0, iterations: 1, ..spec.clone() };
-        spec.validate(topology.p()).ok()?;
-        let options = Options { run: spec.run, ..Options::default() };
-        simulator::spec::run(&spec, topology, links, Inputs::Lengths, options).ok().map(|run| run.time_ns)
+    /// The model's time of the run by `algorithm`, where a model is known.
+    fn model_time_ns(&self, algorithm: Algorithm) -> Option<u64> {
+        match self {
+            Known::Shape(..) => None,
+            Known::Modelled(_, _, time_ns) => time_ns(algorithm),
+        }
     }
 }
 
@@ -116,7 +119,7 @@ pub struct Rule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_model: Option<CostModel>,
     /// Only where the model of the run itself (the simulator, over the run's network, its
-    /// classes of links and their physics: [`Known::Network`]) finishes `algorithm`
+    /// classes of links and their physics: [`Known::Modelled`]) finishes `algorithm`
     /// before the topology's default, so the rule never picks what the model says is
     /// slower; never where the run's physics are unknown (raw links, or only a shape known).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -449,18 +452,18 @@ impl Tuning {
 
     /// What `auto` runs: the first matching rule's algorithm, else the topology's default.
     pub fn auto(&self, collective: Collective, topology: TopologyKind, p: usize, size_bytes: u64) -> Algorithm {
-        self.auto_for(collective, Known::Shape(topology, p), &RunSpec::new(collective, Algorithm::Auto), size_bytes)
+        self.auto_for(collective, Known::Shape(topology, p), size_bytes)
     }
 
     /// [`Tuning::auto`] for `spec` on what is `known` of its run: a rule that asks the
     /// model is judged by simulating its algorithm and the default (once) on the network.
-    fn auto_for(&self, collective: Collective, known: Known<'_>, spec: &RunSpec, size_bytes: u64) -> Algorithm {
+    fn auto_for(&self, collective: Collective, known: Known<'_>, size_bytes: u64) -> Algorithm {
         let default = catalogue::default_algorithm(collective, known.kind());
         let mut fastest = |candidates: &[Algorithm]| {
-            let default_ns = known.model_time_ns(spec, default)?;
+            let default_ns = known.model_time_ns(default)?;
             let (ns, winner) = candidates
                 .iter()
-                .filter_map(|&algorithm| Some((known.model_time_ns(spec, algorithm)?, algorithm)))
+                .filter_map(|&algorithm| Some((known.model_time_ns(algorithm)?, algorithm)))
                 .min_by_key(|&(ns, _)| ns)?;
             (ns < default_ns).then_some(winner)
         };
@@ -488,7 +491,7 @@ impl Tuning {
     /// known), anything else as named.
     pub fn resolve_known(&self, spec: &RunSpec, known: Known<'_>) -> Algorithm {
         match spec.algorithm {
-            Algorithm::Auto => self.auto_for(spec.collective, known, spec, spec.size_bytes),
+            Algorithm::Auto => self.auto_for(spec.collective, known, spec.size_bytes),
             named => named,
         }
     }

@@ -50,7 +50,8 @@ use crate::render::dilation::{AutoDilation, Binding, MessageTime, ProbeFigures, 
 use crate::render::quantity::size_text;
 use crate::render::report;
 use crate::tools::model::Prediction;
-use topocomm_collectives::tuning::{Known, Tuning};
+use topocomm_collectives::simulator::spec::with_known;
+use topocomm_collectives::tuning::Tuning;
 
 /// The share of a message's dilated time its release may come late by: a few per cent,
 /// so that the run is late by no more than that against the model.
@@ -156,7 +157,7 @@ impl Probe {
 /// `spec` with its algorithm as the coordinator will resolve it on `topology` (`auto`
 /// picks by p and size as `tuning` says), so that the model predicts what will run.
 pub fn resolved(spec: &RunSpec, topology: &Topology, tuning: &Tuning) -> RunSpec {
-    let algorithm = tuning.resolve_known(spec, Known::Network { topology, links: spec.emulation });
+    let algorithm = with_known(spec, topology, spec.emulation, |known| tuning.resolve_known(spec, known));
     RunSpec { algorithm, ..spec.clone() }
 }
 

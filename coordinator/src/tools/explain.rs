@@ -31,7 +31,8 @@ use crate::render::output;
 use crate::tools::goal_out;
 use crate::tools::memory::{self, Exceeded, Limits, MemoryWatch};
 use crate::tools::model::{self, ModelError, Prediction};
-use topocomm_collectives::tuning::{Known, Tuning};
+use topocomm_collectives::simulator::spec::with_known;
+use topocomm_collectives::tuning::Tuning;
 
 #[derive(Debug, Clone, Args)]
 pub struct ExplainArgs {
@@ -175,7 +176,8 @@ pub(crate) fn explain_within(
     let p = topology.p();
     let requested = request.spec.algorithm;
     let (links, source) = physics(planned.predict_with, &what.links)?;
-    let algorithm = tuning.resolve_known(&request.spec, Known::Network { topology: &topology, links: Some(links) });
+    let algorithm =
+        with_known(&request.spec, &topology, Some(links), |known| tuning.resolve_known(&request.spec, known));
     let spec = RunSpec { algorithm, ..request.spec };
     spec.validate(p)?;
     let what =

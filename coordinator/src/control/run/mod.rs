@@ -30,7 +30,8 @@ use topocomm_proto::spec::{Collective, RunSpec, SpecError};
 use topocomm_proto::{Topology, TopologyError, TopologyKind};
 
 use crate::control::cluster::{Cluster, Event, Incomplete, Participant, SessionId};
-use topocomm_collectives::tuning::{Known, Tuning};
+use topocomm_collectives::simulator::spec::with_known;
+use topocomm_collectives::tuning::Tuning;
 
 use admission::check_memory;
 use clocks::{ClockOffset, PROBE_DEADLINE, align};
@@ -174,10 +175,10 @@ impl Coordinator {
         let p = topology.p();
         request.spec.validate(p)?;
         catalogue::check(request.spec.collective, request.spec.algorithm)?;
-        let known = Known::Network { topology: &topology, links: request.spec.emulation };
-        let spec = self
-            .tuning
-            .resolve_checked(&request.spec, known, |spec| check_memory(spec, &participants[..p], &self.tuning))?;
+        let spec = with_known(&request.spec, &topology, request.spec.emulation, |known| {
+            self.tuning
+                .resolve_checked(&request.spec, known, |spec| check_memory(spec, &participants[..p], &self.tuning))
+        })?;
         let topology_spec = TopologySpec { kind: topology.kind(), p, dims: topology.dims().to_vec() };
         let sessions: Vec<SessionId> = participants.iter().map(|p| p.session).collect();
         if conductor.drain() {

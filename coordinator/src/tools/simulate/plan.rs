@@ -4,8 +4,8 @@
 
 use anyhow::{Context, bail};
 use bytesize::ByteSize;
+use topocomm_collectives::simulator::spec::with_known;
 use topocomm_collectives::simulator::spec::{Inputs, SimulatedRun};
-use topocomm_collectives::tuning::Known;
 use topocomm_proto::spec::{Algorithm, LinkModel, RunSpec};
 use topocomm_proto::{Topology, TopologyKind, catalogue};
 
@@ -75,7 +75,7 @@ pub(crate) fn plan(args: &SimulateArgs, links: LinkModel) -> anyhow::Result<Vec<
                     classes: request::class_physics(&topology, &args.links.classes),
                     ..request::run_spec(args.collective, algorithm, args.size, &args.data, once)?
                 };
-                let resolved = tuning.resolve_known(&spec, Known::Network { topology: &topology, links: Some(links) });
+                let resolved = with_known(&spec, &topology, Some(links), |known| tuning.resolve_known(&spec, known));
                 let spec = RunSpec { algorithm: resolved, ..spec };
                 spec.validate(p).with_context(|| format!("{} on a {topology}", args.collective))?;
                 let (inputs, estimate) = fit(&spec, &topology, args.payload, available)?;
