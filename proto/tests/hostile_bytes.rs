@@ -250,6 +250,7 @@ impl Decoder {
                 ctl(&ClientRequest::Run(RunRequest {
                     topology: TopologyKind::Torus,
                     dims: Some(vec![2, 2]),
+                    routes: None,
                     spec: spec(),
                 })),
                 ctl(&ClientRequest::Status),
@@ -332,7 +333,7 @@ fn client_hello() -> Hello {
 }
 
 fn topology() -> TopologySpec {
-    TopologySpec { kind: TopologyKind::Torus, p: 4, dims: vec![2, 2] }
+    TopologySpec { kind: TopologyKind::Torus, p: 4, dims: vec![2, 2], routes: None }
 }
 
 fn wiring() -> Wiring {

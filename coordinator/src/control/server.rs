@@ -381,7 +381,7 @@ mod tests {
         let mut owed = OwedReports::default();
         assert_eq!(owed.longest_message(), MAX_UNASKED_MESSAGE);
         assert!(!owed.settle(1), "no run owed a report");
-        let topology = TopologySpec { kind: TopologyKind::Ring, p, dims: vec![p] };
+        let topology = TopologySpec { kind: TopologyKind::Ring, p, dims: vec![p], routes: None };
         owed.ordered(&ToNode::Wire(Wiring { epoch: 1, id: 0, topology, neighbours: vec![], link_within_ms: 15_000 }));
         let start = |spec: RunSpec| ToNode::Start {
             spec: Box::new(spec),

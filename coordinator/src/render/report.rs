@@ -473,7 +473,7 @@ pub(crate) mod tests {
         reports[1].verified = false;
         reports[1].mismatch = Some("element 3 differs".into());
         reports[3] = NodeReport { error: Some("no message".into()), ..NodeReport::empty(4, 3) };
-        let topology = TopologySpec { kind: TopologyKind::Hypercube, p: 4, dims: vec![2, 2] };
+        let topology = TopologySpec { kind: TopologyKind::Hypercube, p: 4, dims: vec![2, 2], routes: None };
         let outcome = RunOutcome { spec, topology, reports, trace: None, setup: SetupTimes::default() };
         let failure = summarize(&outcome, None).unwrap_err();
         assert_eq!(failure.wrong, [(1, "element 3 differs".to_owned()), (3, "no message".to_owned())]);

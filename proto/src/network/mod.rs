@@ -16,6 +16,7 @@
 pub mod dragonfly;
 pub mod fat_tree;
 pub mod machines;
+pub mod routes;
 
 use std::sync::Arc;
 
@@ -23,6 +24,7 @@ use crate::netfile::FileGraph;
 use dragonfly::Dragonfly;
 use fat_tree::FatTree;
 use machines::Machines;
+pub use routes::{Flow, Routes};
 
 /// A vertex of a family: a host or a switch, in the family's own numbering.
 pub type Vertex = usize;
@@ -83,12 +85,27 @@ impl Family {
         }
     }
 
-    fn next_hop(&self, at: Vertex, dst: usize) -> Vertex {
+    /// The routes the family takes unless told otherwise.
+    pub fn default_routes(&self) -> Routes {
         match self {
-            Family::FatTree(tree) => tree.next_hop(at, dst),
-            Family::Dragonfly(dragonfly) => dragonfly.next_hop(at, dst),
-            Family::Machines(machines) => machines.next_hop(at, dst),
-            Family::File(graph) => graph.next_hop(at, dst),
+            Family::FatTree(_) => Routes::DModK,
+            Family::Dragonfly(_) => Routes::Minimal,
+            Family::Machines(_) | Family::File(_) => Routes::ShortestPath,
+        }
+    }
+
+    /// The next vertex from `at` towards host `dst` on the route `routes` gives the flow
+    /// `flow` (whose source and destination are hosts `src` and `dst`).
+    fn next_hop(&self, at: Vertex, dst: usize, src: usize, routes: Routes, flow: Flow) -> Vertex {
+        match (self, routes) {
+            (Family::FatTree(tree), Routes::Ecmp) => tree.next_hop(at, dst, Some(flow.hash(0))),
+            (Family::FatTree(tree), _) => tree.next_hop(at, dst, None),
+            (Family::Dragonfly(dragonfly), Routes::Valiant { seed }) => {
+                dragonfly.next_hop(at, dst, dragonfly.intermediate(src, dst, flow.hash(seed)))
+            }
+            (Family::Dragonfly(dragonfly), _) => dragonfly.next_hop(at, dst, None),
+            (Family::Machines(machines), _) => machines.next_hop(at, dst),
+            (Family::File(graph), _) => graph.next_hop(at, dst),
         }
     }
 
@@ -110,10 +127,10 @@ impl Family {
         }
     }
 
-    fn diameter(&self, hosts: usize) -> usize {
+    fn diameter(&self, hosts: usize, routes: Routes) -> usize {
         match self {
             Family::FatTree(tree) => tree.diameter(hosts),
-            Family::Dragonfly(dragonfly) => dragonfly.diameter(hosts),
+            Family::Dragonfly(dragonfly) => dragonfly.diameter(hosts, matches!(routes, Routes::Valiant { .. })),
             Family::Machines(machines) => machines.diameter(hosts),
             Family::File(graph) => (0..hosts)
                 .flat_map(|a| (0..hosts).map(move |b| (a, b)))
@@ -146,18 +163,32 @@ impl Family {
 }
 
 /// `p` ranks on a family's first `p` hosts, and the network's vertices: ranks `0..p`,
-/// then the family's switches.
+/// then the family's switches; routed by one of the family's policies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Switched {
     family: Family,
     ranks: usize,
+    routes: Routes,
 }
 
 impl Switched {
-    /// `ranks ≤ family.hosts()` (checked by the caller, which says why).
+    /// `ranks ≤ family.hosts()` (checked by the caller, which says why), routed as the
+    /// family routes by default.
     pub fn new(family: Family, ranks: usize) -> Self {
         debug_assert!(ranks <= family.hosts());
-        Switched { family, ranks }
+        let routes = family.default_routes();
+        Switched { family, ranks, routes }
+    }
+
+    /// The network routed by `routes`, one of its family's policies (checked by the
+    /// caller, which says why not: [`crate::TopologyKind::check_routes`]).
+    pub fn with_routes(self, routes: Routes) -> Self {
+        Switched { routes, ..self }
+    }
+
+    /// The route policy.
+    pub fn routes(&self) -> Routes {
+        self.routes
     }
 
     /// The family.
@@ -217,10 +248,28 @@ impl Switched {
         self.family.link_class(self.inner(a), self.inner(b))
     }
 
-    /// The next vertex from `at` towards rank `dst` (`at != dst`).
-    pub fn next_hop(&self, at: usize, dst: usize) -> usize {
-        let next = self.family.next_hop(self.inner(at), dst);
+    /// The next vertex from `at` towards the flow's destination (`at != flow.dst`) on the
+    /// flow's route.
+    pub fn next_hop(&self, at: usize, flow: Flow) -> usize {
+        self.next_hop_by(self.routes, at, flow)
+    }
+
+    /// [`Switched::next_hop`] by the policy `routes`.
+    fn next_hop_by(&self, routes: Routes, at: usize, flow: Flow) -> usize {
+        let next = self.family.next_hop(self.inner(at), flow.dst, flow.src, routes, flow);
         self.outer(next).expect("a route crosses no host but its ends")
+    }
+
+    /// The hops of a shortest route from rank `a` to rank `b`: the family's default
+    /// policy's, whose routes are all shortest.
+    pub fn distance(&self, a: usize, b: usize) -> usize {
+        let (routes, flow) = (self.family.default_routes(), Flow::new(a, b, 0));
+        let (mut at, mut hops) = (a, 0);
+        while at != b {
+            at = self.next_hop_by(routes, at, flow);
+            hops += 1;
+        }
+        hops
     }
 
     /// Where a vertex sits in the family (see each family's `coords`).
@@ -233,11 +282,14 @@ impl Switched {
         self.outer(self.family.attachment(rank)).expect("a switch is a vertex")
     }
 
-    /// The most hops between two ranks.
+    /// The most hops a route between two ranks takes under the policy.
     pub fn diameter(&self) -> usize {
-        self.family.diameter(self.ranks)
+        self.family.diameter(self.ranks, self.routes)
     }
 }
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod route_tests;
