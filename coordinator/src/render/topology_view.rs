@@ -48,7 +48,8 @@ pub struct ListArgs {
     pub tuning: TuningArgs,
 }
 
-/// Up to this many ranks, `--json` gives every route between two of them.
+/// Up to this many ranks, `--json` gives every route between two of them (of the
+/// flow of tag 0 where the policy routes the flows between two ranks apart).
 const MOST_RANKS_ROUTED: usize = 512;
 
 /// Prints the topology `args` describes.
@@ -73,6 +74,7 @@ pub fn print(args: &TopologyArgs) -> anyhow::Result<()> {
             "switches": topology.switches(),
             "diameter": topology.diameter(),
             "bisection_width": topology.bisection_width(),
+            "route_policy": topology.routes().to_string(),
             "classes": names.iter().zip(&per_class).map(|(name, links)| serde_json::json!({"name": name, "links": links})).collect::<Vec<_>>(),
             "neighbours": (0..vertices).map(|id| topology.neighbours(id)).collect::<Vec<_>>(),
             "edges": edges,
@@ -90,11 +92,12 @@ pub fn print(args: &TopologyArgs) -> anyhow::Result<()> {
             names.iter().zip(&per_class).map(|(name, links)| format!("{links} {name}")).collect();
         writeln!(
             text,
-            "{} hosts ({p} with a rank), {} switches; links: {}; bisection width {}",
+            "{} hosts ({p} with a rank), {} switches; links: {}; bisection width {}; routes {}",
             topology.hosts(),
             topology.switches(),
             classes.join(", "),
-            bisection
+            bisection,
+            topology.routes()
         )?;
     }
     writeln!(text, "{:>4}  {:<12}  neighbours", "id", "coords")?;

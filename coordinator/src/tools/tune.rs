@@ -106,6 +106,7 @@ impl Measured {
 
 /// Measures, prints what it measured and writes the tuning file.
 pub async fn run(args: &TuneArgs) -> anyhow::Result<()> {
+    args.shape.check_routes()?;
     let base = args.tuning.load()?;
     let target = match &args.remote.coordinator {
         Some(address) => Target::Remote { address: address.clone(), credentials: args.remote.credentials()? },
