@@ -248,8 +248,9 @@ pub struct NodeDump {
 /// A CLI request to a serving coordinator.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ClientRequest {
-    /// Run a collective on this topology (re-wiring first if it differs).
-    Run(RunRequest),
+    /// Run a collective on this topology (re-wiring first if it differs). Boxed: it is
+    /// far larger than `Status` (the encoding is the same).
+    Run(Box<RunRequest>),
     /// How the cluster stands.
     Status,
 }

@@ -247,12 +247,12 @@ impl Decoder {
                 ctl(&ToNode::Ping),
             ],
             Decoder::ClientRequest => vec![
-                ctl(&ClientRequest::Run(RunRequest {
+                ctl(&ClientRequest::Run(Box::new(RunRequest {
                     topology: TopologyKind::Torus,
                     dims: Some(vec![2, 2]),
                     routes: None,
                     spec: spec(),
-                })),
+                }))),
                 ctl(&ClientRequest::Status),
             ],
             Decoder::ClientResponse => vec![

@@ -18,7 +18,7 @@
 //! host to host.
 //!
 //! Under `valiant` (Valiant and Brebner, "Universal Schemes for Parallel Communication",
-//! STOC 1981, as Kim et al. route a dragonfly's adversarial traffic, §4.2) a flow goes
+//! STOC 1981, as Kim et al. route a dragonfly's adversarial traffic) a flow goes
 //! minimally to an intermediate group drawn from the flow, then minimally on: at most
 //! local, global, local, global, local, seven hops host to host. Where the draw is the
 //! source's or the destination's own group the route is the minimal one.

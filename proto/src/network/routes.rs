@@ -3,7 +3,7 @@
 //! of the message it belongs to). A fat-tree routes `d-mod-k` (by destination, the
 //! default) or `ecmp` (each up-port by a hash of the flow, RFC 2992); a dragonfly
 //! `minimal` (the default) or `valiant[:SEED]` (through an intermediate group drawn from
-//! the seed and the flow: Valiant and Brebner, STOC 1981; Kim et al., ISCA 2008 §4.2);
+//! the seed and the flow: Valiant and Brebner, STOC 1981; Kim et al., ISCA 2008);
 //! the direct networks their `dimension-order` routes; a fully connected network, a
 //! cluster and a network from a file their `shortest-path` ones.
 //!
