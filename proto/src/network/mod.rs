@@ -260,8 +260,9 @@ impl Switched {
         self.outer(next).expect("a route crosses no host but its ends")
     }
 
-    /// The hops of a shortest route from rank `a` to rank `b`: the family's default
-    /// policy's, whose routes are all shortest.
+    /// The hops from rank `a` to rank `b` under the family's default policy, whatever the
+    /// network's: what every policy but Valiant's takes (ECMP's routes are as long as
+    /// d-mod-k's).
     pub fn distance(&self, a: usize, b: usize) -> usize {
         let (routes, flow) = (self.family.default_routes(), Flow::new(a, b, 0));
         let (mut at, mut hops) = (a, 0);

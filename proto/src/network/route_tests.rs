@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use super::tests::{bfs, topology};
-use crate::topology::{Flow, Routes};
+use super::{Flow, Routes};
 use crate::{Topology, TopologyKind};
 
 fn routed(topology: Topology, routes: Routes) -> Topology {

@@ -482,8 +482,9 @@ impl Topology {
         }
     }
 
-    /// The shortest-path distance from `a` to `b`: the hops of [`Topology::route`]`(a, b)`
-    /// under every policy but Valiant's, whose routes may be longer.
+    /// The distance from `a` to `b`: the hops of [`Topology::route`]`(a, b)` under every
+    /// policy but Valiant's, whose routes may be longer (a switched network's default
+    /// routes' hops); the shortest-path distance on a direct network.
     ///
     /// Panics if `a` or `b` is `>= p`.
     pub fn distance(&self, a: NodeId, b: NodeId) -> usize {
