@@ -52,6 +52,11 @@ pub struct ListArgs {
 /// flow of tag 0 where the policy routes the flows between two ranks apart).
 const MOST_RANKS_ROUTED: usize = 512;
 
+/// Up to this many ranks, under a policy that routes flows apart (ECMP, Valiant),
+/// `--json` also gives every route each pair's flows may take (`route_choices`): up to
+/// (k/2)² a pair on a fat-tree, g - 1 on a dragonfly.
+const MOST_RANKS_CHOICES: usize = 128;
+
 /// Prints the topology `args` describes.
 pub fn print(args: &TopologyArgs) -> anyhow::Result<()> {
     let topology = args.shape.topology_of(args.nodes)?;
@@ -66,7 +71,7 @@ pub fn print(args: &TopologyArgs) -> anyhow::Result<()> {
         let routes = (p <= MOST_RANKS_ROUTED).then(|| {
             (0..p).map(|src| (0..p).map(|dst| topology.route(src, dst)).collect::<Vec<_>>()).collect::<Vec<_>>()
         });
-        let json = crate::render::schema::versioned(serde_json::json!({
+        let mut json = crate::render::schema::versioned(serde_json::json!({
             "topology": topology.kind().to_string(),
             "nodes": p,
             "dims": topology.dims(),
@@ -81,6 +86,14 @@ pub fn print(args: &TopologyArgs) -> anyhow::Result<()> {
             "edge_classes": edges.iter().map(|&(a, b)| names[topology.link_class(a, b).map_or(0, usize::from)]).collect::<Vec<_>>(),
             "routes": routes,
         }));
+        if !topology.routes().by_destination() {
+            let choices = (p <= MOST_RANKS_CHOICES).then(|| {
+                (0..p)
+                    .map(|src| (0..p).map(|dst| topology.route_choices(src, dst)).collect::<Vec<_>>())
+                    .collect::<Vec<_>>()
+            });
+            json["route_choices"] = serde_json::json!(choices);
+        }
         return output::print(serde_json::to_string_pretty(&json)? + "\n");
     }
     let mut text = String::new();

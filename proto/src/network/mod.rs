@@ -94,15 +94,36 @@ impl Family {
         }
     }
 
-    /// The next vertex from `at` towards host `dst` on the route `routes` gives the flow
-    /// `flow` (whose source and destination are hosts `src` and `dst`).
-    fn next_hop(&self, at: Vertex, dst: usize, src: usize, routes: Routes, flow: Flow) -> Vertex {
+    /// What `routes` picks for `flow`, from host `src` to host `dst`.
+    fn pick(&self, routes: Routes, src: usize, dst: usize, flow: Flow) -> Pick {
         match (self, routes) {
-            (Family::FatTree(tree), Routes::Ecmp) => tree.next_hop(at, dst, Some(flow.hash(0))),
-            (Family::FatTree(tree), _) => tree.next_hop(at, dst, None),
+            (Family::FatTree(_), Routes::Ecmp) => Pick::Spread(flow.hash(0)),
             (Family::Dragonfly(dragonfly), Routes::Valiant { seed }) => {
-                dragonfly.next_hop(at, dst, dragonfly.intermediate(src, dst, flow.hash(seed)))
+                Pick::Via(dragonfly.intermediate(src, dst, flow.hash(seed)))
             }
+            _ => Pick::Destination,
+        }
+    }
+
+    /// Every pick `routes` may make from host `src` to host `dst`, whatever the flow.
+    fn picks(&self, routes: Routes, src: usize, dst: usize) -> Vec<Pick> {
+        match (self, routes) {
+            (Family::FatTree(tree), Routes::Ecmp) => (0..(tree.k() / 2).pow(2) as u64).map(Pick::Spread).collect(),
+            (Family::Dragonfly(dragonfly), Routes::Valiant { .. }) => {
+                let ends = [dragonfly.group_of(src), dragonfly.group_of(dst)];
+                let vias = (0..dragonfly.groups()).filter(|group| !ends.contains(group)).map(Some);
+                std::iter::once(None).chain(vias).map(Pick::Via).collect()
+            }
+            _ => vec![Pick::Destination],
+        }
+    }
+
+    /// The next vertex from `at` towards host `dst` by `pick`.
+    fn next_hop(&self, at: Vertex, dst: usize, pick: Pick) -> Vertex {
+        match (self, pick) {
+            (Family::FatTree(tree), Pick::Spread(hash)) => tree.next_hop(at, dst, Some(hash)),
+            (Family::FatTree(tree), _) => tree.next_hop(at, dst, None),
+            (Family::Dragonfly(dragonfly), Pick::Via(via)) => dragonfly.next_hop(at, dst, via),
             (Family::Dragonfly(dragonfly), _) => dragonfly.next_hop(at, dst, None),
             (Family::Machines(machines), _) => machines.next_hop(at, dst),
             (Family::File(graph), _) => graph.next_hop(at, dst),
@@ -160,6 +181,17 @@ impl Family {
             Family::File(_) => None,
         }
     }
+}
+
+/// What a policy picks for a flow, which its route follows at every hop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pick {
+    /// The family's own route to the destination (d-mod-k, minimal, shortest path).
+    Destination,
+    /// ECMP: the up-ports by this hash.
+    Spread(u64),
+    /// Valiant: by way of this group (`None`: minimal).
+    Via(Option<usize>),
 }
 
 /// `p` ranks on a family's first `p` hosts, and the network's vertices: ranks `0..p`,
@@ -256,8 +288,32 @@ impl Switched {
 
     /// [`Switched::next_hop`] by the policy `routes`.
     fn next_hop_by(&self, routes: Routes, at: usize, flow: Flow) -> usize {
-        let next = self.family.next_hop(self.inner(at), flow.dst, flow.src, routes, flow);
+        let pick = self.family.pick(routes, flow.src, flow.dst, flow);
+        self.next_hop_picked(at, flow.dst, pick)
+    }
+
+    fn next_hop_picked(&self, at: usize, dst: usize, pick: Pick) -> usize {
+        let next = self.family.next_hop(self.inner(at), dst, pick);
         self.outer(next).expect("a route crosses no host but its ends")
+    }
+
+    /// Every route the policy may give a flow from rank `src` to rank `dst` (`src !=
+    /// dst`), whatever its tag, each once, in the order of the policy's choices: one
+    /// where the policy routes by destination.
+    pub fn route_choices(&self, src: usize, dst: usize) -> Vec<Vec<usize>> {
+        let mut choices: Vec<Vec<usize>> = Vec::new();
+        for pick in self.family.picks(self.routes, src, dst) {
+            let mut route = vec![src];
+            let mut at = src;
+            while at != dst {
+                at = self.next_hop_picked(at, dst, pick);
+                route.push(at);
+            }
+            if !choices.contains(&route) {
+                choices.push(route);
+            }
+        }
+        choices
     }
 
     /// The hops from rank `a` to rank `b` under the family's default policy, whatever the

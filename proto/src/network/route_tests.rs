@@ -15,11 +15,12 @@ fn routed(topology: Topology, routes: Routes) -> Topology {
 
 /// Every flow's route of `tags` between every two ranks: along links, through switches
 /// only, each hop the next hop, no longer than the diameter, arriving over the link
-/// `arrives_via` says; and its length.
+/// `arrives_via` says, one of the pair's `route_choices`; and its length.
 fn checked_routes(topology: &Topology, tags: u32) -> Vec<(Flow, Vec<usize>)> {
     let mut out = Vec::new();
     for src in 0..topology.p() {
         for dst in 0..topology.p() {
+            let choices = topology.route_choices(src, dst);
             for tag in 0..tags {
                 let flow = Flow::new(src, dst, tag);
                 let route = topology.flow_route(flow);
@@ -33,6 +34,7 @@ fn checked_routes(topology: &Topology, tags: u32) -> Vec<(Flow, Vec<usize>)> {
                 assert!(route.len() - 1 <= topology.diameter(), "{topology}: {route:?} longer than the diameter");
                 let before = if src == dst { dst } else { route[route.len() - 2] };
                 assert_eq!(topology.arrives_via(src, dst), before, "{topology}: {flow:?} is {route:?}");
+                assert!(choices.contains(&route), "{topology}: {flow:?} is {route:?}, none of {choices:?}");
                 out.push((flow, route));
             }
         }
@@ -72,6 +74,11 @@ fn ecmp_routes_are_shortest_up_down_paths_spread_over_the_cores() {
         assert!(by_ecmp.len() > 2 * hosts, "k = {k}: {} (destination, core) pairs", by_ecmp.len());
         let cores: BTreeSet<usize> = (0..128).map(|tag| ecmp.flow_route(Flow::new(0, hosts - 1, tag))[3]).collect();
         assert_eq!(cores.len(), k * k / 4, "k = {k}: {cores:?}");
+        // The choices: one under an edge switch, k/2 in a pod, (k/2)² across pods; d-mod-k one.
+        let half = k / 2;
+        let choices = |dst| ecmp.route_choices(0, dst).len();
+        assert_eq!((choices(1), choices(half), choices(hosts - 1)), (1, half, half * half), "k = {k}");
+        assert_eq!(d_mod_k.route_choices(0, hosts - 1), [d_mod_k.route(0, hosts - 1)]);
         // The flows of one tag, pairs between pods: ECMP spreads them as evenly as d-mod-k.
         let load = |topology: &Topology| {
             let mut per_core = vec![0usize; topology.vertices()];
@@ -127,6 +134,10 @@ fn valiant_routes_go_through_an_intermediate_group_drawn_from_the_seed() {
     assert!(through * 9 > between * 6 && through * 9 < between * 8, "{through} of {between}");
     let longest = routes.iter().map(|(_, route)| route.len() - 1).max();
     assert_eq!(longest, Some(one.diameter()));
+    // Between two groups: the minimal route and one by way of each of the 7 other groups.
+    let (src, dst) = (0, hosts - 1);
+    assert_eq!(one.route_choices(src, dst).len(), 8, "{:?}", one.route_choices(src, dst));
+    assert_eq!(one.route_choices(src, 1), [minimal.route(src, 1)]);
     // Deterministic per seed, different between seeds.
     let again = valiant(1);
     let differ = routes

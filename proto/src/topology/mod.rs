@@ -591,6 +591,21 @@ impl Topology {
         }
     }
 
+    /// Every route a flow from `src` to `dst` may take under the policy, whatever its tag,
+    /// each once: [`Topology::route`] alone where the policy routes by destination.
+    ///
+    /// Panics if `src` or `dst` is `>= p`.
+    pub fn route_choices(&self, src: NodeId, dst: NodeId) -> Vec<Vec<NodeId>> {
+        match &self.switched {
+            Some(switched) if src != dst && !switched.routes().by_destination() => {
+                self.check(src);
+                self.check(dst);
+                switched.route_choices(src, dst)
+            }
+            _ => vec![self.route(src, dst)],
+        }
+    }
+
     /// The neighbour every message from rank `src` for rank `dst` arrives over, whatever
     /// its tag (`dst` itself when they are equal): one under every policy, since a policy
     /// that routes flows apart (ECMP, Valiant) routes a network whose ranks have one link
