@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::auth::Key;
 use crate::flow::FlowEvent;
 use crate::spec::RunSpec;
-use crate::topology::{NodeId, TopologyKind};
+use crate::topology::{NodeId, Routes, Topology, TopologyError, TopologyKind};
 
 /// The largest control message the coordinator accepts from an authenticated node, and
 /// a client from the coordinator (reports and dumps of large runs ride on these).
@@ -30,7 +30,9 @@ pub const MAX_ORDER_FRAME: usize = 16 * 1024 * 1024;
 /// 5: a spec carries the physics of classes of links (`RunSpec::classes`), and a topology
 /// may be switched (fat-tree, dragonfly, cluster); the link model carries its port model
 /// (`spec::Ports`, one-port or all-port).
-pub const PROTOCOL_VERSION: u32 = 5;
+/// 6: a topology carries its route policy (`TopologySpec::routes`, `RunRequest::routes`:
+/// ECMP on a fat-tree, Valiant on a dragonfly), which every node routes by.
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// A topology as the coordinator hands it out: each node rebuilds (and so re-validates) it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,6 +40,26 @@ pub struct TopologySpec {
     pub kind: TopologyKind,
     pub p: usize,
     pub dims: Vec<usize>,
+    /// The route policy (`None`: the kind's default, as documents written before it say).
+    #[serde(default)]
+    pub routes: Option<Routes>,
+}
+
+impl TopologySpec {
+    /// The spec of `topology`: its shape and its policy.
+    pub fn of(topology: &Topology) -> Self {
+        TopologySpec {
+            kind: topology.kind(),
+            p: topology.p(),
+            dims: topology.dims().to_vec(),
+            routes: Some(topology.routes()),
+        }
+    }
+
+    /// The topology the spec names, rebuilt and so re-validated.
+    pub fn build(&self) -> Result<Topology, TopologyError> {
+        Topology::new(self.kind, self.p, Some(&self.dims))?.routed(self.routes)
+    }
 }
 
 /// What a node must wire: its id in the topology and where its neighbours listen.
@@ -226,8 +248,9 @@ pub struct NodeDump {
 /// A CLI request to a serving coordinator.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ClientRequest {
-    /// Run a collective on this topology (re-wiring first if it differs).
-    Run(RunRequest),
+    /// Run a collective on this topology (re-wiring first if it differs). Boxed: it is
+    /// far larger than `Status` (the encoding is the same).
+    Run(Box<RunRequest>),
     /// How the cluster stands.
     Status,
 }
@@ -237,6 +260,9 @@ pub enum ClientRequest {
 pub struct RunRequest {
     pub topology: TopologyKind,
     pub dims: Option<Vec<usize>>,
+    /// The route policy (`None`: the topology's default).
+    #[serde(default)]
+    pub routes: Option<Routes>,
     pub spec: RunSpec,
 }
 

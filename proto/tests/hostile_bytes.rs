@@ -247,11 +247,12 @@ impl Decoder {
                 ctl(&ToNode::Ping),
             ],
             Decoder::ClientRequest => vec![
-                ctl(&ClientRequest::Run(RunRequest {
+                ctl(&ClientRequest::Run(Box::new(RunRequest {
                     topology: TopologyKind::Torus,
                     dims: Some(vec![2, 2]),
+                    routes: None,
                     spec: spec(),
-                })),
+                }))),
                 ctl(&ClientRequest::Status),
             ],
             Decoder::ClientResponse => vec![
@@ -332,7 +333,7 @@ fn client_hello() -> Hello {
 }
 
 fn topology() -> TopologySpec {
-    TopologySpec { kind: TopologyKind::Torus, p: 4, dims: vec![2, 2] }
+    TopologySpec { kind: TopologyKind::Torus, p: 4, dims: vec![2, 2], routes: None }
 }
 
 fn wiring() -> Wiring {
@@ -535,8 +536,9 @@ fn a_hostile_hello_allocates_no_more_than_a_handshake_message() {
 fn a_wiring_of_2_pow_40_neighbours_is_refused_without_allocating() {
     let wire = ToNode::Wire(wiring());
     let mut bytes = codec::encode(&wire).unwrap();
-    // Variant, epoch, id, then the topology (kind, p, dims), then the neighbours' count.
-    let at = 4 + 8 + 8 + 4 + 8 + 8 + 8 * topology().dims.len();
+    // Variant, epoch, id, then the topology (kind, p, dims, no route policy: one byte),
+    // then the neighbours' count.
+    let at = 4 + 8 + 8 + 4 + 8 + 8 + 8 * topology().dims.len() + 1;
     assert_eq!(read_u64(&bytes, at), 2, "the neighbours' length prefix has moved");
     bytes[at..at + 8].copy_from_slice(&(1u64 << 40).to_le_bytes());
     let (decoded, largest) = largest_allocation(|| codec::decode::<ToNode>(&bytes));

@@ -424,7 +424,7 @@ impl Network {
         if algorithm {
             self.totals.messages += 1;
         }
-        let next = (dst != me).then(|| self.topology.next_hop(me, dst));
+        let next = (dst != me).then(|| self.topology.next_hop(me, header.flow()));
         let mut header = header;
         if let (Some(node_ports), Some(_), true) = (&mut self.node_ports, next, algorithm) {
             // One output port: this message follows the node's last one through it.
@@ -607,7 +607,7 @@ impl Network {
         }
         let model = match header.hops {
             0 if !self.class_models.is_empty() => {
-                first_link_model(&self.topology, &self.class_models, from, header.dst())
+                first_link_model(&self.topology, &self.class_models, from, header.flow())
             }
             _ => self.model_of(from, to),
         };
@@ -638,7 +638,7 @@ impl Network {
             return;
         }
         // Passed on when its tail has arrived (software at a hop takes no time).
-        let next = self.topology.next_hop(to, header.dst());
+        let next = self.topology.next_hop(to, header.flow());
         let ready_ns = if arrived.due_ns > 0 { ready_after(arrived.due_ns, now, model.th_ns) } else { now };
         self.enter(to, next, FrameHeader { hops: header.hops + 1, ..arrived }, payload, ready_ns);
     }

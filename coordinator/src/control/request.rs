@@ -11,12 +11,13 @@ use topocomm_proto::schedule::Schedule;
 use topocomm_proto::spec::{
     Algorithm, ClassPhysics, Collective, Dilation, DilationError, Dtype, LinkModel, Ports, ReduceOp, Routing, RunSpec,
 };
+use topocomm_proto::topology::Routes;
 use topocomm_proto::{Topology, TopologyKind, catalogue};
 
 use crate::control::calibration;
 use crate::control::parse::{
     ParseError, parse_algorithm, parse_class, parse_collective, parse_dims, parse_dtype, parse_op, parse_ports,
-    parse_routing, parse_size, parse_time, parse_timeout, parse_topology,
+    parse_routes, parse_routing, parse_size, parse_time, parse_timeout, parse_topology,
 };
 
 /// The shape to wire.
@@ -41,15 +42,31 @@ pub struct ShapeArgs {
     /// daemons wire the built-in topologies only.
     #[arg(long, value_name = "FILE", conflicts_with = "dims")]
     pub network: Option<std::path::PathBuf>,
+    /// Route policy: fat-tree d-mod-k (the default: up-ports by the destination) or ecmp
+    /// (each up-port by a hash of the flow: source, destination, tag); dragonfly minimal
+    /// (the default) or valiant[:SEED] (through an intermediate group drawn from the seed,
+    /// default 0, and the flow). The direct networks route dimension-order, a fully
+    /// connected network, a cluster and a network file shortest-path.
+    #[arg(long, value_name = "NAME", value_parser = parse_routes)]
+    pub routes: Option<Routes>,
 }
 
 impl ShapeArgs {
     /// The topology these options name, of `nodes` nodes (a network file's own count).
     pub fn topology_of(&self, nodes: usize) -> anyhow::Result<Topology> {
-        match &self.network {
-            Some(path) => network_topology(path),
-            None => Ok(Topology::new(self.topology, nodes, self.dims.as_deref())?),
+        let topology = match &self.network {
+            Some(path) => network_topology(path)?,
+            None => Topology::new(self.topology, nodes, self.dims.as_deref())?,
+        };
+        Ok(topology.routed(self.routes)?)
+    }
+
+    /// Refuses, before anything starts, a route policy the topology kind does not take.
+    pub fn check_routes(&self) -> anyhow::Result<()> {
+        if let Some(routes) = self.routes {
+            self.kind().check_routes(routes)?;
         }
+        Ok(())
     }
 
     /// The topology kind these options name.
@@ -266,6 +283,7 @@ pub struct Repetition {
 
 /// The request `what` describes, repeated as `repetition` says.
 pub fn plan(what: &CollectiveArgs, repetition: Repetition) -> anyhow::Result<Planned> {
+    what.shape.check_routes()?;
     let algorithm = what.algorithm.unwrap_or_else(|| catalogue::default_algorithm(what.collective, what.shape.kind()));
     catalogue::check(what.collective, algorithm)?;
     let (emulation, predict_with) = link_models(&what.links)?;
@@ -288,7 +306,8 @@ pub fn plan(what: &CollectiveArgs, repetition: Repetition) -> anyhow::Result<Pla
     if let Some(path) = &what.schedule {
         spec.schedule = Some(Box::new(read_schedule(path, what.collective)?));
     }
-    let request = RunRequest { topology: what.shape.kind(), dims: what.shape.dims.clone(), spec };
+    let request =
+        RunRequest { topology: what.shape.kind(), dims: what.shape.dims.clone(), routes: what.shape.routes, spec };
     Ok(Planned { request, predict_with, auto_dilation })
 }
 

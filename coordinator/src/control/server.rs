@@ -163,7 +163,7 @@ async fn connection(hello: Hello, channel: Channel<TcpStream>, coordinator: &Coo
             let response = match request {
                 ClientRequest::Run(request) => {
                     let executed = tokio::select! {
-                        executed = coordinator.execute(request) => executed,
+                        executed = coordinator.execute(*request) => executed,
                         // The client sends nothing more: a read that ends means it left (a
                         // cancelled job of the lab, a Ctrl-C), and the run, dropped, is
                         // aborted on its nodes.
@@ -381,7 +381,7 @@ mod tests {
         let mut owed = OwedReports::default();
         assert_eq!(owed.longest_message(), MAX_UNASKED_MESSAGE);
         assert!(!owed.settle(1), "no run owed a report");
-        let topology = TopologySpec { kind: TopologyKind::Ring, p, dims: vec![p] };
+        let topology = TopologySpec { kind: TopologyKind::Ring, p, dims: vec![p], routes: None };
         owed.ordered(&ToNode::Wire(Wiring { epoch: 1, id: 0, topology, neighbours: vec![], link_within_ms: 15_000 }));
         let start = |spec: RunSpec| ToNode::Start {
             spec: Box::new(spec),

@@ -179,11 +179,7 @@ impl Lab {
                 })
             })
             .collect();
-        let topology = status
-            .topology
-            .as_ref()
-            .and_then(|t| Topology::new(t.kind, t.p, Some(&t.dims)).ok())
-            .map(|t| document::topology(&t));
+        let topology = status.topology.as_ref().and_then(|t| t.build().ok()).map(|t| document::topology(&t));
         let traffic = if topology.is_some() { self.traffic.lock().expect("traffic lock").clone() } else { Vec::new() };
         let started_for =
             self.started_for.as_ref().map(|t| json!({ "topology": t.kind().to_string(), "dims": t.describe_dims() }));

@@ -9,7 +9,8 @@ use bytesize::ByteSize;
 use serde::Serialize;
 use topocomm_proto::control::{RunOutcome, SetupTimes};
 use topocomm_proto::spec::{Algorithm, ClassPhysics, Collective, LinkModel, Ports, Routing};
-use topocomm_proto::{NodeId, Topology};
+use topocomm_proto::topology::Routes;
+use topocomm_proto::{NodeId, Topology, TopologyKind};
 
 use crate::render::dilation::Dilated;
 use crate::render::table::HouseTable;
@@ -77,6 +78,9 @@ pub struct RunSummary {
     pub algorithm: String,
     pub topology: String,
     pub dims: Vec<usize>,
+    /// A switched network's route policy (left out on a direct one, which has one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route_policy: Option<String>,
     pub nodes: usize,
     /// The switches that forwarded the run's frames (a switched network's; 0 on a direct
     /// one), each counted in the traffic, none in the times or the verdict.
@@ -255,6 +259,7 @@ pub fn summarize(
         algorithm: spec.what_runs(),
         topology: outcome.topology.kind.to_string(),
         dims: outcome.topology.dims.clone(),
+        route_policy: switched_routes(outcome.topology.kind, outcome.topology.routes),
         nodes: outcome.topology.p,
         switches: outcome.reports.iter().filter(|r| r.node >= p).count(),
         // A GOAL schedule's messages have their own sizes (`--size` is not theirs): its
@@ -358,6 +363,12 @@ pub fn table(summary: &RunSummary) -> String {
     )
 }
 
+/// The name of a switched network's route policy (its kind's default when `routes` is
+/// `None`) for the JSON outputs; `None` on a direct network, which routes one way.
+pub fn switched_routes(kind: TopologyKind, routes: Option<Routes>) -> Option<String> {
+    kind.is_switched().then(|| routes.unwrap_or(kind.default_routes()).to_string())
+}
+
 /// A one-line description of what ran.
 pub fn headline(summary: &RunSummary) -> String {
     let shape = summary
@@ -432,6 +443,7 @@ pub(crate) mod tests {
             algorithm: "hypercube".into(),
             topology: "hypercube".into(),
             dims: vec![2, 2, 2],
+            route_policy: None,
             nodes: 8,
             switches: 0,
             size_bytes: 1_000_000,
@@ -473,7 +485,7 @@ pub(crate) mod tests {
         reports[1].verified = false;
         reports[1].mismatch = Some("element 3 differs".into());
         reports[3] = NodeReport { error: Some("no message".into()), ..NodeReport::empty(4, 3) };
-        let topology = TopologySpec { kind: TopologyKind::Hypercube, p: 4, dims: vec![2, 2] };
+        let topology = TopologySpec { kind: TopologyKind::Hypercube, p: 4, dims: vec![2, 2], routes: None };
         let outcome = RunOutcome { spec, topology, reports, trace: None, setup: SetupTimes::default() };
         let failure = summarize(&outcome, None).unwrap_err();
         assert_eq!(failure.wrong, [(1, "element 3 differs".to_owned()), (3, "no message".to_owned())]);

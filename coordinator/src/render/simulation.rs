@@ -18,6 +18,9 @@ pub struct SimulationSummary {
     pub algorithm: String,
     pub topology: String,
     pub dims: Vec<usize>,
+    /// A switched network's route policy (left out on a direct one, which has one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route_policy: Option<String>,
     pub nodes: usize,
     pub size_bytes: u64,
     pub root: usize,

@@ -23,6 +23,7 @@ use topocomm_collectives::simulator::spec::RunFailure;
 use topocomm_collectives::simulator::{LiveCounts, SimulationError};
 use topocomm_proto::flow::{FlowEvent, FlowKind};
 use topocomm_proto::spec::{Algorithm, LinkModel, Ports, Routing, RunSpec};
+use topocomm_proto::topology::Flow;
 use topocomm_proto::{NodeId, Topology, catalogue};
 
 use crate::control::request::{self, CollectiveArgs, Emulated, LinkArgs, Repetition};
@@ -265,7 +266,7 @@ fn schedule(events: &[FlowEvent], topology: &Topology) -> Vec<Message> {
             src: e.src,
             dst: e.dst,
             bytes: e.bytes,
-            route: topology.route(e.src, e.dst),
+            route: topology.flow_route(Flow::new(e.src, e.dst, e.tag)),
             sent_ns: e.at_ns,
             delivered_ns: deliveries.get_mut(&key(e)).and_then(VecDeque::pop_front),
         })
@@ -317,7 +318,11 @@ fn header(x: &Explained) -> String {
     if let Some(entry) = catalogue::find(spec.collective, spec.algorithm).filter(|_| spec.schedule.is_none()) {
         write!(text, ", made for {}", entry.made_for).ok();
     }
-    write!(text, "\non a {}: p = {}, --size {}", x.topology, x.topology.p(), size(spec.size_bytes)).ok();
+    write!(text, "\non a {}", x.topology).ok();
+    if x.topology.switches() > 0 {
+        write!(text, ", routes {}", x.topology.routes()).ok();
+    }
+    write!(text, ": p = {}, --size {}", x.topology.p(), size(spec.size_bytes)).ok();
     if spec.collective.has_root() {
         write!(text, ", root {}", spec.root).ok();
     }
@@ -431,7 +436,7 @@ pub(crate) fn to_json(x: &Explained) -> serde_json::Value {
             })
         })
         .collect();
-    json!({
+    let mut explained = json!({
         "collective": x.spec.collective.to_string(),
         "algorithm": x.spec.what_runs(),
         "requested_algorithm": x.requested.to_string(),
@@ -455,7 +460,12 @@ pub(crate) fn to_json(x: &Explained) -> serde_json::Value {
         "forwarded": x.prediction.forwarded,
         "busiest_link": x.busiest.map(|l| json!({ "from": l.from, "to": l.to, "bytes": l.bytes, "messages": l.messages })),
         "schedule": schedule,
-    })
+    });
+    // A switched network's route policy (a direct one routes one way).
+    if let Some(policy) = crate::render::report::switched_routes(x.topology.kind(), Some(x.topology.routes())) {
+        explained["route_policy"] = json!(policy);
+    }
+    explained
 }
 
 /// `0-1-2 (2 hops)`.

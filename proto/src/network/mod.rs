@@ -16,6 +16,7 @@
 pub mod dragonfly;
 pub mod fat_tree;
 pub mod machines;
+pub mod routes;
 
 use std::sync::Arc;
 
@@ -23,6 +24,7 @@ use crate::netfile::FileGraph;
 use dragonfly::Dragonfly;
 use fat_tree::FatTree;
 use machines::Machines;
+pub use routes::{Flow, Routes};
 
 /// A vertex of a family: a host or a switch, in the family's own numbering.
 pub type Vertex = usize;
@@ -83,12 +85,48 @@ impl Family {
         }
     }
 
-    fn next_hop(&self, at: Vertex, dst: usize) -> Vertex {
+    /// The routes the family takes unless told otherwise.
+    pub fn default_routes(&self) -> Routes {
         match self {
-            Family::FatTree(tree) => tree.next_hop(at, dst),
-            Family::Dragonfly(dragonfly) => dragonfly.next_hop(at, dst),
-            Family::Machines(machines) => machines.next_hop(at, dst),
-            Family::File(graph) => graph.next_hop(at, dst),
+            Family::FatTree(_) => Routes::DModK,
+            Family::Dragonfly(_) => Routes::Minimal,
+            Family::Machines(_) | Family::File(_) => Routes::ShortestPath,
+        }
+    }
+
+    /// What `routes` picks for `flow`, from host `src` to host `dst`.
+    fn pick(&self, routes: Routes, src: usize, dst: usize, flow: Flow) -> Pick {
+        match (self, routes) {
+            (Family::FatTree(_), Routes::Ecmp) => Pick::Spread(flow.hash(0)),
+            (Family::Dragonfly(dragonfly), Routes::Valiant { seed }) => {
+                Pick::Via(dragonfly.intermediate(src, dst, flow.hash(seed)))
+            }
+            _ => Pick::Destination,
+        }
+    }
+
+    /// Every pick `routes` may make from host `src` to host `dst`, whatever the flow.
+    fn picks(&self, routes: Routes, src: usize, dst: usize) -> Vec<Pick> {
+        match (self, routes) {
+            (Family::FatTree(tree), Routes::Ecmp) => (0..(tree.k() / 2).pow(2) as u64).map(Pick::Spread).collect(),
+            (Family::Dragonfly(dragonfly), Routes::Valiant { .. }) => {
+                let ends = [dragonfly.group_of(src), dragonfly.group_of(dst)];
+                let vias = (0..dragonfly.groups()).filter(|group| !ends.contains(group)).map(Some);
+                std::iter::once(None).chain(vias).map(Pick::Via).collect()
+            }
+            _ => vec![Pick::Destination],
+        }
+    }
+
+    /// The next vertex from `at` towards host `dst` by `pick`.
+    fn next_hop(&self, at: Vertex, dst: usize, pick: Pick) -> Vertex {
+        match (self, pick) {
+            (Family::FatTree(tree), Pick::Spread(hash)) => tree.next_hop(at, dst, Some(hash)),
+            (Family::FatTree(tree), _) => tree.next_hop(at, dst, None),
+            (Family::Dragonfly(dragonfly), Pick::Via(via)) => dragonfly.next_hop(at, dst, via),
+            (Family::Dragonfly(dragonfly), _) => dragonfly.next_hop(at, dst, None),
+            (Family::Machines(machines), _) => machines.next_hop(at, dst),
+            (Family::File(graph), _) => graph.next_hop(at, dst),
         }
     }
 
@@ -110,10 +148,10 @@ impl Family {
         }
     }
 
-    fn diameter(&self, hosts: usize) -> usize {
+    fn diameter(&self, hosts: usize, routes: Routes) -> usize {
         match self {
             Family::FatTree(tree) => tree.diameter(hosts),
-            Family::Dragonfly(dragonfly) => dragonfly.diameter(hosts),
+            Family::Dragonfly(dragonfly) => dragonfly.diameter(hosts, matches!(routes, Routes::Valiant { .. })),
             Family::Machines(machines) => machines.diameter(hosts),
             Family::File(graph) => (0..hosts)
                 .flat_map(|a| (0..hosts).map(move |b| (a, b)))
@@ -145,19 +183,44 @@ impl Family {
     }
 }
 
+/// What a policy picks for a flow, which its route follows at every hop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pick {
+    /// The family's own route to the destination (d-mod-k, minimal, shortest path).
+    Destination,
+    /// ECMP: the up-ports by this hash.
+    Spread(u64),
+    /// Valiant: by way of this group (`None`: minimal).
+    Via(Option<usize>),
+}
+
 /// `p` ranks on a family's first `p` hosts, and the network's vertices: ranks `0..p`,
-/// then the family's switches.
+/// then the family's switches; routed by one of the family's policies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Switched {
     family: Family,
     ranks: usize,
+    routes: Routes,
 }
 
 impl Switched {
-    /// `ranks ≤ family.hosts()` (checked by the caller, which says why).
+    /// `ranks ≤ family.hosts()` (checked by the caller, which says why), routed as the
+    /// family routes by default.
     pub fn new(family: Family, ranks: usize) -> Self {
         debug_assert!(ranks <= family.hosts());
-        Switched { family, ranks }
+        let routes = family.default_routes();
+        Switched { family, ranks, routes }
+    }
+
+    /// The network routed by `routes`, one of its family's policies (checked by the
+    /// caller, which says why not: [`crate::TopologyKind::check_routes`]).
+    pub fn with_routes(self, routes: Routes) -> Self {
+        Switched { routes, ..self }
+    }
+
+    /// The route policy.
+    pub fn routes(&self) -> Routes {
+        self.routes
     }
 
     /// The family.
@@ -217,10 +280,53 @@ impl Switched {
         self.family.link_class(self.inner(a), self.inner(b))
     }
 
-    /// The next vertex from `at` towards rank `dst` (`at != dst`).
-    pub fn next_hop(&self, at: usize, dst: usize) -> usize {
-        let next = self.family.next_hop(self.inner(at), dst);
+    /// The next vertex from `at` towards the flow's destination (`at != flow.dst`) on the
+    /// flow's route.
+    pub fn next_hop(&self, at: usize, flow: Flow) -> usize {
+        self.next_hop_by(self.routes, at, flow)
+    }
+
+    /// [`Switched::next_hop`] by the policy `routes`.
+    fn next_hop_by(&self, routes: Routes, at: usize, flow: Flow) -> usize {
+        let pick = self.family.pick(routes, flow.src, flow.dst, flow);
+        self.next_hop_picked(at, flow.dst, pick)
+    }
+
+    fn next_hop_picked(&self, at: usize, dst: usize, pick: Pick) -> usize {
+        let next = self.family.next_hop(self.inner(at), dst, pick);
         self.outer(next).expect("a route crosses no host but its ends")
+    }
+
+    /// Every route the policy may give a flow from rank `src` to rank `dst` (`src !=
+    /// dst`), whatever its tag, each once, in the order of the policy's choices: one
+    /// where the policy routes by destination.
+    pub fn route_choices(&self, src: usize, dst: usize) -> Vec<Vec<usize>> {
+        let mut choices: Vec<Vec<usize>> = Vec::new();
+        for pick in self.family.picks(self.routes, src, dst) {
+            let mut route = vec![src];
+            let mut at = src;
+            while at != dst {
+                at = self.next_hop_picked(at, dst, pick);
+                route.push(at);
+            }
+            if !choices.contains(&route) {
+                choices.push(route);
+            }
+        }
+        choices
+    }
+
+    /// The hops from rank `a` to rank `b` under the family's default policy, whatever the
+    /// network's: what every policy but Valiant's takes (ECMP's routes are as long as
+    /// d-mod-k's).
+    pub fn distance(&self, a: usize, b: usize) -> usize {
+        let (routes, flow) = (self.family.default_routes(), Flow::new(a, b, 0));
+        let (mut at, mut hops) = (a, 0);
+        while at != b {
+            at = self.next_hop_by(routes, at, flow);
+            hops += 1;
+        }
+        hops
     }
 
     /// Where a vertex sits in the family (see each family's `coords`).
@@ -233,11 +339,14 @@ impl Switched {
         self.outer(self.family.attachment(rank)).expect("a switch is a vertex")
     }
 
-    /// The most hops between two ranks.
+    /// The most hops a route between two ranks takes under the policy.
     pub fn diameter(&self) -> usize {
-        self.family.diameter(self.ranks)
+        self.family.diameter(self.ranks, self.routes)
     }
 }
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod route_tests;

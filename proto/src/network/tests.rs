@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::{Topology, TopologyKind};
 
-fn topology(kind: TopologyKind, p: usize, dims: &[usize]) -> Topology {
+pub(super) fn topology(kind: TopologyKind, p: usize, dims: &[usize]) -> Topology {
     Topology::new(kind, p, Some(dims)).unwrap_or_else(|e| panic!("{kind} {dims:?} for {p}: {e}"))
 }
 
@@ -36,7 +36,7 @@ fn per_class(links: &BTreeSet<(usize, usize, String)>) -> BTreeMap<String, usize
 }
 
 /// Hop distances from `from` to every vertex, by breadth-first search.
-fn bfs(topology: &Topology, from: usize) -> Vec<usize> {
+pub(super) fn bfs(topology: &Topology, from: usize) -> Vec<usize> {
     let mut distance = vec![usize::MAX; topology.vertices()];
     distance[from] = 0;
     let mut queue = VecDeque::from([from]);

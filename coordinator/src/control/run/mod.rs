@@ -171,7 +171,8 @@ impl Coordinator {
         let participants = self.cluster.participants(timeout).await?;
         let mut setup = SetupTimes { ready_ms: asked_at.elapsed().as_secs_f64() * 1e3, wiring_ms: None };
         // Every participant is a vertex: the ranks, then a switched network's switches.
-        let topology = topology_on(request.topology, participants.len(), request.dims.as_deref())?;
+        let topology =
+            topology_on(request.topology, participants.len(), request.dims.as_deref())?.routed(request.routes)?;
         let p = topology.p();
         request.spec.validate(p)?;
         catalogue::check(request.spec.collective, request.spec.algorithm)?;
@@ -179,7 +180,7 @@ impl Coordinator {
             self.tuning
                 .resolve_checked(&request.spec, known, |spec| check_memory(spec, &participants[..p], &self.tuning))
         })?;
-        let topology_spec = TopologySpec { kind: topology.kind(), p, dims: topology.dims().to_vec() };
+        let topology_spec = TopologySpec::of(&topology);
         let sessions: Vec<SessionId> = participants.iter().map(|p| p.session).collect();
         if conductor.drain() {
             // A link of the wiring broke between runs: the next run needs new links.
@@ -401,7 +402,7 @@ mod tests {
 
     pub(super) fn traced_request() -> RunRequest {
         let spec = RunSpec { trace: true, ..RunSpec::new(Collective::Barrier, Algorithm::Hypercube) };
-        RunRequest { topology: TopologyKind::Hypercube, dims: None, spec }
+        RunRequest { topology: TopologyKind::Hypercube, dims: None, routes: None, spec }
     }
 
     pub(super) fn participant(id: NodeId) -> Participant {

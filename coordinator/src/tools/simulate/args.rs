@@ -7,8 +7,11 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use topocomm_proto::TopologyKind;
 use topocomm_proto::spec::Collective;
+use topocomm_proto::topology::Routes;
 
-use crate::control::parse::{ParseError, parse_collective, parse_dims, parse_size, parse_timeout, parse_topology};
+use crate::control::parse::{
+    ParseError, parse_collective, parse_dims, parse_routes, parse_size, parse_timeout, parse_topology,
+};
 use crate::control::request::{DataArgs, LinkArgs};
 use crate::control::tuning::TuningArgs;
 use crate::tools::sweep::{Algorithms, parse_algorithms};
@@ -36,6 +39,10 @@ pub struct SimulateArgs {
     /// platform: `topocomm run --help` says more); its endpoints are the nodes.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["dims", "topology", "nodes"])]
     pub network: Option<PathBuf>,
+    /// Route policy, for every topology given: fat-tree d-mod-k (default) or ecmp,
+    /// dragonfly minimal (default) or valiant[:SEED] (`topocomm run --help` says more).
+    #[arg(long, value_name = "NAME", value_parser = parse_routes)]
+    pub routes: Option<Routes>,
     /// Node counts: `8..65536` (doubling from the first) or a comma list (`1024,4096`).
     // `std::vec::Vec`, not `Vec`: clap would read `Vec<_>` as many values of usize.
     #[arg(long, short = 'n', default_value = "8", value_parser = parse_node_counts)]

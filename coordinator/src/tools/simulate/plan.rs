@@ -11,7 +11,7 @@ use topocomm_proto::{Topology, TopologyKind, catalogue};
 
 use crate::control::request::{self, Repetition};
 use crate::render::quantity::size_text;
-use crate::render::report::{BusiestLink, LinkPhysics, TimeStats};
+use crate::render::report::{self, BusiestLink, LinkPhysics, TimeStats};
 use crate::render::simulation::{Cost, SimulationSummary};
 use crate::tools::closed_form;
 use crate::tools::memory::estimate;
@@ -49,6 +49,9 @@ pub(crate) fn plan(args: &SimulateArgs, links: LinkModel) -> anyhow::Result<Vec<
     let mut planned = Vec::new();
     let network = args.network.as_deref().map(request::network_topology).transpose()?;
     let kinds = if network.is_some() { vec![TopologyKind::Graph] } else { args.topology.clone() };
+    for (kind, routes) in kinds.iter().filter_map(|&kind| Some((kind, args.routes?))) {
+        kind.check_routes(routes)?;
+    }
     let nodes = match &network {
         Some(topology) => vec![topology.p()],
         None => args.nodes.clone(),
@@ -67,7 +70,8 @@ pub(crate) fn plan(args: &SimulateArgs, links: LinkModel) -> anyhow::Result<Vec<
                     None => {
                         Topology::new(kind, p, args.dims.as_deref()).with_context(|| format!("{kind} of {p} nodes"))?
                     }
-                };
+                }
+                .routed(args.routes)?;
                 let once = Repetition { warmup: 0, iterations: 1, timeout: args.timeout, dump: false };
                 let spec = RunSpec {
                     run: 1,
@@ -136,6 +140,7 @@ pub(crate) fn describe(point: &Planned, simulated: &SimulatedRun, links: &LinkMo
         algorithm: spec.what_runs(),
         topology: point.topology.kind().to_string(),
         dims: point.topology.dims().to_vec(),
+        route_policy: report::switched_routes(point.topology.kind(), Some(point.topology.routes())),
         nodes: point.topology.p(),
         size_bytes: spec.size_bytes,
         root: spec.root,
