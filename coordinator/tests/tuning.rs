@@ -225,7 +225,8 @@ fn tune_measures_a_local_cluster_and_run_follows_the_file_it_wrote() {
         rules[..measured.len()].iter().all(|rule| rule["nodes"]["max"] == 4),
         "measured rules come first: {tuned:#}"
     );
-    assert_eq!(rules.len(), measured.len() + 7, "then the 7 built-in ones: {tuned:#}");
+    let built_in = topocomm_collectives::tuning::Tuning::built_in().rules.len();
+    assert_eq!(rules.len(), measured.len() + built_in, "then the {built_in} built-in ones: {tuned:#}");
     for rule in &measured {
         let why = rule["why"].as_str().unwrap();
         assert!(why.starts_with("Measured by `topocomm tune` on 4 nodes of a hypercube: median µs"), "{why}");
