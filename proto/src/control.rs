@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::auth::Key;
 use crate::flow::FlowEvent;
+use crate::network::Placement;
 use crate::spec::RunSpec;
 use crate::topology::{NodeId, TopologyKind};
 
@@ -30,7 +31,9 @@ pub const MAX_ORDER_FRAME: usize = 16 * 1024 * 1024;
 /// 5: a spec carries the physics of classes of links (`RunSpec::classes`), and a topology
 /// may be switched (fat-tree, dragonfly, cluster); the link model carries its port model
 /// (`spec::Ports`, one-port or all-port).
-pub const PROTOCOL_VERSION: u32 = 5;
+/// 6: a topology carries where its ranks sit on a switched network's hosts
+/// (`TopologySpec::placement`, and a run request its `placement`).
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// A topology as the coordinator hands it out: each node rebuilds (and so re-validates) it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,6 +41,9 @@ pub struct TopologySpec {
     pub kind: TopologyKind,
     pub p: usize,
     pub dims: Vec<usize>,
+    /// Which host each rank sits on (a switched network's; linear on a direct one).
+    #[serde(default)]
+    pub placement: Placement,
 }
 
 /// What a node must wire: its id in the topology and where its neighbours listen.
@@ -237,6 +243,9 @@ pub enum ClientRequest {
 pub struct RunRequest {
     pub topology: TopologyKind,
     pub dims: Option<Vec<usize>>,
+    /// Which host each rank sits on, on a switched network.
+    #[serde(default)]
+    pub placement: Placement,
     pub spec: RunSpec,
 }
 

@@ -22,6 +22,7 @@ use topocomm_proto::control::{
 };
 use topocomm_proto::flow::{FlowEvent, FlowKind};
 use topocomm_proto::frame::{Frame, FrameHeader};
+use topocomm_proto::network::Placement;
 use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Ports, Routing, RunSpec};
 use topocomm_proto::topology::TopologyKind;
 
@@ -250,6 +251,7 @@ impl Decoder {
                 ctl(&ClientRequest::Run(RunRequest {
                     topology: TopologyKind::Torus,
                     dims: Some(vec![2, 2]),
+                    placement: Placement::Linear,
                     spec: spec(),
                 })),
                 ctl(&ClientRequest::Status),
@@ -332,7 +334,7 @@ fn client_hello() -> Hello {
 }
 
 fn topology() -> TopologySpec {
-    TopologySpec { kind: TopologyKind::Torus, p: 4, dims: vec![2, 2] }
+    TopologySpec { kind: TopologyKind::Torus, p: 4, dims: vec![2, 2], placement: Placement::Linear }
 }
 
 fn wiring() -> Wiring {

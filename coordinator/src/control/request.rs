@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, anyhow};
 use clap::Args;
 use topocomm_proto::control::RunRequest;
+use topocomm_proto::network::Placement;
 use topocomm_proto::schedule::Schedule;
 use topocomm_proto::spec::{
     Algorithm, ClassPhysics, Collective, Dilation, DilationError, Dtype, LinkModel, Ports, ReduceOp, Routing, RunSpec,
@@ -15,8 +16,8 @@ use topocomm_proto::{Topology, TopologyKind, catalogue};
 
 use crate::control::calibration;
 use crate::control::parse::{
-    ParseError, parse_algorithm, parse_class, parse_collective, parse_dims, parse_dtype, parse_op, parse_ports,
-    parse_routing, parse_size, parse_time, parse_timeout, parse_topology,
+    ParseError, parse_algorithm, parse_class, parse_collective, parse_dims, parse_dtype, parse_op, parse_placement,
+    parse_ports, parse_routing, parse_size, parse_time, parse_timeout, parse_topology,
 };
 
 /// The shape to wire.
@@ -41,15 +42,23 @@ pub struct ShapeArgs {
     /// daemons wire the built-in topologies only.
     #[arg(long, value_name = "FILE", conflicts_with = "dims")]
     pub network: Option<std::path::PathBuf>,
+    /// Where the ranks sit on a switched network's hosts, and so which ranks share a
+    /// machine, an edge switch or a dragonfly group: linear (rank r on host r),
+    /// round-robin (the ranks dealt across the machines, edge switches or routers in
+    /// turn) or random[:SEED] (a seeded permutation of the hosts, seed 1 by default). A
+    /// direct network takes linear only.
+    #[arg(long, default_value = "linear", value_parser = parse_placement)]
+    pub placement: Placement,
 }
 
 impl ShapeArgs {
     /// The topology these options name, of `nodes` nodes (a network file's own count).
     pub fn topology_of(&self, nodes: usize) -> anyhow::Result<Topology> {
-        match &self.network {
-            Some(path) => network_topology(path),
-            None => Ok(Topology::new(self.topology, nodes, self.dims.as_deref())?),
-        }
+        let topology = match &self.network {
+            Some(path) => network_topology(path)?,
+            None => Topology::new(self.topology, nodes, self.dims.as_deref())?,
+        };
+        Ok(topology.placed(self.placement)?)
     }
 
     /// The topology kind these options name.
@@ -288,7 +297,12 @@ pub fn plan(what: &CollectiveArgs, repetition: Repetition) -> anyhow::Result<Pla
     if let Some(path) = &what.schedule {
         spec.schedule = Some(Box::new(read_schedule(path, what.collective)?));
     }
-    let request = RunRequest { topology: what.shape.kind(), dims: what.shape.dims.clone(), spec };
+    let request = RunRequest {
+        topology: what.shape.kind(),
+        dims: what.shape.dims.clone(),
+        placement: what.shape.placement,
+        spec,
+    };
     Ok(Planned { request, predict_with, auto_dilation })
 }
 

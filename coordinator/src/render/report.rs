@@ -8,6 +8,7 @@ use anyhow::Context;
 use bytesize::ByteSize;
 use serde::Serialize;
 use topocomm_proto::control::{RunOutcome, SetupTimes};
+use topocomm_proto::network::Placement;
 use topocomm_proto::spec::{Algorithm, ClassPhysics, Collective, LinkModel, Ports, Routing};
 use topocomm_proto::{NodeId, Topology};
 
@@ -77,6 +78,8 @@ pub struct RunSummary {
     pub algorithm: String,
     pub topology: String,
     pub dims: Vec<usize>,
+    /// Where the ranks sat on the hosts (a switched network's; linear on a direct one).
+    pub placement: Placement,
     pub nodes: usize,
     /// The switches that forwarded the run's frames (a switched network's; 0 on a direct
     /// one), each counted in the traffic, none in the times or the verdict.
@@ -255,6 +258,7 @@ pub fn summarize(
         algorithm: spec.what_runs(),
         topology: outcome.topology.kind.to_string(),
         dims: outcome.topology.dims.clone(),
+        placement: outcome.topology.placement,
         nodes: outcome.topology.p,
         switches: outcome.reports.iter().filter(|r| r.node >= p).count(),
         // A GOAL schedule's messages have their own sizes (`--size` is not theirs): its
@@ -365,6 +369,7 @@ pub fn headline(summary: &RunSummary) -> String {
         .parse()
         .ok()
         .and_then(|kind| Topology::new(kind, summary.nodes, Some(&summary.dims)).ok())
+        .and_then(|topology| topology.placed(summary.placement).ok())
         .map(|t| t.to_string())
         .unwrap_or_else(|| summary.topology.clone());
     let collective: Option<Collective> = summary.collective.parse().ok();
@@ -432,6 +437,7 @@ pub(crate) mod tests {
             algorithm: "hypercube".into(),
             topology: "hypercube".into(),
             dims: vec![2, 2, 2],
+            placement: Placement::Linear,
             nodes: 8,
             switches: 0,
             size_bytes: 1_000_000,
@@ -464,7 +470,7 @@ pub(crate) mod tests {
     #[test]
     fn a_node_not_verified_fails_the_run_naming_it_and_why() {
         use topocomm_proto::TopologyKind;
-        use topocomm_proto::control::{NodeReport, TopologySpec};
+        use topocomm_proto::control::NodeReport;
         use topocomm_proto::spec::RunSpec;
 
         let spec = RunSpec { run: 4, ..RunSpec::new(Collective::Broadcast, Algorithm::Hypercube) };
@@ -473,7 +479,7 @@ pub(crate) mod tests {
         reports[1].verified = false;
         reports[1].mismatch = Some("element 3 differs".into());
         reports[3] = NodeReport { error: Some("no message".into()), ..NodeReport::empty(4, 3) };
-        let topology = TopologySpec { kind: TopologyKind::Hypercube, p: 4, dims: vec![2, 2] };
+        let topology = Topology::new(TopologyKind::Hypercube, 4, None).unwrap().spec();
         let outcome = RunOutcome { spec, topology, reports, trace: None, setup: SetupTimes::default() };
         let failure = summarize(&outcome, None).unwrap_err();
         assert_eq!(failure.wrong, [(1, "element 3 differs".to_owned()), (3, "no message".to_owned())]);

@@ -202,7 +202,8 @@ async fn relay(
         // The spec of a shift (one vector per node), which the probe's steps stand in for.
         ..RunSpec::new(Collective::Shift, Algorithm::Ring)
     };
-    let probe = RunRequest { topology: request.topology, dims: request.dims.clone(), spec };
+    let probe =
+        RunRequest { topology: request.topology, dims: request.dims.clone(), placement: request.placement, spec };
     let began = Instant::now();
     let outcome =
         target.execute(probe).await.with_context(|| format!("the dilation probe ({})", size_text(size_bytes)))?;
@@ -210,7 +211,7 @@ async fn relay(
     let wall_s = (began.elapsed().as_secs_f64() - setup_s).max(0.0);
     let summary =
         report::summarize(&outcome, None).map_err(|failure| anyhow::anyhow!("the dilation probe: {failure}"))?;
-    let topology = Topology::new(outcome.topology.kind, outcome.topology.p, Some(&outcome.topology.dims))?;
+    let topology = Topology::from_spec(&outcome.topology)?;
     let mut times = summary.iteration_us.clone();
     times.sort_by(f64::total_cmp);
     Ok((report::nearest_rank(&times, PROBE_PERCENTILE), topology, wall_s))

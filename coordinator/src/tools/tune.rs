@@ -111,7 +111,8 @@ pub async fn run(args: &TuneArgs) -> anyhow::Result<()> {
         Some(address) => Target::Remote { address: address.clone(), credentials: args.remote.credentials()? },
         None => {
             let logs = args.logs.clone().unwrap_or_else(|| std::env::temp_dir().join("topocomm-logs"));
-            let topology = topocomm_proto::Topology::new(args.shape.kind(), args.nodes, args.shape.dims.as_deref())?;
+            let topology = topocomm_proto::Topology::new(args.shape.kind(), args.nodes, args.shape.dims.as_deref())?
+                .placed(args.shape.placement)?;
             let local = LocalCluster::start_for(&topology, &logs, args.remote.security.encrypt, base.clone()).await?;
             eprintln!(
                 "local cluster: {}, node logs in {}/node-*.log",
@@ -306,7 +307,12 @@ async fn execute(
     let algorithm = algorithm.unwrap_or_else(|| catalogue::default_algorithm(collective, args.shape.topology));
     let data = DataArgs { root: 0, dtype: Dtype::F64, op: ReduceOp::Sum, shift: 1, exclusive: false, seed: 1 };
     let spec = request::run_spec(collective, algorithm, size, &data, repetition)?;
-    let request = RunRequest { topology: args.shape.topology, dims: args.shape.dims.clone(), spec };
+    let request = RunRequest {
+        topology: args.shape.topology,
+        dims: args.shape.dims.clone(),
+        placement: args.shape.placement,
+        spec,
+    };
     target.execute(request).await
 }
 

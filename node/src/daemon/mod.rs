@@ -437,7 +437,7 @@ impl WireError {
 /// Opens every link of `wiring`: dials neighbours with higher ids, admits lower ones.
 async fn wire(wiring: &Wiring, shared: &Arc<Shared>, max_frame: usize) -> Result<Arc<Router>, WireError> {
     let spec = &wiring.topology;
-    let topology = Topology::new(spec.kind, spec.p, Some(&spec.dims)).map_err(|e| WireError::new(e.to_string()))?;
+    let topology = Topology::from_spec(spec).map_err(|e| WireError::new(e.to_string()))?;
     let me = wiring.id;
     // The coordinator scales the deadline with the cluster (`control::link_deadline`).
     let within = Duration::from_millis(wiring.link_within_ms).min(control::LONGEST_LINK_DEADLINE);

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use topocomm_node::allowance;
 use topocomm_proto::auth::Key;
 use topocomm_proto::catalogue::{self, NoSuchAlgorithm};
-use topocomm_proto::control::{RunOutcome, RunRequest, SetupTimes, ToCoordinator, ToNode, TopologySpec};
+use topocomm_proto::control::{RunOutcome, RunRequest, SetupTimes, ToCoordinator, ToNode};
 use topocomm_proto::spec::{Collective, RunSpec, SpecError};
 use topocomm_proto::{Topology, TopologyError, TopologyKind};
 
@@ -170,14 +170,15 @@ impl Coordinator {
         let participants = self.cluster.participants(timeout).await?;
         let mut setup = SetupTimes { ready_ms: asked_at.elapsed().as_secs_f64() * 1e3, wiring_ms: None };
         // Every participant is a vertex: the ranks, then a switched network's switches.
-        let topology = topology_on(request.topology, participants.len(), request.dims.as_deref())?;
+        let topology =
+            topology_on(request.topology, participants.len(), request.dims.as_deref())?.placed(request.placement)?;
         let p = topology.p();
         request.spec.validate(p)?;
         catalogue::check(request.spec.collective, request.spec.algorithm)?;
         let spec = self.tuning.resolve_checked(&request.spec, topology.kind(), p, |spec| {
             check_memory(spec, &participants[..p], &self.tuning)
         })?;
-        let topology_spec = TopologySpec { kind: topology.kind(), p, dims: topology.dims().to_vec() };
+        let topology_spec = topology.spec();
         let sessions: Vec<SessionId> = participants.iter().map(|p| p.session).collect();
         if conductor.drain() {
             // A link of the wiring broke between runs: the next run needs new links.
@@ -399,7 +400,7 @@ mod tests {
 
     pub(super) fn traced_request() -> RunRequest {
         let spec = RunSpec { trace: true, ..RunSpec::new(Collective::Barrier, Algorithm::Hypercube) };
-        RunRequest { topology: TopologyKind::Hypercube, dims: None, spec }
+        RunRequest { topology: TopologyKind::Hypercube, dims: None, placement: Default::default(), spec }
     }
 
     pub(super) fn participant(id: NodeId) -> Participant {

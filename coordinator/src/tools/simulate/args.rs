@@ -6,9 +6,12 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use topocomm_proto::TopologyKind;
+use topocomm_proto::network::Placement;
 use topocomm_proto::spec::Collective;
 
-use crate::control::parse::{ParseError, parse_collective, parse_dims, parse_size, parse_timeout, parse_topology};
+use crate::control::parse::{
+    ParseError, parse_collective, parse_dims, parse_placement, parse_size, parse_timeout, parse_topology,
+};
 use crate::control::request::{DataArgs, LinkArgs};
 use crate::control::tuning::TuningArgs;
 use crate::tools::sweep::{Algorithms, parse_algorithms};
@@ -36,6 +39,10 @@ pub struct SimulateArgs {
     /// platform: `topocomm run --help` says more); its endpoints are the nodes.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["dims", "topology", "nodes"])]
     pub network: Option<PathBuf>,
+    /// Where the ranks sit on a switched network's hosts: linear, round-robin or
+    /// random[:SEED] (`topocomm run --help` says more); a direct network takes linear only.
+    #[arg(long, default_value = "linear", value_parser = parse_placement)]
+    pub placement: Placement,
     /// Node counts: `8..65536` (doubling from the first) or a comma list (`1024,4096`).
     // `std::vec::Vec`, not `Vec`: clap would read `Vec<_>` as many values of usize.
     #[arg(long, short = 'n', default_value = "8", value_parser = parse_node_counts)]

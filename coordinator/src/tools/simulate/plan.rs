@@ -66,7 +66,8 @@ pub(crate) fn plan(args: &SimulateArgs) -> anyhow::Result<Vec<Planned>> {
                     None => {
                         Topology::new(kind, p, args.dims.as_deref()).with_context(|| format!("{kind} of {p} nodes"))?
                     }
-                };
+                }
+                .placed(args.placement)?;
                 let resolved = tuning.resolve(args.collective, algorithm, kind, p, args.size);
                 let once = Repetition { warmup: 0, iterations: 1, timeout: args.timeout, dump: false };
                 let spec = RunSpec {
@@ -127,6 +128,7 @@ pub(crate) fn describe(point: &Planned, simulated: &SimulatedRun, links: &LinkMo
         algorithm: spec.what_runs(),
         topology: point.topology.kind().to_string(),
         dims: point.topology.dims().to_vec(),
+        placement: point.topology.placement(),
         nodes: point.topology.p(),
         size_bytes: spec.size_bytes,
         root: spec.root,

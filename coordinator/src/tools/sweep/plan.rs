@@ -74,7 +74,8 @@ pub fn runnable_sizes(
         let spec = &request.spec;
         let checked = match local {
             Some(capacity) => {
-                let topology = Topology::new(args.shape.topology, args.nodes, args.shape.dims.as_deref())?;
+                let topology = Topology::new(args.shape.topology, args.nodes, args.shape.dims.as_deref())?
+                    .placed(args.shape.placement)?;
                 spec.validate(args.nodes)
                     .map_err(CapacityError::from)
                     .and_then(|()| capacity.check_run(spec, request.topology, args.nodes, tuning))
