@@ -232,8 +232,9 @@ pub struct NodeDump {
 /// A CLI request to a serving coordinator.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ClientRequest {
-    /// Run a collective on this topology (re-wiring first if it differs).
-    Run(RunRequest),
+    /// Run a collective on this topology (re-wiring first if it differs). Boxed: a
+    /// request is far larger than the other variants.
+    Run(Box<RunRequest>),
     /// How the cluster stands.
     Status,
 }

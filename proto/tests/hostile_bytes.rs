@@ -248,12 +248,12 @@ impl Decoder {
                 ctl(&ToNode::Ping),
             ],
             Decoder::ClientRequest => vec![
-                ctl(&ClientRequest::Run(RunRequest {
+                ctl(&ClientRequest::Run(Box::new(RunRequest {
                     topology: TopologyKind::Torus,
                     dims: Some(vec![2, 2]),
                     placement: Placement::Linear,
                     spec: spec(),
-                })),
+                }))),
                 ctl(&ClientRequest::Status),
             ],
             Decoder::ClientResponse => vec![

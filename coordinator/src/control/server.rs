@@ -163,7 +163,7 @@ async fn connection(hello: Hello, channel: Channel<TcpStream>, coordinator: &Coo
             let response = match request {
                 ClientRequest::Run(request) => {
                     let executed = tokio::select! {
-                        executed = coordinator.execute(request) => executed,
+                        executed = coordinator.execute(*request) => executed,
                         // The client sends nothing more: a read that ends means it left (a
                         // cancelled job of the lab, a Ctrl-C), and the run, dropped, is
                         // aborted on its nodes.

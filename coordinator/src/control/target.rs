@@ -25,7 +25,7 @@ impl Target {
             Target::Local(local) => local.coordinator.execute(request).await.map_err(|e| anyhow!(e)),
             Target::Remote { address, credentials } => {
                 let patience = request::client_patience(&request.spec);
-                match client::request(address, credentials, ClientRequest::Run(request), patience).await? {
+                match client::request(address, credentials, ClientRequest::Run(Box::new(request)), patience).await? {
                     ClientResponse::RunDone(outcome) => Ok(*outcome),
                     ClientResponse::Error(error) => Err(anyhow!(error)),
                     other => bail!("unexpected answer from the coordinator: {other:?}"),
