@@ -452,3 +452,27 @@ fn a_placement_that_cannot_be_made_is_refused_in_one_line() {
         assert!(lines.len() <= 2, "{words}: more than a clear line:\n{}", finished.stderr);
     }
 }
+
+/// Every command that takes a topology names its placement, in its text and its JSON:
+/// the topology's description (`topology`, `explain`'s header, `simulate`'s table) and
+/// `"placement"`.
+#[test]
+fn every_command_names_the_placement_in_its_text_and_json() {
+    let scratch = Scratch::new("placement-named");
+    let shape = "-t cluster --dims 2x4 -n 8";
+    let cases = [
+        (format!("topology {shape} --placement round-robin"), "(8 nodes placed round-robin, 3 switches)"),
+        (format!("explain allreduce {shape} --placement random:5"), "(8 nodes placed random:5, 3 switches)"),
+        (format!("simulate allreduce {shape} -a multi-leader --placement random"), "cluster placed random:1"),
+    ];
+    for (words, needle) in &cases {
+        let text = run_bounded(topocomm(words), &scratch, "text", PATIENCE);
+        assert!(text.status.success(), "{words}: {text:?}");
+        assert!(text.stdout.contains(needle), "{words}: {needle:?} is not in:\n{}", text.stdout);
+        let json = run_bounded(topocomm(&format!("{words} --json")), &scratch, "json", PATIENCE).json();
+        let placement = needle.split("placed ").nth(1).and_then(|rest| rest.split([',', ' ']).next()).unwrap();
+        assert_eq!(json["placement"], placement, "{words}: {json:#}");
+    }
+    let linear = run_bounded(topocomm(&format!("topology {shape} --json")), &scratch, "linear", PATIENCE).json();
+    assert_eq!(linear["placement"], "linear");
+}
