@@ -14,7 +14,7 @@ use crate::auth::Key;
 use crate::flow::FlowEvent;
 use crate::network::Placement;
 use crate::spec::RunSpec;
-use crate::topology::{NodeId, TopologyKind};
+use crate::topology::{NodeId, Topology, TopologyError, TopologyKind};
 
 /// The largest control message the coordinator accepts from an authenticated node, and
 /// a client from the coordinator (reports and dumps of large runs ride on these).
@@ -44,6 +44,24 @@ pub struct TopologySpec {
     /// Which host each rank sits on (a switched network's; linear on a direct one).
     #[serde(default)]
     pub placement: Placement,
+}
+
+impl TopologySpec {
+    /// `topology` as it travels to the nodes, which rebuild it ([`TopologySpec::build`]).
+    pub fn of(topology: &Topology) -> Self {
+        TopologySpec {
+            kind: topology.kind(),
+            p: topology.p(),
+            dims: topology.dims().to_vec(),
+            placement: topology.placement(),
+        }
+    }
+
+    /// The topology this names, rebuilt (and so validated) from its kind, size, dims and
+    /// placement.
+    pub fn build(&self) -> Result<Topology, TopologyError> {
+        Topology::new(self.kind, self.p, Some(&self.dims))?.placed(self.placement)
+    }
 }
 
 /// What a node must wire: its id in the topology and where its neighbours listen.

@@ -152,7 +152,7 @@ pub fn document(kind: Kind, spec: &RunSpec, on: &Topology, args: &[String], resu
 /// traced, else the cost model's schedule when the links had physics.
 pub fn of_run(executed: &Executed, args: &[String]) -> anyhow::Result<Value> {
     let outcome = &executed.outcome;
-    let on = Topology::from_spec(&outcome.topology)?;
+    let on = outcome.topology.build()?;
     let links = executed.predict_with.map(|l| describe_links(&l)).unwrap_or_else(|| "full-speed links".to_owned());
     let flow = match (&outcome.trace, &executed.prediction) {
         (Some(recorded), _) => {

@@ -173,8 +173,7 @@ impl Lab {
                 })
             })
             .collect();
-        let topology =
-            status.topology.as_ref().and_then(|t| Topology::from_spec(t).ok()).map(|t| document::topology(&t));
+        let topology = status.topology.as_ref().and_then(|t| t.build().ok()).map(|t| document::topology(&t));
         let traffic = if topology.is_some() { self.traffic.lock().expect("traffic lock").clone() } else { Vec::new() };
         schema::versioned(json!({
             "type": "cluster", "expected": status.expected, "nodes": nodes, "topology": topology, "traffic": traffic,

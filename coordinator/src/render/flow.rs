@@ -58,7 +58,7 @@ pub fn write_run_outputs(
     if outputs.trace.is_none() && outputs.diagram.is_none() {
         return Ok(());
     }
-    let topology = Topology::from_spec(&outcome.topology)?;
+    let topology = outcome.topology.build()?;
     let flow = run_flow(outputs, outcome, &topology, predicted, links, schedule)?;
     write_flow(outputs, &flow.events, &outcome.spec, &topology, &flow.routing, &flow.source)
 }

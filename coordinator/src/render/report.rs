@@ -470,7 +470,7 @@ pub(crate) mod tests {
     #[test]
     fn a_node_not_verified_fails_the_run_naming_it_and_why() {
         use topocomm_proto::TopologyKind;
-        use topocomm_proto::control::NodeReport;
+        use topocomm_proto::control::{NodeReport, TopologySpec};
         use topocomm_proto::spec::RunSpec;
 
         let spec = RunSpec { run: 4, ..RunSpec::new(Collective::Broadcast, Algorithm::Hypercube) };
@@ -479,7 +479,7 @@ pub(crate) mod tests {
         reports[1].verified = false;
         reports[1].mismatch = Some("element 3 differs".into());
         reports[3] = NodeReport { error: Some("no message".into()), ..NodeReport::empty(4, 3) };
-        let topology = Topology::new(TopologyKind::Hypercube, 4, None).unwrap().spec();
+        let topology = TopologySpec::of(&Topology::new(TopologyKind::Hypercube, 4, None).unwrap());
         let outcome = RunOutcome { spec, topology, reports, trace: None, setup: SetupTimes::default() };
         let failure = summarize(&outcome, None).unwrap_err();
         assert_eq!(failure.wrong, [(1, "element 3 differs".to_owned()), (3, "no message".to_owned())]);

@@ -211,7 +211,7 @@ async fn relay(
     let wall_s = (began.elapsed().as_secs_f64() - setup_s).max(0.0);
     let summary =
         report::summarize(&outcome, None).map_err(|failure| anyhow::anyhow!("the dilation probe: {failure}"))?;
-    let topology = Topology::from_spec(&outcome.topology)?;
+    let topology = outcome.topology.build()?;
     let mut times = summary.iteration_us.clone();
     times.sort_by(f64::total_cmp);
     Ok((report::nearest_rank(&times, PROBE_PERCENTILE), topology, wall_s))

@@ -73,7 +73,7 @@ pub async fn run(
     let wall_s = began.elapsed().as_secs_f64();
     let prediction = match predict_with {
         Some(links) if outcome.reports.iter().all(|r| r.error.is_none()) => {
-            let topology = Topology::from_spec(&outcome.topology)?;
+            let topology = outcome.topology.build()?;
             // The probe's prediction, when it was of what ran.
             match predicted {
                 Some((spec, on, prediction)) if spec.algorithm == outcome.spec.algorithm && on == topology => {

@@ -30,7 +30,7 @@ use topocomm_proto::auth::{self, Hello, Key, Purpose};
 use topocomm_proto::codec;
 use topocomm_proto::control::{self, MAX_ORDER_FRAME, NodeReport, ToCoordinator, ToNode, Wiring};
 use topocomm_proto::frame::DEFAULT_MAX_FRAME;
-use topocomm_proto::{NodeId, Topology};
+use topocomm_proto::NodeId;
 
 use crate::router::Router;
 use crate::security::encryption::Channel;
@@ -437,7 +437,7 @@ impl WireError {
 /// Opens every link of `wiring`: dials neighbours with higher ids, admits lower ones.
 async fn wire(wiring: &Wiring, shared: &Arc<Shared>, max_frame: usize) -> Result<Arc<Router>, WireError> {
     let spec = &wiring.topology;
-    let topology = Topology::from_spec(spec).map_err(|e| WireError::new(e.to_string()))?;
+    let topology = spec.build().map_err(|e| WireError::new(e.to_string()))?;
     let me = wiring.id;
     // The coordinator scales the deadline with the cluster (`control::link_deadline`).
     let within = Duration::from_millis(wiring.link_within_ms).min(control::LONGEST_LINK_DEADLINE);

@@ -21,7 +21,6 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use strum::{Display, EnumIter, EnumString, IntoStaticStr, VariantNames};
 
-use crate::control::TopologySpec;
 use crate::netfile::FileGraph;
 use crate::network::{ClassId, DIRECT_CLASSES, Family, Placement, Switched};
 
@@ -201,17 +200,6 @@ impl Topology {
     /// Where the ranks sit on the hosts: linear on a direct network.
     pub fn placement(&self) -> Placement {
         self.switched.as_ref().map_or(Placement::Linear, |switched| switched.placement())
-    }
-
-    /// The topology as it travels to the nodes, which rebuild it ([`Topology::from_spec`]).
-    pub fn spec(&self) -> TopologySpec {
-        TopologySpec { kind: self.kind, p: self.p, dims: self.dims.clone(), placement: self.placement() }
-    }
-
-    /// The topology a spec names, rebuilt (and so validated) from its kind, size, dims
-    /// and placement.
-    pub fn from_spec(spec: &TopologySpec) -> Result<Self, TopologyError> {
-        Topology::new(spec.kind, spec.p, Some(&spec.dims))?.placed(spec.placement)
     }
 
     /// The shape's kind.

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use topocomm_node::allowance;
 use topocomm_proto::auth::Key;
 use topocomm_proto::catalogue::{self, NoSuchAlgorithm};
-use topocomm_proto::control::{RunOutcome, RunRequest, SetupTimes, ToCoordinator, ToNode};
+use topocomm_proto::control::{RunOutcome, RunRequest, SetupTimes, ToCoordinator, ToNode, TopologySpec};
 use topocomm_proto::spec::{Collective, RunSpec, SpecError};
 use topocomm_proto::{Topology, TopologyError, TopologyKind};
 
@@ -178,7 +178,7 @@ impl Coordinator {
         let spec = self.tuning.resolve_checked(&request.spec, topology.kind(), p, |spec| {
             check_memory(spec, &participants[..p], &self.tuning)
         })?;
-        let topology_spec = topology.spec();
+        let topology_spec = TopologySpec::of(&topology);
         let sessions: Vec<SessionId> = participants.iter().map(|p| p.session).collect();
         if conductor.drain() {
             // A link of the wiring broke between runs: the next run needs new links.

@@ -82,7 +82,7 @@ pub async fn measure_points(
         let began = std::time::Instant::now();
         let outcome = cluster.execute(request).await.with_context(|| format!("{algorithm} at {}", size_text(size)))?;
         let wall_s = began.elapsed().as_secs_f64();
-        let topology = Topology::from_spec(&outcome.topology)?;
+        let topology = outcome.topology.build()?;
         let prediction = match (predict_with, predicted) {
             (Some(_), Some((spec, on, prediction))) if spec.algorithm == outcome.spec.algorithm && on == topology => {
                 Some(prediction)
