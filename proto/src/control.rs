@@ -314,3 +314,19 @@ pub struct SetupTimes {
     /// Wiring the topology (`None`: the wiring in force was the one asked for).
     pub wiring_ms: Option<f64>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A topology travels whole: its kind, size, dims and placement rebuild it.
+    #[test]
+    fn a_topology_spec_rebuilds_its_topology_placement_and_all() {
+        for placement in [Placement::Linear, Placement::RoundRobin, Placement::Random { seed: 9 }] {
+            let cluster = Topology::new(TopologyKind::Cluster, 14, Some(&[4, 4])).unwrap().placed(placement).unwrap();
+            let spec = TopologySpec::of(&cluster);
+            assert_eq!(spec.placement, placement);
+            assert_eq!(spec.build(), Ok(cluster));
+        }
+    }
+}

@@ -26,11 +26,11 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use tokio_util::sync::CancellationToken;
+use topocomm_proto::NodeId;
 use topocomm_proto::auth::{self, Hello, Key, Purpose};
 use topocomm_proto::codec;
 use topocomm_proto::control::{self, MAX_ORDER_FRAME, NodeReport, ToCoordinator, ToNode, Wiring};
 use topocomm_proto::frame::DEFAULT_MAX_FRAME;
-use topocomm_proto::NodeId;
 
 use crate::router::Router;
 use crate::security::encryption::Channel;

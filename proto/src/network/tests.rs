@@ -382,7 +382,6 @@ fn random_placement_is_a_permutation_stable_for_its_seed_and_different_across_se
     assert_eq!("random".parse::<Placement>(), Ok(Placement::Random { seed: 1 }));
     let cluster = placed(TopologyKind::Cluster, 16, &[4, 4], Placement::Random { seed: 9 });
     assert_eq!(cluster.to_string(), "cluster of 4 machines x 4 cores (16 nodes placed random:9, 5 switches)");
-    assert_eq!(crate::control::TopologySpec::of(&cluster).build(), Ok(cluster));
 }
 
 #[test]
