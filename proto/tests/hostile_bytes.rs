@@ -537,8 +537,10 @@ fn a_hostile_hello_allocates_no_more_than_a_handshake_message() {
 fn a_wiring_of_2_pow_40_neighbours_is_refused_without_allocating() {
     let wire = ToNode::Wire(wiring());
     let mut bytes = codec::encode(&wire).unwrap();
-    // Variant, epoch, id, then the topology (kind, p, dims), then the neighbours' count.
-    let at = 4 + 8 + 8 + 4 + 8 + 8 + 8 * topology().dims.len();
+    // Variant, epoch, id, then the topology (kind, p, dims, placement: its name's length
+    // and its name), then the neighbours' count.
+    let placement = topology().placement.to_string().len();
+    let at = 4 + 8 + 8 + 4 + 8 + 8 + 8 * topology().dims.len() + 8 + placement;
     assert_eq!(read_u64(&bytes, at), 2, "the neighbours' length prefix has moved");
     bytes[at..at + 8].copy_from_slice(&(1u64 << 40).to_le_bytes());
     let (decoded, largest) = largest_allocation(|| codec::decode::<ToNode>(&bytes));
