@@ -8,6 +8,7 @@
 use topocomm_proto::Topology;
 use topocomm_proto::frame::{FrameHeader, SYSTEM_TAG_BASE};
 use topocomm_proto::spec::{LinkModel, Ports};
+use topocomm_proto::topology::Flow;
 
 use crate::comm::payload::Payload;
 
@@ -74,16 +75,22 @@ pub fn port_step(ports: Ports, step: u16, port_step: u16) -> u16 {
     }
 }
 
-/// Where links differ by class (`class_models`, by class id), the model of a message's
-/// first link from `src` to `dst`: that link's t_h and t_w, and the start-up t_s of the
-/// slowest-starting class the route crosses, paid once at the source as [GGKK 4] pays
-/// it. So a core's message to another machine starts up as the machine's network port
-/// does, and one inside the machine as its memory does.
-pub fn first_link_model(topology: &Topology, class_models: &[LinkModel], src: usize, dst: usize) -> LinkModel {
-    let route = topology.route(src, dst);
+/// Where links differ by class (`class_models`, by class id), the model of the link a
+/// message of `flow` leaves `at` on, towards its destination: that link's t_h and t_w,
+/// and the start-up t_s of the slowest-starting class the rest of the flow's route
+/// crosses, paid once at the source as [GGKK 4] pays it. So a core's message to another
+/// machine starts up as the machine's network port does, and one inside the machine as
+/// its memory does. Walks the route hop by hop: no allocation. `at != flow.dst`.
+pub fn first_link_model(topology: &Topology, class_models: &[LinkModel], at: usize, flow: Flow) -> LinkModel {
     let model_of = |a: usize, b: usize| class_models[topology.link_class(a, b).expect("a route follows links")];
-    let ts_ns = route.windows(2).map(|hop| model_of(hop[0], hop[1]).ts_ns).max().unwrap_or(0);
-    LinkModel { ts_ns, ..model_of(route[0], route[1]) }
+    let first = model_of(at, topology.next_hop(at, flow));
+    let (mut here, mut ts_ns) = (at, first.ts_ns);
+    while here != flow.dst {
+        let next = topology.next_hop(here, flow);
+        ts_ns = ts_ns.max(model_of(here, next).ts_ns);
+        here = next;
+    }
+    LinkModel { ts_ns, ..first }
 }
 
 /// When the head of the frame `header` heads (`payload_len` bytes, ready to go at

@@ -175,6 +175,12 @@ fn topologies_as_text_and_json() {
         ("topology_torus3d_2x2x3", "topology --topology torus3d --dims 2x2x3 --nodes 12"),
         ("topology_full_5", "topology --topology full --nodes 5"),
         ("topology_torus_2x3_json", "topology --topology torus --dims 2x3 --nodes 6 --json"),
+        // A policy that routes flows apart: its name, each pair's tag-0 route and every
+        // route its flows may take (issue 46, item 2).
+        (
+            "topology_dragonfly_2x1x1_valiant_json",
+            "topology --topology dragonfly --dims 2x1x1 --nodes 6 --routes valiant:3 --json",
+        ),
     ];
     for (name, words) in cases {
         assert_shows(name, words);

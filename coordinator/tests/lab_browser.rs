@@ -229,6 +229,284 @@ async fn a_page_saved_by_run_html_plays_offline() {
     assert!(errors.is_empty(), "the page logged errors: {errors:#?}");
 }
 
+/// A vertex as the page draws it: its id, whether it is a switch (a square), and its
+/// centre.
+#[derive(Debug, Clone, Copy)]
+struct DrawnVertex {
+    id: usize,
+    switch: bool,
+    x: f64,
+    y: f64,
+}
+
+/// Every vertex the page draws, in the order drawn.
+async fn drawn_vertices(browser: &Browser) -> Vec<DrawnVertex> {
+    let drawn = browser
+        .eval(
+            "[...document.querySelectorAll('[data-testid=vertex]')].map(g => { const s = g.firstChild; \
+             const square = s.tagName === 'rect'; const n = (a) => Number(s.getAttribute(a)); \
+             return [Number(g.dataset.node), g.classList.contains('switch'), square, \
+             square ? n('x') + n('width') / 2 : n('cx'), square ? n('y') + n('height') / 2 : n('cy')]; })",
+        )
+        .await;
+    drawn
+        .as_array()
+        .expect("a list of vertices")
+        .iter()
+        .map(|v| {
+            assert_eq!(v[1], v[2], "a switch is drawn as a square and a rank as a disc: {v}");
+            DrawnVertex {
+                id: v[0].as_u64().unwrap() as usize,
+                switch: v[1].as_bool().unwrap(),
+                x: v[3].as_f64().unwrap(),
+                y: v[4].as_f64().unwrap(),
+            }
+        })
+        .collect()
+}
+
+/// Every vertex of `topology` drawn once, the switches as squares, and every link once.
+async fn every_vertex_and_link_is_drawn(browser: &Browser, topology: &Topology) -> Vec<DrawnVertex> {
+    let vertices = drawn_vertices(browser).await;
+    let ids: Vec<usize> = vertices.iter().map(|v| v.id).collect();
+    assert_eq!(ids, (0..topology.vertices()).collect::<Vec<_>>(), "{topology}: every vertex, once");
+    for vertex in &vertices {
+        assert_eq!(vertex.switch, topology.is_switch(vertex.id), "{topology}: {vertex:?}");
+    }
+    let squares = browser.eval("document.querySelectorAll('#picture .switch rect').length").await;
+    assert_eq!(squares, topology.switches(), "{topology}: a square a switch");
+    let expected: BTreeSet<(usize, usize)> = topology.edges().into_iter().map(|(a, b)| (a.min(b), a.max(b))).collect();
+    assert_eq!(browser.eval("document.querySelectorAll('[data-testid=edge]').length").await, expected.len());
+    assert_eq!(drawn_edges(browser).await, expected, "{topology}: every link, once");
+    vertices
+}
+
+/// Seeks the page to the middle of the first hop of the run's flow that `pick` accepts
+/// (`[from, to, depart_ns, arrive_ns]`), and checks it is drawn there: the link hot, its
+/// sender ringed as sending, and a mark of a forwarded message on the move. Returns the
+/// hop.
+async fn a_hop_is_played_through(browser: &Browser, pick: impl Fn(usize, usize) -> bool) -> (usize, usize) {
+    let document = browser.eval("window.topocommLab.state.doc").await;
+    let hop = document["flow"]["messages"]
+        .as_array()
+        .expect("the flow's messages")
+        .iter()
+        .flat_map(|m| m["hops"].as_array().unwrap().iter().skip(1))
+        .map(|h| {
+            let n = |i: usize| h[i].as_u64().unwrap();
+            (n(0) as usize, n(1) as usize, n(2), n(3))
+        })
+        .find(|&(from, to, t0, t1)| t1 > t0 && pick(from, to))
+        .expect("a forwarded hop the test looks for");
+    let (from, to, t0, t1) = hop;
+    browser.eval(&format!("window.topocommLab.seek({})", (t0 + t1) / 2)).await;
+    let shown = browser
+        .eval(&format!(
+            "(() => {{ const edge = [...document.querySelectorAll('[data-testid=edge]')] \
+             .find(e => [e.dataset.from, e.dataset.to].sort().join() === ['{from}', '{to}'].sort().join()); \
+             const hot = [...document.querySelectorAll('#picture-overlay .hot')] \
+             .filter(h => h.getAttribute('visibility') !== 'hidden').map(h => h.getAttribute('d')); \
+             const ring = document.querySelector('#picture-overlay .ring[data-node=\"{from}\"]'); \
+             const forwarded = [...document.querySelectorAll('#picture-overlay .mark.forwarded')] \
+             .filter(m => m.getAttribute('visibility') !== 'hidden').length; \
+             return [hot.includes(edge.getAttribute('d')), !!ring && ring.classList.contains('sending'), forwarded]; }})()"
+        ))
+        .await;
+    assert_eq!(shown[0], true, "the link {from}-{to} is hot while the hop crosses it: {shown}");
+    assert_eq!(shown[1], true, "vertex {from} is sending: {shown}");
+    assert!(shown[2].as_u64().unwrap() >= 1, "a forwarded message is drawn on the move: {shown}");
+    (from, to)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fat_tree_simulated_from_the_form_is_drawn_in_its_levels_and_played_through_its_switches() {
+    let Some(chromium) = skip_without_chromium() else { return };
+    let lab = Lab::start("lab-browser-fat-tree", 1);
+    let browser = Browser::launch(&chromium).await;
+    browser.navigate(&lab.url).await;
+    browser.wait_for("document.querySelectorAll('#collective option').length > 10", RUN_PATIENCE).await;
+    let fields =
+        [("collective", "allreduce"), ("topology", "fat-tree"), ("dims", "4"), ("nodes-count", "16"), ("size", "4KiB")];
+    browser.eval(&fill_form("simulate", &fields)).await;
+    browser.eval("document.querySelector('[data-testid=run]').click()").await;
+    browser
+        .wait_for(
+            "document.querySelector('[data-testid=verdict]').textContent.startsWith('simulated, every result verified')",
+            RUN_PATIENCE,
+        )
+        .await;
+    let topology = Topology::new(TopologyKind::FatTree, 16, Some(&[4])).unwrap();
+    let vertices = every_vertex_and_link_is_drawn(&browser, &topology).await;
+    // Its levels, bottom up: hosts, edge, aggregation and core switches, each a row.
+    let level = |v: usize| topology.coords(v)[0];
+    for a in &vertices {
+        for b in vertices.iter().filter(|b| level(b.id) == level(a.id) + 1) {
+            assert!(a.y > b.y, "{a:?} (level {}) under {b:?}", level(a.id));
+        }
+        for b in vertices.iter().filter(|b| level(b.id) == level(a.id)) {
+            assert_eq!(a.y, b.y, "{a:?} and {b:?} on one level");
+        }
+    }
+    // A message climbing from an aggregation switch to a core switch.
+    let (from, to) = a_hop_is_played_through(&browser, |from, to| level(from) == 2 && level(to) == 3).await;
+    assert!(topology.is_switch(from) && topology.is_switch(to));
+    // Played at 4x it runs to the end by itself, every message delivered.
+    browser.eval("window.topocommLab.seek(0)").await;
+    browser.eval("(() => { const s = document.querySelector('#speed'); s.value = '4'; s.dispatchEvent(new Event('change')); })()").await;
+    browser.eval("document.querySelector('#play').click()").await;
+    browser
+        .wait_for(
+            "(() => { const d = document.querySelector('[data-testid=delivered]').dataset; \
+             return d.total > 0 && d.count === d.total; })()",
+            Duration::from_secs(30),
+        )
+        .await;
+    let errors = browser.errors();
+    assert!(errors.is_empty(), "the page logged errors: {errors:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_on_a_dragonfly_of_daemons_is_drawn_as_groups_on_a_circle_and_played_across_a_global_link() {
+    let Some(chromium) = skip_without_chromium() else { return };
+    let words = ["--http", "127.0.0.1:0", "--topology", "dragonfly", "--dims", "2x2x1"];
+    let lab = Lab::start_with("lab-browser-dragonfly", 12, &words, None);
+    let browser = Browser::launch(&chromium).await;
+    browser.navigate(&lab.url).await;
+    browser
+        .wait_for(
+            "/^(\\d+) of \\1 nodes connected/.test(document.querySelector('#cluster-line').textContent)",
+            RUN_PATIENCE,
+        )
+        .await;
+    browser.wait_for("document.querySelectorAll('#collective option').length > 10", Duration::from_secs(10)).await;
+    // The form starts at the lab's network, and its preview of a run is on the lab's 18
+    // daemons: 12 ranks and 6 routers, as /api/layout gives it from either count.
+    let cluster = browser.eval("fetch('/api/cluster').then(r => r.json())").await;
+    assert_eq!(cluster["started_for"], json!({ "topology": "dragonfly", "dims": "2x2x1" }), "{cluster}");
+    assert_eq!(
+        browser.eval("[document.querySelector('#topology').value, document.querySelector('#dims').value]").await,
+        json!(["dragonfly", "2x2x1"])
+    );
+    browser.wait_for("document.querySelectorAll('[data-testid=vertex]').length === 18", Duration::from_secs(20)).await;
+    for query in ["daemons=18", "nodes=12"] {
+        let preview = browser
+            .eval(&format!("fetch('/api/layout?topology=dragonfly&dims=2x2x1&{query}').then(r => r.json())"))
+            .await;
+        assert_eq!(
+            (preview["p"].clone(), preview["layout"]["nodes"].as_array().map(Vec::len)),
+            (json!(12), Some(18)),
+            "{query}"
+        );
+        assert_eq!(preview["layout"]["regions"].as_array().map(Vec::len), Some(3), "{query}: a ring a group");
+    }
+    let fields = [
+        ("collective", "allgather"),
+        ("topology", "dragonfly"),
+        ("dims", "2x2x1"),
+        ("size", "1KiB"),
+        ("iterations", "1"),
+    ];
+    browser.eval(&fill_form("run", &fields)).await;
+    browser.eval("document.querySelector('[data-testid=run]').click()").await;
+    browser
+        .wait_for(
+            "document.querySelector('[data-testid=verdict]').textContent.includes('verified on all 12 nodes')",
+            RUN_PATIENCE,
+        )
+        .await;
+    let topology = Topology::new(TopologyKind::Dragonfly, 12, Some(&[2, 2, 1])).unwrap();
+    let vertices = every_vertex_and_link_is_drawn(&browser, &topology).await;
+    // Three groups, each a ring round its two routers, its four hosts outside it, the
+    // rings' centres on a circle.
+    let rings = browser
+        .eval(
+            "[...document.querySelectorAll('[data-testid=region] ellipse')].map(e => \
+             ['cx', 'cy', 'rx'].map(a => Number(e.getAttribute(a))))",
+        )
+        .await;
+    let rings: Vec<(f64, f64, f64)> = rings
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r[0].as_f64().unwrap(), r[1].as_f64().unwrap(), r[2].as_f64().unwrap()))
+        .collect();
+    assert_eq!(rings.len(), 3, "a ring a group: {rings:?}");
+    let middle = rings.iter().fold((0.0, 0.0), |(x, y), r| (x + r.0 / 3.0, y + r.1 / 3.0));
+    let radius = (rings[0].0 - middle.0).hypot(rings[0].1 - middle.1);
+    for ring in &rings {
+        assert!(((ring.0 - middle.0).hypot(ring.1 - middle.1) - radius).abs() < 0.01, "on one circle: {rings:?}");
+    }
+    for vertex in &vertices {
+        let (cx, cy, r) = rings[topology.coords(vertex.id)[0]];
+        let inside = (vertex.x - cx).hypot(vertex.y - cy) < r;
+        assert_eq!(inside, vertex.switch, "routers inside their group's ring, hosts outside: {vertex:?}");
+    }
+    // A message crossing between two groups, router to router.
+    let group = |v: usize| topology.coords(v)[0];
+    let global =
+        |from: usize, to: usize| topology.is_switch(from) && topology.is_switch(to) && group(from) != group(to);
+    a_hop_is_played_through(&browser, global).await;
+    let errors = browser.errors();
+    assert!(errors.is_empty(), "the page logged errors: {errors:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_saved_by_run_html_of_a_cluster_draws_its_machines_holding_their_cores() {
+    let Some(chromium) = skip_without_chromium() else { return };
+    let scratch = common::Scratch::new("lab-html-cluster");
+    let page = scratch.path.join("cluster.html");
+    let mut command = common::command(&common::topocomm_bin());
+    command
+        .args(["run", "broadcast", "--nodes", "6", "--topology", "cluster", "--dims", "2x3", "--size", "1KiB"])
+        .args(["--iterations", "1", "--logs"])
+        .arg(scratch.path.join("logs"))
+        .arg("--html")
+        .arg(&page);
+    let finished = common::run_bounded(command, &scratch, "run-html-cluster", RUN_PATIENCE);
+    assert!(finished.status.success(), "{}", finished.stderr);
+    let browser = Browser::launch(&chromium).await;
+    browser.navigate(&format!("file://{}", page.display())).await;
+    browser
+        .wait_for(
+            "document.querySelector('[data-testid=verdict]').textContent.includes('verified on all 6 nodes')",
+            Duration::from_secs(20),
+        )
+        .await;
+    let topology = Topology::new(TopologyKind::Cluster, 6, Some(&[2, 3])).unwrap();
+    let vertices = every_vertex_and_link_is_drawn(&browser, &topology).await;
+    let boxes = browser
+        .eval(
+            "[...document.querySelectorAll('[data-testid=region] rect')].map(e => \
+             ['x', 'y', 'width', 'height'].map(a => Number(e.getAttribute(a))))",
+        )
+        .await;
+    let boxes: Vec<Vec<f64>> = boxes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect())
+        .collect();
+    assert_eq!(boxes.len(), 2, "a box a machine: {boxes:?}");
+    for vertex in &vertices {
+        let holding: Vec<usize> = (0..2)
+            .filter(|&m| {
+                let b = &boxes[m];
+                b[0] < vertex.x && vertex.x < b[0] + b[2] && b[1] < vertex.y && vertex.y < b[1] + b[3]
+            })
+            .collect();
+        let expected: Vec<usize> = topology.coords(vertex.id).first().copied().into_iter().collect();
+        assert_eq!(
+            holding, expected,
+            "a core and its memory switch in their machine's box, the cluster's switch in none: {vertex:?}"
+        );
+    }
+    // The broadcast's message from machine 0 to machine 1 crosses the cluster's switch.
+    let cluster_switch = topology.vertices() - 1;
+    a_hop_is_played_through(&browser, |from, _| from == cluster_switch).await;
+    let errors = browser.errors();
+    assert!(errors.is_empty(), "the page logged errors: {errors:#?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sweep_from_the_form_is_plotted_a_line_per_algorithm() {
     let Some(chromium) = skip_without_chromium() else { return };

@@ -122,6 +122,44 @@ async fn screenshots_of_a_hypercube_broadcast() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "writes docs/images/lab-fat-tree-allreduce.png; run by hand"]
+async fn screenshot_of_an_allreduce_on_a_fat_tree_of_daemons_playing() {
+    let chromium = chromium().expect("chromium is needed for the screenshots");
+    let words = ["--http", "127.0.0.1:0", "--topology", "fat-tree", "--dims", "4"];
+    let lab = Lab::start_with("lab-screenshot-fat-tree", 16, &words, None);
+    let browser = Browser::launch(&chromium).await;
+    browser.navigate(&lab.url).await;
+    browser.wait_for("document.querySelector('#cluster-line').textContent.startsWith('36 of 36')", PATIENCE).await;
+    let fields = [
+        ("collective", "allreduce"),
+        ("topology", "fat-tree"),
+        ("dims", "4"),
+        ("size", "64KiB"),
+        ("ts", "200us"),
+        ("tw", "10ns"),
+        ("iterations", "2"),
+    ];
+    let document = run_from_form(&browser, "run", &fields).await;
+    assert_eq!(document["result"]["verified"], true, "{}", document["result"]);
+    // The middle of the first hop that climbs to a core switch (vertices 32 to 35).
+    let hop = document["flow"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["hops"].as_array().unwrap().iter())
+        .find(|h| h[1].as_u64().unwrap() >= 32)
+        .expect("a hop to a core switch")
+        .clone();
+    let at = (hop[2].as_f64().unwrap() + hop[3].as_f64().unwrap()) / 2.0;
+    browser.eval(&format!("window.topocommLab.seek({at})")).await;
+    let images = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/images");
+    browser.screenshot(&images.join("lab-fat-tree-allreduce.png")).await;
+    println!("wrote docs/images/lab-fat-tree-allreduce.png at {:.1} µs", at / 1e3);
+    let errors = browser.errors();
+    assert!(errors.is_empty(), "the page logged errors: {errors:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a benchmark: prints the animation's frame rate; run by hand"]
 async fn frame_rate_of_a_64_node_run_and_a_1024_node_simulated_broadcast() {
     let chromium = chromium().expect("chromium is needed for the frame rate");

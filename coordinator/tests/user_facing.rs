@@ -401,6 +401,20 @@ fn a_switched_network_that_cannot_be_built_is_refused_before_anything_starts() {
         ),
         (format!("topology --network {}", disconnected.display()), vec!["apart.json"]),
         (format!("simulate allreduce --network {}", bad_tree.display()), vec!["bad-tree.xml"]),
+        // A route policy of another topology (issue 46, item 2).
+        (
+            "run allreduce -t dragonfly --dims 2x2x1 -n 12 --routes ecmp".into(),
+            vec!["--routes ecmp applies to fat-tree; a dragonfly routes minimal or valiant[:SEED]"],
+        ),
+        (
+            "simulate allreduce -t torus,fat-tree -n 16 --routes ecmp".into(),
+            vec!["--routes ecmp applies to fat-tree; a torus routes dimension-order only"],
+        ),
+        (
+            "explain allreduce -t fat-tree -n 16 --routes valiant:2".into(),
+            vec!["--routes valiant:2 applies to dragonfly; a fat-tree routes d-mod-k or ecmp"],
+        ),
+        ("topology -t cluster --dims 2x4 -n 8 --routes minimal".into(), vec!["a cluster routes shortest-path only"]),
     ];
     for (index, (words, needles)) in cases.iter().enumerate() {
         let logs = scratch.path.join(format!("logs-{index}"));
@@ -412,6 +426,14 @@ fn a_switched_network_that_cannot_be_built_is_refused_before_anything_starts() {
         assert_refused_up_front(&finished, words, needles, &logs);
         let lines: Vec<&str> = finished.stderr.lines().filter(|line| !line.trim().is_empty()).collect();
         assert!(lines.len() <= 3, "{words}: more than a clear line or two:\n{}", finished.stderr);
+    }
+    // A policy of no name: refused as clap refuses a bad value, with the names there are.
+    for words in ["run allreduce -t fat-tree -n 16 --routes adaptive", "simulate allreduce --routes valiant:x"] {
+        let finished = run_bounded(topocomm(words), &scratch, "refused", PATIENCE);
+        assert_eq!(finished.status.code(), Some(2), "{words}: {finished:?}");
+        assert!(finished.stderr.contains("unknown route policy"), "{words}: {}", finished.stderr);
+        assert!(finished.stderr.contains("d-mod-k, ecmp, minimal, valiant[:SEED]"), "{words}: {}", finished.stderr);
+        assert!(!finished.stderr.contains("local cluster:") && finished.stdout.is_empty(), "{words}");
     }
 }
 

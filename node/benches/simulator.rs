@@ -13,6 +13,15 @@
 //! LogGOPSim simulates the binary schedule with L = t_s + t_h + t_w, o = g = 0,
 //! G = t_w; its finishing time must equal topocomm's. `TOPOCOMM_BENCH_REPEAT=N` runs
 //! each case N times and prints every run.
+//!
+//! The group "switched networks at scale" (`-- switched`): the recursive-doubling
+//! all-reduce on a fat-tree 64 (65,536 hosts, 5,120 switches) and a dragonfly 32x16x16
+//! (262,656 hosts, 16,416 routers), every host a rank and every rank's result verified,
+//! beside the hypercubes of 65,536 and 262,144 nodes; each case runs at least three times
+//! and the group ends with a table of medians and spreads: wall time, peak memory,
+//! messages, frames forwarded, messages a second and µs a frame-hop, and a switched
+//! network's µs a frame-hop over its direct network's. `TOPOCOMM_BENCH_QUICK=1` runs the
+//! group at a size for a quick check (fat-tree 16, dragonfly 8x4x4, hypercube 1,024).
 
 // Wait4 and a zeroed rusage, to read a child's peak memory.
 #![allow(unsafe_code)]
@@ -51,6 +60,31 @@ struct Case {
     closed_form_ns: Option<u64>,
     /// Whether LogGOPSim runs the same schedule beside it (when its binaries are given).
     loggopsim: bool,
+    /// A switched network's shape (`--dims`).
+    dims: Option<Vec<usize>>,
+    group: Group,
+}
+
+/// How a case's runs are reported.
+#[derive(Clone, PartialEq, Eq)]
+enum Group {
+    /// Line by line.
+    Plain,
+    /// In "switched networks at scale" (line by line, then summarised); a switched
+    /// network names the direct case of its p that its cost per frame-hop is held against.
+    Scale { direct: Option<String> },
+}
+
+/// The shapes of "switched networks at scale": (kind, `--dims`, hosts), each beside the
+/// hypercube of the power of two at or below its hosts.
+fn scale_shapes() -> Vec<(TopologyKind, Vec<usize>, usize)> {
+    let quick = std::env::var_os("TOPOCOMM_BENCH_QUICK").is_some_and(|value| value != "0");
+    let (fat_tree, dragonfly) = if quick { (16, [8, 4, 4]) } else { (64, [32, 16, 16]) };
+    let (a, p, h) = (dragonfly[0], dragonfly[1], dragonfly[2]);
+    vec![
+        (TopologyKind::FatTree, vec![fat_tree], fat_tree * fat_tree * fat_tree / 4),
+        (TopologyKind::Dragonfly, dragonfly.to_vec(), a * p * (a * h + 1)),
+    ]
 }
 
 /// The physics of `topocomm explain allreduce --size 8B --ts 10us --tw 1ns`: t_s 10 µs,
@@ -76,6 +110,8 @@ fn cases() -> Vec<Case> {
         inputs: Inputs::Reference,
         closed_form_ns: None,
         loggopsim: false,
+        dims: None,
+        group: Group::Plain,
     };
     let mut cases = Vec::new();
     for p in [1024, 4096] {
@@ -133,6 +169,24 @@ fn cases() -> Vec<Case> {
             cases.push(torus("allreduce", Collective::Allreduce));
         }
     }
+    let allreduce = |name, kind, p| case(name, Collective::Allreduce, Algorithm::RecursiveDoubling, kind, p);
+    for (kind, dims, hosts) in scale_shapes() {
+        let direct_p = 1 << hosts.ilog2();
+        let direct = format!("switched-direct-hypercube-{direct_p}");
+        if !cases.iter().any(|case: &Case| case.name == direct) {
+            cases.push(Case {
+                closed_form_ns: hypercube(direct_p),
+                group: Group::Scale { direct: None },
+                ..allreduce(direct.clone(), TopologyKind::Hypercube, direct_p)
+            });
+        }
+        let shape = dims.iter().map(usize::to_string).collect::<Vec<_>>().join("x");
+        cases.push(Case {
+            dims: Some(dims),
+            group: Group::Scale { direct: Some(direct) },
+            ..allreduce(format!("switched-{kind}-{shape}"), kind, hosts)
+        });
+    }
     cases
 }
 
@@ -141,23 +195,30 @@ fn run_spec(case: &Case) -> RunSpec {
 }
 
 fn topology(case: &Case) -> Topology {
-    Topology::new(case.kind, case.p, None).expect("a valid shape")
+    Topology::new(case.kind, case.p, case.dims.as_deref()).expect("a valid shape")
 }
 
 /// Runs one case in this process and prints its line (tab-separated, for the parent).
 fn run_case(case: &Case) {
     let (topology, model, spec) = (topology(case), links(case), run_spec(case));
-    let (time_ns, messages, verified) = match case.engine {
+    let (time_ns, counts, verified) = match case.engine {
         Engine::Simulator => {
             let run = spec::run(&spec, &topology, model, case.inputs, Options::default()).expect("a simulation");
-            (run.time_ns, run.totals.messages, run.verified)
+            let totals = run.totals;
+            (
+                run.time_ns,
+                Counts { messages: totals.messages, forwarded: totals.forwarded, frame_hops: totals.frame_hops },
+                run.verified,
+            )
         }
         Engine::Routers => {
             let timing = time_on_routers(&spec, &topology, model).expect("the routers' run");
-            (timing.time_ns, timing.messages, false)
+            // Whole messages (no packets): a frame-hop for each message and each forward.
+            let (messages, forwarded) = (timing.messages, timing.forwarded);
+            (timing.time_ns, Counts { messages, forwarded, frame_hops: messages + forwarded }, false)
         }
     };
-    println!("{time_ns}\t{messages}\t{verified}");
+    println!("{time_ns}\t{}\t{}\t{}\t{verified}", counts.messages, counts.forwarded, counts.frame_hops);
 }
 
 /// Writes the case's schedule as GOAL to `path`, as `topocomm explain --goal` does.
@@ -166,6 +227,16 @@ fn write_goal(case: &Case, path: &Path) {
     let recorded =
         spec::run(&run_spec(case), &topology(case), links(case), Inputs::Lengths, options).expect("a recording");
     std::fs::write(path, goal::write(&goal::from_operations(&recorded.operations))).expect("writing the schedule");
+}
+
+/// What a run carried.
+#[derive(Clone, Copy)]
+struct Counts {
+    messages: u64,
+    /// Messages passed on by a switch or an intermediate node.
+    forwarded: u64,
+    /// Frames that crossed a link.
+    frame_hops: u64,
 }
 
 /// What a finished child process took, as the kernel counted it.
@@ -300,7 +371,7 @@ fn main() {
         println!("LogGOPSim: not run (give LOGGOPSIM and TXT2BIN, the paths of its built LogGOPSim and txt2bin)");
     }
     println!(
-        "{:<24} {:>9} {:>9} {:>11} {:>11} {:>10} {:>8} {:>8} {:>11} {:>9} {:>8}",
+        "{:<32} {:>9} {:>9} {:>11} {:>11} {:>10} {:>8} {:>8} {:>11} {:>9} {:>8}",
         "case",
         "engine",
         "p",
@@ -314,19 +385,30 @@ fn main() {
         "verified"
     );
     let (mut total_messages, mut total_cpu) = (0u64, 0f64);
+    let mut at_scale: Vec<(&Case, Counts, Vec<Usage>)> = Vec::new();
     let selected =
         cases.iter().filter(|case| wanted.is_empty() || wanted.iter().any(|w| case.name.contains(w.as_str())));
     for case in selected {
-        for _ in 0..repeat {
+        // A median and a spread need three runs.
+        let runs = if case.group == Group::Plain { repeat } else { repeat.max(3) };
+        let mut usages = Vec::new();
+        let mut counted = None;
+        for _ in 0..runs {
             let usage = measured(Command::new(&me).env("TOPOCOMM_BENCH_CASE", &case.name));
             let fields: Vec<&str> = usage.stdout.trim().split('\t').collect();
-            let [time_ns, messages, verified] = fields[..] else { panic!("{}: {}", case.name, usage.stdout) };
-            let (time_ns, messages): (u64, u64) = (time_ns.parse().expect("ns"), messages.parse().expect("messages"));
+            let [time_ns, messages, forwarded, frame_hops, verified] = fields[..] else {
+                panic!("{}: {}", case.name, usage.stdout)
+            };
+            let count = |field: &str| -> u64 { field.parse().expect("a count") };
+            let (time_ns, counts) = (
+                count(time_ns),
+                Counts { messages: count(messages), forwarded: count(forwarded), frame_hops: count(frame_hops) },
+            );
             if let Some(closed) = case.closed_form_ns {
                 assert_eq!(time_ns, closed, "{}: the closed form holds exactly", case.name);
             }
             if case.engine == Engine::Simulator {
-                total_messages += messages;
+                total_messages += counts.messages;
                 total_cpu += usage.cpu.as_secs_f64();
             }
             let engine = if case.engine == Engine::Simulator { "topocomm" } else { "routers" };
@@ -335,12 +417,18 @@ fn main() {
                 (_, Inputs::Lengths) => "lengths",
                 _ => "no",
             };
-            print_line(case, engine, time_ns, messages, &usage, verified);
+            assert!(case.group == Group::Plain || verified == "yes", "{}: every node verified", case.name);
+            print_line(case, engine, time_ns, counts.messages, &usage, verified);
             if let Some(loggopsim) = loggopsim.as_ref().filter(|_| case.loggopsim) {
                 let (usage, finish_ns) = loggopsim.run(case, &me);
                 assert_eq!(finish_ns, time_ns, "{}: LogGOPSim's time equals topocomm's", case.name);
-                print_line(case, "LogGOPSim", finish_ns, messages, &usage, "-");
+                print_line(case, "LogGOPSim", finish_ns, counts.messages, &usage, "-");
             }
+            counted = Some(counts);
+            usages.push(usage);
+        }
+        if let (Group::Scale { .. }, Some(counts)) = (&case.group, counted) {
+            at_scale.push((case, counts, usages));
         }
     }
     if total_cpu > 0.0 {
@@ -349,13 +437,16 @@ fn main() {
             total_messages as f64 / total_cpu
         );
     }
+    if !at_scale.is_empty() {
+        print_at_scale(&at_scale);
+    }
     println!("load average at the end {}", load());
 }
 
 fn print_line(case: &Case, engine: &str, time_ns: u64, messages: u64, usage: &Usage, verified: &str) {
     let wall = usage.wall.as_secs_f64();
     println!(
-        "{:<24} {:>9} {:>9} {:>11.3} {:>11} {:>10} {:>8.3} {:>8.3} {:>11.0} {:>9.1} {:>8}",
+        "{:<32} {:>9} {:>9} {:>11.3} {:>11} {:>10} {:>8.3} {:>8.3} {:>11.0} {:>9.1} {:>8}",
         case.name,
         engine,
         case.p,
@@ -367,5 +458,94 @@ fn print_line(case: &Case, engine: &str, time_ns: u64, messages: u64, usage: &Us
         messages as f64 / wall.max(1e-9),
         usage.peak_bytes as f64 / (1 << 20) as f64,
         verified
+    );
+}
+
+/// The median and the range of some figures.
+struct Spread {
+    median: f64,
+    low: f64,
+    high: f64,
+}
+
+impl Spread {
+    fn of(mut figures: Vec<f64>) -> Self {
+        figures.sort_by(f64::total_cmp);
+        let n = figures.len();
+        let median = if n % 2 == 1 { figures[n / 2] } else { (figures[n / 2 - 1] + figures[n / 2]) / 2.0 };
+        Spread { median, low: figures[0], high: figures[n - 1] }
+    }
+}
+
+impl std::fmt::Display for Spread {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "{:.3} ({:.3}-{:.3})", self.median, self.low, self.high)
+    }
+}
+
+/// The group "switched networks at scale": per case the medians of its runs and their
+/// range, the rates from the median wall time, and a switched network's µs a frame-hop
+/// over its direct network's (on wall and on processor time).
+fn print_at_scale(runs: &[(&Case, Counts, Vec<Usage>)]) {
+    let medians = |usages: &[Usage]| {
+        let wall = Spread::of(usages.iter().map(|usage| usage.wall.as_secs_f64()).collect());
+        let cpu = Spread::of(usages.iter().map(|usage| usage.cpu.as_secs_f64()).collect());
+        (wall, cpu)
+    };
+    let per_hop = |name: &str| {
+        runs.iter().find(|(case, ..)| case.name == name).map(|(_, counts, usages)| {
+            let (wall, cpu) = medians(usages);
+            (wall.median / counts.frame_hops as f64, cpu.median / counts.frame_hops as f64)
+        })
+    };
+    println!(
+        "switched networks at scale (all-reduce, recursive doubling, {SIZE} B; every rank verified; medians of the runs, range in brackets)"
+    );
+    println!(
+        "{:<34} {:>7} {:>6} {:>21} {:>21} {:>9} {:>9} {:>10} {:>10} {:>11} {:>8} {:>8} {:>13}",
+        "case",
+        "ranks",
+        "runs",
+        "wall s",
+        "cpu s",
+        "peak MiB",
+        "messages",
+        "forwarded",
+        "frame-hops",
+        "messages/s",
+        "µs/hop",
+        "cpu µs",
+        "vs direct"
+    );
+    for (case, counts, usages) in runs {
+        let (wall, cpu) = medians(usages);
+        let peak = usages.iter().map(|usage| usage.peak_bytes).max().unwrap_or(0) as f64 / (1 << 20) as f64;
+        let (hop_wall, hop_cpu) = (wall.median / counts.frame_hops as f64, cpu.median / counts.frame_hops as f64);
+        let versus = match &case.group {
+            Group::Scale { direct: Some(direct) } => per_hop(direct).map_or_else(
+                || format!("({direct} not run)"),
+                |(wall, cpu)| format!("{:.2}x/{:.2}x", hop_wall / wall, hop_cpu / cpu),
+            ),
+            _ => "-".to_owned(),
+        };
+        println!(
+            "{:<34} {:>7} {:>6} {:>21} {:>21} {:>9.1} {:>9} {:>10} {:>10} {:>11.0} {:>8.3} {:>8.3} {:>13}",
+            case.name,
+            case.p,
+            usages.len(),
+            wall.to_string(),
+            cpu.to_string(),
+            peak,
+            counts.messages,
+            counts.forwarded,
+            counts.frame_hops,
+            counts.messages as f64 / wall.median,
+            hop_wall * 1e6,
+            hop_cpu * 1e6,
+            versus
+        );
+    }
+    println!(
+        "(vs direct: µs a frame-hop over the direct network's of the same p, on wall / processor time; the bound is 2x)"
     );
 }

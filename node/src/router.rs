@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use topocomm_proto::flow::{FlowEvent, FlowKind};
 use topocomm_proto::frame::{Frame, FrameHeader, SYSTEM_TAG_BASE};
 use topocomm_proto::spec::{ClassPhysics, LinkModel, RunSpec, UnknownClass, class_models};
+use topocomm_proto::topology::Flow;
 use topocomm_proto::{NodeId, Topology};
 
 use topocomm_collectives::comm::assembly::Place;
@@ -33,11 +34,10 @@ use topocomm_collectives::comm::fault::LinkFault;
 use topocomm_collectives::comm::mailbox::{Allowance, Bound, Delivery, Mailbox, MessageKey, Overdrawn};
 use topocomm_collectives::comm::payload::{Payload, Written};
 use topocomm_collectives::comm::{CarrierError, Fabric, LinkCapabilities};
-use topocomm_collectives::physics::first_link_model;
 
 use crate::allowance::{self, RunAllowance};
 use crate::forwarding::{Charge, Ledger, Overforwarded};
-use crate::transport::emulated::{Emulation, LinkModels};
+use crate::transport::emulated::{Emulation, LinkModels, Toward};
 use crate::transport::pacing::{Clock, Timeline};
 use crate::transport::stream::STREAM_LINKS;
 use crate::transport::{Endpoint, Link, Outgoing};
@@ -154,10 +154,11 @@ pub struct Router {
     id: NodeId,
     topology: Topology,
     /// `next_hop[dst]`: the neighbour (a node or a switch) a frame for rank `dst` leaves
-    /// through.
+    /// through; empty under a policy that routes flows apart (ECMP, Valiant), whose next
+    /// hop each frame's flow says ([`Router::next_hop_of`]).
     next_hop: Vec<NodeId>,
-    /// `arrives_via[src]`: the neighbour a message from rank `src` comes in from (empty
-    /// at a switch, which no message is for).
+    /// `arrives_via[src]`: the neighbour a message from rank `src` comes in from, whatever
+    /// its flow ([`Topology::arrives_via`]; empty at a switch, which no message is for).
     arrives_via: Vec<NodeId>,
     links: HashMap<NodeId, LinkQueue>,
     mailbox: Mailbox,
@@ -218,16 +219,14 @@ impl Router {
     ) -> Arc<Self> {
         // Destinations and sources are ranks; this node and the hops between are any
         // vertex, switches included. A switch is no destination: nothing arrives for it.
-        let next_hop = (0..topology.p()).map(|dst| if dst == id { id } else { topology.next_hop(id, dst) }).collect();
-        let arrives_via =
-            match topology.is_switch(id) {
-                true => Vec::new(),
-                false => (0..topology.p())
-                    .map(|src| {
-                        if src == id { id } else { topology.route(src, id).iter().rev().nth(1).copied().unwrap_or(src) }
-                    })
-                    .collect(),
-            };
+        let next_hop = match topology.routes().by_destination() {
+            true => (0..topology.p()).map(|dst| topology.next_hop(id, Flow::new(id, dst, 0))).collect(),
+            false => Vec::new(),
+        };
+        let arrives_via = match topology.is_switch(id) {
+            true => Vec::new(),
+            false => (0..topology.p()).map(|src| topology.arrives_via(src, id)).collect(),
+        };
         let topology_p = topology.p();
         let mut queues = HashMap::new();
         let mut starting = Vec::new();
@@ -353,14 +352,23 @@ impl Router {
             }
     }
 
-    /// The node before this one on the route from `src` to `dst`, `None` if the route does
-    /// not pass here: walked hop by hop ([`Topology::next_hop`]), at most the diameter's
-    /// steps and no allocation, since every forwarded frame (every packet of a cut-through
-    /// message) asks.
-    fn hop_before_me(&self, src: NodeId, dst: NodeId) -> Option<NodeId> {
-        let mut at = src;
-        while at != dst {
-            let next = self.topology.next_hop(at, dst);
+    /// The neighbour a frame of `header`'s flow leaves this node through (its
+    /// destination is not this node).
+    fn next_hop_of(&self, header: &FrameHeader) -> NodeId {
+        match self.next_hop.get(header.dst()) {
+            Some(&via) => via,
+            None => self.topology.next_hop(self.id, header.flow()),
+        }
+    }
+
+    /// The node before this one on `flow`'s route, `None` if the route does not pass
+    /// here: walked hop by hop ([`Topology::next_hop`]), at most the diameter's steps and
+    /// no allocation, since every forwarded frame (every packet of a cut-through message)
+    /// asks.
+    fn hop_before_me(&self, flow: Flow) -> Option<NodeId> {
+        let mut at = flow.src;
+        while at != flow.dst {
+            let next = self.topology.next_hop(at, flow);
             if next == self.id {
                 return Some(at);
             }
@@ -380,7 +388,10 @@ impl Router {
             }
         }
         let (src, dst) = (header.src(), header.dst());
-        let previous = if dst == self.id { self.arrives_via.get(src).copied() } else { self.hop_before_me(src, dst) };
+        let previous = match dst == self.id {
+            true => self.arrives_via.get(src).copied(),
+            false => self.hop_before_me(header.flow()),
+        };
         if previous != Some(from) {
             return Err(RouteError::WrongLink { from, src: header.src, dst: header.dst });
         }
@@ -427,16 +438,11 @@ impl Router {
             let class = self.topology.link_class(self.id, peer).unwrap_or(0);
             models.get(class).copied().unwrap_or(model)
         };
-        // Towards each destination: the next link's t_h and t_w, and the start-up of the
+        let from = self.links.keys().map(|&peer| (peer, of_link(peer))).collect();
+        // Towards each flow: the next link's t_h and t_w, and the start-up of the
         // slowest-starting class its route crosses, which a message pays at its source
         // (`first_link_model`, as the simulator has it; a hop pays no t_s).
-        let toward = (0..self.topology.p())
-            .map(|dst| match dst == self.id {
-                true => model,
-                false => first_link_model(&self.topology, &models, self.id, dst),
-            })
-            .collect();
-        let from = self.links.keys().map(|&peer| (peer, of_link(peer))).collect();
+        let toward = Some(Toward { id: self.id, topology: self.topology.clone(), classes: models });
         self.emulation.set_links(LinkModels { toward, from });
         Ok(())
     }
@@ -502,7 +508,7 @@ impl Router {
             // Under one-port, a step after the last message through the output port.
             self.emulation.source_step(&mut header);
         }
-        self.record(FlowKind::Send, &header, payload.len(), (dst != self.id).then(|| self.next_hop[dst]));
+        self.record(FlowKind::Send, &header, payload.len(), (dst != self.id).then(|| self.next_hop_of(&header)));
         let ready_at = self.emulation.source_ready(ready_at);
         if dst == self.id {
             let due_ns = self.emulation.self_due_ns(ready_at);
@@ -554,13 +560,13 @@ impl Router {
             dst = header.dst,
             hop = forwarded.hops,
             from,
-            to = self.next_hop[header.dst()],
+            to = self.next_hop_of(&header),
             bytes = frame.payload.len(),
             "forward"
         );
         if header.packet == 0 && self.counts(&header) {
             self.counters.forwarded.fetch_add(1, Ordering::Relaxed);
-            self.record(FlowKind::Forward, &forwarded, frame.payload.len(), Some(self.next_hop[header.dst()]));
+            self.record(FlowKind::Forward, &forwarded, frame.payload.len(), Some(self.next_hop_of(&header)));
         }
         let bytes = (FrameHeader::ENCODED_LEN + frame.payload.len()) as u64;
         let charge = self
@@ -645,7 +651,7 @@ impl Router {
         written: Option<Written>,
         charge: Option<Charge>,
     ) -> Result<(), RouteError> {
-        let via = self.next_hop[header.dst()];
+        let via = self.next_hop_of(&header);
         let link = self.links.get(&via).ok_or(RouteError::LinkClosed(via))?;
         if self.counts(&header) {
             link.bytes.fetch_add((FrameHeader::ENCODED_LEN + payload.len()) as u64, Ordering::Relaxed);

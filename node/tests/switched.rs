@@ -18,6 +18,7 @@ use topocomm_node::in_process::{InProcessCluster, time_on_routers};
 use topocomm_proto::catalogue;
 use topocomm_proto::spec::{Algorithm, ClassPhysics, Collective, LinkModel, Ports, Routing, RunSpec};
 
+use topocomm_proto::topology::Routes;
 use topocomm_proto::{Topology, TopologyKind};
 
 /// Every collective (ping-pong aside: two nodes' exchange).
@@ -35,8 +36,22 @@ const COLLECTIVES: [Collective; 11] = [
     Collective::Barrier,
 ];
 
+fn network(kind: TopologyKind, p: usize, dims: &[usize]) -> Topology {
+    Topology::new(kind, p, Some(dims)).expect("a shape")
+}
+
+/// A fat-tree under ECMP and a dragonfly under Valiant (seed 1): routes by flow.
+fn multipath() -> [Topology; 2] {
+    [
+        network(TopologyKind::FatTree, 16, &[4]).with_routes(Routes::Ecmp).expect("a fat-tree's policy"),
+        network(TopologyKind::Dragonfly, 12, &[2, 2, 1])
+            .with_routes(Routes::Valiant { seed: 1 })
+            .expect("a dragonfly's policy"),
+    ]
+}
+
+/// Each family routed as it is by default.
 fn networks() -> Vec<Topology> {
-    let network = |kind, p, dims: &[usize]| Topology::new(kind, p, Some(dims)).expect("a shape");
     vec![
         network(TopologyKind::FatTree, 16, &[4]),
         network(TopologyKind::FatTree, 11, &[4]),
@@ -80,8 +95,11 @@ fn emulated_links_have_their_classes_physics_as_in_the_simulator() {
                     let routers = time_on_routers(spec, &topology, model).expect("the routers run it");
                     let simulation = simulated::run(spec, &topology, model, Inputs::Lengths, Options::default())
                         .expect("the simulator runs it");
-                    let case =
-                        format!("{collective} by {algorithm} on {topology}, {routing}, {} classes", spec.classes.len());
+                    let case = format!(
+                        "{collective} by {algorithm} on {topology} ({}), {routing}, {} classes",
+                        topology.routes(),
+                        spec.classes.len()
+                    );
                     assert_eq!(routers.time_ns, simulation.time_ns, "{case}");
                     assert_eq!(routers.steps, simulation.steps, "{case}");
                     assert_eq!(routers.messages, simulation.totals.messages, "{case}");
@@ -95,11 +113,65 @@ fn emulated_links_have_their_classes_physics_as_in_the_simulator() {
     }
 }
 
+/// Under ECMP and Valiant the routers route each flow as the simulator does: every
+/// collective takes the simulator's messages and forwards, a reduction and a shift its
+/// time to the nanosecond with the classes' physics and without (a broadcast too under
+/// ECMP; under Valiant, with the classes' physics, a broadcast's time differs: its
+/// detours may let two of its flows meet at a relay, which hands them to the link in
+/// an order of its own); and Valiant's detours forward more frames than the minimal
+/// routes do, ECMP's as many.
+#[test]
+fn routes_by_flow_are_the_simulators_on_the_routers() {
+    for topology in multipath() {
+        let default = network(topology.kind(), topology.p(), topology.dims());
+        for (collective, routing) in COLLECTIVES.iter().flat_map(|&c| [(c, Routing::Sf), (c, Routing::Ct)]) {
+            let model =
+                LinkModel { ts_ns: 100_000, th_ns: 10_000, tw_ps: 1_000, routing, packet_bytes: 0, ports: Ports::All };
+            let algorithm = catalogue::default_algorithm(collective, topology.kind());
+            let plain = RunSpec { size_bytes: 16 << 10, ..RunSpec::new(collective, algorithm) };
+            if plain.validate(topology.p()).is_err() || algorithm == Algorithm::Auto {
+                continue;
+            }
+            let classed = RunSpec { classes: classes_of(&topology), ..plain.clone() };
+            for spec in [&plain, &classed] {
+                let case = format!(
+                    "{collective} by {algorithm} on {topology} routed {}, {routing}, {} classes",
+                    topology.routes(),
+                    spec.classes.len()
+                );
+                let routers = time_on_routers(spec, &topology, model).expect("the routers run it");
+                let simulation = simulated::run(spec, &topology, model, Inputs::Lengths, Options::default())
+                    .expect("the simulator runs it");
+                assert_eq!(routers.messages, simulation.totals.messages, "{case}");
+                assert_eq!(routers.forwarded, simulation.totals.forwarded, "{case}");
+                let single = match topology.routes() {
+                    Routes::Ecmp => {
+                        [Collective::Broadcast, Collective::Reduce, Collective::Shift].contains(&collective)
+                    }
+                    _ => [Collective::Reduce, Collective::Shift].contains(&collective),
+                };
+                if single {
+                    assert_eq!((routers.time_ns, routers.steps), (simulation.time_ns, simulation.steps), "{case}");
+                }
+                let minimal = simulated::run(spec, &default, model, Inputs::Lengths, Options::default())
+                    .expect("the simulator runs it");
+                match topology.routes() {
+                    Routes::Valiant { .. } if collective == Collective::Alltoall => {
+                        assert!(routers.forwarded > minimal.totals.forwarded, "{case}: no detour")
+                    }
+                    Routes::Ecmp => assert_eq!(routers.forwarded, minimal.totals.forwarded, "{case}: not shortest"),
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
 /// Every collective's default algorithm, verified on every rank of an in-memory cluster
-/// of each network (its switches' routers forwarding every frame).
+/// of each network (its switches' routers forwarding every frame), under every policy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_collective_runs_verified_through_in_memory_switches() {
-    for topology in networks() {
+    for topology in networks().into_iter().chain(multipath()) {
         let cluster = InProcessCluster::start(&topology);
         for (run, &collective) in COLLECTIVES.iter().enumerate() {
             let algorithm = catalogue::default_algorithm(collective, topology.kind());

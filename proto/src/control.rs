@@ -14,7 +14,7 @@ use crate::auth::Key;
 use crate::flow::FlowEvent;
 use crate::network::Placement;
 use crate::spec::RunSpec;
-use crate::topology::{NodeId, Topology, TopologyError, TopologyKind};
+use crate::topology::{NodeId, Routes, Topology, TopologyError, TopologyKind};
 
 /// The largest control message the coordinator accepts from an authenticated node, and
 /// a client from the coordinator (reports and dumps of large runs ride on these).
@@ -31,9 +31,11 @@ pub const MAX_ORDER_FRAME: usize = 16 * 1024 * 1024;
 /// 5: a spec carries the physics of classes of links (`RunSpec::classes`), and a topology
 /// may be switched (fat-tree, dragonfly, cluster); the link model carries its port model
 /// (`spec::Ports`, one-port or all-port).
-/// 6: a topology carries where its ranks sit on a switched network's hosts
+/// 6: a topology carries its route policy (`TopologySpec::routes`, `RunRequest::routes`:
+/// ECMP on a fat-tree, Valiant on a dragonfly), which every node routes by.
+/// 7: a topology carries where its ranks sit on a switched network's hosts
 /// (`TopologySpec::placement`, and a run request its `placement`).
-pub const PROTOCOL_VERSION: u32 = 6;
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// A topology as the coordinator hands it out: each node rebuilds (and so re-validates) it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,26 +43,31 @@ pub struct TopologySpec {
     pub kind: TopologyKind,
     pub p: usize,
     pub dims: Vec<usize>,
+    /// The route policy (`None`: the kind's default, as documents written before it say).
+    #[serde(default)]
+    pub routes: Option<Routes>,
     /// Which host each rank sits on (a switched network's; linear on a direct one).
     #[serde(default)]
     pub placement: Placement,
 }
 
 impl TopologySpec {
-    /// `topology` as it travels to the nodes, which rebuild it ([`TopologySpec::build`]).
+    /// `topology` as it travels to the nodes, which rebuild it ([`TopologySpec::build`]):
+    /// its shape, its route policy and its placement.
     pub fn of(topology: &Topology) -> Self {
         TopologySpec {
             kind: topology.kind(),
             p: topology.p(),
             dims: topology.dims().to_vec(),
+            routes: Some(topology.routes()),
             placement: topology.placement(),
         }
     }
 
-    /// The topology this names, rebuilt (and so validated) from its kind, size, dims and
-    /// placement.
+    /// The topology this names, rebuilt (and so validated) from its kind, size, dims,
+    /// route policy and placement.
     pub fn build(&self) -> Result<Topology, TopologyError> {
-        Topology::new(self.kind, self.p, Some(&self.dims))?.placed(self.placement)
+        Topology::new(self.kind, self.p, Some(&self.dims))?.routed(self.routes)?.placed(self.placement)
     }
 }
 
@@ -251,7 +258,7 @@ pub struct NodeDump {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ClientRequest {
     /// Run a collective on this topology (re-wiring first if it differs). Boxed: a
-    /// request is far larger than the other variants.
+    /// request is far larger than the other variants (the encoding is the same).
     Run(Box<RunRequest>),
     /// How the cluster stands.
     Status,
@@ -262,6 +269,9 @@ pub enum ClientRequest {
 pub struct RunRequest {
     pub topology: TopologyKind,
     pub dims: Option<Vec<usize>>,
+    /// The route policy (`None`: the topology's default).
+    #[serde(default)]
+    pub routes: Option<Routes>,
     /// Which host each rank sits on, on a switched network.
     #[serde(default)]
     pub placement: Placement,

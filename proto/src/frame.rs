@@ -12,7 +12,7 @@ use bytes::{Buf, BufMut, Bytes};
 use serde::{Deserialize, Serialize};
 
 use crate::codec::CodecError;
-use crate::topology::NodeId;
+use crate::topology::{Flow, NodeId};
 
 /// A message tag chosen by an algorithm (usually its step number).
 pub type Tag = u32;
@@ -63,6 +63,11 @@ impl FrameHeader {
 
     pub fn dst(&self) -> NodeId {
         self.dst as NodeId
+    }
+
+    /// The flow the frame is of (source, destination, tag), which its route is.
+    pub fn flow(&self) -> Flow {
+        Flow::new(self.src(), self.dst(), self.tag)
     }
 
     /// The header's bytes.

@@ -99,7 +99,9 @@ enum EventKind {
 /// full topology (p - 1 neighbours each): a hash map of the directions used. An
 /// all-reduce uses every port of every node, and this takes a third of what the map
 /// took, with no rehashing as it grows; a broadcast's node uses one or two ports of a
-/// hypercube's 24, and a group of them is all it gets.
+/// hypercube's 24, and a group of them is all it gets. On a switched network, whose
+/// links are a few per rank and whose switches are few: every vertex's neighbours
+/// sorted, in one array, and every link direction's state beside them.
 enum Links {
     Rows {
         ports: Ports,
@@ -112,6 +114,13 @@ enum Links {
         groups: Chunked<[LinkState; PORT_GROUP]>,
     },
     Map(FxHashMap<(u32, u32), LinkState>),
+    Sorted {
+        /// Vertex v's neighbours are `neighbours[first[v]..first[v + 1]]`, the state of
+        /// its link to the i-th of them `states[first[v] + i]`.
+        first: Vec<u32>,
+        neighbours: Vec<u32>,
+        states: Vec<LinkState>,
+    },
 }
 
 /// Ports whose states are made together.
@@ -166,7 +175,7 @@ impl Ports {
 impl Links {
     fn new(topology: &Topology) -> Self {
         let ports = match topology.kind() {
-            _ if topology.switched().is_some() => return Links::Map(FxHashMap::default()),
+            _ if topology.switched().is_some() => return Links::sorted(topology),
             TopologyKind::Full => return Links::Map(FxHashMap::default()),
             TopologyKind::Hypercube => Ports::Hypercube { dimension: topology.dimension() },
             _ => {
@@ -180,10 +189,29 @@ impl Links {
         Links::Rows { ports, table_of, tables, groups }
     }
 
+    /// Every vertex's links, in the order of its sorted neighbours.
+    fn sorted(topology: &Topology) -> Self {
+        let vertices = topology.vertices();
+        let (mut first, mut neighbours) = (Vec::with_capacity(vertices + 1), Vec::new());
+        first.push(0);
+        for v in 0..vertices {
+            neighbours.extend(topology.neighbours(v).into_iter().map(|w| w as u32));
+            first.push(u32::try_from(neighbours.len()).expect("fewer than 2^32 link directions"));
+        }
+        let states = huge_pages::vec_of(neighbours.len(), |_| LinkState::default());
+        Links::Sorted { first, neighbours, states }
+    }
+
     /// The state of the link `from` → `to` (neighbours).
     fn state(&mut self, from: NodeId, to: NodeId) -> &mut LinkState {
         match self {
             Links::Map(map) => map.entry((from as u32, to as u32)).or_default(),
+            Links::Sorted { first, neighbours, states } => {
+                let start = first[from] as usize;
+                let row = &neighbours[start..first[from + 1] as usize];
+                let port = row.binary_search(&(to as u32)).expect("a frame crosses a link");
+                &mut states[start + port]
+            }
             Links::Rows { ports, table_of, tables, groups } => {
                 let port = ports.port(from, to);
                 let group = if ports.count() <= PORT_GROUP {
@@ -309,9 +337,12 @@ impl Network {
 
     /// This network with links of each class (by class id) under that class's physics:
     /// `models[c]` for a link of class c (`class_models` of proto's spec). With one model
-    /// or none, every link has the network's.
+    /// or none, or where every class has the network's (a switched network's classes
+    /// unless a run sets one), every link has the network's: no class looked up a hop,
+    /// no route walked for a message's first link.
     pub fn with_class_models(mut self, models: Vec<LinkModel>) -> Self {
-        self.class_models = if models.len() > 1 { models } else { Vec::new() };
+        let differ = models.len() > 1 && models.iter().any(|model| *model != self.model);
+        self.class_models = if differ { models } else { Vec::new() };
         self
     }
 
@@ -393,7 +424,7 @@ impl Network {
         if algorithm {
             self.totals.messages += 1;
         }
-        let next = (dst != me).then(|| self.topology.next_hop(me, dst));
+        let next = (dst != me).then(|| self.topology.next_hop(me, header.flow()));
         let mut header = header;
         if let (Some(node_ports), Some(_), true) = (&mut self.node_ports, next, algorithm) {
             // One output port: this message follows the node's last one through it.
@@ -576,7 +607,7 @@ impl Network {
         }
         let model = match header.hops {
             0 if !self.class_models.is_empty() => {
-                first_link_model(&self.topology, &self.class_models, from, header.dst())
+                first_link_model(&self.topology, &self.class_models, from, header.flow())
             }
             _ => self.model_of(from, to),
         };
@@ -607,7 +638,7 @@ impl Network {
             return;
         }
         // Passed on when its tail has arrived (software at a hop takes no time).
-        let next = self.topology.next_hop(to, header.dst());
+        let next = self.topology.next_hop(to, header.flow());
         let ready_ns = if arrived.due_ns > 0 { ready_after(arrived.due_ns, now, model.th_ns) } else { now };
         self.enter(to, next, FrameHeader { hops: header.hops + 1, ..arrived }, payload, ready_ns);
     }
@@ -783,5 +814,29 @@ mod tests {
             }
         }
         assert!(checked > 400, "only {checked} links checked");
+    }
+
+    #[test]
+    fn a_switched_networks_link_directions_each_have_a_state_of_their_own() {
+        for (kind, p, dims) in [
+            (TopologyKind::FatTree, 16, &[4][..]),
+            (TopologyKind::FatTree, 11, &[4][..]),
+            (TopologyKind::Dragonfly, 72, &[4, 2, 2][..]),
+            (TopologyKind::Dragonfly, 7, &[2, 2, 1][..]),
+            (TopologyKind::Cluster, 12, &[3, 4][..]),
+        ] {
+            let topology = Topology::new(kind, p, Some(dims)).expect("a valid shape");
+            let mut links = Links::new(&topology);
+            assert!(matches!(links, Links::Sorted { .. }), "{topology}");
+            let directions: Vec<(NodeId, NodeId)> = (0..topology.vertices())
+                .flat_map(|from| topology.neighbours(from).into_iter().map(move |to| (from, to)))
+                .collect();
+            for (n, &(from, to)) in directions.iter().enumerate() {
+                links.state(from, to).bytes = n as u64 + 1;
+            }
+            for (n, &(from, to)) in directions.iter().enumerate() {
+                assert_eq!(links.state(from, to).bytes, n as u64 + 1, "{topology}: {from} -> {to}");
+            }
+        }
     }
 }

@@ -8,13 +8,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use topocomm_proto::flow::FlowEvent;
 use topocomm_proto::reference::{self, Expected};
-use topocomm_proto::spec::{Collective, LinkModel, RunSpec};
+use topocomm_proto::spec::{Algorithm, Collective, LinkModel, RunSpec};
 use topocomm_proto::{NodeId, Topology};
 
 use super::network::Totals;
 use super::{Options, SimulationError, simulate};
 use crate::algorithms;
 use crate::comm::{Comm, Operation};
+use crate::tuning::Known;
 
 /// What the nodes start with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,4 +145,32 @@ pub fn run(
         polls: simulation.polls,
         operations: simulation.operations,
     })
+}
+
+/// The model's time of `spec` run by `algorithm` on `topology` under `links`: the
+/// simulator, lengths only; `None` where the algorithm does not run there. What
+/// `--algorithm auto` asks of a switched network ([`Known::Modelled`]).
+pub fn model_time_ns(spec: &RunSpec, topology: &Topology, links: LinkModel, algorithm: Algorithm) -> Option<u64> {
+    let spec = RunSpec { algorithm, warmup: 0, iterations: 1, ..spec.clone() };
+    spec.validate(topology.p()).ok()?;
+    let options = Options { run: spec.run, ..Options::default() };
+    run(&spec, topology, links, Inputs::Lengths, options).ok().map(|run| run.time_ns)
+}
+
+/// `then` given what `auto` knows of `spec`'s run on `topology`: the model of the run
+/// over `links` ([`model_time_ns`]), or, on raw links (`None`), which no model
+/// describes, its shape only.
+pub fn with_known<R>(
+    spec: &RunSpec,
+    topology: &Topology,
+    links: Option<LinkModel>,
+    then: impl FnOnce(Known<'_>) -> R,
+) -> R {
+    match links {
+        None => then(Known::Shape(topology.kind(), topology.p())),
+        Some(links) => {
+            let model = |algorithm| model_time_ns(spec, topology, links, algorithm);
+            then(Known::Modelled(topology.kind(), topology.p(), &model))
+        }
+    }
 }

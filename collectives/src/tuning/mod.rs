@@ -29,6 +29,48 @@ pub const DEFAULT_SOURCE: &str = "the built-in table (collectives/src/tuning/def
 
 pub mod footprint;
 
+/// What `auto` knows of the run it picks for.
+#[derive(Clone, Copy)]
+pub enum Known<'a> {
+    /// The topology's kind and its nodes: rules that ask the model do not apply.
+    Shape(TopologyKind, usize),
+    /// The kind and nodes, and the model of the run itself: its time in nanoseconds by
+    /// an algorithm (the simulator over the run's network, classes and physics; `None`
+    /// where the algorithm does not run there). The coordinator's `tools::model` makes it.
+    Modelled(TopologyKind, usize, &'a dyn Fn(Algorithm) -> Option<u64>),
+}
+
+impl fmt::Debug for Known<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Known::Shape(kind, p) => write!(f, "Shape({kind}, {p})"),
+            Known::Modelled(kind, p, _) => write!(f, "Modelled({kind}, {p})"),
+        }
+    }
+}
+
+impl Known<'_> {
+    fn kind(&self) -> TopologyKind {
+        match self {
+            Known::Shape(kind, _) | Known::Modelled(kind, _, _) => *kind,
+        }
+    }
+
+    fn p(&self) -> usize {
+        match self {
+            Known::Shape(_, p) | Known::Modelled(_, p, _) => *p,
+        }
+    }
+
+    /// The model's time of the run by `algorithm`, where a model is known.
+    fn model_time_ns(&self, algorithm: Algorithm) -> Option<u64> {
+        match self {
+            Known::Shape(..) => None,
+            Known::Modelled(_, _, time_ns) => time_ns(algorithm),
+        }
+    }
+}
+
 /// The rules `auto` picks by, the leaner algorithms, and the memory a run needs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -76,6 +118,16 @@ pub struct Rule {
     /// doubling, with a start-up worth this many bytes ([`halving_doubling_pays`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_model: Option<CostModel>,
+    /// Only where the model of the run itself (the simulator, over the run's network, its
+    /// classes of links and their physics: [`Known::Modelled`]) finishes `algorithm`
+    /// before the topology's default, so the rule never picks what the model says is
+    /// slower; never where the run's physics are unknown (raw links, or only a shape known).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ahead_in_the_model: bool,
+    /// With `ahead_in_the_model`: more algorithms judged beside `algorithm`, the one the
+    /// model finishes first running (ties to the earlier named).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alternatives: Vec<Algorithm>,
     /// The measurement behind the rule.
     pub why: String,
 }
@@ -235,6 +287,8 @@ pub enum TuningError {
         "rule {rule}: the cost model's predicate is halving-doubling all-reduce's, and this rule picks {algorithm}"
     )]
     CostModelElsewhere { rule: String, algorithm: String },
+    #[error("rule {rule}: alternatives are judged by the model; say \"ahead_in_the_model\": true")]
+    AlternativesUnjudged { rule: String },
     #[error("rule {rule} can never apply: rule {by}, ahead of it, matches every run it names")]
     Shadowed { rule: usize, by: usize },
     #[error(
@@ -312,7 +366,12 @@ impl Tuning {
     pub fn check(&self) -> Result<(), TuningError> {
         for (index, rule) in self.rules.iter().enumerate() {
             let name = || format!("{} ({} → {})", index + 1, rule.collective, rule.algorithm);
-            for algorithm in std::iter::once(rule.algorithm).chain(rule.replaces) {
+            if !rule.alternatives.is_empty() && !rule.ahead_in_the_model {
+                return Err(TuningError::AlternativesUnjudged { rule: name() });
+            }
+            for algorithm in
+                std::iter::once(rule.algorithm).chain(rule.replaces).chain(rule.alternatives.iter().copied())
+            {
                 if algorithm == Algorithm::Auto {
                     return Err(TuningError::PicksAuto { rule: name() });
                 }
@@ -366,16 +425,50 @@ impl Tuning {
     }
 
     /// The rule that picks for `collective` on p nodes of `topology` with `size_bytes`
-    /// per node: the first that matches.
+    /// per node: the first that matches (rules that ask the model never do: no model).
     pub fn rule_for(&self, collective: Collective, topology: TopologyKind, p: usize, size_bytes: u64) -> Option<&Rule> {
+        self.rule_judged(collective, topology, p, size_bytes, &mut |_| None).map(|(rule, _)| rule)
+    }
+
+    /// The first rule that matches and its pick; a rule that asks the model matches only
+    /// where `fastest` names one of its algorithms ([`Rule::judged`]) as ahead of the
+    /// default.
+    fn rule_judged(
+        &self,
+        collective: Collective,
+        topology: TopologyKind,
+        p: usize,
+        size_bytes: u64,
+        fastest: &mut dyn FnMut(&[Algorithm]) -> Option<Algorithm>,
+    ) -> Option<(&Rule, Algorithm)> {
         let default = catalogue::default_algorithm(collective, topology);
-        self.rules.iter().find(|rule| rule.matches(collective, topology, default, p, size_bytes))
+        self.rules.iter().filter(|rule| rule.matches(collective, topology, default, p, size_bytes)).find_map(|rule| {
+            match rule.ahead_in_the_model {
+                false => Some((rule, rule.algorithm)),
+                true => fastest(&rule.judged()).map(|winner| (rule, winner)),
+            }
+        })
     }
 
     /// What `auto` runs: the first matching rule's algorithm, else the topology's default.
     pub fn auto(&self, collective: Collective, topology: TopologyKind, p: usize, size_bytes: u64) -> Algorithm {
-        self.rule_for(collective, topology, p, size_bytes)
-            .map_or_else(|| catalogue::default_algorithm(collective, topology), |rule| rule.algorithm)
+        self.auto_for(collective, Known::Shape(topology, p), size_bytes)
+    }
+
+    /// [`Tuning::auto`] for `spec` on what is `known` of its run: a rule that asks the
+    /// model is judged by simulating its algorithm and the default (once) on the network.
+    fn auto_for(&self, collective: Collective, known: Known<'_>, size_bytes: u64) -> Algorithm {
+        let default = catalogue::default_algorithm(collective, known.kind());
+        let mut fastest = |candidates: &[Algorithm]| {
+            let default_ns = known.model_time_ns(default)?;
+            let (ns, winner) = candidates
+                .iter()
+                .filter_map(|&algorithm| Some((known.model_time_ns(algorithm)?, algorithm)))
+                .min_by_key(|&(ns, _)| ns)?;
+            (ns < default_ns).then_some(winner)
+        };
+        self.rule_judged(collective, known.kind(), known.p(), size_bytes, &mut fastest)
+            .map_or(default, |(_, picked)| picked)
     }
 
     /// The algorithm a run uses: `auto` resolved, anything else as named.
@@ -389,6 +482,16 @@ impl Tuning {
     ) -> Algorithm {
         match algorithm {
             Algorithm::Auto => self.auto(collective, topology, p, size_bytes),
+            named => named,
+        }
+    }
+
+    /// The algorithm `spec` runs with on what is `known` of its run: `auto` resolved
+    /// (judging the rules that ask the model where the network and its physics are
+    /// known), anything else as named.
+    pub fn resolve_known(&self, spec: &RunSpec, known: Known<'_>) -> Algorithm {
+        match spec.algorithm {
+            Algorithm::Auto => self.auto_for(spec.collective, known, spec.size_bytes),
             named => named,
         }
     }
@@ -408,12 +511,11 @@ impl Tuning {
     pub fn resolve_checked<E>(
         &self,
         spec: &RunSpec,
-        topology: TopologyKind,
-        p: usize,
+        known: Known<'_>,
         check: impl Fn(&RunSpec) -> Result<(), E>,
     ) -> Result<RunSpec, E> {
         let with = |algorithm| RunSpec { algorithm, ..spec.clone() };
-        let picked = with(self.resolve(spec.collective, spec.algorithm, topology, p, spec.size_bytes));
+        let picked = with(self.resolve_known(spec, known));
         let Err(refusal) = check(&picked) else { return Ok(picked) };
         let lean = match spec.algorithm {
             Algorithm::Auto => self.leaner(spec.collective, picked.algorithm).map(with),
@@ -427,6 +529,11 @@ impl Tuning {
 }
 
 impl Rule {
+    /// The algorithms a rule that asks the model judges: its own, then its alternatives.
+    pub fn judged(&self) -> Vec<Algorithm> {
+        std::iter::once(self.algorithm).chain(self.alternatives.iter().copied()).collect()
+    }
+
     /// Whether the rule picks for this run (`default`: the topology's own algorithm).
     pub fn matches(
         &self,
@@ -463,6 +570,7 @@ impl Rule {
             && self.size.covers(&other.size)
             && self.node_bytes.covers(&other.node_bytes)
             && self.cost_model.is_none_or(|model| other.cost_model == Some(model))
+            && (!self.ahead_in_the_model || other.ahead_in_the_model)
     }
 
     /// Whether the two rules name the same runs but for their sizes.
@@ -475,6 +583,7 @@ impl Rule {
             && self.nodes == other.nodes
             && self.node_bytes == other.node_bytes
             && self.cost_model == other.cost_model
+            && self.ahead_in_the_model == other.ahead_in_the_model
     }
 }
 

@@ -3,8 +3,10 @@
 //! shipped table against what can fail: every rule names a pair of the catalogue, picks
 //! other than the default wherever it matches, and matches some run; every leaner
 //! algorithm needs less memory. That `auto` is never slower than the default it
-//! replaces is measured, not mirrored here: `bench/run.py`'s `auto` against `default`
-//! table (bench/README.md) runs both columns through the table the binary ships.
+//! replaces is measured, not mirrored here, on the direct networks: `bench/run.py`'s
+//! `auto` against `default` table (bench/README.md) runs both columns through the table
+//! the binary ships. On the switched networks, where the rules ask the model of the run,
+//! it is held in that model by `collectives/tests/auto_on_switched_networks.rs`.
 
 use super::*;
 use serde_json::{Value, json};
@@ -140,15 +142,18 @@ fn auto_turns_leaner_only_where_its_pick_does_not_fit() {
     let nothing = |run: &RunSpec| Err(run.algorithm);
     let ran = |resolved: Result<RunSpec, Algorithm>| resolved.map(|run| run.algorithm);
     let auto = spec(C::Alltoall, A::Auto);
-    assert_eq!(ran(tuning.resolve_checked(&auto, cube, 32, everything)), Ok(A::Hypercube));
-    assert_eq!(ran(tuning.resolve_checked(&auto, cube, 32, only_pairwise)), Ok(A::PairwiseXor));
-    assert_eq!(ran(tuning.resolve_checked(&auto, cube, 32, nothing)), Err(A::Hypercube));
+    assert_eq!(ran(tuning.resolve_checked(&auto, Known::Shape(cube, 32), everything)), Ok(A::Hypercube));
+    assert_eq!(ran(tuning.resolve_checked(&auto, Known::Shape(cube, 32), only_pairwise)), Ok(A::PairwiseXor));
+    assert_eq!(ran(tuning.resolve_checked(&auto, Known::Shape(cube, 32), nothing)), Err(A::Hypercube));
     // A named algorithm is never swapped, nor a collective without a leaner one.
     let named = spec(C::Alltoall, A::Hypercube);
-    assert_eq!(ran(tuning.resolve_checked(&named, cube, 32, only_pairwise)), Err(A::Hypercube));
-    assert_eq!(ran(tuning.resolve_checked(&spec(C::Allgather, A::Auto), cube, 32, nothing)), Err(A::Hypercube));
-    assert_eq!(ran(tuning.resolve_checked(&auto, T::Ring, 32, only_pairwise)), Err(A::Ring));
-    let resolved = tuning.resolve_checked(&auto, cube, 32, only_pairwise).expect("pairwise-xor fits");
+    assert_eq!(ran(tuning.resolve_checked(&named, Known::Shape(cube, 32), only_pairwise)), Err(A::Hypercube));
+    assert_eq!(
+        ran(tuning.resolve_checked(&spec(C::Allgather, A::Auto), Known::Shape(cube, 32), nothing)),
+        Err(A::Hypercube)
+    );
+    assert_eq!(ran(tuning.resolve_checked(&auto, Known::Shape(T::Ring, 32), only_pairwise)), Err(A::Ring));
+    let resolved = tuning.resolve_checked(&auto, Known::Shape(cube, 32), only_pairwise).expect("pairwise-xor fits");
     assert_eq!(resolved, RunSpec { algorithm: A::PairwiseXor, ..auto });
     assert_eq!(tuning.leaner(C::Alltoall, A::Hypercube), Some(A::PairwiseXor));
     assert_eq!(tuning.leaner(C::Alltoall, A::Pairwise), None);
@@ -286,7 +291,10 @@ fn every_rule_of_the_shipped_table_names_a_pair_of_the_catalogue_and_applies_som
         for p in node_counts(rule) {
             for topology in topologies(rule, p) {
                 let default = catalogue::default_algorithm(rule.collective, topology.kind());
-                assert_ne!(rule.algorithm, default, "{name} on {topology:?}: it would pick the default");
+                for algorithm in rule.judged() {
+                    assert!(catalogue::find(rule.collective, algorithm).is_some(), "{name}: {algorithm}");
+                    assert_ne!(algorithm, default, "{name} on {topology:?}: it would pick the default");
+                }
                 matched += (3..=26)
                     .filter(|&power| rule.matches(rule.collective, topology.kind(), default, p, 1 << power))
                     .count();
@@ -322,4 +330,15 @@ fn sizes_read_as_numbers_or_with_units_and_print_exactly() {
     assert_eq!(bounds(Some(8), Some(1 << 20)), "8 B - 1 MiB");
     assert_eq!(bounds(Some(1 << 10), Some(1 << 10)), "1 KiB");
     assert_eq!(bounds(Some(64 << 10), None), "≥ 64 KiB");
+}
+
+#[test]
+fn alternatives_are_only_for_rules_that_ask_the_model() {
+    let alternatives = json!({ "topologies": ["cluster"], "alternatives": ["ring"] });
+    assert!(refused(json!([rule("allreduce", "multi-leader", alternatives)])).contains("judged by the model"));
+    let no_such = json!({ "topologies": ["cluster"], "ahead_in_the_model": true, "alternatives": ["bruck"] });
+    assert!(refused(json!([rule("allreduce", "multi-leader", no_such)])).contains("bruck"));
+    let judged = json!({ "topologies": ["cluster"], "ahead_in_the_model": true, "alternatives": ["ring"] });
+    let tuning = rules(json!([rule("allreduce", "multi-leader", judged)]));
+    assert_eq!(tuning.rules[0].judged(), vec![A::MultiLeader, A::Ring]);
 }

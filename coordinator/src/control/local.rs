@@ -28,7 +28,7 @@ use topocomm_proto::{NodeId, Topology};
 
 use crate::control::run::Coordinator;
 use crate::control::server;
-use topocomm_collectives::tuning::Tuning;
+use topocomm_collectives::tuning::{Known, Tuning};
 use topocomm_node::transport::stream::STREAM_LINKS;
 
 /// What one node daemon process costs before any run: its resident memory. Measured on
@@ -181,7 +181,7 @@ impl Capacity {
         tuning: &Tuning,
     ) -> Result<RunSpec, CapacityError> {
         self.check_nodes(nodes)?;
-        tuning.resolve_checked(spec, topology, nodes, |spec| self.check_memory(spec, nodes, tuning))
+        tuning.resolve_checked(spec, Known::Shape(topology, nodes), |spec| self.check_memory(spec, nodes, tuning))
     }
 
     /// Refuses `spec` if `nodes` local node processes cannot hold it together.

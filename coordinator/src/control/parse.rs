@@ -6,7 +6,9 @@ use std::time::Duration;
 use bytesize::ByteSize;
 use topocomm_proto::TopologyKind;
 use topocomm_proto::network::placement::{Placement, PlacementError};
+use topocomm_proto::network::routes::UnknownRoutes;
 use topocomm_proto::spec::{Algorithm, ClassPhysics, Collective, Dtype, MAX_TIMEOUT, Ports, ReduceOp, Routing};
+use topocomm_proto::topology::Routes;
 
 /// Why a typed value was refused; the message is what the user reads.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -29,6 +31,8 @@ pub enum ParseError {
     UnknownAlgorithms { text: String, choices: String },
     #[error("{text:?}: a range runs from a positive size up to a larger one, e.g. 8B..8MiB")]
     SizeRange { text: String },
+    #[error("{0}")]
+    Routes(String),
     #[error("no sizes given")]
     NoSizes,
     #[error("{text:?} is not a list of node counts like 8..65536 (doubling) or 1024,4096 (positive whole numbers)")]
@@ -65,6 +69,11 @@ pub fn parse_algorithm(text: &str) -> Result<Algorithm, ParseError> {
 
 pub fn parse_routing(text: &str) -> Result<Routing, ParseError> {
     parse_named("routing", text)
+}
+
+/// `--routes`: a route policy's name ([`Routes`]), refused with the names there are.
+pub fn parse_routes(text: &str) -> Result<Routes, ParseError> {
+    text.parse().map_err(|error: UnknownRoutes| ParseError::Routes(error.to_string()))
 }
 
 pub fn parse_ports(text: &str) -> Result<Ports, ParseError> {

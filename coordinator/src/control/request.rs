@@ -12,12 +12,13 @@ use topocomm_proto::schedule::Schedule;
 use topocomm_proto::spec::{
     Algorithm, ClassPhysics, Collective, Dilation, DilationError, Dtype, LinkModel, Ports, ReduceOp, Routing, RunSpec,
 };
+use topocomm_proto::topology::Routes;
 use topocomm_proto::{Topology, TopologyKind, catalogue};
 
 use crate::control::calibration;
 use crate::control::parse::{
     ParseError, parse_algorithm, parse_class, parse_collective, parse_dims, parse_dtype, parse_op, parse_placement,
-    parse_ports, parse_routing, parse_size, parse_time, parse_timeout, parse_topology,
+    parse_ports, parse_routes, parse_routing, parse_size, parse_time, parse_timeout, parse_topology,
 };
 
 /// The shape to wire.
@@ -49,6 +50,13 @@ pub struct ShapeArgs {
     /// direct network takes linear only.
     #[arg(long, default_value = "linear", value_parser = parse_placement)]
     pub placement: Placement,
+    /// Route policy: fat-tree d-mod-k (the default: up-ports by the destination) or ecmp
+    /// (each up-port by a hash of the flow: source, destination, tag); dragonfly minimal
+    /// (the default) or valiant[:SEED] (through an intermediate group drawn from the seed,
+    /// default 0, and the flow). The direct networks route dimension-order, a fully
+    /// connected network, a cluster and a network file shortest-path.
+    #[arg(long, value_name = "NAME", value_parser = parse_routes)]
+    pub routes: Option<Routes>,
 }
 
 impl ShapeArgs {
@@ -58,7 +66,15 @@ impl ShapeArgs {
             Some(path) => network_topology(path)?,
             None => Topology::new(self.topology, nodes, self.dims.as_deref())?,
         };
-        Ok(topology.placed(self.placement)?)
+        Ok(topology.routed(self.routes)?.placed(self.placement)?)
+    }
+
+    /// Refuses, before anything starts, a route policy the topology kind does not take.
+    pub fn check_routes(&self) -> anyhow::Result<()> {
+        if let Some(routes) = self.routes {
+            self.kind().check_routes(routes)?;
+        }
+        Ok(())
     }
 
     /// The topology kind these options name.
@@ -275,6 +291,7 @@ pub struct Repetition {
 
 /// The request `what` describes, repeated as `repetition` says.
 pub fn plan(what: &CollectiveArgs, repetition: Repetition) -> anyhow::Result<Planned> {
+    what.shape.check_routes()?;
     let algorithm = what.algorithm.unwrap_or_else(|| catalogue::default_algorithm(what.collective, what.shape.kind()));
     catalogue::check(what.collective, algorithm)?;
     let (emulation, predict_with) = link_models(&what.links)?;
@@ -300,6 +317,7 @@ pub fn plan(what: &CollectiveArgs, repetition: Repetition) -> anyhow::Result<Pla
     let request = RunRequest {
         topology: what.shape.kind(),
         dims: what.shape.dims.clone(),
+        routes: what.shape.routes,
         placement: what.shape.placement,
         spec,
     };

@@ -135,7 +135,7 @@ async fn api_index(State(lab): State<Arc<Lab>>) -> Json<Value> {
         "endpoints": {
             "GET /api/cluster": "the nodes, the topology in force with its layout, the last run's traffic",
             "GET /api/catalogue": "collectives and their algorithms, topologies, element types, operators",
-            "GET /api/layout?topology=T&nodes=N&dims=D": "a topology and the layout of its picture",
+            "GET /api/layout?topology=T&nodes=N&dims=D": "a topology of N ranks (or of daemons=N, the cluster's) and the layout of its picture",
             "GET /api/runs": "the session's jobs, newest last: status queued, probing, running, verified, failed or cancelled",
             "POST /api/runs": "{\"kind\": \"run\"|\"explain\"|\"simulate\"|\"sweep\", \"args\": [words]}: queues one; 202 {id}, 400 {error} (bad words, or an option naming a file), 429 {error} (the queue is full)",
             "DELETE /api/runs/ID": "cancels a job waiting or running: 200 {its summary}, 404, or 409 (it is over)",
@@ -171,10 +171,14 @@ async fn catalogue_json() -> Json<Value> {
     })))
 }
 
+/// A shape the form previews: a topology and its dims, of `nodes` ranks (an
+/// explanation's or a simulation's) or on `daemons` daemons (a run's or a sweep's on the
+/// lab's cluster, whose daemons are the ranks and a switched network's switches).
 #[derive(Debug, Deserialize)]
 struct Shape {
     topology: String,
-    nodes: usize,
+    nodes: Option<usize>,
+    daemons: Option<usize>,
     dims: Option<String>,
 }
 
@@ -184,8 +188,14 @@ async fn layout(Query(shape): Query<Shape>) -> Response {
         let kind = crate::control::parse::parse_topology(&shape.topology)?;
         let dims =
             shape.dims.as_deref().filter(|d| !d.is_empty()).map(crate::control::parse::parse_dims).transpose()?;
-        anyhow::ensure!(shape.nodes <= simulate::MOST_NODES_DRAWN, "the page draws at most 1024 nodes");
-        Ok(Topology::new(kind, shape.nodes, dims.as_deref())?)
+        let dims = dims.as_deref();
+        let vertices = shape.daemons.or(shape.nodes).unwrap_or(0);
+        anyhow::ensure!(vertices <= simulate::MOST_NODES_DRAWN, "the page draws at most 1024 nodes");
+        Ok(match (shape.daemons, shape.nodes) {
+            (Some(daemons), _) => crate::control::run::topology_on(kind, daemons, dims)?,
+            (None, Some(nodes)) => Topology::new(kind, nodes, dims)?,
+            (None, None) => anyhow::bail!("give nodes (the ranks) or daemons (the cluster's)"),
+        })
     })();
     match parsed {
         Ok(topology) => Json(schema::versioned(document::topology(&topology))).into_response(),

@@ -54,6 +54,9 @@ pub struct Lab {
     pub(super) listening: AtomicUsize,
     /// Wrong tokens by address, to slow guessing.
     pub(super) wrong_tokens: WrongTokens,
+    /// The switched network `lab --topology` started the switches of, which the page's
+    /// form starts at.
+    started_for: Option<Topology>,
 }
 
 /// Binds the page's listener on `address` and sets its access policy; refuses an
@@ -96,7 +99,7 @@ pub async fn lab(args: LabArgs) -> anyhow::Result<()> {
         local.address,
         local.logs.display()
     );
-    let lab = Arc::new(Lab::new(access, coordinator, Target::Local(local)));
+    let lab = Arc::new(Lab { started_for: switched, ..Lab::new(access, coordinator, Target::Local(local)) });
     println!("lab: {url} (Ctrl-C stops the lab and its {} nodes)", args.nodes);
     let served = tokio::select! {
         result = serve(listener, lab.clone()) => result,
@@ -155,11 +158,14 @@ impl Lab {
             events,
             listening: AtomicUsize::new(0),
             wrong_tokens: WrongTokens::default(),
+            started_for: None,
         }
     }
 
     /// The cluster as the page shows it: every node (id, name, address, memory, whether
-    /// connected), the topology in force with its layout, and the last run's traffic.
+    /// connected), the topology in force with its layout, the last run's traffic, and
+    /// the switched network the lab started for (`started_for`: `topology` and `dims`
+    /// as the form takes them), if any.
     pub(super) async fn cluster(&self) -> Value {
         let status = self.coordinator.cluster.status();
         let mut members = self.coordinator.cluster.members();
@@ -175,8 +181,11 @@ impl Lab {
             .collect();
         let topology = status.topology.as_ref().and_then(|t| t.build().ok()).map(|t| document::topology(&t));
         let traffic = if topology.is_some() { self.traffic.lock().expect("traffic lock").clone() } else { Vec::new() };
+        let started_for =
+            self.started_for.as_ref().map(|t| json!({ "topology": t.kind().to_string(), "dims": t.describe_dims() }));
         schema::versioned(json!({
             "type": "cluster", "expected": status.expected, "nodes": nodes, "topology": topology, "traffic": traffic,
+            "started_for": started_for,
         }))
     }
 

@@ -80,7 +80,7 @@ pub async fn prepare(lab: &Lab, kind: Kind, args: &[String]) -> Result<Job, Prep
             // The lab's daemons are the run's vertices: its ranks, then a switched network's switches.
             let daemons = lab.coordinator.cluster.status().expected;
             let p = topology_on(request.topology, daemons, request.dims.as_deref())
-                .and_then(|topology| topology.placed(request.placement))
+                .and_then(|topology| topology.routed(request.routes)?.placed(request.placement))
                 .map_err(|e| cli(e.into()))?
                 .p();
             request.spec.validate(p).map_err(|e| cli(e.into()))?;
@@ -239,7 +239,7 @@ fn watched(
 fn simulated(args: &SimulateArgs, words: &[String], stop: &Stop) -> Done {
     let (_, predict_with) = request::link_models(&args.links)?;
     let (links, _) = explain::physics(predict_with, &args.links)?;
-    let planned = simulate::plan(args)?;
+    let planned = simulate::plan(args, links)?;
     let [point] = planned.as_slice() else { return scaling(args, &planned, links, words, stop) };
     if point.topology.p() > simulate::MOST_NODES_DRAWN {
         return by_steps(args, point, links, words, stop);

@@ -10,7 +10,8 @@ use serde::Serialize;
 use topocomm_proto::control::{RunOutcome, SetupTimes};
 use topocomm_proto::network::Placement;
 use topocomm_proto::spec::{Algorithm, ClassPhysics, Collective, LinkModel, Ports, Routing};
-use topocomm_proto::{NodeId, Topology};
+use topocomm_proto::topology::Routes;
+use topocomm_proto::{NodeId, Topology, TopologyKind};
 
 use crate::render::dilation::Dilated;
 use crate::render::table::HouseTable;
@@ -80,6 +81,9 @@ pub struct RunSummary {
     pub dims: Vec<usize>,
     /// Where the ranks sat on the hosts (a switched network's; linear on a direct one).
     pub placement: Placement,
+    /// A switched network's route policy (left out on a direct one, which has one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route_policy: Option<String>,
     pub nodes: usize,
     /// The switches that forwarded the run's frames (a switched network's; 0 on a direct
     /// one), each counted in the traffic, none in the times or the verdict.
@@ -259,6 +263,7 @@ pub fn summarize(
         topology: outcome.topology.kind.to_string(),
         dims: outcome.topology.dims.clone(),
         placement: outcome.topology.placement,
+        route_policy: switched_routes(outcome.topology.kind, outcome.topology.routes),
         nodes: outcome.topology.p,
         switches: outcome.reports.iter().filter(|r| r.node >= p).count(),
         // A GOAL schedule's messages have their own sizes (`--size` is not theirs): its
@@ -362,6 +367,12 @@ pub fn table(summary: &RunSummary) -> String {
     )
 }
 
+/// The name of a switched network's route policy (its kind's default when `routes` is
+/// `None`) for the JSON outputs; `None` on a direct network, which routes one way.
+pub fn switched_routes(kind: TopologyKind, routes: Option<Routes>) -> Option<String> {
+    kind.is_switched().then(|| routes.unwrap_or(kind.default_routes()).to_string())
+}
+
 /// A one-line description of what ran.
 pub fn headline(summary: &RunSummary) -> String {
     let shape = summary
@@ -438,6 +449,7 @@ pub(crate) mod tests {
             topology: "hypercube".into(),
             dims: vec![2, 2, 2],
             placement: Placement::Linear,
+            route_policy: None,
             nodes: 8,
             switches: 0,
             size_bytes: 1_000_000,

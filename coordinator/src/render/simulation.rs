@@ -21,6 +21,9 @@ pub struct SimulationSummary {
     pub dims: Vec<usize>,
     /// Where the ranks sat on the hosts (a switched network's; linear on a direct one).
     pub placement: Placement,
+    /// A switched network's route policy (left out on a direct one, which has one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route_policy: Option<String>,
     pub nodes: usize,
     pub size_bytes: u64,
     pub root: usize,
@@ -135,10 +138,51 @@ pub fn notes(points: &[SimulationSummary]) -> Vec<String> {
             }
         }
     }
+    notes.extend(margins(points));
     if points.iter().any(|point| !point.verified) {
         notes.push("lengths only: the messages carried no data, and no result was verified".to_owned());
     }
     notes
+}
+
+/// Where several algorithms ran on one topology of one size: which was fastest, and by
+/// how much it beat the next and the slowest.
+fn margins(points: &[SimulationSummary]) -> Vec<String> {
+    let mut margins = Vec::new();
+    let mut places: Vec<(String, usize)> = Vec::new();
+    for point in points {
+        let place = (shape(point), point.nodes);
+        if !places.contains(&place) {
+            places.push(place);
+        }
+    }
+    for (topology, nodes) in places {
+        let mut ran: Vec<(&str, f64)> = Vec::new();
+        for point in points.iter().filter(|point| (shape(point), point.nodes) == (topology.clone(), nodes)) {
+            if !ran.iter().any(|(algorithm, _)| *algorithm == point.algorithm) {
+                ran.push((&point.algorithm, point.time_us.median));
+            }
+        }
+        ran.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let [(fastest, best), (next, next_us), ..] = ran[..] else { continue };
+        let (slowest, slowest_us) = ran[ran.len() - 1];
+        if next_us <= best {
+            let tied: Vec<&str> =
+                ran.iter().take_while(|(_, us)| *us <= best).map(|(algorithm, _)| *algorithm).collect();
+            margins.push(format!("fastest on {topology} of {nodes}, tied: {}", tied.join(", ")));
+            continue;
+        }
+        let mut margin = format!(
+            "fastest on {topology} of {nodes}: {fastest}, {:.2}× ahead of {next} ({:.1} % less time)",
+            next_us / best,
+            100.0 * (1.0 - best / next_us)
+        );
+        if ran.len() > 2 {
+            margin += &format!(" and {:.2}× ahead of {slowest}", slowest_us / best);
+        }
+        margins.push(margin);
+    }
+    margins
 }
 
 #[cfg(feature = "pictures")]

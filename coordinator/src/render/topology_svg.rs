@@ -5,9 +5,15 @@
 //! hypercube of up to 64 nodes is the usual projection (square, cube, two cubes, rows
 //! and blocks of cubes) with each node's binary label, and a larger one a circle in
 //! Gray-code order, so that
-//! neighbours on the circle are neighbours in the cube. Links are coloured by
-//! dimension where that helps. Every link of [`Topology::edges`] is drawn exactly
-//! once, and every node is labelled with its id.
+//! neighbours on the circle are neighbours in the cube. The switched families are laid
+//! out by [`switched`]: a fat-tree in its levels, a dragonfly's groups on a circle, a
+//! cluster's machines as boxes holding their cores; a network read from a file in rows
+//! by hops from the ranks. Switches are squares. Links are coloured by dimension or
+//! class where that helps. Every link of [`Topology::edges`] is drawn exactly once, and
+//! every vertex is labelled with its id. [`layout`] is the picture as data, which the
+//! lab's pages draw and animate in the browser.
+
+mod switched;
 
 use std::f64::consts::PI;
 use std::path::Path;
@@ -66,6 +72,9 @@ struct Drawing {
     legend: Vec<(&'static str, String, bool)>,
     /// Binary labels beside the nodes (small hypercubes).
     binary: Option<usize>,
+    /// Outlines drawn under the nodes (a fat-tree's pods, a dragonfly's groups, a
+    /// cluster's machines), in the drawing's coordinates until [`layout`] places them.
+    regions: Vec<PlacedRegion>,
 }
 
 /// A node placed on the picture.
@@ -99,6 +108,23 @@ pub struct LegendEntry {
     pub y: f64,
 }
 
+/// An outline placed on the picture, under the nodes: a fat-tree's pod or a cluster's
+/// machine as a box (`round` false), a dragonfly's group as a ring (`round`: the ellipse
+/// inscribed in the box), with the vertices it holds and its label, centred on `label_x`
+/// with its baseline at `label_y`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlacedRegion {
+    pub label: String,
+    pub x: f64,
+    pub y: f64,
+    pub width: f64,
+    pub height: f64,
+    pub round: bool,
+    pub members: Vec<NodeId>,
+    pub label_x: f64,
+    pub label_y: f64,
+}
+
 /// The picture of a topology as data, in the picture's coordinates: what [`svg`] draws
 /// and what the lab's page draws (and animates) in the browser.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -114,6 +140,9 @@ pub struct Layout {
     pub legend: Vec<LegendEntry>,
     /// Digits of the binary labels beside the nodes (small hypercubes).
     pub binary_digits: Option<usize>,
+    /// Outlines under the nodes: a fat-tree's pods, a dragonfly's groups, a cluster's
+    /// machines.
+    pub regions: Vec<PlacedRegion>,
 }
 
 /// Where everything of `topology`'s picture goes.
@@ -125,13 +154,17 @@ pub fn layout(topology: &Topology) -> Layout {
         TopologyKind::Mesh3d | TopologyKind::Torus3d => layers(topology),
         TopologyKind::Hypercube if topology.dimension() <= MOST_CUBE_DIMENSIONS => cube(topology),
         TopologyKind::Hypercube => gray_circle(topology),
-        TopologyKind::FatTree | TopologyKind::Dragonfly | TopologyKind::Cluster | TopologyKind::Graph => {
-            levels(topology)
-        }
+        TopologyKind::FatTree => switched::fat_tree(topology),
+        TopologyKind::Dragonfly => switched::dragonfly(topology),
+        TopologyKind::Cluster => switched::cluster(topology),
+        TopologyKind::Graph => levels(topology),
     };
     // Legend items, laid out in lines under the drawing.
-    let (min_x, min_y) = drawing.at.iter().fold((f64::MAX, f64::MAX), |(x, y), p| (x.min(p.0), y.min(p.1)));
-    let (max_x, max_y) = drawing.at.iter().fold((f64::MIN, f64::MIN), |(x, y), p| (x.max(p.0), y.max(p.1)));
+    let corners =
+        drawing.regions.iter().flat_map(|r| [(r.x, r.y), (r.x + r.width, r.y + r.height), (r.label_x, r.label_y)]);
+    let extent: Vec<(f64, f64)> = drawing.at.iter().copied().chain(corners).collect();
+    let (min_x, min_y) = extent.iter().fold((f64::MAX, f64::MAX), |(x, y), p| (x.min(p.0), y.min(p.1)));
+    let (max_x, max_y) = extent.iter().fold((f64::MIN, f64::MIN), |(x, y), p| (x.max(p.0), y.max(p.1)));
     let title_width = topology.to_string().chars().count() as f64 * 12.0 + 40.0;
     let width = (max_x - min_x + 2.0 * MARGIN).max(460.0).max(title_width);
     let item_width = |text: &str| 50.0 + text.chars().count() as f64 * 7.4;
@@ -151,6 +184,10 @@ pub fn layout(topology: &Topology) -> Layout {
     let shift = |(x, y): (f64, f64)| (x + dx, y + dy);
     for p in &mut drawing.at {
         *p = shift(*p);
+    }
+    for region in &mut drawing.regions {
+        ((region.x, region.y), (region.label_x, region.label_y)) =
+            (shift((region.x, region.y)), shift((region.label_x, region.label_y)));
     }
     let note = match topology.kind() {
         _ if topology.switches() > 0 => "; squares are switches",
@@ -218,6 +255,7 @@ pub fn layout(topology: &Topology) -> Layout {
         links,
         legend,
         binary_digits: drawing.binary,
+        regions: drawing.regions,
     }
 }
 
@@ -228,6 +266,25 @@ pub fn svg(topology: &Topology) -> String {
     let mut svg = Svg::new(layout.width, layout.height);
     svg.text((20.0, 32.0), 19.0, &layout.title, r##"font-weight="bold" fill="#222""##);
     svg.text((20.0, 52.0), 12.5, &layout.subtitle, r##"fill="#555""##);
+    for region in &layout.regions {
+        svg.open(r#"class="region""#);
+        let outline = r##"fill="#f6f6f2" stroke="#b9b2a0" stroke-width="1.2""##;
+        if region.round {
+            let (rx, ry) = (region.width / 2.0, region.height / 2.0);
+            let (cx, cy) = (region.x + rx, region.y + ry);
+            svg.raw(&format!(r#"<ellipse cx="{}" cy="{}" rx="{}" ry="{}" {outline}/>"#, n(cx), n(cy), n(rx), n(ry)));
+        } else {
+            svg.raw(&format!(
+                r#"<rect x="{}" y="{}" width="{}" height="{}" rx="8" {outline}/>"#,
+                n(region.x),
+                n(region.y),
+                n(region.width),
+                n(region.height)
+            ));
+        }
+        svg.text((region.label_x, region.label_y), 11.5, &region.label, r##"text-anchor="middle" fill="#6b6250""##);
+        svg.close();
+    }
     for link in &layout.links {
         let class = if link.dashed { "edge wrap" } else { "edge" };
         let dash = if link.dashed { r#" stroke-dasharray="7 4""# } else { "" };
@@ -275,10 +332,9 @@ pub fn svg(topology: &Topology) -> String {
     svg.finish("")
 }
 
-/// A switched network in rows: the ranks at the bottom, each switch as many rows up as
-/// it is hops from the nearest rank (a fat-tree's edge, aggregation and core switches;
-/// a cluster's machines, then its switch; a dragonfly's routers), each row in id order
-/// and centred; links coloured by class.
+/// A network read from a file, in rows: the ranks at the bottom, each switch as many
+/// rows up as it is hops from the nearest rank, each row in id order and centred; links
+/// coloured by class.
 fn levels(topology: &Topology) -> Drawing {
     let n = topology.vertices();
     let mut level = vec![usize::MAX; n];
@@ -310,21 +366,13 @@ fn levels(topology: &Topology) -> Drawing {
             at[v] = (start + i as f64 * step, (rows - 1 - l) as f64 * 110.0);
         }
     }
-    let links = topology
-        .edges()
-        .into_iter()
-        .map(|(a, b)| {
-            let class = topology.link_class(a, b).map_or(0, usize::from);
-            Link { a, b, shape: Shape::Line, kind: class }
-        })
-        .collect();
-    let legend = topology
-        .class_names()
-        .iter()
-        .enumerate()
-        .map(|(i, name)| (colour(i), format!("{name} links"), false))
-        .collect();
-    Drawing { at, links, legend, binary: None }
+    Drawing {
+        at,
+        links: switched::class_links(topology),
+        legend: switched::class_legend(topology),
+        binary: None,
+        regions: Vec::new(),
+    }
 }
 
 /// Ring (links along the circle) or fully connected (every chord), ids clockwise from
@@ -348,7 +396,7 @@ fn circle(topology: &Topology, ring: bool) -> Drawing {
             Link { a, b, shape: if ring && p > 2 { Shape::Arc(radius) } else { Shape::Line }, kind: 0 }
         })
         .collect();
-    Drawing { at, links, legend: Vec::new(), binary: None }
+    Drawing { at, links, legend: Vec::new(), binary: None, regions: Vec::new() }
 }
 
 fn on_circle(radius: f64, i: usize, p: usize) -> (f64, f64) {
@@ -401,7 +449,7 @@ fn grid(topology: &Topology) -> Drawing {
         legend.push((colour(1), "column wrap".to_owned(), true));
         legend.push((colour(2), "row wrap".to_owned(), true));
     }
-    Drawing { at, links, legend, binary: None }
+    Drawing { at, links, legend, binary: None, regions: Vec::new() }
 }
 
 /// A 3-D mesh or torus as layers: layer `a` (the first coordinate) is a `b x c` grid
@@ -445,7 +493,7 @@ fn layers(topology: &Topology) -> Drawing {
             legend.push((colour(1 + k), format!("wraparound {name}"), true));
         }
     }
-    Drawing { at, links, legend, binary: None }
+    Drawing { at, links, legend, binary: None, regions: Vec::new() }
 }
 
 /// The largest hypercube drawn as nested cubes (64 nodes); larger ones go on a circle.
@@ -472,7 +520,7 @@ fn cube(topology: &Topology) -> Drawing {
         .into_iter()
         .map(|(a, b)| Link { a, b, shape: Shape::Line, kind: (a ^ b).trailing_zeros() as usize })
         .collect();
-    Drawing { at, links, legend: dimension_legend(d), binary: Some(d.max(1)) }
+    Drawing { at, links, legend: dimension_legend(d), binary: Some(d.max(1)), regions: Vec::new() }
 }
 
 /// A hypercube of more than 64 nodes on a circle in Gray-code order: each run of 64
@@ -489,7 +537,7 @@ fn gray_circle(topology: &Topology) -> Drawing {
         .into_iter()
         .map(|(a, b)| Link { a, b, shape: Shape::Line, kind: (a ^ b).trailing_zeros() as usize })
         .collect();
-    Drawing { at, links, legend: dimension_legend(topology.dimension()), binary: None }
+    Drawing { at, links, legend: dimension_legend(topology.dimension()), binary: None, regions: Vec::new() }
 }
 
 fn dimension_legend(d: usize) -> Vec<(&'static str, String, bool)> {

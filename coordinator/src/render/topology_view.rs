@@ -48,8 +48,14 @@ pub struct ListArgs {
     pub tuning: TuningArgs,
 }
 
-/// Up to this many ranks, `--json` gives every route between two of them.
+/// Up to this many ranks, `--json` gives every route between two of them (of the
+/// flow of tag 0 where the policy routes the flows between two ranks apart).
 const MOST_RANKS_ROUTED: usize = 512;
+
+/// Up to this many ranks, under a policy that routes flows apart (ECMP, Valiant),
+/// `--json` also gives every route each pair's flows may take (`route_choices`): up to
+/// (k/2)² a pair on a fat-tree, g - 1 on a dragonfly.
+const MOST_RANKS_CHOICES: usize = 128;
 
 /// Prints the topology `args` describes.
 pub fn print(args: &TopologyArgs) -> anyhow::Result<()> {
@@ -65,7 +71,7 @@ pub fn print(args: &TopologyArgs) -> anyhow::Result<()> {
         let routes = (p <= MOST_RANKS_ROUTED).then(|| {
             (0..p).map(|src| (0..p).map(|dst| topology.route(src, dst)).collect::<Vec<_>>()).collect::<Vec<_>>()
         });
-        let json = crate::render::schema::versioned(serde_json::json!({
+        let mut json = crate::render::schema::versioned(serde_json::json!({
             "topology": topology.kind().to_string(),
             "nodes": p,
             "dims": topology.dims(),
@@ -74,12 +80,21 @@ pub fn print(args: &TopologyArgs) -> anyhow::Result<()> {
             "switches": topology.switches(),
             "diameter": topology.diameter(),
             "bisection_width": topology.bisection_width(),
+            "route_policy": topology.routes().to_string(),
             "classes": names.iter().zip(&per_class).map(|(name, links)| serde_json::json!({"name": name, "links": links})).collect::<Vec<_>>(),
             "neighbours": (0..vertices).map(|id| topology.neighbours(id)).collect::<Vec<_>>(),
             "edges": edges,
             "edge_classes": edges.iter().map(|&(a, b)| names[topology.link_class(a, b).map_or(0, usize::from)]).collect::<Vec<_>>(),
             "routes": routes,
         }));
+        if !topology.routes().by_destination() {
+            let choices = (p <= MOST_RANKS_CHOICES).then(|| {
+                (0..p)
+                    .map(|src| (0..p).map(|dst| topology.route_choices(src, dst)).collect::<Vec<_>>())
+                    .collect::<Vec<_>>()
+            });
+            json["route_choices"] = serde_json::json!(choices);
+        }
         return output::print(serde_json::to_string_pretty(&json)? + "\n");
     }
     let mut text = String::new();
@@ -91,11 +106,12 @@ pub fn print(args: &TopologyArgs) -> anyhow::Result<()> {
             names.iter().zip(&per_class).map(|(name, links)| format!("{links} {name}")).collect();
         writeln!(
             text,
-            "{} hosts ({p} with a rank), {} switches; links: {}; bisection width {}",
+            "{} hosts ({p} with a rank), {} switches; links: {}; bisection width {}; routes {}",
             topology.hosts(),
             topology.switches(),
             classes.join(", "),
-            bisection
+            bisection,
+            topology.routes()
         )?;
     }
     writeln!(text, "{:>4}  {:<12}  neighbours", "id", "coords")?;
@@ -172,10 +188,14 @@ fn rule_row(index: usize, rule: &Rule) -> [String; 8] {
     if let Some(model) = rule.cost_model {
         conditions.push(format!("the cost model says it pays (t_s = {} t_w)", model.startup_bytes));
     }
+    if rule.ahead_in_the_model {
+        conditions.push("the one the model of the run finishes first, where that beats the default".to_owned());
+    }
+    let runs: Vec<String> = rule.judged().iter().map(ToString::to_string).collect();
     [
         (index + 1).to_string(),
         rule.collective.to_string(),
-        rule.algorithm.to_string(),
+        runs.join(" or "),
         rule.replaces.map_or_else(|| "the default".to_owned(), |replaced| replaced.to_string()),
         topologies_text(&rule.topologies),
         rule.nodes.to_string(),

@@ -358,6 +358,7 @@ async fn measure(
             let request = RunRequest {
                 topology: TopologyKind::Ring,
                 dims: None,
+                routes: None,
                 placement: Default::default(),
                 spec: spec_of(size_bytes, hops),
             };

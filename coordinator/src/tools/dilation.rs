@@ -50,6 +50,7 @@ use crate::render::dilation::{AutoDilation, Binding, MessageTime, ProbeFigures, 
 use crate::render::quantity::size_text;
 use crate::render::report;
 use crate::tools::model::Prediction;
+use topocomm_collectives::simulator::spec::with_known;
 use topocomm_collectives::tuning::Tuning;
 
 /// The share of a message's dilated time its release may come late by: a few per cent,
@@ -156,7 +157,7 @@ impl Probe {
 /// `spec` with its algorithm as the coordinator will resolve it on `topology` (`auto`
 /// picks by p and size as `tuning` says), so that the model predicts what will run.
 pub fn resolved(spec: &RunSpec, topology: &Topology, tuning: &Tuning) -> RunSpec {
-    let algorithm = tuning.resolve(spec.collective, spec.algorithm, topology.kind(), topology.p(), spec.size_bytes);
+    let algorithm = with_known(spec, topology, spec.emulation, |known| tuning.resolve_known(spec, known));
     RunSpec { algorithm, ..spec.clone() }
 }
 
@@ -202,8 +203,13 @@ async fn relay(
         // The spec of a shift (one vector per node), which the probe's steps stand in for.
         ..RunSpec::new(Collective::Shift, Algorithm::Ring)
     };
-    let probe =
-        RunRequest { topology: request.topology, dims: request.dims.clone(), placement: request.placement, spec };
+    let probe = RunRequest {
+        topology: request.topology,
+        dims: request.dims.clone(),
+        routes: request.routes,
+        placement: request.placement,
+        spec,
+    };
     let began = Instant::now();
     let outcome =
         target.execute(probe).await.with_context(|| format!("the dilation probe ({})", size_text(size_bytes)))?;

@@ -23,6 +23,7 @@ use topocomm_collectives::simulator::spec::RunFailure;
 use topocomm_collectives::simulator::{LiveCounts, SimulationError};
 use topocomm_proto::flow::{FlowEvent, FlowKind};
 use topocomm_proto::spec::{Algorithm, LinkModel, Ports, Routing, RunSpec};
+use topocomm_proto::topology::Flow;
 use topocomm_proto::{NodeId, Topology, catalogue};
 
 use crate::control::request::{self, CollectiveArgs, Emulated, LinkArgs, Repetition};
@@ -31,6 +32,7 @@ use crate::render::output;
 use crate::tools::goal_out;
 use crate::tools::memory::{self, Exceeded, Limits, MemoryWatch};
 use crate::tools::model::{self, ModelError, Prediction};
+use topocomm_collectives::simulator::spec::with_known;
 use topocomm_collectives::tuning::Tuning;
 
 #[derive(Debug, Clone, Args)]
@@ -174,10 +176,11 @@ pub(crate) fn explain_within(
     let topology = what.shape.topology_of(what.nodes)?;
     let p = topology.p();
     let requested = request.spec.algorithm;
-    let algorithm = tuning.resolve(request.spec.collective, requested, topology.kind(), p, request.spec.size_bytes);
+    let (links, source) = physics(planned.predict_with, &what.links)?;
+    let algorithm =
+        with_known(&request.spec, &topology, Some(links), |known| tuning.resolve_known(&request.spec, known));
     let spec = RunSpec { algorithm, ..request.spec };
     spec.validate(p)?;
-    let (links, source) = physics(planned.predict_with, &what.links)?;
     let what =
         format!("{} ({}) on a {topology}, {} per node", spec.collective, spec.what_runs(), size(spec.size_bytes));
     let (estimate, _) = memory::estimate(&spec, &topology);
@@ -263,7 +266,7 @@ fn schedule(events: &[FlowEvent], topology: &Topology) -> Vec<Message> {
             src: e.src,
             dst: e.dst,
             bytes: e.bytes,
-            route: topology.route(e.src, e.dst),
+            route: topology.flow_route(Flow::new(e.src, e.dst, e.tag)),
             sent_ns: e.at_ns,
             delivered_ns: deliveries.get_mut(&key(e)).and_then(VecDeque::pop_front),
         })
@@ -315,11 +318,15 @@ fn header(x: &Explained) -> String {
     if let Some(entry) = catalogue::find(spec.collective, spec.algorithm).filter(|_| spec.schedule.is_none()) {
         write!(text, ", made for {}", entry.made_for).ok();
     }
-    write!(text, "\non a {}: p = {}, --size {}", x.topology, x.topology.p(), size(spec.size_bytes)).ok();
+    write!(text, "\non a {}", x.topology).ok();
+    if x.topology.switches() > 0 {
+        write!(text, ", routes {}", x.topology.routes()).ok();
+    }
+    write!(text, ": p = {}, --size {}", x.topology.p(), size(spec.size_bytes)).ok();
     if spec.collective.has_root() {
         write!(text, ", root {}", spec.root).ok();
     }
-    text + "\n" + &physics_text(&x.links, x.source) + "\n"
+    text + "\n" + &physics_text(&x.links, x.source) + &crate::render::report::class_words(&spec.classes) + "\n"
 }
 
 /// The link physics in one line, saying where they come from.
@@ -429,7 +436,7 @@ pub(crate) fn to_json(x: &Explained) -> serde_json::Value {
             })
         })
         .collect();
-    json!({
+    let mut explained = json!({
         "collective": x.spec.collective.to_string(),
         "algorithm": x.spec.what_runs(),
         "requested_algorithm": x.requested.to_string(),
@@ -454,7 +461,12 @@ pub(crate) fn to_json(x: &Explained) -> serde_json::Value {
         "forwarded": x.prediction.forwarded,
         "busiest_link": x.busiest.map(|l| json!({ "from": l.from, "to": l.to, "bytes": l.bytes, "messages": l.messages })),
         "schedule": schedule,
-    })
+    });
+    // A switched network's route policy (a direct one routes one way).
+    if let Some(policy) = crate::render::report::switched_routes(x.topology.kind(), Some(x.topology.routes())) {
+        explained["route_policy"] = json!(policy);
+    }
+    explained
 }
 
 /// `0-1-2 (2 hops)`.

@@ -184,7 +184,7 @@ mod tests {
         for physics in PHYSICS {
             for m in SIZES {
                 let links = physics.sf();
-                let time_ns = crate::tools::closed_form::time_ns(collective, algorithm, topology, m, &links)
+                let time_ns = crate::tools::closed_form::time_ns(collective, algorithm, topology, m, &links, &[])
                     .unwrap_or_else(|| panic!("{collective} {algorithm} on {topology} has a closed form"));
                 check(collective, algorithm, topology, m, links, Expected { time_ns, steps, forwarded: 0 });
             }

@@ -106,13 +106,13 @@ impl Measured {
 
 /// Measures, prints what it measured and writes the tuning file.
 pub async fn run(args: &TuneArgs) -> anyhow::Result<()> {
+    args.shape.check_routes()?;
     let base = args.tuning.load()?;
     let target = match &args.remote.coordinator {
         Some(address) => Target::Remote { address: address.clone(), credentials: args.remote.credentials()? },
         None => {
             let logs = args.logs.clone().unwrap_or_else(|| std::env::temp_dir().join("topocomm-logs"));
-            let topology = topocomm_proto::Topology::new(args.shape.kind(), args.nodes, args.shape.dims.as_deref())?
-                .placed(args.shape.placement)?;
+            let topology = args.shape.topology_of(args.nodes)?;
             let local = LocalCluster::start_for(&topology, &logs, args.remote.security.encrypt, base.clone()).await?;
             eprintln!(
                 "local cluster: {}, node logs in {}/node-*.log",
@@ -283,6 +283,8 @@ fn rules_of(pair: &Pair, kind: TopologyKind, p: usize, measured: &[Measured], ar
         size: Bounds { min: Some(Bytes(min)), max: Some(Bytes(max)) },
         node_bytes: Bounds::default(),
         cost_model: None,
+        ahead_in_the_model: false,
+        alternatives: Vec::new(),
         why: why.clone(),
     };
     match found {
@@ -310,6 +312,7 @@ async fn execute(
     let request = RunRequest {
         topology: args.shape.topology,
         dims: args.shape.dims.clone(),
+        routes: args.shape.routes,
         placement: args.shape.placement,
         spec,
     };

@@ -24,14 +24,15 @@ use std::sync::{Mutex, RwLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use topocomm_proto::NodeId;
 use topocomm_proto::frame::{FrameHeader, SYSTEM_TAG_BASE};
 use topocomm_proto::spec::{LinkModel, Ports};
+use topocomm_proto::{NodeId, Topology};
 
 use topocomm_collectives::comm::fault::LinkFault;
 use topocomm_collectives::comm::payload::Payload;
 use topocomm_collectives::physics::{
-    link_free_ns, occupancy_ns, port_step, ready_after, received_ns, sender_free_ns, split_into_packets,
+    first_link_model, link_free_ns, occupancy_ns, port_step, ready_after, received_ns, sender_free_ns,
+    split_into_packets,
 };
 
 use super::Outgoing;
@@ -53,15 +54,25 @@ pub struct Emulation {
 }
 
 /// The physics of each of a node's links where its links' classes have physics of their
-/// own (`proto::spec::class_models`): the link a frame for each destination leaves on,
-/// and the link from each neighbour. A link neither names has the run's model.
+/// own (`proto::spec::class_models`): the link a frame of each flow leaves on, and the
+/// link from each neighbour. A link neither names has the run's model.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LinkModels {
-    /// By destination rank: the model of the link towards its next hop (its t_s the one
-    /// a message for that destination starts up with here, if it starts here).
-    pub toward: Vec<LinkModel>,
+    /// The links a frame may leave on (`None`: every one has the run's model).
+    pub toward: Option<Toward>,
     /// By neighbour: the model of the link from it.
     pub from: HashMap<NodeId, LinkModel>,
+}
+
+/// Where a node's frames go, and each class's model: the model of the link a frame leaves
+/// on is that of the next hop of its flow's route (its t_s the one a message of that flow
+/// starts up with here, if it starts here: [`first_link_model`]), as the simulator has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Toward {
+    pub id: NodeId,
+    pub topology: Topology,
+    /// By class id.
+    pub classes: Vec<LinkModel>,
 }
 
 /// A one-port node's output and input ports: when each is next free (instants, like
@@ -121,10 +132,16 @@ impl Emulation {
         *self.links.write().expect("link models lock") = links;
     }
 
-    /// The physics of the link a frame for `dst` leaves on, if links are emulated.
-    fn model_toward(&self, dst: NodeId) -> Option<LinkModel> {
+    /// The physics of the link a frame of `header`'s flow leaves on, if links are emulated.
+    fn model_toward(&self, header: &FrameHeader) -> Option<LinkModel> {
         let model = self.model()?;
-        Some(self.links.read().expect("link models lock").toward.get(dst).copied().unwrap_or(model))
+        let links = self.links.read().expect("link models lock");
+        Some(match &links.toward {
+            Some(toward) if header.dst() != toward.id => {
+                first_link_model(&toward.topology, &toward.classes, toward.id, header.flow())
+            }
+            _ => model,
+        })
     }
 
     /// The physics of the link from neighbour `peer`, if links are emulated.
@@ -222,8 +239,7 @@ impl Emulation {
     /// its tail reaches the peer ([`link_free_ns`]), and marks the link busy until then
     /// (and under one-port the node's output port, which it waited for too).
     pub fn depart(&self, occupancy: &mut Occupancy, outgoing: &mut Outgoing) {
-        let Some(model) = self.model_toward(outgoing.header.dst()).filter(|_| outgoing.header.tag < SYSTEM_TAG_BASE)
-        else {
+        let Some(model) = self.model_toward(&outgoing.header).filter(|_| outgoing.header.tag < SYSTEM_TAG_BASE) else {
             return;
         };
         let timeline = self.timeline();

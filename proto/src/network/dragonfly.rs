@@ -17,6 +17,12 @@
 //! destination's router (local): at most local, global, local between routers, five hops
 //! host to host.
 //!
+//! Under `valiant` (Valiant and Brebner, "Universal Schemes for Parallel Communication",
+//! STOC 1981, as Kim et al. route a dragonfly's adversarial traffic) a flow goes
+//! minimally to an intermediate group drawn from the flow, then minimally on: at most
+//! local, global, local, global, local, seven hops host to host. Where the draw is the
+//! source's or the destination's own group the route is the minimal one.
+//!
 //! Vertices, as [`super::Family`] numbers them: hosts `0..g·a·p` (router-major, so host
 //! `x` hangs off router `x / p`), then the routers (`G · a + i`).
 
@@ -86,11 +92,12 @@ impl Dragonfly {
         (peer_group * a + peer_link / h, peer_link % h)
     }
 
-    /// The router of `group` that holds the global link to `to_group` (`≠ group`).
-    fn gateway(&self, group: usize, to_group: usize) -> usize {
+    /// The router of `group` that holds the global link to `to_group` (`≠ group`), and
+    /// which global port of that router it is.
+    fn gateway(&self, group: usize, to_group: usize) -> (usize, usize) {
         let (a, h, g) = (self.routers_per_group, self.globals_per_router, self.groups());
         let link = (to_group + g - group - 1) % g;
-        group * a + link / h
+        (group * a + link / h, link % h)
     }
 
     /// Every vertex linked to `v`, with the link's class.
@@ -125,9 +132,23 @@ impl Dragonfly {
         }
     }
 
-    /// The next vertex from `at` towards host `dst` (minimal routing; see the module
-    /// docs). `at != dst`.
-    pub fn next_hop(&self, at: Vertex, dst: usize) -> Vertex {
+    /// The group host `host` is in.
+    pub fn group_of(&self, host: usize) -> usize {
+        host / self.hosts_per_router / self.routers_per_group
+    }
+
+    /// Valiant's intermediate group of a flow from host `src` to host `dst` whose hash
+    /// is `hash`: `hash mod g`, `None` (a minimal route) where that is the source's or
+    /// the destination's group.
+    pub fn intermediate(&self, src: usize, dst: usize, hash: u64) -> Option<usize> {
+        let drawn = (hash % self.groups() as u64) as usize;
+        (drawn != self.group_of(src) && drawn != self.group_of(dst)).then_some(drawn)
+    }
+
+    /// The next vertex from `at` towards host `dst` (see the module docs): minimal, or
+    /// by way of group `via` (Valiant) while the frame is in neither that group nor the
+    /// destination's. `at != dst`.
+    pub fn next_hop(&self, at: Vertex, dst: usize, via: Option<usize>) -> Vertex {
         let a = self.routers_per_group;
         if at < self.hosts() {
             return self.attachment(at);
@@ -135,19 +156,21 @@ impl Dragonfly {
         let router = at - self.hosts();
         let dst_router = dst / self.hosts_per_router;
         let (group, dst_group) = (router / a, dst_router / a);
-        if router == dst_router {
-            return dst;
+        match via {
+            Some(via) if group != via && group != dst_group => self.toward_group(router, via),
+            _ if router == dst_router => dst,
+            _ if group == dst_group => self.router_vertex(dst_router),
+            _ => self.toward_group(router, dst_group),
         }
-        if group == dst_group {
-            return self.router_vertex(dst_router);
-        }
-        let gateway = self.gateway(group, dst_group);
+    }
+
+    /// The next vertex from `router` towards group `to_group` (not its own): this group's
+    /// router that holds the global link to it, or, from that router, across the link.
+    fn toward_group(&self, router: usize, to_group: usize) -> Vertex {
+        let (gateway, q) = self.gateway(router / self.routers_per_group, to_group);
         if router != gateway {
             return self.router_vertex(gateway);
         }
-        let q = (0..self.globals_per_router)
-            .find(|&q| self.global_peer(router, q).0 / a == dst_group)
-            .expect("the gateway holds a global link to the group");
         self.router_vertex(self.global_peer(router, q).0)
     }
 
@@ -164,8 +187,9 @@ impl Dragonfly {
     }
 
     /// The most hops a route between two of `hosts` takes: 2 on one router, 3 in one
-    /// group, across groups 3 to 5 by where the global links are.
-    pub fn diameter(&self, hosts: &[usize]) -> usize {
+    /// group, across groups 3 to 5 by where the global links are, and under Valiant
+    /// (`valiant`) up to 7 by way of an intermediate group.
+    pub fn diameter(&self, hosts: &[usize], valiant: bool) -> usize {
         let (a, p) = (self.routers_per_group, self.hosts_per_router);
         let shared = |under: usize| hosts.iter().all(|host| host / under == hosts[0] / under);
         match hosts {
@@ -174,23 +198,36 @@ impl Dragonfly {
             _ if shared(a * p) => return 3,
             _ => {}
         }
-        // Across groups: the longest of the minimal routes between the routers in use
-        // (a route's hops depend only on its two routers), stopping at the bound of 5.
+        // Across groups: the longest of the routes between the routers in use (a route's
+        // hops depend only on its two routers and its intermediate group), stopping at
+        // the bound: 5, or 7 by way of a group (4 with one router a group).
+        let bound = match (valiant, a) {
+            (false, _) => 5,
+            (true, 1) => 4,
+            (true, _) => 7,
+        };
+        let vias: Vec<Option<usize>> = match valiant {
+            false => vec![None],
+            true => std::iter::once(None).chain((0..self.groups()).map(Some)).collect(),
+        };
         let mut used_routers: Vec<usize> = hosts.iter().map(|host| host / p).collect();
         used_routers.sort_unstable();
         used_routers.dedup();
         let mut longest = 3;
         for &from in &used_routers {
             for &to in &used_routers {
-                let (mut at, mut hops) = (self.router_vertex(from), 2);
                 let target = to * p;
-                while at != self.attachment(target) {
-                    at = self.next_hop(at, target);
-                    hops += 1;
-                }
-                longest = longest.max(hops);
-                if longest == 5 {
-                    return 5;
+                let (from_group, to_group) = (self.group_of(from * p), self.group_of(target));
+                for &via in vias.iter().filter(|via| via.is_none_or(|via| via != from_group && via != to_group)) {
+                    let (mut at, mut hops) = (self.router_vertex(from), 2);
+                    while at != self.attachment(target) {
+                        at = self.next_hop(at, target, via);
+                        hops += 1;
+                    }
+                    longest = longest.max(hops);
+                    if longest == bound {
+                        return bound;
+                    }
                 }
             }
         }

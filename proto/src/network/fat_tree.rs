@@ -12,6 +12,11 @@
 //! edge switch are reached over different aggregation and core switches, and every route
 //! from anywhere to `d` through one core switch is the same tree.
 //!
+//! Under `ecmp` (equal-cost multipath, RFC 2992) the up-ports are a hash of the flow's
+//! instead: the edge switch takes aggregation switch `x mod k/2` and that switch core
+//! `(a, ⌊x / (k/2)⌋ mod k/2)` for the flow's hash `x`, so the flows between two pods
+//! spread over all the core switches. Every route is still a shortest up*/down* path.
+//!
 //! Vertices, as [`super::Family`] numbers them: hosts `0..k³/4` (pod-major, then edge
 //! switch, then port), then the edge switches (pod-major), the aggregation switches
 //! (pod-major) and the core switches (`i · k/2 + j`).
@@ -134,17 +139,26 @@ impl FatTree {
         linked(pa, pb).or_else(|| linked(pb, pa))
     }
 
-    /// The next vertex from `at` towards host `dst` (up*/down*, d-mod-k; see the module
-    /// docs). `at != dst`.
-    pub fn next_hop(&self, at: Vertex, dst: usize) -> Vertex {
+    /// The next vertex from `at` towards host `dst` (up*/down*; see the module docs): the
+    /// up-ports by `dst` (d-mod-k), or by `spread`, the flow's hash, when it is given
+    /// (ecmp). `at != dst`.
+    pub fn next_hop(&self, at: Vertex, dst: usize, spread: Option<u64>) -> Vertex {
         let half = self.half();
         let (dst_edge, dst_pod) = (dst / half, dst / (half * half));
+        // The two up-ports' choices: base-k/2 digits of the destination or of the hash.
+        let (up_edge, up_aggregation) = match spread {
+            None => (dst % half, dst_edge % half),
+            Some(hash) => {
+                let half = half as u64;
+                ((hash % half) as usize, ((hash / half) % half) as usize)
+            }
+        };
         let next = match self.place(at) {
             Place::Host(h) => Place::Edge(h / half),
             Place::Edge(e) if e == dst_edge => Place::Host(dst),
-            Place::Edge(e) => Place::Aggregation((e / half) * half + dst % half),
+            Place::Edge(e) => Place::Aggregation((e / half) * half + up_edge),
             Place::Aggregation(a) if a / half == dst_pod => Place::Edge(dst_edge),
-            Place::Aggregation(a) => Place::Core((a % half) * half + dst_edge % half),
+            Place::Aggregation(a) => Place::Core((a % half) * half + up_aggregation),
             Place::Core(c) => Place::Aggregation(dst_pod * half + c / half),
         };
         self.vertex(next)

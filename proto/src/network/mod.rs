@@ -19,6 +19,7 @@ pub mod fat_tree;
 mod groups;
 pub mod machines;
 pub mod placement;
+pub mod routes;
 
 use std::sync::Arc;
 
@@ -26,6 +27,7 @@ use crate::netfile::FileGraph;
 use dragonfly::Dragonfly;
 use fat_tree::FatTree;
 use machines::Machines;
+pub use routes::{Flow, Routes};
 
 pub use groups::RankGroups;
 pub use placement::Placement;
@@ -89,12 +91,48 @@ impl Family {
         }
     }
 
-    fn next_hop(&self, at: Vertex, dst: usize) -> Vertex {
+    /// The routes the family takes unless told otherwise.
+    pub fn default_routes(&self) -> Routes {
         match self {
-            Family::FatTree(tree) => tree.next_hop(at, dst),
-            Family::Dragonfly(dragonfly) => dragonfly.next_hop(at, dst),
-            Family::Machines(machines) => machines.next_hop(at, dst),
-            Family::File(graph) => graph.next_hop(at, dst),
+            Family::FatTree(_) => Routes::DModK,
+            Family::Dragonfly(_) => Routes::Minimal,
+            Family::Machines(_) | Family::File(_) => Routes::ShortestPath,
+        }
+    }
+
+    /// What `routes` picks for `flow`, from host `src` to host `dst`.
+    fn pick(&self, routes: Routes, src: usize, dst: usize, flow: Flow) -> Pick {
+        match (self, routes) {
+            (Family::FatTree(_), Routes::Ecmp) => Pick::Spread(flow.hash(0)),
+            (Family::Dragonfly(dragonfly), Routes::Valiant { seed }) => {
+                Pick::Via(dragonfly.intermediate(src, dst, flow.hash(seed)))
+            }
+            _ => Pick::Destination,
+        }
+    }
+
+    /// Every pick `routes` may make from host `src` to host `dst`, whatever the flow.
+    fn picks(&self, routes: Routes, src: usize, dst: usize) -> Vec<Pick> {
+        match (self, routes) {
+            (Family::FatTree(tree), Routes::Ecmp) => (0..(tree.k() / 2).pow(2) as u64).map(Pick::Spread).collect(),
+            (Family::Dragonfly(dragonfly), Routes::Valiant { .. }) => {
+                let ends = [dragonfly.group_of(src), dragonfly.group_of(dst)];
+                let vias = (0..dragonfly.groups()).filter(|group| !ends.contains(group)).map(Some);
+                std::iter::once(None).chain(vias).map(Pick::Via).collect()
+            }
+            _ => vec![Pick::Destination],
+        }
+    }
+
+    /// The next vertex from `at` towards host `dst` by `pick`.
+    fn next_hop(&self, at: Vertex, dst: usize, pick: Pick) -> Vertex {
+        match (self, pick) {
+            (Family::FatTree(tree), Pick::Spread(hash)) => tree.next_hop(at, dst, Some(hash)),
+            (Family::FatTree(tree), _) => tree.next_hop(at, dst, None),
+            (Family::Dragonfly(dragonfly), Pick::Via(via)) => dragonfly.next_hop(at, dst, via),
+            (Family::Dragonfly(dragonfly), _) => dragonfly.next_hop(at, dst, None),
+            (Family::Machines(machines), _) => machines.next_hop(at, dst),
+            (Family::File(graph), _) => graph.next_hop(at, dst),
         }
     }
 
@@ -116,11 +154,11 @@ impl Family {
         }
     }
 
-    /// The most hops between two of `hosts`.
-    fn diameter(&self, hosts: &[usize]) -> usize {
+    /// The most hops a route between two of `hosts` takes under `routes`.
+    fn diameter(&self, hosts: &[usize], routes: Routes) -> usize {
         match self {
             Family::FatTree(tree) => tree.diameter(hosts),
-            Family::Dragonfly(dragonfly) => dragonfly.diameter(hosts),
+            Family::Dragonfly(dragonfly) => dragonfly.diameter(hosts, matches!(routes, Routes::Valiant { .. })),
             Family::Machines(machines) => machines.diameter(hosts),
             Family::File(graph) => {
                 hosts.iter().flat_map(|&a| hosts.iter().map(move |&b| graph.hops(a, b))).max().unwrap_or(0)
@@ -162,12 +200,25 @@ impl Family {
     }
 }
 
+/// What a policy picks for a flow, which its route follows at every hop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pick {
+    /// The family's own route to the destination (d-mod-k, minimal, shortest path).
+    Destination,
+    /// ECMP: the up-ports by this hash.
+    Spread(u64),
+    /// Valiant: by way of this group (`None`: minimal).
+    Via(Option<usize>),
+}
+
 /// `p` ranks on a family's hosts as a [`Placement`] puts them, and the network's
-/// vertices: ranks `0..p`, then the family's switches.
+/// vertices: ranks `0..p`, then the family's switches; routed by one of the family's
+/// policies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Switched {
     family: Family,
     ranks: usize,
+    routes: Routes,
     placement: Placement,
     /// Where the ranks sit, unless the placement is linear (rank `r` on host `r`).
     placed: Option<Placed>,
@@ -189,7 +240,7 @@ const NO_RANK: usize = usize::MAX;
 
 impl Switched {
     /// `ranks ≤ family.hosts()` (checked by the caller, which says why), on the hosts
-    /// `placement` gives them.
+    /// `placement` gives them, routed as the family routes by default.
     pub fn new(family: Family, ranks: usize, placement: Placement) -> Self {
         debug_assert!(ranks <= family.hosts());
         let placed = (!placement.is_linear()).then(|| {
@@ -201,7 +252,19 @@ impl Switched {
             let groups = family.group_hosts().map(|size| RankGroups::new(&host_of, size));
             Placed { host_of, rank_on, groups }
         });
-        Switched { family, ranks, placement, placed }
+        let routes = family.default_routes();
+        Switched { family, ranks, routes, placement, placed }
+    }
+
+    /// The network routed by `routes`, one of its family's policies (checked by the
+    /// caller, which says why not: [`crate::TopologyKind::check_routes`]).
+    pub fn with_routes(self, routes: Routes) -> Self {
+        Switched { routes, ..self }
+    }
+
+    /// The route policy.
+    pub fn routes(&self) -> Routes {
+        self.routes
     }
 
     /// The family.
@@ -282,10 +345,59 @@ impl Switched {
         self.family.link_class(self.inner(a), self.inner(b))
     }
 
-    /// The next vertex from `at` towards rank `dst` (`at != dst`).
-    pub fn next_hop(&self, at: usize, dst: usize) -> usize {
-        let next = self.family.next_hop(self.inner(at), self.host_of(dst));
+    /// The next vertex from `at` towards the flow's destination (`at != flow.dst`) on the
+    /// flow's route. The flow names ranks, and a policy that hashes it hashes the ranks
+    /// (what a frame's header carries); the route runs between the ranks' hosts.
+    pub fn next_hop(&self, at: usize, flow: Flow) -> usize {
+        self.next_hop_by(self.routes, at, flow)
+    }
+
+    /// [`Switched::next_hop`] by the policy `routes`.
+    fn next_hop_by(&self, routes: Routes, at: usize, flow: Flow) -> usize {
+        // The source in the family (a switch may stand for it where the policy routes by
+        // destination: a node's table of next hops).
+        let (src, dst) = (self.inner(flow.src), self.host_of(flow.dst));
+        let pick = self.family.pick(routes, src, dst, flow);
+        self.next_hop_picked(at, dst, pick)
+    }
+
+    /// The next vertex from `at` towards host `dst` by `pick`.
+    fn next_hop_picked(&self, at: usize, dst: usize, pick: Pick) -> usize {
+        let next = self.family.next_hop(self.inner(at), dst, pick);
         self.outer(next).expect("a route crosses no host but its ends")
+    }
+
+    /// Every route the policy may give a flow from rank `src` to rank `dst` (`src !=
+    /// dst`), whatever its tag, each once, in the order of the policy's choices: one
+    /// where the policy routes by destination.
+    pub fn route_choices(&self, src: usize, dst: usize) -> Vec<Vec<usize>> {
+        let dst_host = self.host_of(dst);
+        let mut choices: Vec<Vec<usize>> = Vec::new();
+        for pick in self.family.picks(self.routes, self.host_of(src), dst_host) {
+            let mut route = vec![src];
+            let mut at = src;
+            while at != dst {
+                at = self.next_hop_picked(at, dst_host, pick);
+                route.push(at);
+            }
+            if !choices.contains(&route) {
+                choices.push(route);
+            }
+        }
+        choices
+    }
+
+    /// The hops from rank `a` to rank `b` under the family's default policy, whatever the
+    /// network's: what every policy but Valiant's takes (ECMP's routes are as long as
+    /// d-mod-k's).
+    pub fn distance(&self, a: usize, b: usize) -> usize {
+        let (routes, flow) = (self.family.default_routes(), Flow::new(a, b, 0));
+        let (mut at, mut hops) = (a, 0);
+        while at != b {
+            at = self.next_hop_by(routes, at, flow);
+            hops += 1;
+        }
+        hops
     }
 
     /// Where a vertex sits in the family (see each family's `coords`): a rank where its
@@ -299,15 +411,18 @@ impl Switched {
         self.outer(self.family.attachment(self.host_of(rank))).expect("a switch is a vertex")
     }
 
-    /// The most hops between two ranks.
+    /// The most hops a route between two ranks takes under the policy.
     pub fn diameter(&self) -> usize {
         let hosts: Vec<usize> = match &self.placed {
             None => (0..self.ranks).collect(),
             Some(placed) => placed.host_of.clone(),
         };
-        self.family.diameter(&hosts)
+        self.family.diameter(&hosts, self.routes)
     }
 }
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod route_tests;

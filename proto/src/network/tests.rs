@@ -3,10 +3,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use super::Placement;
+use super::{Flow, Placement};
 use crate::{Topology, TopologyKind};
 
-fn topology(kind: TopologyKind, p: usize, dims: &[usize]) -> Topology {
+pub(super) fn topology(kind: TopologyKind, p: usize, dims: &[usize]) -> Topology {
     Topology::new(kind, p, Some(dims)).unwrap_or_else(|e| panic!("{kind} {dims:?} for {p}: {e}"))
 }
 
@@ -37,7 +37,7 @@ fn per_class(links: &BTreeSet<(usize, usize, String)>) -> BTreeMap<String, usize
 }
 
 /// Hop distances from `from` to every vertex, by breadth-first search.
-fn bfs(topology: &Topology, from: usize) -> Vec<usize> {
+pub(super) fn bfs(topology: &Topology, from: usize) -> Vec<usize> {
     let mut distance = vec![usize::MAX; topology.vertices()];
     distance[from] = 0;
     let mut queue = VecDeque::from([from]);
@@ -322,7 +322,7 @@ fn every_placement_puts_each_rank_on_a_host_of_its_own_and_routes_stay_valid() {
                     let mut at = src;
                     let mut walked = vec![at];
                     while at != dst {
-                        at = topology.next_hop(at, dst);
+                        at = topology.next_hop(at, Flow::new(src, dst, 0));
                         walked.push(at);
                     }
                     assert_eq!(walked, topology.route(src, dst), "{topology}");

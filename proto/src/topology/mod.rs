@@ -8,8 +8,10 @@
 //! hypercube is the exception: coordinate `k` of a node is bit `k` of its id.
 //!
 //! Routes are what the node's router follows hop by hop: [`Topology::next_hop`] is
-//! the single rule and [`Topology::route`] is that rule iterated, so the two always
-//! agree. Every route is a shortest path.
+//! the single rule and [`Topology::flow_route`] is that rule iterated, so the two always
+//! agree. A route is a flow's (source, destination, tag): a switched network may route
+//! flows between the same two ranks apart by its policy ([`Routes`], `--routes`: ECMP on a
+//! fat-tree, Valiant on a dragonfly). Every route is a shortest path but Valiant's.
 //!
 //! This module is pure arithmetic: it knows nothing of sockets, frames or collectives.
 
@@ -23,6 +25,7 @@ use strum::{Display, EnumIter, EnumString, IntoStaticStr, VariantNames};
 
 use crate::netfile::FileGraph;
 use crate::network::{ClassId, DIRECT_CLASSES, Family, Placement, Switched};
+pub use crate::network::{Flow, Routes};
 
 /// A node's id in the current topology, 0..p-1.
 pub type NodeId = usize;
@@ -76,6 +79,42 @@ impl TopologyKind {
     /// Whether the kind has switches: vertices that only forward, beside its ranks.
     pub fn is_switched(self) -> bool {
         matches!(self, TopologyKind::FatTree | TopologyKind::Dragonfly | TopologyKind::Cluster | TopologyKind::Graph)
+    }
+
+    /// The routes the kind takes unless told otherwise: a fat-tree's d-mod-k, a
+    /// dragonfly's minimal ones, the shortest paths of a fully connected network, a
+    /// cluster and a network from a file, the dimension order of the rest.
+    pub fn default_routes(self) -> Routes {
+        match self {
+            TopologyKind::FatTree => Routes::DModK,
+            TopologyKind::Dragonfly => Routes::Minimal,
+            TopologyKind::Full | TopologyKind::Cluster | TopologyKind::Graph => Routes::ShortestPath,
+            _ => Routes::DimensionOrder,
+        }
+    }
+
+    /// Whether the kind routes by `routes`; else why not, in one line that says what it
+    /// takes.
+    pub fn check_routes(self, routes: Routes) -> Result<(), TopologyError> {
+        let own = match self {
+            TopologyKind::FatTree => matches!(routes, Routes::DModK | Routes::Ecmp),
+            TopologyKind::Dragonfly => matches!(routes, Routes::Minimal | Routes::Valiant { .. }),
+            _ => routes == self.default_routes(),
+        };
+        if own {
+            return Ok(());
+        }
+        let (kind, takes) = match self {
+            TopologyKind::FatTree => ("a fat-tree".to_string(), "d-mod-k or ecmp".to_string()),
+            TopologyKind::Dragonfly => ("a dragonfly".to_string(), "minimal or valiant[:SEED]".to_string()),
+            TopologyKind::Graph => ("a network from a file".to_string(), format!("{} only", self.default_routes())),
+            TopologyKind::Full => ("a fully connected network".to_string(), format!("{} only", self.default_routes())),
+            kind => (format!("a {kind}"), format!("{} only", kind.default_routes())),
+        };
+        Err(TopologyError::Invalid(format!(
+            "--routes {routes} applies to {}; {kind} routes {takes}",
+            routes.applies_to()
+        )))
     }
 }
 
@@ -180,8 +219,9 @@ impl Topology {
     }
 
     /// The same network with its ranks placed on its hosts as `placement` says (see
-    /// [`crate::network::placement`]). A direct network's vertices are its ranks, and
-    /// its algorithms are laid out on their ids: it takes the linear placement only.
+    /// [`crate::network::placement`]), routed as before. A direct network's vertices are
+    /// its ranks, and its algorithms are laid out on their ids: it takes the linear
+    /// placement only.
     pub fn placed(self, placement: Placement) -> Result<Self, TopologyError> {
         if placement == self.placement() {
             return Ok(self);
@@ -193,13 +233,37 @@ impl Topology {
                 self.kind
             )));
         };
-        let switched = Some(Arc::new(Switched::new(switched.family().clone(), self.p, placement)));
+        let switched =
+            Some(Arc::new(Switched::new(switched.family().clone(), self.p, placement).with_routes(switched.routes())));
         Ok(Self { switched, ..self })
     }
 
     /// Where the ranks sit on the hosts: linear on a direct network.
     pub fn placement(&self) -> Placement {
         self.switched.as_ref().map_or(Placement::Linear, |switched| switched.placement())
+    }
+
+    /// The topology routed by `routes`; refused, in one line, when the policy is not one
+    /// of this kind's ([`TopologyKind::check_routes`]).
+    pub fn with_routes(self, routes: Routes) -> Result<Self, TopologyError> {
+        self.kind.check_routes(routes)?;
+        let switched = self.switched.map(|switched| Arc::new(Arc::unwrap_or_clone(switched).with_routes(routes)));
+        Ok(Self { switched, ..self })
+    }
+
+    /// The topology routed by `routes` if given ([`Topology::with_routes`]), else as it
+    /// is (its kind's default).
+    pub fn routed(self, routes: Option<Routes>) -> Result<Self, TopologyError> {
+        match routes {
+            Some(routes) => self.with_routes(routes),
+            None => Ok(self),
+        }
+    }
+
+    /// How the topology routes: a switched network by its policy, a direct one by its
+    /// kind's one ([`TopologyKind::default_routes`]).
+    pub fn routes(&self) -> Routes {
+        self.switched.as_ref().map_or(self.kind.default_routes(), |switched| switched.routes())
     }
 
     /// The shape's kind.
@@ -443,15 +507,16 @@ impl Topology {
         }
     }
 
-    /// The number of hops on [`Topology::route`]`(a, b)`, which is also the
-    /// shortest-path distance.
+    /// The distance from `a` to `b`: the hops of [`Topology::route`]`(a, b)` under every
+    /// policy but Valiant's, whose routes may be longer (a switched network's default
+    /// routes' hops); the shortest-path distance on a direct network.
     ///
     /// Panics if `a` or `b` is `>= p`.
     pub fn distance(&self, a: NodeId, b: NodeId) -> usize {
         self.check(a);
         self.check(b);
-        if self.switched.is_some() {
-            return self.route(a, b).len() - 1;
+        if let Some(switched) = &self.switched {
+            return switched.distance(a, b);
         }
         match self.kind {
             TopologyKind::Full => usize::from(a != b),
@@ -471,8 +536,17 @@ impl Topology {
         }
     }
 
-    /// The deterministic path from `src` to `dst`, both ends included
-    /// (`route(a, a) == [a]`). It is [`Topology::next_hop`] applied until `dst`:
+    /// The path of tag 0's messages from `src` to `dst`, both ends included
+    /// (`route(a, a) == [a]`): [`Topology::flow_route`] of that flow, and so every
+    /// message's path but under a policy that routes flows apart (ECMP, Valiant).
+    ///
+    /// Panics if `src` or `dst` is `>= p`.
+    pub fn route(&self, src: NodeId, dst: NodeId) -> Vec<NodeId> {
+        self.flow_route(Flow::new(src, dst, 0))
+    }
+
+    /// The deterministic path of `flow`, both ends included. It is
+    /// [`Topology::next_hop`] applied until the destination:
     ///
     /// - ring: the shorter way round; on a tie (distance `p/2`) the `+1` direction;
     /// - mesh, mesh3d: dimension-ordered, correcting the LAST coordinate (the column,
@@ -480,25 +554,29 @@ impl Topology {
     /// - torus, torus3d: the same order, each dimension the shorter way round, ties
     ///   in the `+` direction;
     /// - hypercube: E-cube, flipping the lowest differing bit first;
-    /// - full: direct, `[src, dst]`.
+    /// - full: direct, `[src, dst]`;
+    /// - a switched network: its policy's ([`Routes`]).
     ///
-    /// Panics if `src` or `dst` is `>= p`.
-    pub fn route(&self, src: NodeId, dst: NodeId) -> Vec<NodeId> {
-        let mut path = Vec::with_capacity(if self.switched.is_some() { 8 } else { self.distance(src, dst) + 1 });
-        let mut at = src;
+    /// Panics if `flow.src` or `flow.dst` is `>= p`.
+    pub fn flow_route(&self, flow: Flow) -> Vec<NodeId> {
+        let capacity = if self.switched.is_some() { 8 } else { self.distance(flow.src, flow.dst) + 1 };
+        let mut path = Vec::with_capacity(capacity);
+        let mut at = flow.src;
         path.push(at);
-        while at != dst {
-            at = self.next_hop(at, dst);
+        while at != flow.dst {
+            at = self.next_hop(at, flow);
             path.push(at);
         }
         path
     }
 
-    /// The node after `at` on [`Topology::route`]`(at, dst)`, so that forwarding hop by
-    /// hop follows the route; `at` itself when `at == dst`. Does not allocate.
+    /// The node after `at` on `flow`'s route ([`Topology::flow_route`]), so that
+    /// forwarding hop by hop follows the route; `at` itself when `at == flow.dst`. Does
+    /// not allocate.
     ///
-    /// Panics if `at` or `dst` is `>= p`.
-    pub fn next_hop(&self, at: NodeId, dst: NodeId) -> NodeId {
+    /// Panics if `at` or `flow.dst` is `>= p`.
+    pub fn next_hop(&self, at: NodeId, flow: Flow) -> NodeId {
+        let dst = flow.dst;
         self.check(at);
         self.check(dst);
         if at == dst {
@@ -506,7 +584,7 @@ impl Topology {
         }
         if let Some(switched) = &self.switched {
             assert!(dst < self.p, "routes lead to ranks, and {dst} is a switch of {self}");
-            return switched.next_hop(at, dst);
+            return switched.next_hop(at, flow);
         }
         match self.kind {
             TopologyKind::Full => dst,
@@ -535,6 +613,35 @@ impl Topology {
                 }
                 unreachable!("{at} != {dst} but no coordinate differs in {self}")
             }
+        }
+    }
+
+    /// Every route a flow from `src` to `dst` may take under the policy, whatever its tag,
+    /// each once: [`Topology::route`] alone where the policy routes by destination.
+    ///
+    /// Panics if `src` or `dst` is `>= p`.
+    pub fn route_choices(&self, src: NodeId, dst: NodeId) -> Vec<Vec<NodeId>> {
+        match &self.switched {
+            Some(switched) if src != dst && !switched.routes().by_destination() => {
+                self.check(src);
+                self.check(dst);
+                switched.route_choices(src, dst)
+            }
+            _ => vec![self.route(src, dst)],
+        }
+    }
+
+    /// The neighbour every message from rank `src` for rank `dst` arrives over, whatever
+    /// its tag (`dst` itself when they are equal): one under every policy, since a policy
+    /// that routes flows apart (ECMP, Valiant) routes a network whose ranks have one link
+    /// each (a fat-tree's, a dragonfly's hosts).
+    ///
+    /// Panics if `src` or `dst` is `>= p`.
+    pub fn arrives_via(&self, src: NodeId, dst: NodeId) -> NodeId {
+        match &self.switched {
+            _ if src == dst => dst,
+            Some(switched) if !switched.routes().by_destination() => switched.attachment(dst),
+            _ => self.route(src, dst).iter().rev().nth(1).copied().unwrap_or(src),
         }
     }
 
@@ -818,9 +925,9 @@ mod tests {
                     assert_eq!(t.distance(src, dst), d, "{t}: {src}->{dst}");
                     for w in r.windows(2) {
                         assert!(t.is_neighbour(w[0], w[1]), "{t}: {r:?}");
-                        assert_eq!(t.next_hop(w[0], dst), w[1], "{t}: {r:?}");
+                        assert_eq!(t.next_hop(w[0], Flow::new(src, dst, 0)), w[1], "{t}: {r:?}");
                     }
-                    assert_eq!(t.next_hop(dst, dst), dst);
+                    assert_eq!(t.next_hop(dst, Flow::new(src, dst, 0)), dst);
                 }
             }
             assert_eq!(t.diameter(), max_dist, "{t}");
@@ -841,7 +948,7 @@ mod tests {
                 for dst in (0..p).filter(|&dst| dst != at) {
                     let forward = 2 * ((dst + p - at) % p) <= p;
                     let expected = if forward { (at + 1) % p } else { (at + p - 1) % p };
-                    assert_eq!(ring.next_hop(at, dst), expected, "ring of {p}: {at} -> {dst}");
+                    assert_eq!(ring.next_hop(at, Flow::new(at, dst, 0)), expected, "ring of {p}: {at} -> {dst}");
                 }
             }
         }
@@ -1062,7 +1169,7 @@ mod tests {
             prop_assert_eq!(t.distance(src, dst), t.distance(dst, src));
             for w in r.windows(2) {
                 prop_assert!(t.is_neighbour(w[0], w[1]));
-                prop_assert_eq!(t.next_hop(w[0], dst), w[1]);
+                prop_assert_eq!(t.next_hop(w[0], Flow::new(src, dst, 0)), w[1]);
             }
             prop_assert_eq!(t.id_of(&t.coords(src)), src);
             let ns = t.neighbours(src);

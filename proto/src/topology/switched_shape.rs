@@ -84,7 +84,7 @@ pub(super) fn family(
     let hosts = family.hosts();
     if p > hosts {
         return invalid(format!(
-            "{p} ranks do not fit on the {hosts} hosts of {kind} {}: give fewer nodes or a larger shape",
+            "{p} ranks do not fit on the {hosts} hosts of {kind} --dims {}: give fewer nodes or a larger shape",
             join_dims(&dims)
         ));
     }

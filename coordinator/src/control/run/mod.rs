@@ -30,6 +30,7 @@ use topocomm_proto::spec::{Collective, RunSpec, SpecError};
 use topocomm_proto::{Topology, TopologyError, TopologyKind};
 
 use crate::control::cluster::{Cluster, Event, Incomplete, Participant, SessionId};
+use topocomm_collectives::simulator::spec::with_known;
 use topocomm_collectives::tuning::Tuning;
 
 use admission::check_memory;
@@ -170,13 +171,15 @@ impl Coordinator {
         let participants = self.cluster.participants(timeout).await?;
         let mut setup = SetupTimes { ready_ms: asked_at.elapsed().as_secs_f64() * 1e3, wiring_ms: None };
         // Every participant is a vertex: the ranks, then a switched network's switches.
-        let topology =
-            topology_on(request.topology, participants.len(), request.dims.as_deref())?.placed(request.placement)?;
+        let topology = topology_on(request.topology, participants.len(), request.dims.as_deref())?
+            .routed(request.routes)?
+            .placed(request.placement)?;
         let p = topology.p();
         request.spec.validate(p)?;
         catalogue::check(request.spec.collective, request.spec.algorithm)?;
-        let spec = self.tuning.resolve_checked(&request.spec, topology.kind(), p, |spec| {
-            check_memory(spec, &participants[..p], &self.tuning)
+        let spec = with_known(&request.spec, &topology, request.spec.emulation, |known| {
+            self.tuning
+                .resolve_checked(&request.spec, known, |spec| check_memory(spec, &participants[..p], &self.tuning))
         })?;
         let topology_spec = TopologySpec::of(&topology);
         let sessions: Vec<SessionId> = participants.iter().map(|p| p.session).collect();
@@ -400,7 +403,7 @@ mod tests {
 
     pub(super) fn traced_request() -> RunRequest {
         let spec = RunSpec { trace: true, ..RunSpec::new(Collective::Barrier, Algorithm::Hypercube) };
-        RunRequest { topology: TopologyKind::Hypercube, dims: None, placement: Default::default(), spec }
+        RunRequest { topology: TopologyKind::Hypercube, dims: None, routes: None, placement: Default::default(), spec }
     }
 
     pub(super) fn participant(id: NodeId) -> Participant {

@@ -75,6 +75,7 @@ impl ClusterRuns<'_> {
         let request = RunRequest {
             topology: first.topology.kind(),
             dims: None,
+            routes: None,
             placement: first.topology.placement(),
             spec: first.spec.clone(),
         };
@@ -117,6 +118,7 @@ async fn run_case(
         let request = RunRequest {
             topology: case.topology.kind(),
             dims: None,
+            routes: None,
             placement: case.topology.placement(),
             spec: case.spec.clone(),
         };

@@ -8,9 +8,10 @@ use clap::{Args, ValueEnum};
 use topocomm_proto::TopologyKind;
 use topocomm_proto::network::Placement;
 use topocomm_proto::spec::Collective;
+use topocomm_proto::topology::Routes;
 
 use crate::control::parse::{
-    ParseError, parse_collective, parse_dims, parse_placement, parse_size, parse_timeout, parse_topology,
+    ParseError, parse_collective, parse_dims, parse_placement, parse_routes, parse_size, parse_timeout, parse_topology,
 };
 use crate::control::request::{DataArgs, LinkArgs};
 use crate::control::tuning::TuningArgs;
@@ -43,6 +44,10 @@ pub struct SimulateArgs {
     /// random[:SEED] (`topocomm run --help` says more); a direct network takes linear only.
     #[arg(long, default_value = "linear", value_parser = parse_placement)]
     pub placement: Placement,
+    /// Route policy, for every topology given: fat-tree d-mod-k (default) or ecmp,
+    /// dragonfly minimal (default) or valiant[:SEED] (`topocomm run --help` says more).
+    #[arg(long, value_name = "NAME", value_parser = parse_routes)]
+    pub routes: Option<Routes>,
     /// Node counts: `8..65536` (doubling from the first) or a comma list (`1024,4096`).
     // `std::vec::Vec`, not `Vec`: clap would read `Vec<_>` as many values of usize.
     #[arg(long, short = 'n', default_value = "8", value_parser = parse_node_counts)]

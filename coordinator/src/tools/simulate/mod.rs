@@ -46,7 +46,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.links.dilation.is_none(), SIMULATED_TIME_UNDILATED);
     let (_, predict_with) = request::link_models(&args.links)?;
     let (links, source) = explain::physics(predict_with, &args.links)?;
-    let planned = plan(args)?;
+    let planned = plan(args, links)?;
     let drawn = args.trace.is_some() || args.diagram.is_some();
     if drawn {
         anyhow::ensure!(
@@ -145,7 +145,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
                 args.data.op,
                 &links,
                 source.name()
-            )
+            ) + &crate::render::report::class_words(planned.first().map_or(&[][..], |one| &one.spec.classes))
         )?;
         outln!("{}", table(&points))?;
         for note in notes(&points) {

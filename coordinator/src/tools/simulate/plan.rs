@@ -4,13 +4,14 @@
 
 use anyhow::{Context, bail};
 use bytesize::ByteSize;
+use topocomm_collectives::simulator::spec::with_known;
 use topocomm_collectives::simulator::spec::{Inputs, SimulatedRun};
 use topocomm_proto::spec::{Algorithm, LinkModel, RunSpec};
 use topocomm_proto::{Topology, TopologyKind, catalogue};
 
 use crate::control::request::{self, Repetition};
 use crate::render::quantity::size_text;
-use crate::render::report::{BusiestLink, LinkPhysics, TimeStats};
+use crate::render::report::{self, BusiestLink, LinkPhysics, TimeStats};
 use crate::render::simulation::{Cost, SimulationSummary};
 use crate::tools::closed_form;
 use crate::tools::memory::estimate;
@@ -28,7 +29,7 @@ pub(crate) struct Planned {
 /// Every point to simulate, in order (topology, algorithm, p), each checked and with its
 /// memory estimated; a point whose data would not fit runs with lengths only when the
 /// payload is `auto`, and is refused otherwise.
-pub(crate) fn plan(args: &SimulateArgs) -> anyhow::Result<Vec<Planned>> {
+pub(crate) fn plan(args: &SimulateArgs, links: LinkModel) -> anyhow::Result<Vec<Planned>> {
     anyhow::ensure!(
         args.dims.is_none() || (args.topology.len() == 1 && args.nodes.len() == 1),
         "--dims gives the shape of one topology: give one --topology and one --nodes with it"
@@ -48,6 +49,9 @@ pub(crate) fn plan(args: &SimulateArgs) -> anyhow::Result<Vec<Planned>> {
     let mut planned = Vec::new();
     let network = args.network.as_deref().map(request::network_topology).transpose()?;
     let kinds = if network.is_some() { vec![TopologyKind::Graph] } else { args.topology.clone() };
+    for (kind, routes) in kinds.iter().filter_map(|&kind| Some((kind, args.routes?))) {
+        kind.check_routes(routes)?;
+    }
     let nodes = match &network {
         Some(topology) => vec![topology.p()],
         None => args.nodes.clone(),
@@ -67,15 +71,17 @@ pub(crate) fn plan(args: &SimulateArgs) -> anyhow::Result<Vec<Planned>> {
                         Topology::new(kind, p, args.dims.as_deref()).with_context(|| format!("{kind} of {p} nodes"))?
                     }
                 }
+                .routed(args.routes)?
                 .placed(args.placement)?;
-                let resolved = tuning.resolve(args.collective, algorithm, kind, p, args.size);
                 let once = Repetition { warmup: 0, iterations: 1, timeout: args.timeout, dump: false };
                 let spec = RunSpec {
                     run: 1,
                     schedule: schedule.clone(),
                     classes: request::class_physics(&topology, &args.links.classes),
-                    ..request::run_spec(args.collective, resolved, args.size, &args.data, once)?
+                    ..request::run_spec(args.collective, algorithm, args.size, &args.data, once)?
                 };
+                let resolved = with_known(&spec, &topology, Some(links), |known| tuning.resolve_known(&spec, known));
+                let spec = RunSpec { algorithm: resolved, ..spec };
                 spec.validate(p).with_context(|| format!("{} on a {topology}", args.collective))?;
                 let (inputs, estimate) = fit(&spec, &topology, args.payload, available)?;
                 planned.push(Planned { topology, spec, inputs, estimate });
@@ -120,7 +126,14 @@ pub(crate) fn describe(point: &Planned, simulated: &SimulatedRun, links: &LinkMo
     let spec = &point.spec;
     let time_us = simulated.time_ns as f64 / 1e3;
     let closed_form_ns = match spec.schedule {
-        None => closed_form::time_ns(spec.collective, spec.algorithm, &point.topology, spec.size_bytes, links),
+        None => closed_form::time_ns(
+            spec.collective,
+            spec.algorithm,
+            &point.topology,
+            spec.size_bytes,
+            links,
+            &spec.classes,
+        ),
         Some(_) => None,
     };
     SimulationSummary {
@@ -129,6 +142,7 @@ pub(crate) fn describe(point: &Planned, simulated: &SimulatedRun, links: &LinkMo
         topology: point.topology.kind().to_string(),
         dims: point.topology.dims().to_vec(),
         placement: point.topology.placement(),
+        route_policy: report::switched_routes(point.topology.kind(), Some(point.topology.routes())),
         nodes: point.topology.p(),
         size_bytes: spec.size_bytes,
         root: spec.root,
@@ -146,7 +160,8 @@ pub(crate) fn describe(point: &Planned, simulated: &SimulatedRun, links: &LinkMo
         closed_form: closed_form_ns.and(closed_form::formula(
             spec.collective,
             spec.algorithm,
-            point.topology.kind(),
+            &point.topology,
+            spec.size_bytes,
             links.routing,
             links.ports,
         )),

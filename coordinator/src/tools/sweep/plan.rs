@@ -75,6 +75,7 @@ pub fn runnable_sizes(
         let checked = match local {
             Some(capacity) => {
                 let topology = Topology::new(args.shape.topology, args.nodes, args.shape.dims.as_deref())?
+                    .routed(args.shape.routes)?
                     .placed(args.shape.placement)?;
                 spec.validate(args.nodes)
                     .map_err(CapacityError::from)

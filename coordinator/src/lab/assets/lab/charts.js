@@ -44,8 +44,10 @@
   }
 
   // ---- the topology picture ----
-  // Draws `topology` (its layout from topology_svg) into `svg`; returns what the
-  // animation needs: edge paths and their lengths, node groups, the marks' layer.
+  // Draws `topology` (its layout from topology_svg) into `svg`: the outlines of a
+  // switched network's pods, groups or machines, the links, every vertex (a rank's disc,
+  // a switch's square) and the legend; returns what the animation needs: edge paths and
+  // their lengths, vertex groups, the marks' layer.
   // The picture is two layers: the drawing, which stays still while the animation
   // plays (thousands of links are painted once), and an overlay of what moves (marks,
   // busy links, rings round nodes), which alone is painted again at each frame.
@@ -58,6 +60,16 @@
     for (const [from, to, amount] of traffic || []) {
       const key = edgeKey(from, to);
       load.set(key, (load.get(key) || 0) + amount);
+    }
+    const regionsLayer = el('g', { class: 'regions' }, svg);
+    for (const region of layout.regions || []) {
+      const group = el('g', { class: 'region', 'data-testid': 'region', 'data-members': region.members.length }, regionsLayer);
+      if (region.round) {
+        el('ellipse', { cx: region.x + region.width / 2, cy: region.y + region.height / 2, rx: region.width / 2, ry: region.height / 2 }, group);
+      } else {
+        el('rect', { x: region.x, y: region.y, width: region.width, height: region.height, rx: 8 }, group);
+      }
+      el('text', { x: region.label_x, y: region.label_y, 'font-size': 11.5 }, group).textContent = region.label;
     }
     const edgesLayer = el('g', { class: 'edges' }, svg);
     const edges = [];
@@ -77,10 +89,19 @@
     });
     const font = topology.p > 99 ? 10 : 12.5;
     const r = layout.node_radius;
+    // A switch's square: as wide as topology_svg draws it.
+    const side = 2 * r * 0.85;
     const nodes = layout.nodes.map((node) => {
-      const group = el('g', { class: 'node', 'data-node': node.id }, svg);
-      el('circle', { cx: node.x, cy: node.y, r }, group);
-      el('text', { x: node.x, y: node.y + font * 0.36, 'font-size': font }, group).textContent = node.id;
+      const group = el('g', {
+        class: node.switch ? 'switch' : 'node', 'data-testid': 'vertex', 'data-node': node.id, 'data-switch': node.switch,
+      }, svg);
+      if (node.switch) {
+        el('rect', { x: node.x - side / 2, y: node.y - side / 2, width: side, height: side }, group);
+        el('text', { x: node.x, y: node.y + 3.6, 'font-size': 10 }, group).textContent = node.id;
+      } else {
+        el('circle', { cx: node.x, cy: node.y, r }, group);
+        el('text', { x: node.x, y: node.y + font * 0.36, 'font-size': font }, group).textContent = node.id;
+      }
       if (layout.binary_digits) {
         const label = node.id.toString(2).padStart(layout.binary_digits, '0');
         el('text', { x: node.x + r + 3, y: node.y - r + 1, 'font-size': 11, class: 'label' }, group).textContent = `(${label})`;
@@ -100,20 +121,21 @@
   }
 
   // ---- the space-time diagram ----
-  // Time across, a line per node, each hop coloured by its step; its cursor on the
-  // overlay; a click on it calls `seek` with the time there.
+  // Time across, a line per vertex (the ranks, then a switched network's switches, whose
+  // lines a message's hops through them cross), each hop coloured by its step; its
+  // cursor on the overlay; a click on it calls `seek` with the time there.
   function drawSpaceTime(svg, overlay, doc, seek) {
-    const p = doc.topology.p;
+    const vertices = doc.topology.layout.nodes.length;
     const span = Math.max(1, doc.flow.span_ns);
     const frame = chartFrame([svg, overlay], {
-      width: 640, height: 420, stretch: true, margin: { left: p <= 64 ? 34 : 10, right: 8, top: 8, bottom: 26 },
+      width: 640, height: 420, stretch: true, margin: { left: vertices <= 64 ? 34 : 10, right: 8, top: 8, bottom: 26 },
     });
     const x = (t) => frame.across(t / span);
-    const y = (node) => frame.down(p === 1 ? 0.5 : node / (p - 1));
-    if (p <= 64) {
-      for (let node = 0; node < p; node += 1) {
+    const y = (node) => frame.down(vertices === 1 ? 0.5 : node / (vertices - 1));
+    if (vertices <= 64) {
+      for (let node = 0; node < vertices; node += 1) {
         el('line', { x1: frame.left, x2: frame.right, y1: y(node), y2: y(node), stroke: '#eee' }, svg);
-        if (p <= 32 || node % 4 === 0) el('text', { x: 2, y: y(node) + 3, class: 'tick' }, svg).textContent = node;
+        if (vertices <= 32 || node % 4 === 0) el('text', { x: 2, y: y(node) + 3, class: 'tick' }, svg).textContent = node;
       }
     }
     el('line', { x1: frame.left, x2: frame.right, y1: frame.bottom + 4, y2: frame.bottom + 4, class: 'axis' }, svg);
@@ -127,7 +149,7 @@
       for (const [from, to, t0, t1] of message.hops) {
         el('line', { x1: x(t0), y1: y(from), x2: x(t1), y2: y(to), stroke: ink, 'stroke-width': 1.4 }, lines);
       }
-      if (message.delivered_ns != null && p <= 64) {
+      if (message.delivered_ns != null && vertices <= 64) {
         el('circle', { cx: x(message.delivered_ns), cy: y(message.dst), r: 2.2, fill: ink }, lines);
       }
     }

@@ -88,6 +88,8 @@
     anim: null,
     watching: null,
     history: new Map(),
+    // Whether the form was set to the switched network the lab started for, once.
+    formAtLabsShape: false,
   };
 
   // Whatever escapes a part's own handling is shown too, not only logged.

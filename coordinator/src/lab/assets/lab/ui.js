@@ -182,6 +182,13 @@
 
   function showCluster(cluster) {
     state.cluster = cluster;
+    // A lab started with the switches of a network: the form starts at that network.
+    if (cluster.started_for && !state.formAtLabsShape && dom.topology.options.length) {
+      state.formAtLabsShape = true;
+      dom.topology.value = cluster.started_for.topology;
+      dom.dims.value = cluster.started_for.dims;
+      showWords();
+    }
     const connected = cluster.nodes.filter((n) => n.connected).length;
     const wired = cluster.topology ? `wired as ${cluster.topology.layout.title}` : 'not wired yet';
     dom.clusterLine.textContent = `${connected} of ${cluster.expected} nodes connected · ${wired}`;
@@ -199,10 +206,13 @@
   async function previewShape() {
     if (state.doc || !state.cluster) return;
     const topology = dom.topology.value || 'hypercube';
-    const nodes = ['run', 'sweep'].includes(currentMode()) ? state.cluster.expected : Number(dom.nodesCount.value || state.cluster.expected);
+    // A run or a sweep goes to the lab's daemons (the ranks, and a switched network's
+    // switches); an explanation or a simulation to the form's nodes.
+    const onCluster = ['run', 'sweep'].includes(currentMode());
+    const nodes = onCluster ? state.cluster.expected : Number(dom.nodesCount.value || state.cluster.expected);
     // More nodes than the page draws: no preview (a simulation of them is shown by step).
     if (nodes > 1024) return;
-    const query = new URLSearchParams({ topology, nodes: String(nodes), dims: dom.dims.value.trim() });
+    const query = new URLSearchParams({ topology, [onCluster ? 'daemons' : 'nodes']: String(nodes), dims: dom.dims.value.trim() });
     try {
       const topologyDoc = await api(`/api/layout?${query}`);
       clearError('preview');
