@@ -6,6 +6,7 @@ use bytes::Bytes;
 use topocomm_collectives::simulator::spec::{self, Inputs, RunFailure, SimulatedRun};
 use topocomm_collectives::simulator::{Options, SimulationError, simulate};
 use topocomm_proto::catalogue;
+use topocomm_proto::network::Placement;
 use topocomm_proto::spec::{ClassPhysics, Collective, Dtype, LinkModel, Ports, ReduceOp, Routing, RunSpec};
 use topocomm_proto::{Topology, TopologyKind};
 
@@ -301,6 +302,71 @@ fn every_algorithm_is_verified_on_switched_networks() {
         });
     }
     assert!(verified > 300, "only {verified} cases ran");
+}
+
+/// The placements other than linear that the switched shapes are tried under.
+const PLACED: [Placement; 3] = [Placement::RoundRobin, Placement::Random { seed: 1 }, Placement::Random { seed: 7 }];
+
+/// Every algorithm of every collective on the switched shapes with their ranks dealt
+/// round-robin and shuffled: a machine's, an edge switch's, a dragonfly group's ranks are
+/// not consecutive, and the hierarchical algorithms' groups are whichever ranks share
+/// one. Every rank's result matches the reference.
+#[test]
+fn every_algorithm_is_verified_on_switched_networks_under_every_placement() {
+    let cases = [(8, Dtype::I64, ReduceOp::Sum), (3000, Dtype::F32, ReduceOp::Min)];
+    let mut verified = 0;
+    for (topology, classes) in switched_shapes() {
+        for placement in PLACED {
+            let topology = topology.clone().placed(placement).expect("a switched network takes any placement");
+            verified += verify_every_algorithm(&topology, cases, 2, &classes, |_| {});
+        }
+    }
+    assert!(verified > 900, "only {verified} cases ran");
+}
+
+/// On a cluster of 4 machines of 4 cores, intra links fast and inter slow, the
+/// hierarchical algorithms' groups are the machines wherever the ranks sit: dealt
+/// round-robin (each machine's ranks in the order linear gives them) they take exactly as
+/// long as placed linearly, shuffled within a tenth (which message takes a shared port
+/// first changes with the ranks' ids), while the flat ring, whose neighbours are
+/// consecutive ranks, crosses machines at every hop and slows down.
+#[test]
+fn the_hierarchical_algorithms_follow_the_machines_whatever_the_placement() {
+    use topocomm_proto::spec::Algorithm;
+    let classes = vec![
+        ClassPhysics { name: "intra".into(), ts_ns: Some(1_000), th_ns: Some(100), tw_ps: Some(100) },
+        ClassPhysics { name: "inter".into(), ts_ns: Some(50_000), th_ns: Some(5_000), tw_ps: Some(5_000) },
+    ];
+    let cluster = Topology::new(TopologyKind::Cluster, 16, Some(&[4, 4])).expect("a cluster");
+    let time = |collective, algorithm, placement| {
+        let topology = cluster.clone().placed(placement).expect("a placement");
+        let spec = RunSpec { size_bytes: 64 << 10, classes: classes.clone(), ..RunSpec::new(collective, algorithm) };
+        let simulated = run(&spec, &topology, links(Routing::Sf, 0), Inputs::Reference).expect("a run");
+        assert!(simulated.verified);
+        simulated.time_ns as f64
+    };
+    for (collective, algorithm) in [
+        (Collective::Allreduce, Algorithm::MultiLeader),
+        (Collective::Allreduce, Algorithm::TwoLevelRing),
+        (Collective::Allreduce, Algorithm::TwoLevel),
+        (Collective::Allgather, Algorithm::TwoLevel),
+        (Collective::Broadcast, Algorithm::TwoLevel),
+    ] {
+        let linear = time(collective, algorithm, Placement::Linear);
+        assert_eq!(time(collective, algorithm, Placement::RoundRobin), linear, "{collective} ({algorithm})");
+        for seed in [1, 7] {
+            let random = time(collective, algorithm, Placement::Random { seed });
+            assert!(
+                (random / linear - 1.0).abs() < 0.1,
+                "{collective} ({algorithm}) random:{seed}: {random} against {linear}"
+            );
+        }
+    }
+    let ring = |placement| time(Collective::Allreduce, Algorithm::Ring, placement);
+    let linear = ring(Placement::Linear);
+    for placement in PLACED {
+        assert!(ring(placement) > 1.5 * linear, "ring {placement}: {} against {linear}", ring(placement));
+    }
 }
 
 /// One message from a core to a core of another machine crosses intra, inter, inter,

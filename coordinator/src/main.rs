@@ -174,7 +174,8 @@ async fn open_target(args: &RunArgs, request: &RunRequest, tuning: &Arc<Tuning>)
         }
         return Ok(Target::Remote { address: address.clone(), credentials: args.remote.credentials()? });
     }
-    let topology = Topology::new(request.topology, args.what.nodes, request.dims.as_deref())?;
+    let topology =
+        Topology::new(request.topology, args.what.nodes, request.dims.as_deref())?.placed(request.placement)?;
     request.spec.validate(args.what.nodes)?;
     let resolved = Capacity::of_this_machine().check_run(&request.spec, request.topology, args.what.nodes, tuning)?;
     local::check_messages(&resolved, &topology)?;

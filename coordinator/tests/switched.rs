@@ -5,8 +5,9 @@
 //! simulator counts for the same run; the daemons' established TCP connections are
 //! exactly the network's links; a switch killed mid-run fails the run naming it; and a
 //! local cluster (`topocomm run`) starts its switches itself. A fat-tree with fewer ranks
-//! than hosts runs them all too, and so do the fat-tree under ECMP and the dragonfly under
-//! Valiant (`--routes`, issue 46 item 2), re-wired with the policy.
+//! than hosts runs them all too, and so does a cluster whose ranks are dealt round-robin
+//! across its machines (`--placement`), and so do the fat-tree under ECMP and the
+//! dragonfly under Valiant (`--routes`, issue 46 item 2), re-wired with the policy.
 //!
 //! They need the `topocomm-node` binary next to `topocomm` (`cargo build --workspace`).
 
@@ -38,12 +39,13 @@ const COLLECTIVES: &[&str] = &[
     "barrier",
 ];
 
-/// A switched network as the tests name it: `-t`, `--dims`, ranks, and `--routes` if
-/// not the default.
+/// A switched network as the tests name it: `-t`, `--dims`, ranks, `--placement`, and
+/// `--routes` if not the default.
 struct Network {
     kind: &'static str,
     dims: &'static str,
     ranks: usize,
+    placement: &'static str,
     routes: Option<&'static str>,
 }
 
@@ -52,12 +54,13 @@ impl Network {
         let kind: TopologyKind = self.kind.parse().expect("a kind");
         let dims: Vec<usize> = self.dims.split('x').map(|d| d.parse().expect("a dim")).collect();
         let routes = self.routes.map(|routes| routes.parse().expect("a policy"));
-        Topology::new(kind, self.ranks, Some(&dims)).and_then(|t| t.routed(routes)).expect("a shape")
+        let placement = self.placement.parse().expect("a placement");
+        Topology::new(kind, self.ranks, Some(&dims)).and_then(|t| t.routed(routes)?.placed(placement)).expect("a shape")
     }
 
     fn shape(&self) -> String {
         let routes = self.routes.map(|routes| format!(" --routes {routes}")).unwrap_or_default();
-        format!("-t {} --dims {}{routes}", self.kind, self.dims)
+        format!("-t {} --dims {} --placement {}{routes}", self.kind, self.dims, self.placement)
     }
 
     /// The same network under the policy `routes`.
@@ -88,11 +91,13 @@ fn every_collective_runs_as_simulated(cluster: &TestCluster, network: &Network) 
         let json = cluster.run_ok(&words);
         let context = format!("{collective} on {topology}: {json:#}");
         assert_eq!(json["nodes"], network.ranks, "{context}");
+        assert_eq!(json["placement"], network.placement, "{context}");
         assert_eq!(json["switches"], topology.switches(), "{context}");
         assert_eq!(json["iteration_us"].as_array().map(Vec::len), Some(ITERATIONS as usize), "{context}");
         assert_eq!(json["route_policy"], topology.routes().to_string(), "{context}");
         let simulation = simulated(&cluster.scratch, network, collective);
         assert_eq!(simulation["verified"], true, "{context}");
+        assert_eq!(simulation["placement"], network.placement, "{context}");
         for key in ["frames_sent", "frames_forwarded"] {
             assert_eq!(count(&json, key), ITERATIONS * count(&simulation, key), "{key} of {context}\n{simulation:#}");
         }
@@ -177,7 +182,7 @@ fn sockets_are_the_links(cluster: &TestCluster, topology: &Topology) {
 
 #[test]
 fn a_fat_tree_runs_every_collective_through_its_switches_and_its_sockets_are_its_links() {
-    let network = Network { kind: "fat-tree", dims: "4", ranks: 16, routes: None };
+    let network = Network { kind: "fat-tree", dims: "4", ranks: 16, placement: "linear", routes: None };
     let topology = network.topology();
     assert_eq!((topology.p(), topology.switches(), topology.edges().len()), (16, 20, 48));
     let cluster = TestCluster::start("fat-tree", topology.vertices());
@@ -190,7 +195,7 @@ fn a_fat_tree_runs_every_collective_through_its_switches_and_its_sockets_are_its
 
 #[test]
 fn a_dragonfly_runs_every_collective_and_a_dead_switch_fails_the_run_naming_it() {
-    let network = Network { kind: "dragonfly", dims: "2x2x1", ranks: 12, routes: None };
+    let network = Network { kind: "dragonfly", dims: "2x2x1", ranks: 12, placement: "linear", routes: None };
     let topology = network.topology();
     assert_eq!((topology.p(), topology.switches()), (12, 6));
     let mut cluster = TestCluster::start("dragonfly", topology.vertices());
@@ -220,23 +225,45 @@ fn a_dragonfly_runs_every_collective_and_a_dead_switch_fails_the_run_naming_it()
 }
 
 /// Under Valiant (the cluster re-wired with it from minimal routes): every collective as
-/// simulated, whose forwards its detours add to, over the same links.
+/// simulated, whose forwards its detours add to, over the same links; and so under
+/// Valiant with the ranks placed at random.
 #[test]
 fn a_dragonfly_under_valiant_runs_every_collective_as_simulated() {
-    let network = Network { kind: "dragonfly", dims: "2x2x1", ranks: 12, routes: None };
+    let network = Network { kind: "dragonfly", dims: "2x2x1", ranks: 12, placement: "linear", routes: None };
     let topology = network.topology();
     let cluster = TestCluster::start("dragonfly-valiant", topology.vertices());
     cluster.run_ok(&format!("shift {} --size {SIZE} --iterations 1 --warmup 0", network.shape()));
     every_collective_runs_as_simulated(&cluster, &network.routed("valiant:1"));
     sockets_are_the_links(&cluster, &topology);
+    // Placed at random as well (re-wired again): the routes run between the ranks' hosts,
+    // through the intermediate groups the flows of ranks draw, as simulated.
+    let placed = Network { placement: "random:3", ..network.routed("valiant:1") };
+    every_collective_runs_as_simulated(&cluster, &placed);
+    sockets_are_the_links(&cluster, &placed.topology());
 }
 
 #[test]
 fn a_cluster_of_machines_runs_every_collective_through_its_switches() {
-    let network = Network { kind: "cluster", dims: "4x4", ranks: 16, routes: None };
+    let network = Network { kind: "cluster", dims: "4x4", ranks: 16, placement: "linear", routes: None };
     let topology = network.topology();
     assert_eq!((topology.p(), topology.switches()), (16, 5));
     let cluster = TestCluster::start("machines", topology.vertices());
+    every_collective_runs_as_simulated(&cluster, &network);
+    sockets_are_the_links(&cluster, &topology);
+}
+
+/// A cluster of 4 machines of 4 cores whose ranks are dealt round-robin: machine m holds
+/// ranks m, m + 4, m + 8, m + 12, so consecutive ranks talk across machines. Every
+/// collective runs verified with the simulator's frames (the routes and the hierarchical
+/// algorithms' groups are the placement's on the daemons as in the simulator), the run
+/// says its placement, and the sockets are still exactly the graph's links, each rank's
+/// to its own machine's switch.
+#[test]
+fn a_cluster_whose_ranks_are_dealt_round_robin_runs_every_collective_as_simulated() {
+    let network = Network { kind: "cluster", dims: "4x4", ranks: 16, placement: "round-robin", routes: None };
+    let topology = network.topology();
+    assert_eq!((topology.neighbours(1), topology.neighbours(4)), (vec![17], vec![16]));
+    let cluster = TestCluster::start("machines-round-robin", topology.vertices());
     every_collective_runs_as_simulated(&cluster, &network);
     sockets_are_the_links(&cluster, &topology);
 }
@@ -245,7 +272,7 @@ fn a_cluster_of_machines_runs_every_collective_through_its_switches() {
 /// rank and so no daemon), with all 20 switches: every collective runs as simulated.
 #[test]
 fn a_fat_tree_with_fewer_ranks_than_hosts_runs_every_collective() {
-    let network = Network { kind: "fat-tree", dims: "4", ranks: 11, routes: None };
+    let network = Network { kind: "fat-tree", dims: "4", ranks: 11, placement: "linear", routes: None };
     let topology = network.topology();
     assert_eq!((topology.p(), topology.switches(), topology.hosts()), (11, 20, 16));
     let cluster = TestCluster::start("fat-tree-11", topology.vertices());
@@ -258,7 +285,7 @@ fn a_fat_tree_with_fewer_ranks_than_hosts_runs_every_collective() {
 /// the frames are the simulator's, and every switch logged its part.
 #[test]
 fn a_local_run_starts_its_switches_with_fewer_ranks_than_hosts() {
-    let network = Network { kind: "fat-tree", dims: "4", ranks: 11, routes: None };
+    let network = Network { kind: "fat-tree", dims: "4", ranks: 11, placement: "linear", routes: None };
     let scratch = Scratch::new("local-switched");
     let logs = scratch.path.join("logs");
     let mut local = command(&topocomm_bin());

@@ -436,3 +436,65 @@ fn a_switched_network_that_cannot_be_built_is_refused_before_anything_starts() {
         assert!(!finished.stderr.contains("local cluster:") && finished.stdout.is_empty(), "{words}");
     }
 }
+
+/// `--placement`: an unknown one, a seed that is no number, and a placement other than
+/// linear on a direct network (whose vertices are its ranks): one clear line each, on
+/// every command that takes a topology, and nothing starts.
+#[test]
+fn a_placement_that_cannot_be_made_is_refused_in_one_line() {
+    let scratch = Scratch::new("placement-refusals");
+    let unknown = "unknown placement \"spread\": linear, round-robin or random[:SEED] (default seed 1)";
+    let bad_seed = "the seed of random:-3 is not a whole number from 0 to 18446744073709551615";
+    let direct = "a ring places rank r on node r: its vertices are its ranks, so --placement round-robin applies to \
+                  switched networks only";
+    let cases = [
+        ("run allreduce -t cluster --dims 2x2 -n 4 --placement spread", unknown),
+        ("simulate allreduce -t cluster --dims 2x2 -n 4 --placement spread", unknown),
+        ("topology -t cluster --dims 2x2 -n 4 --placement random:-3", bad_seed),
+        ("sweep allreduce -t cluster --dims 2x2 -n 4 --placement random:-3", bad_seed),
+        ("explain allreduce -t cluster --dims 2x2 -n 4 --placement random:x1", "the seed of random:x1"),
+        ("run allreduce -t ring -n 4 --placement round-robin", direct),
+        ("simulate allreduce -t ring -n 4 --placement round-robin", direct),
+        ("explain allreduce -t ring -n 4 --placement round-robin", direct),
+        ("topology -t ring -n 4 --placement round-robin", direct),
+    ];
+    for (index, (words, needle)) in cases.iter().enumerate() {
+        let logs = scratch.path.join(format!("logs-{index}"));
+        let mut cli = topocomm(words);
+        if words.starts_with("run ") || words.starts_with("sweep ") {
+            cli.arg("--logs").arg(&logs);
+        }
+        let finished = run_bounded(cli, &scratch, "refused", PATIENCE);
+        assert!(!finished.status.success(), "{words}: {finished:?}");
+        assert!(finished.stderr.contains(needle), "{words}: {needle:?} is not in: {}", finished.stderr);
+        assert!(!finished.stderr.contains("panicked") && finished.stdout.is_empty(), "{words}: {finished:?}");
+        assert!(!logs.exists(), "{words} got as far as making its log folder");
+        // The one line, and clap's pointer to --help under it where clap refused.
+        let lines: Vec<&str> = finished.stderr.lines().filter(|line| !line.trim().is_empty()).collect();
+        assert!(lines.len() <= 2, "{words}: more than a clear line:\n{}", finished.stderr);
+    }
+}
+
+/// Every command that takes a topology names its placement, in its text and its JSON:
+/// the topology's description (`topology`, `explain`'s header, `simulate`'s table) and
+/// `"placement"`.
+#[test]
+fn every_command_names_the_placement_in_its_text_and_json() {
+    let scratch = Scratch::new("placement-named");
+    let shape = "-t cluster --dims 2x4 -n 8";
+    let cases = [
+        (format!("topology {shape} --placement round-robin"), "(8 nodes placed round-robin, 3 switches)"),
+        (format!("explain allreduce {shape} --placement random:5"), "(8 nodes placed random:5, 3 switches)"),
+        (format!("simulate allreduce {shape} -a multi-leader --placement random"), "cluster placed random:1"),
+    ];
+    for (words, needle) in &cases {
+        let text = run_bounded(topocomm(words), &scratch, "text", PATIENCE);
+        assert!(text.status.success(), "{words}: {text:?}");
+        assert!(text.stdout.contains(needle), "{words}: {needle:?} is not in:\n{}", text.stdout);
+        let json = run_bounded(topocomm(&format!("{words} --json")), &scratch, "json", PATIENCE).json();
+        let placement = needle.split("placed ").nth(1).and_then(|rest| rest.split([',', ' ']).next()).unwrap();
+        assert_eq!(json["placement"], placement, "{words}: {json:#}");
+    }
+    let linear = run_bounded(topocomm(&format!("topology {shape} --json")), &scratch, "linear", PATIENCE).json();
+    assert_eq!(linear["placement"], "linear");
+}

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::auth::Key;
 use crate::flow::FlowEvent;
+use crate::network::Placement;
 use crate::spec::RunSpec;
 use crate::topology::{NodeId, Routes, Topology, TopologyError, TopologyKind};
 
@@ -32,7 +33,9 @@ pub const MAX_ORDER_FRAME: usize = 16 * 1024 * 1024;
 /// (`spec::Ports`, one-port or all-port).
 /// 6: a topology carries its route policy (`TopologySpec::routes`, `RunRequest::routes`:
 /// ECMP on a fat-tree, Valiant on a dragonfly), which every node routes by.
-pub const PROTOCOL_VERSION: u32 = 6;
+/// 7: a topology carries where its ranks sit on a switched network's hosts
+/// (`TopologySpec::placement`, and a run request its `placement`).
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// A topology as the coordinator hands it out: each node rebuilds (and so re-validates) it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,22 +46,28 @@ pub struct TopologySpec {
     /// The route policy (`None`: the kind's default, as documents written before it say).
     #[serde(default)]
     pub routes: Option<Routes>,
+    /// Which host each rank sits on (a switched network's; linear on a direct one).
+    #[serde(default)]
+    pub placement: Placement,
 }
 
 impl TopologySpec {
-    /// The spec of `topology`: its shape and its policy.
+    /// `topology` as it travels to the nodes, which rebuild it ([`TopologySpec::build`]):
+    /// its shape, its route policy and its placement.
     pub fn of(topology: &Topology) -> Self {
         TopologySpec {
             kind: topology.kind(),
             p: topology.p(),
             dims: topology.dims().to_vec(),
             routes: Some(topology.routes()),
+            placement: topology.placement(),
         }
     }
 
-    /// The topology the spec names, rebuilt and so re-validated.
+    /// The topology this names, rebuilt (and so validated) from its kind, size, dims,
+    /// route policy and placement.
     pub fn build(&self) -> Result<Topology, TopologyError> {
-        Topology::new(self.kind, self.p, Some(&self.dims))?.routed(self.routes)
+        Topology::new(self.kind, self.p, Some(&self.dims))?.routed(self.routes)?.placed(self.placement)
     }
 }
 
@@ -248,8 +257,8 @@ pub struct NodeDump {
 /// A CLI request to a serving coordinator.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ClientRequest {
-    /// Run a collective on this topology (re-wiring first if it differs). Boxed: it is
-    /// far larger than `Status` (the encoding is the same).
+    /// Run a collective on this topology (re-wiring first if it differs). Boxed: a
+    /// request is far larger than the other variants (the encoding is the same).
     Run(Box<RunRequest>),
     /// How the cluster stands.
     Status,
@@ -263,6 +272,9 @@ pub struct RunRequest {
     /// The route policy (`None`: the topology's default).
     #[serde(default)]
     pub routes: Option<Routes>,
+    /// Which host each rank sits on, on a switched network.
+    #[serde(default)]
+    pub placement: Placement,
     pub spec: RunSpec,
 }
 
@@ -311,4 +323,20 @@ pub struct SetupTimes {
     pub ready_ms: f64,
     /// Wiring the topology (`None`: the wiring in force was the one asked for).
     pub wiring_ms: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A topology travels whole: its kind, size, dims and placement rebuild it.
+    #[test]
+    fn a_topology_spec_rebuilds_its_topology_placement_and_all() {
+        for placement in [Placement::Linear, Placement::RoundRobin, Placement::Random { seed: 9 }] {
+            let cluster = Topology::new(TopologyKind::Cluster, 14, Some(&[4, 4])).unwrap().placed(placement).unwrap();
+            let spec = TopologySpec::of(&cluster);
+            assert_eq!(spec.placement, placement);
+            assert_eq!(spec.build(), Ok(cluster));
+        }
+    }
 }

@@ -22,6 +22,7 @@ use topocomm_proto::control::{
 };
 use topocomm_proto::flow::{FlowEvent, FlowKind};
 use topocomm_proto::frame::{Frame, FrameHeader};
+use topocomm_proto::network::Placement;
 use topocomm_proto::spec::{Algorithm, Collective, LinkModel, Ports, Routing, RunSpec};
 use topocomm_proto::topology::TopologyKind;
 
@@ -251,6 +252,7 @@ impl Decoder {
                     topology: TopologyKind::Torus,
                     dims: Some(vec![2, 2]),
                     routes: None,
+                    placement: Placement::Linear,
                     spec: spec(),
                 }))),
                 ctl(&ClientRequest::Status),
@@ -333,7 +335,7 @@ fn client_hello() -> Hello {
 }
 
 fn topology() -> TopologySpec {
-    TopologySpec { kind: TopologyKind::Torus, p: 4, dims: vec![2, 2], routes: None }
+    TopologySpec { kind: TopologyKind::Torus, p: 4, dims: vec![2, 2], routes: None, placement: Placement::Linear }
 }
 
 fn wiring() -> Wiring {
@@ -536,9 +538,10 @@ fn a_hostile_hello_allocates_no_more_than_a_handshake_message() {
 fn a_wiring_of_2_pow_40_neighbours_is_refused_without_allocating() {
     let wire = ToNode::Wire(wiring());
     let mut bytes = codec::encode(&wire).unwrap();
-    // Variant, epoch, id, then the topology (kind, p, dims, no route policy: one byte),
-    // then the neighbours' count.
-    let at = 4 + 8 + 8 + 4 + 8 + 8 + 8 * topology().dims.len() + 1;
+    // Variant, epoch, id, then the topology (kind, p, dims, no route policy: one byte,
+    // placement: its name's length and its name), then the neighbours' count.
+    let placement = topology().placement.to_string().len();
+    let at = 4 + 8 + 8 + 4 + 8 + 8 + 8 * topology().dims.len() + 1 + 8 + placement;
     assert_eq!(read_u64(&bytes, at), 2, "the neighbours' length prefix has moved");
     bytes[at..at + 8].copy_from_slice(&(1u64 << 40).to_le_bytes());
     let (decoded, largest) = largest_allocation(|| codec::decode::<ToNode>(&bytes));

@@ -60,7 +60,7 @@ pub async fn allgather_layout(
         Algorithm::Hypercube | Algorithm::RecursiveDoubling => Box::pin(recursive_doubling(comm, layout, mine)).await,
         Algorithm::Bruck => Box::pin(bruck(comm, layout, mine)).await,
         Algorithm::NeighbourExchange => Box::pin(neighbour_exchange(comm, layout, mine)).await,
-        Algorithm::TwoLevel => Box::pin(two_level::allgather(comm, Hierarchy::of(comm.topology()), mine)).await,
+        Algorithm::TwoLevel => Box::pin(two_level::allgather(comm, Hierarchy::of(comm.topology()), layout, mine)).await,
         other => Err(super::unsupported(comm, Collective::Allgather, other)),
     }
 }
@@ -298,7 +298,7 @@ pub async fn neighbour_exchange(comm: &Comm, layout: &BlockLayout, mine: Bytes) 
 /// place). Step i carries tag `phase.tag(i)`. Steps: n - 1. Cost (t_s + t_w m)(n - 1).
 pub async fn allgather_ring_along(
     comm: &Comm,
-    ring: &RingOrder,
+    ring: &RingOrder<'_>,
     my_msg: Bytes,
     phase: Phase,
     mut keep: impl FnMut(usize, Bytes) -> Result<(), CommError>,
@@ -319,7 +319,7 @@ pub async fn allgather_ring_along(
 /// [`allgather_ring_along`], returning every member's message in ring order.
 pub async fn allgather_ring_parts(
     comm: &Comm,
-    ring: &RingOrder,
+    ring: &RingOrder<'_>,
     my_msg: Bytes,
     phase: Phase,
 ) -> Result<Vec<Bytes>, CommError> {
@@ -349,7 +349,7 @@ pub async fn allgather_ring_parts(
 /// way; on a line a node sends up to two messages per step, each over one link.
 pub async fn allgather_along(
     comm: &Comm,
-    line: &LineGroup,
+    line: &LineGroup<'_>,
     my_msg: Bytes,
     phase: Phase,
 ) -> Result<Vec<Bytes>, CommError> {

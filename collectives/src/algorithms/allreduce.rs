@@ -201,7 +201,7 @@ pub async fn mesh(comm: &Comm, vector: Bytes, reduction: Reduction) -> Result<By
 /// Cost 2(n - 1)(t_s + t_w m/n), plus n - 1 combines of m/n bytes.
 pub async fn allreduce_ring_along(
     comm: &Comm,
-    ring: &RingOrder,
+    ring: &RingOrder<'_>,
     vector: Bytes,
     reduction: Reduction,
     phases: [Phase; 2],
@@ -228,7 +228,7 @@ pub async fn allreduce_ring_along(
 /// (`CommError::Elements`) at the members it reaches.
 pub async fn allreduce_ring_around(
     comm: &Comm,
-    ring: &RingOrder,
+    ring: &RingOrder<'_>,
     vector: Bytes,
     reduction: Reduction,
     phases: [Phase; 2],

@@ -1,26 +1,30 @@
 //! The groups of ranks the two-level algorithms ([`super::two_level`]) run in: a
-//! [`Hierarchy`] of p ranks in groups of consecutive ranks, each group's first rank its
-//! leader, and the one place that says where a network's groups are ([`group_size`]).
+//! [`Hierarchy`] of p ranks in groups, each group's first rank its leader, and the one
+//! place that says how large a network's groups are ([`group_size`]).
 //!
 //! A group is what ranks share that is faster inside than between: a machine's cores (its
-//! shared memory against its one network port), an edge switch's hosts. A direct network
-//! of the textbook has neither, so its groups are the rows of the grid its mesh
-//! algorithms walk ([`Grid::of`]: a mesh's or torus's own rows, the squarest 2-D grid of p
-//! on any other shape), whose members are neighbours on a mesh or torus.
+//! shared memory against its one network port), an edge switch's hosts, a dragonfly
+//! group's. A direct network of the textbook has neither, so its groups are the rows of
+//! the grid its mesh algorithms walk ([`Grid::of`]: a mesh's or torus's own rows, the
+//! squarest 2-D grid of p on any other shape), whose members are neighbours on a mesh or
+//! torus.
 //!
-//! Like a line group's members ([`Members`]), a hierarchy is computed, not stored: two
-//! words whatever p, so that each node of a simulation of a million holds no list of
-//! groups; a group is a [`Members`] progression, found by a division. Groups are runs of
-//! consecutive ranks (ranks placed on machines in order): the two-level all-gather
-//! relies on it, appending a group's blocks in rank order.
+//! Like a line group's members ([`Members`]), a hierarchy of runs of consecutive ranks
+//! (the ranks placed on the hosts in order: linear placement, and every direct network)
+//! is computed, not stored: two words whatever p, so that each node of a simulation of a
+//! million holds no list of groups; a group is a [`Members`] progression, found by a
+//! division. Under any other placement a group is whichever ranks sit on its hosts: the
+//! hierarchy reads the network's own [`RankGroups`], built once with it, and its groups
+//! and lanes are progressions in that table's [`Numbering`]s.
 
+use topocomm_proto::network::RankGroups;
 use topocomm_proto::{NodeId, Topology, TopologyKind};
 
-use super::patterns::{Grid, Members};
+use super::patterns::{Grid, Members, Numbering};
 
 /// The size of the groups of `topology`'s ranks: the one source of a network's groups
-/// (a new family's "the cores of a machine", "the hosts of an edge switch" is one arm
-/// here).
+/// (a switched family's own, [`topocomm_proto::network::Family::group_hosts`]: the
+/// cores of a machine, the hosts of an edge switch, those of a dragonfly group).
 pub fn group_size(topology: &Topology) -> usize {
     use TopologyKind as T;
     match topology.kind() {
@@ -28,15 +32,15 @@ pub fn group_size(topology: &Topology) -> usize {
         T::Ring | T::Mesh | T::Torus | T::Mesh3d | T::Torus3d | T::Hypercube | T::Full => {
             Grid::of(topology).dims().last().copied().unwrap_or(1)
         }
-        // The cores of a machine: traffic inside never crosses the machine's port.
-        T::Cluster => topology.dims()[1],
-        // The hosts of an edge switch (k/2): they reach each other in two hops.
-        T::FatTree => topology.dims()[0] / 2,
-        // The hosts of a group (A routers of P): a group's routers are fully connected,
-        // and the global links between groups are what a dragonfly has least of.
-        T::Dragonfly => topology.dims()[0] * topology.dims()[1],
-        // A graph from a file has no groups it names: the rows of the squarest grid.
-        T::Graph => Grid::of(topology).dims().last().copied().unwrap_or(1),
+        // A cluster's machine (traffic inside never crosses its port), a fat-tree's edge
+        // switch (its hosts reach each other in two hops), a dragonfly's group (its
+        // routers are fully connected, and the global links between groups are what it
+        // has least of); a graph from a file has no groups it names: the rows of the
+        // squarest grid.
+        T::Cluster | T::FatTree | T::Dragonfly | T::Graph => topology
+            .switched()
+            .and_then(|switched| switched.family().group_hosts())
+            .unwrap_or_else(|| Grid::of(topology).dims().last().copied().unwrap_or(1)),
     }
 }
 
@@ -47,20 +51,26 @@ pub enum HierarchyError {
     Empty { p: usize, group_size: usize },
 }
 
-/// p ranks in groups of consecutive ranks, `group_size` each but the last, which holds
+/// p ranks in groups. Of consecutive ranks, `group_size` each but the last, which holds
 /// what is left (so groups differ in size where `group_size` does not divide p, and one
-/// group holds every rank where `group_size` ≥ p). Group g is the ranks
-/// g·`group_size`, g·`group_size` + 1, ...; its first rank is its leader.
+/// group holds every rank where `group_size` ≥ p): group g is the ranks g·`group_size`,
+/// g·`group_size` + 1, ... Or, under a placement that is not linear, the network's
+/// [`RankGroups`]: each group the ranks on its hosts, of any sizes. A group's first rank
+/// is its leader.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Hierarchy {
+pub struct Hierarchy<'a> {
     p: usize,
     group_size: usize,
+    /// The network's groups, when they are not runs of consecutive ranks.
+    placed: Option<&'a RankGroups>,
 }
 
-impl Hierarchy {
-    /// The groups of `topology`'s ranks, as [`group_size`] says.
-    pub fn of(topology: &Topology) -> Self {
-        Hierarchy { p: topology.p(), group_size: group_size(topology).clamp(1, topology.p().max(1)) }
+impl<'a> Hierarchy<'a> {
+    /// The groups of `topology`'s ranks: where its placement puts them, of the size
+    /// [`group_size`] says.
+    pub fn of(topology: &'a Topology) -> Self {
+        let placed = topology.switched().and_then(|switched| switched.rank_groups());
+        Hierarchy { p: topology.p(), group_size: group_size(topology).clamp(1, topology.p().max(1)), placed }
     }
 
     /// `p` ranks in groups of `group_size` (the last one shorter where it does not divide p).
@@ -68,7 +78,17 @@ impl Hierarchy {
         if p == 0 || group_size == 0 {
             return Err(HierarchyError::Empty { p, group_size });
         }
-        Ok(Hierarchy { p, group_size: group_size.min(p) })
+        Ok(Hierarchy { p, group_size: group_size.min(p), placed: None })
+    }
+
+    /// The groups of `groups`, as a placement made them.
+    pub fn placed(groups: &'a RankGroups) -> Self {
+        Hierarchy { p: groups.ranks(), group_size: groups.largest(), placed: Some(groups) }
+    }
+
+    /// The network's groups when they are not runs of consecutive ranks.
+    pub fn rank_groups(&self) -> Option<&'a RankGroups> {
+        self.placed
     }
 
     /// The number of ranks.
@@ -76,46 +96,72 @@ impl Hierarchy {
         self.p
     }
 
-    /// The size of every group but the last (which may be smaller).
+    /// The size of the largest group (of consecutive ranks: every group but the last).
     pub fn group_size(&self) -> usize {
         self.group_size
     }
 
-    /// The number of groups: ⌈p / group_size⌉.
+    /// The number of groups: ⌈p / group_size⌉ of consecutive ranks.
     pub fn groups(&self) -> usize {
-        self.p.div_ceil(self.group_size)
+        match self.placed {
+            Some(groups) => groups.groups(),
+            None => self.p.div_ceil(self.group_size),
+        }
     }
 
-    /// The size of the smallest group: the last one's (every other holds `group_size`).
+    /// The size of the smallest group (of consecutive ranks: the last one's).
     pub fn smallest_group_size(&self) -> usize {
-        self.p - (self.groups() - 1) * self.group_size
+        match self.placed {
+            Some(groups) => groups.smallest(),
+            None => self.p - (self.groups() - 1) * self.group_size,
+        }
     }
 
     /// The ranks of group `g` (g < [`Hierarchy::groups`]) in order, its leader first.
-    pub fn group(&self, g: usize) -> Members {
-        let first = g * self.group_size;
-        Members::new(first, 1, self.group_size.min(self.p - first))
+    pub fn group(&self, g: usize) -> Members<'a> {
+        match self.placed {
+            Some(groups) => Members::numbered(Numbering::Grouped(groups), groups.start(g), 1, groups.len(g)),
+            None => {
+                let first = g * self.group_size;
+                Members::new(first, 1, self.group_size.min(self.p - first))
+            }
+        }
     }
 
     /// Every group, in order.
-    pub fn iter(&self) -> impl Iterator<Item = Members> + use<> {
+    pub fn iter(&self) -> impl Iterator<Item = Members<'a>> + use<'a> {
         let hierarchy = *self;
         (0..hierarchy.groups()).map(move |g| hierarchy.group(g))
     }
 
     /// The group `rank` belongs to.
     pub fn group_of(&self, rank: NodeId) -> usize {
-        rank / self.group_size
+        match self.placed {
+            Some(groups) => groups.group_of(rank),
+            None => rank / self.group_size,
+        }
     }
 
     /// The position of `rank` in its group (its leader's is 0).
     pub fn position(&self, rank: NodeId) -> usize {
-        rank % self.group_size
+        match self.placed {
+            Some(groups) => groups.position(rank),
+            None => rank % self.group_size,
+        }
     }
 
-    /// Every group's leader, its first rank, in group order.
-    pub fn leaders(&self) -> Members {
-        Members::new(0, self.group_size, self.groups())
+    /// Lane `j` (j below [`Hierarchy::smallest_group_size`]): the rank at position `j` of
+    /// every group, in group order.
+    pub fn lane(&self, j: usize) -> Members<'a> {
+        match self.placed {
+            Some(groups) => Members::numbered(Numbering::Lanes(groups), j * groups.groups(), 1, groups.groups()),
+            None => Members::new(j, self.group_size, self.groups()),
+        }
+    }
+
+    /// Every group's leader, its first rank, in group order: lane 0.
+    pub fn leaders(&self) -> Members<'a> {
+        self.lane(0)
     }
 
     /// The leader of group `g` in a collective rooted at `root`: the root leads its own
@@ -140,11 +186,14 @@ mod tests {
 
     #[test]
     fn a_direct_network_s_groups_are_the_rows_of_its_grid() {
-        let torus = Hierarchy::of(&shape(TopologyKind::Torus, 12, Some(&[3, 4])));
+        let torus = shape(TopologyKind::Torus, 12, Some(&[3, 4]));
+        let torus = Hierarchy::of(&torus);
         assert_eq!(groups(&torus), [vec![0, 1, 2, 3], vec![4, 5, 6, 7], vec![8, 9, 10, 11]]);
-        let mesh = Hierarchy::of(&shape(TopologyKind::Mesh, 12, Some(&[4, 3])));
+        let mesh = shape(TopologyKind::Mesh, 12, Some(&[4, 3]));
+        let mesh = Hierarchy::of(&mesh);
         assert_eq!(groups(&mesh), [vec![0, 1, 2], vec![3, 4, 5], vec![6, 7, 8], vec![9, 10, 11]]);
-        let mesh3d = Hierarchy::of(&shape(TopologyKind::Mesh3d, 24, Some(&[2, 3, 4])));
+        let mesh3d = shape(TopologyKind::Mesh3d, 24, Some(&[2, 3, 4]));
+        let mesh3d = Hierarchy::of(&mesh3d);
         assert_eq!((mesh3d.groups(), mesh3d.group_size()), (6, 4));
         // Not a grid: the rows of the squarest grid, as the mesh algorithms walk it.
         for (kind, p, rows) in [
@@ -153,11 +202,13 @@ mod tests {
             (TopologyKind::Full, 6, 2),
             (TopologyKind::Ring, 7, 1),
         ] {
-            let hierarchy = Hierarchy::of(&shape(kind, p, None));
+            let topology = shape(kind, p, None);
+            let hierarchy = Hierarchy::of(&topology);
             assert_eq!(hierarchy.groups(), rows, "{kind:?} of {p}");
             assert_eq!(hierarchy.group_size() * rows, p, "{kind:?} of {p}");
         }
-        assert_eq!(groups(&Hierarchy::of(&shape(TopologyKind::Ring, 1, None))), [vec![0]]);
+        let one = shape(TopologyKind::Ring, 1, None);
+        assert_eq!(groups(&Hierarchy::of(&one)), [vec![0]]);
     }
 
     #[test]
@@ -191,6 +242,34 @@ mod tests {
         assert_eq!(leaders(0), [0, 4, 8]);
         assert_eq!(leaders(6), [0, 6, 8]);
         assert_eq!(leaders(9), [0, 4, 9]);
+    }
+
+    /// Under round-robin on a cluster of 3 machines of 4 cores with 10 ranks, machine m
+    /// holds the ranks m, m + 3, m + 6 (and 9 on machine 0): the groups, their lanes and
+    /// every rank's group and position are those.
+    #[test]
+    fn a_placement_s_groups_are_the_ranks_on_each_machine() {
+        let cluster = shape(TopologyKind::Cluster, 10, Some(&[3, 4]))
+            .placed(topocomm_proto::network::Placement::RoundRobin)
+            .expect("a placement");
+        let hierarchy = Hierarchy::of(&cluster);
+        assert_eq!(groups(&hierarchy), [vec![0, 3, 6, 9], vec![1, 4, 7], vec![2, 5, 8]]);
+        assert_eq!((hierarchy.groups(), hierarchy.smallest_group_size()), (3, 3));
+        let lanes: Vec<Vec<NodeId>> = (0..3).map(|j| hierarchy.lane(j).iter().collect()).collect();
+        assert_eq!(lanes, [vec![0, 1, 2], vec![3, 4, 5], vec![6, 7, 8]]);
+        assert_eq!(hierarchy.leaders().iter().collect::<Vec<_>>(), [0, 1, 2]);
+        for (g, group) in hierarchy.iter().enumerate() {
+            for (k, rank) in group.iter().enumerate() {
+                assert_eq!((hierarchy.group_of(rank), hierarchy.position(rank)), (g, k));
+                assert_eq!(group.position_of(rank), Some(k));
+            }
+        }
+        // Rank 9 is on no lane (it folds into lane 0 of its machine); rank 4 is on lane 1 only.
+        assert_eq!((0..3).find_map(|j| hierarchy.lane(j).position_of(9)), None);
+        assert_eq!(hierarchy.lane(1).position_of(4), Some(1));
+        assert_eq!(hierarchy.lane(0).position_of(4), None);
+        assert_eq!(hierarchy.leader(0, 6), 6);
+        assert_eq!(hierarchy.leader(1, 6), 1);
     }
 
     #[test]

@@ -7,13 +7,16 @@
 //!
 //! A group's members are computed, not stored: every line is an arithmetic progression
 //! of ids, so a node's view of a ring of a million nodes takes a few words, and finding
-//! its own position takes a division.
+//! its own position takes a division. The groups a placement makes on a switched network
+//! (a machine's ranks, wherever they are: [`RankGroups`]) are progressions of positions
+//! in the network's own table of its groups, which a [`Numbering`] reads.
 //!
 //! Everything here speaks `Comm` (send, recv) and plain ids; nothing touches links or
 //! timers, and nothing knows which collective called it.
 
 use bytes::{Bytes, BytesMut};
 use topocomm_proto::elements::combine;
+use topocomm_proto::network::RankGroups;
 use topocomm_proto::spec::{Dtype, ReduceOp};
 use topocomm_proto::topology::squarest_grid;
 use topocomm_proto::{NodeId, Topology, TopologyKind};
@@ -125,7 +128,7 @@ impl Grid {
     /// The line through `id` along dimension `dim`: every node that differs from `id`
     /// only in coordinate `dim`, in order of that coordinate (so member `k` has
     /// coordinate `k`). Along the last dimension that is `id`'s row.
-    pub fn line(&self, id: NodeId, dim: usize) -> LineGroup {
+    pub fn line(&self, id: NodeId, dim: usize) -> LineGroup<'static> {
         let stride = self.stride(dim);
         let first = id - self.coords(id)[dim] * stride;
         LineGroup { members: Members::new(first, stride, self.dims[dim]), wraps: self.wraps }
@@ -134,19 +137,70 @@ impl Grid {
 
 /// The members of a line group, in order: `first`, `first + stride`, ...,
 /// `first + (n - 1)·stride` (the whole ring 0, 1, ..., p-1 is first 0, stride 1; a row or
-/// column of a grid has the stride of its dimension). Computed, not stored: three words
-/// whatever n, and a member's position is found by a division.
+/// column of a grid has the stride of its dimension), counted in a [`Numbering`]: the
+/// ids themselves, or positions in a network's table of its groups. Computed, not stored:
+/// a few words whatever n, and a member's position is found by a division.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Members {
-    first: NodeId,
+pub struct Members<'a> {
+    first: usize,
     stride: usize,
     n: usize,
+    numbering: Numbering<'a>,
 }
 
-impl Members {
+/// What the progression of a [`Members`] counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Numbering<'a> {
+    /// The ids: index i is node i.
+    Ids,
+    /// The ranks group by group, each group's in the order of its hosts: index i is the
+    /// rank in slot i of the groups ([`RankGroups::at_slot`]), so a group is a run.
+    Grouped(&'a RankGroups),
+    /// The lanes across the groups: index j·g + k is the rank at position j of group k
+    /// (g groups, j below the smallest group's size), so a lane is a run.
+    Lanes(&'a RankGroups),
+}
+
+impl Numbering<'_> {
+    /// The node at index `index`.
+    fn id(self, index: usize) -> NodeId {
+        match self {
+            Numbering::Ids => index,
+            Numbering::Grouped(groups) => groups.at_slot(index),
+            Numbering::Lanes(groups) => groups.member(index % groups.groups(), index / groups.groups()),
+        }
+    }
+
+    /// The index of node `id`, if it has one.
+    fn index(self, id: NodeId) -> Option<usize> {
+        match self {
+            Numbering::Ids => Some(id),
+            Numbering::Grouped(groups) => groups.slot_of(id),
+            Numbering::Lanes(groups) => {
+                groups.slot_of(id)?;
+                let position = groups.position(id);
+                (position < groups.smallest()).then(|| position * groups.groups() + groups.group_of(id))
+            }
+        }
+    }
+}
+
+impl Members<'static> {
     /// The `n` ids `first + k·stride`, k = 0, 1, ..., n-1.
     pub fn new(first: NodeId, stride: usize, n: usize) -> Self {
-        Members { first, stride, n }
+        Members { first, stride, n, numbering: Numbering::Ids }
+    }
+}
+
+impl<'a> Members<'a> {
+    /// The `n` nodes at indices `first + k·stride` of `numbering`.
+    pub fn numbered(numbering: Numbering<'a>, first: usize, stride: usize, n: usize) -> Self {
+        Members { first, stride, n, numbering }
+    }
+
+    /// The `n` members at positions `offset`, `offset + stride`, ... of these.
+    pub fn part(self, offset: usize, stride: usize, n: usize) -> Self {
+        Members { first: self.first + offset * self.stride, stride: self.stride * stride, n, ..self }
     }
 
     /// The number of members.
@@ -162,12 +216,12 @@ impl Members {
     /// The member at position `k` (k < n).
     pub fn at(self, k: usize) -> NodeId {
         debug_assert!(k < self.n, "position {k} of a group of {}", self.n);
-        self.first + k * self.stride
+        self.numbering.id(self.first + k * self.stride)
     }
 
     /// The position of `id` among the members, if it is one.
     pub fn position_of(self, id: NodeId) -> Option<usize> {
-        let offset = id.checked_sub(self.first)?;
+        let offset = self.numbering.index(id)?.checked_sub(self.first)?;
         let k = match self.stride {
             0 => (offset == 0).then_some(0)?,
             stride if offset % stride == 0 => offset / stride,
@@ -177,7 +231,7 @@ impl Members {
     }
 
     /// The members in order.
-    pub fn iter(self) -> impl Iterator<Item = NodeId> {
+    pub fn iter(self) -> impl Iterator<Item = NodeId> + use<'a> {
         (0..self.n).map(move |k| self.at(k))
     }
 
@@ -186,13 +240,21 @@ impl Members {
         self.position_of(comm.id()).ok_or_else(|| CommError::Unsupported {
             me: comm.id(),
             algorithm: "line group".into(),
-            reason: format!(
-                "node {} is not a member of the line of {} nodes from node {} in steps of {}",
-                comm.id(),
-                self.n,
-                self.first,
-                self.stride
-            ),
+            reason: match self.numbering {
+                Numbering::Ids => format!(
+                    "node {} is not a member of the line of {} nodes from node {} in steps of {}",
+                    comm.id(),
+                    self.n,
+                    self.first,
+                    self.stride
+                ),
+                _ => format!(
+                    "node {} is not one of the {} members {:?}",
+                    comm.id(),
+                    self.n,
+                    self.iter().collect::<Vec<_>>()
+                ),
+            },
         })
     }
 }
@@ -203,13 +265,13 @@ impl Members {
 /// at most two links and whose n hops use each link direction once. Computed, as
 /// [`Members`] are: ring position k is [`RingOrder::at`]`(k)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RingOrder {
-    members: Members,
+pub struct RingOrder<'a> {
+    members: Members<'a>,
     /// Whether the line is walked up its even positions and back down its odd ones.
     up_and_back: bool,
 }
 
-impl RingOrder {
+impl<'a> RingOrder<'a> {
     /// The number of members on the ring.
     pub fn len(self) -> usize {
         self.members.len()
@@ -250,7 +312,7 @@ impl RingOrder {
     }
 
     /// The members in ring order.
-    pub fn iter(self) -> impl Iterator<Item = NodeId> {
+    pub fn iter(self) -> impl Iterator<Item = NodeId> + use<'a> {
         (0..self.len()).map(move |k| self.at(k))
     }
 
@@ -302,23 +364,25 @@ pub enum PassPosition {
 /// distances 1..=⌊n/2⌋ and the `Down` half 1..=⌊(n-1)/2⌋; on a line each half runs to
 /// its end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LineGroup {
-    pub members: Members,
+pub struct LineGroup<'a> {
+    pub members: Members<'a>,
     pub wraps: bool,
 }
 
-impl LineGroup {
+impl LineGroup<'static> {
     /// All `p` nodes as one ring, 0, 1, ..., p-1 and back to 0.
     pub fn ring(p: usize) -> Self {
         LineGroup { members: Members::new(0, 1, p), wraps: true }
     }
+}
 
+impl<'a> LineGroup<'a> {
     fn len(&self) -> usize {
         self.members.len()
     }
 
     /// The order a ring algorithm walks this group in (see [`RingOrder`]).
-    pub fn ring_order(&self) -> RingOrder {
+    pub fn ring_order(&self) -> RingOrder<'a> {
         RingOrder { members: self.members, up_and_back: !self.wraps }
     }
 
@@ -380,7 +444,7 @@ impl LineGroup {
 /// ⌊n/2⌋ on a ring of n, cost (t_s + t_w m)⌊n/2⌋ — the textbook's ⌈p/2⌉ for even p.
 pub async fn broadcast_along(
     comm: &Comm,
-    group: &LineGroup,
+    group: &LineGroup<'_>,
     root_position: usize,
     message: Bytes,
     phase: Phase,
@@ -423,7 +487,7 @@ pub async fn broadcast_along(
 /// for the broadcast, plus the time of the combines.
 pub async fn reduce_along(
     comm: &Comm,
-    group: &LineGroup,
+    group: &LineGroup<'_>,
     root_position: usize,
     vector: Bytes,
     reduction: Reduction,
@@ -491,7 +555,7 @@ impl Reduction {
 mod tests {
     use super::*;
 
-    fn places(group: &LineGroup, root: usize) -> Vec<PassPosition> {
+    fn places(group: &LineGroup<'_>, root: usize) -> Vec<PassPosition> {
         (0..group.len()).map(|at| group.place(at, root)).collect()
     }
 

@@ -111,7 +111,7 @@ impl<'a> Hand<'a> {
 /// Bytes the parcels of the members at `distances` from position `root` take, in the
 /// half of a pass along `group` that goes `direction`.
 fn parcels_len(
-    group: &LineGroup,
+    group: &LineGroup<'_>,
     root: usize,
     direction: Direction,
     distances: std::ops::RangeInclusive<usize>,
@@ -144,7 +144,7 @@ fn parcels_len(
 /// t_s⌈p/2⌉ + t_w m p²/8.
 pub async fn scatter_along(
     comm: &Comm,
-    group: &LineGroup,
+    group: &LineGroup<'_>,
     root: usize,
     mut parcels: Vec<Bytes>,
     parcel_len: impl Fn(usize) -> usize,
@@ -205,7 +205,7 @@ pub async fn scatter_along(
 /// cost as for the scatter.
 pub async fn gather_along(
     comm: &Comm,
-    group: &LineGroup,
+    group: &LineGroup<'_>,
     root: usize,
     mine: Bytes,
     parcel_len: impl Fn(usize) -> usize,
@@ -280,7 +280,7 @@ pub async fn gather_along(
 /// with blocks of m, (t_s + ½ t_w m p)(p - 1).
 pub async fn alltoall_along(
     comm: &Comm,
-    group: &LineGroup,
+    group: &LineGroup<'_>,
     parcels: Vec<Vec<Bytes>>,
     parcel: usize,
     phase: Phase,

@@ -216,7 +216,7 @@ pub async fn pairwise(comm: &Comm, layout: &BlockLayout, msg: Bytes, reduction: 
 /// n - 1 combines of m bytes.
 pub async fn reduce_scatter_ring_along(
     comm: &Comm,
-    ring: &RingOrder,
+    ring: &RingOrder<'_>,
     layout: &BlockLayout,
     msg: Bytes,
     reduction: Reduction,

@@ -35,7 +35,13 @@ pub fn run(comm: &Comm, algorithm: Algorithm, vector: Bytes, q: usize) -> Runnin
 /// the wrap link, the pass from one end to the other travels the topology's route.
 ///
 /// Steps: min(delta, n - delta). Cost (t_s + t_w m) min(delta, n - delta).
-async fn shift_along(comm: &Comm, group: &LineGroup, delta: usize, x: Bytes, phase: Phase) -> Result<Bytes, CommError> {
+async fn shift_along(
+    comm: &Comm,
+    group: &LineGroup<'_>,
+    delta: usize,
+    x: Bytes,
+    phase: Phase,
+) -> Result<Bytes, CommError> {
     let n = group.members.len();
     let me = group.members.my_position(comm)?;
     let delta = delta % n;

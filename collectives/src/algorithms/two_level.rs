@@ -44,9 +44,10 @@ use topocomm_proto::NodeId;
 
 use super::allgather::allgather_ring_parts;
 use super::allreduce::{allreduce_ring_along, allreduce_ring_around};
-use super::blocks::concat;
+use super::blocks::{BlockLayout, concat};
+use super::folding::expect_layout_len;
 use super::hierarchy::Hierarchy;
-use super::patterns::{LineGroup, Members, Reduction};
+use super::patterns::{LineGroup, Reduction};
 use super::phases::{
     MULTI_LEADER_FOLD, MULTI_LEADER_GROUPS, MULTI_LEADER_LANES, TWO_LEVEL_GROUPS, TWO_LEVEL_LEADERS,
     TWO_LEVEL_LEADERS_RING,
@@ -55,23 +56,39 @@ use super::tree::{BinomialTree, broadcast_down, reduce_up};
 use crate::comm::{Comm, CommError};
 
 /// This node's binomial tree inside its group, rooted at the group's leader for `root`.
-fn group_tree(comm: &Comm, hierarchy: &Hierarchy, root: NodeId) -> (BinomialTree, impl Fn(usize) -> NodeId + use<>) {
-    let g = hierarchy.group_of(comm.id());
-    let group = hierarchy.group(g);
-    let leader = hierarchy.position(hierarchy.leader(g, root));
+fn group_tree<'h>(
+    comm: &Comm,
+    hierarchy: &Hierarchy<'h>,
+    root: NodeId,
+) -> (BinomialTree, impl Fn(usize) -> NodeId + use<'h>) {
+    let leader = hierarchy.position(hierarchy.leader(hierarchy.group_of(comm.id()), root));
+    group_tree_from(comm, hierarchy, leader)
+}
+
+/// This node's binomial tree inside its group, rooted at position `leader` of the group.
+fn group_tree_from<'h>(
+    comm: &Comm,
+    hierarchy: &Hierarchy<'h>,
+    leader: usize,
+) -> (BinomialTree, impl Fn(usize) -> NodeId + use<'h>) {
+    let group = hierarchy.group(hierarchy.group_of(comm.id()));
     (BinomialTree::new(leader, group.len(), hierarchy.position(comm.id())), move |k| group.at(k))
 }
 
 /// The binomial tree among the groups' leaders for `root`, rooted at the root's group,
 /// as a leader sees it.
-fn leaders_tree(comm: &Comm, hierarchy: &Hierarchy, root: NodeId) -> (BinomialTree, impl Fn(usize) -> NodeId + use<>) {
+fn leaders_tree<'h>(
+    comm: &Comm,
+    hierarchy: &Hierarchy<'h>,
+    root: NodeId,
+) -> (BinomialTree, impl Fn(usize) -> NodeId + use<'h>) {
     let tree = BinomialTree::new(hierarchy.group_of(root), hierarchy.groups(), hierarchy.group_of(comm.id()));
     let hierarchy = *hierarchy;
     (tree, move |g| hierarchy.leader(g, root))
 }
 
 /// Whether this node leads its group in a collective rooted at `root`.
-fn leads(comm: &Comm, hierarchy: &Hierarchy, root: NodeId) -> bool {
+fn leads(comm: &Comm, hierarchy: &Hierarchy<'_>, root: NodeId) -> bool {
     hierarchy.leader(hierarchy.group_of(comm.id()), root) == comm.id()
 }
 
@@ -88,7 +105,12 @@ fn leads(comm: &Comm, hierarchy: &Hierarchy, root: NodeId) -> bool {
 /// Steps: ⌈log g⌉ + ⌈log c⌉ (log p on a √p x √p grid of groups). Cost
 /// ⌈log g⌉(T_s + T_w m) + ⌈log c⌉(t_s + t_w m): g - 1 messages cross between groups,
 /// whatever the root.
-pub async fn broadcast(comm: &Comm, hierarchy: Hierarchy, root: NodeId, message: Bytes) -> Result<Bytes, CommError> {
+pub async fn broadcast(
+    comm: &Comm,
+    hierarchy: Hierarchy<'_>,
+    root: NodeId,
+    message: Bytes,
+) -> Result<Bytes, CommError> {
     let mut x = message;
     if leads(comm, &hierarchy, root) {
         let (tree, leader) = leaders_tree(comm, &hierarchy, root);
@@ -113,7 +135,7 @@ pub async fn broadcast(comm: &Comm, hierarchy: Hierarchy, root: NodeId, message:
 /// plus ⌈log c⌉ + ⌈log g⌉ combines on the longest path.
 pub async fn reduce(
     comm: &Comm,
-    hierarchy: Hierarchy,
+    hierarchy: Hierarchy<'_>,
     root: NodeId,
     vector: Bytes,
     reduction: Reduction,
@@ -144,7 +166,7 @@ pub async fn reduce(
 /// each of its 2(p - 1) steps, 2g(p - 1) in all.
 pub async fn allreduce(
     comm: &Comm,
-    hierarchy: Hierarchy,
+    hierarchy: Hierarchy<'_>,
     vector: Bytes,
     reduction: Reduction,
 ) -> Result<Bytes, CommError> {
@@ -167,7 +189,7 @@ pub async fn allreduce(
 /// the combines: 2g(g - 1) messages, 2(g - 1)m bytes in all, cross between groups.
 pub async fn allreduce_ring(
     comm: &Comm,
-    hierarchy: Hierarchy,
+    hierarchy: Hierarchy<'_>,
     vector: Bytes,
     reduction: Reduction,
 ) -> Result<Bytes, CommError> {
@@ -218,7 +240,7 @@ pub async fn allreduce_ring(
 /// 2(g - 1) start-ups of c messages at once instead of one.
 pub async fn allreduce_multi_leader(
     comm: &Comm,
-    hierarchy: Hierarchy,
+    hierarchy: Hierarchy<'_>,
     vector: Bytes,
     reduction: Reduction,
 ) -> Result<Bytes, CommError> {
@@ -232,15 +254,14 @@ pub async fn allreduce_multi_leader(
         return comm.recv(lane, fold_out).await;
     }
     // The ranks of my group that fold into me: positions k + c, k + 2c, ... of my group.
-    let folded = Members::new(comm.id() + lanes, lanes, (group.len() - 1 - position) / lanes);
+    let folded = group.part(position + lanes, lanes, (group.len() - 1 - position) / lanes);
     let mut sum = vector;
     for rank in folded.iter() {
         let theirs = comm.recv(rank, fold_in).await?;
         sum = reduction.combine(comm, sum, &theirs)?;
     }
-    let inside = LineGroup { members: Members::new(group.at(0), 1, lanes), wraps: true }.ring_order();
-    let lane = Members::new(position, hierarchy.group_size(), hierarchy.groups());
-    let across = LineGroup { members: lane, wraps: true }.ring_order();
+    let inside = LineGroup { members: group.part(0, 1, lanes), wraps: true }.ring_order();
+    let across = LineGroup { members: hierarchy.lane(position), wraps: true }.ring_order();
     let result = allreduce_ring_around(comm, &inside, sum, reduction, MULTI_LEADER_GROUPS, async |shard| {
         allreduce_ring_along(comm, &across, shard, reduction, MULTI_LEADER_LANES).await
     })
@@ -259,24 +280,44 @@ pub async fn allreduce_multi_leader(
 /// all := around_leaders(my block, append, ALL_TO_ALL_BC_RING among the leaders)
 /// ```
 ///
-/// Blocks may differ in length (a layout's). Steps: 2⌈log c⌉ + g - 1. Cost
+/// Blocks may differ in length (`layout`'s). The blocks arrive group by group, each
+/// group's in its order; where the groups are not runs of consecutive ranks (a placement
+/// that is not linear), each node puts them in rank order at the end, a copy of the p
+/// blocks. Steps: 2⌈log c⌉ + g - 1. Cost
 /// t_s ⌈log c⌉ + t_w m (c - 1) to gather, (g - 1)(T_s + T_w m c) round the leaders,
 /// ⌈log c⌉(t_s + t_w m p) down the groups: g(g - 1) messages cross between groups,
 /// against g(p - 1) for the ring over every node (g of its p messages a step).
-pub async fn allgather(comm: &Comm, hierarchy: Hierarchy, mine: Bytes) -> Result<Bytes, CommError> {
+pub async fn allgather(
+    comm: &Comm,
+    hierarchy: Hierarchy<'_>,
+    layout: &BlockLayout,
+    mine: Bytes,
+) -> Result<Bytes, CommError> {
     let append = |ours: Bytes, theirs: Bytes| Ok(concat([&ours, &theirs]));
-    around_leaders(comm, hierarchy, mine, append, async |ours| {
+    let all = around_leaders(comm, hierarchy, mine, append, async |ours| {
         let leaders = LineGroup { members: hierarchy.leaders(), wraps: true }.ring_order();
         Ok(concat(&allgather_ring_parts(comm, &leaders, ours, TWO_LEVEL_LEADERS).await?))
     })
-    .await
+    .await?;
+    let Some(groups) = hierarchy.rank_groups() else {
+        return Ok(all);
+    };
+    expect_layout_len(comm, &all, layout.total())?;
+    let mut blocks = vec![Bytes::new(); groups.ranks()];
+    let mut at = 0;
+    for slot in 0..groups.ranks() {
+        let rank = groups.at_slot(slot);
+        blocks[rank] = all.slice(at..at + layout.len(rank));
+        at += layout.len(rank);
+    }
+    Ok(concat(&blocks))
 }
 
 /// The shape of the all-reduce and all-gather with a collective among the leaders: up
 /// each group's binomial tree to its first rank, folding with `combine` (rooted at the
-/// leader, every subtree is a run of consecutive ranks, so appending a child's blocks to
-/// one's own keeps rank order), `among_leaders` on the leaders alone, then down the same
-/// tree.
+/// first rank, every subtree is a run of consecutive positions, so appending a child's
+/// blocks to one's own keeps the group's order), `among_leaders` on the leaders alone,
+/// then down the same tree.
 ///
 /// ```text
 /// ours := ALL_TO_ONE_REDUCE(mine, combine) in my group, to its leader  /* Algorithm 4.3 */
@@ -286,12 +327,12 @@ pub async fn allgather(comm: &Comm, hierarchy: Hierarchy, mine: Bytes) -> Result
 /// ```
 async fn around_leaders(
     comm: &Comm,
-    hierarchy: Hierarchy,
+    hierarchy: Hierarchy<'_>,
     mine: Bytes,
     combine: impl FnMut(Bytes, Bytes) -> Result<Bytes, CommError>,
     among_leaders: impl AsyncFnOnce(Bytes) -> Result<Bytes, CommError>,
 ) -> Result<Bytes, CommError> {
-    let (tree, member) = group_tree(comm, &hierarchy, 0);
+    let (tree, member) = group_tree_from(comm, &hierarchy, 0);
     let mut all = Bytes::new();
     if let Some(ours) = reduce_up(comm, &tree, &member, mine, combine, TWO_LEVEL_GROUPS).await? {
         all = among_leaders(ours).await?;
@@ -338,7 +379,7 @@ mod tests {
     /// Runs `spec`'s collective two-level over `hierarchy` (not the topology's own) on the
     /// simulator from the reference's inputs, and holds every node's result to the
     /// reference; fails naming the first node that differs.
-    fn verify(spec: &RunSpec, topology: &Topology, hierarchy: Hierarchy) -> Result<(), String> {
+    fn verify(spec: &RunSpec, topology: &Topology, hierarchy: Hierarchy<'static>) -> Result<(), String> {
         let p = topology.p();
         let per_node = |comm: Comm| {
             let spec = spec.clone();
@@ -355,7 +396,10 @@ mod tests {
                         allreduce_multi_leader(&comm, hierarchy, input, reduction).await
                     }
                     (Collective::Allreduce, _) => allreduce(&comm, hierarchy, input, reduction).await,
-                    (Collective::Allgather, _) => allgather(&comm, hierarchy, input).await,
+                    (Collective::Allgather, _) => {
+                        let layout = BlockLayout::uniform(p, input.len());
+                        allgather(&comm, hierarchy, &layout, input).await
+                    }
                     (other, _) => unreachable!("{other} is not two-level"),
                 }
             }
@@ -450,7 +494,8 @@ mod tests {
         for (machines, cores) in [(4, 8), (3, 4), (2, 5), (5, 3)] {
             for p in 1..=machines * cores {
                 let cluster = Topology::new(TopologyKind::Cluster, p, Some(&[machines, cores])).expect("a cluster");
-                let hierarchy = Hierarchy::of(&cluster);
+                let hierarchy = Hierarchy::new(p, cores).expect("a hierarchy");
+                assert_eq!(hierarchy, Hierarchy::of(&cluster));
                 for elements in [0, 1, 7, 61] {
                     let dtype_and_op = (DTYPES[checked % 4], OPS[checked / 4 % 4]);
                     let spec =

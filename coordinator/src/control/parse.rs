@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use bytesize::ByteSize;
 use topocomm_proto::TopologyKind;
+use topocomm_proto::network::placement::{Placement, PlacementError};
 use topocomm_proto::network::routes::UnknownRoutes;
 use topocomm_proto::spec::{Algorithm, ClassPhysics, Collective, Dtype, MAX_TIMEOUT, Ports, ReduceOp, Routing};
 use topocomm_proto::topology::Routes;
@@ -51,6 +52,11 @@ fn parse_named<T: std::str::FromStr + strum::VariantNames>(what: &'static str, t
 
 pub fn parse_topology(text: &str) -> Result<TopologyKind, ParseError> {
     parse_named("topology", text)
+}
+
+/// `linear`, `round-robin` or `random[:SEED]`, refused in one line otherwise.
+pub fn parse_placement(text: &str) -> Result<Placement, PlacementError> {
+    text.parse()
 }
 
 pub fn parse_collective(text: &str) -> Result<Collective, ParseError> {

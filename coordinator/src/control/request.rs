@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, anyhow};
 use clap::Args;
 use topocomm_proto::control::RunRequest;
+use topocomm_proto::network::Placement;
 use topocomm_proto::schedule::Schedule;
 use topocomm_proto::spec::{
     Algorithm, ClassPhysics, Collective, Dilation, DilationError, Dtype, LinkModel, Ports, ReduceOp, Routing, RunSpec,
@@ -16,8 +17,8 @@ use topocomm_proto::{Topology, TopologyKind, catalogue};
 
 use crate::control::calibration;
 use crate::control::parse::{
-    ParseError, parse_algorithm, parse_class, parse_collective, parse_dims, parse_dtype, parse_op, parse_ports,
-    parse_routes, parse_routing, parse_size, parse_time, parse_timeout, parse_topology,
+    ParseError, parse_algorithm, parse_class, parse_collective, parse_dims, parse_dtype, parse_op, parse_placement,
+    parse_ports, parse_routes, parse_routing, parse_size, parse_time, parse_timeout, parse_topology,
 };
 
 /// The shape to wire.
@@ -42,6 +43,13 @@ pub struct ShapeArgs {
     /// daemons wire the built-in topologies only.
     #[arg(long, value_name = "FILE", conflicts_with = "dims")]
     pub network: Option<std::path::PathBuf>,
+    /// Where the ranks sit on a switched network's hosts, and so which ranks share a
+    /// machine, an edge switch or a dragonfly group: linear (rank r on host r),
+    /// round-robin (the ranks dealt across the machines, edge switches or routers in
+    /// turn) or random[:SEED] (a seeded permutation of the hosts, seed 1 by default). A
+    /// direct network takes linear only.
+    #[arg(long, default_value = "linear", value_parser = parse_placement)]
+    pub placement: Placement,
     /// Route policy: fat-tree d-mod-k (the default: up-ports by the destination) or ecmp
     /// (each up-port by a hash of the flow: source, destination, tag); dragonfly minimal
     /// (the default) or valiant[:SEED] (through an intermediate group drawn from the seed,
@@ -58,7 +66,7 @@ impl ShapeArgs {
             Some(path) => network_topology(path)?,
             None => Topology::new(self.topology, nodes, self.dims.as_deref())?,
         };
-        Ok(topology.routed(self.routes)?)
+        Ok(topology.routed(self.routes)?.placed(self.placement)?)
     }
 
     /// Refuses, before anything starts, a route policy the topology kind does not take.
@@ -306,8 +314,13 @@ pub fn plan(what: &CollectiveArgs, repetition: Repetition) -> anyhow::Result<Pla
     if let Some(path) = &what.schedule {
         spec.schedule = Some(Box::new(read_schedule(path, what.collective)?));
     }
-    let request =
-        RunRequest { topology: what.shape.kind(), dims: what.shape.dims.clone(), routes: what.shape.routes, spec };
+    let request = RunRequest {
+        topology: what.shape.kind(),
+        dims: what.shape.dims.clone(),
+        routes: what.shape.routes,
+        placement: what.shape.placement,
+        spec,
+    };
     Ok(Planned { request, predict_with, auto_dilation })
 }
 

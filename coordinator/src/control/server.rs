@@ -340,10 +340,10 @@ fn report_bound(spec: &RunSpec, p: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use topocomm_proto::TopologyKind;
     use topocomm_proto::codec;
     use topocomm_proto::control::{NodeDump, NodeReport, RunLimits, TopologySpec, Wiring};
     use topocomm_proto::spec::{Algorithm, Collective};
+    use topocomm_proto::{Topology, TopologyKind};
 
     use super::*;
 
@@ -381,7 +381,7 @@ mod tests {
         let mut owed = OwedReports::default();
         assert_eq!(owed.longest_message(), MAX_UNASKED_MESSAGE);
         assert!(!owed.settle(1), "no run owed a report");
-        let topology = TopologySpec { kind: TopologyKind::Ring, p, dims: vec![p], routes: None };
+        let topology = TopologySpec::of(&Topology::new(TopologyKind::Ring, p, None).unwrap());
         owed.ordered(&ToNode::Wire(Wiring { epoch: 1, id: 0, topology, neighbours: vec![], link_within_ms: 15_000 }));
         let start = |spec: RunSpec| ToNode::Start {
             spec: Box::new(spec),

@@ -51,6 +51,7 @@ pub fn topology(topology: &Topology) -> Value {
         "kind": topology.kind().to_string(),
         "p": topology.p(),
         "dims": topology.dims(),
+        "placement": topology.placement(),
         "edges": topology.edges(),
         "diameter": topology.diameter(),
         "layout": topology_svg::layout(topology),

@@ -79,7 +79,10 @@ pub async fn prepare(lab: &Lab, kind: Kind, args: &[String]) -> Result<Job, Prep
             let request = &planned.request;
             // The lab's daemons are the run's vertices: its ranks, then a switched network's switches.
             let daemons = lab.coordinator.cluster.status().expected;
-            let p = topology_on(request.topology, daemons, request.dims.as_deref()).map_err(|e| cli(e.into()))?.p();
+            let p = topology_on(request.topology, daemons, request.dims.as_deref())
+                .and_then(|topology| topology.routed(request.routes)?.placed(request.placement))
+                .map_err(|e| cli(e.into()))?
+                .p();
             request.spec.validate(p).map_err(|e| cli(e.into()))?;
             if let Some(Target::Local(_)) = lab.target.read().await.as_ref() {
                 Capacity::of_this_machine()

@@ -8,6 +8,7 @@ use anyhow::Context;
 use bytesize::ByteSize;
 use serde::Serialize;
 use topocomm_proto::control::{RunOutcome, SetupTimes};
+use topocomm_proto::network::Placement;
 use topocomm_proto::spec::{Algorithm, ClassPhysics, Collective, LinkModel, Ports, Routing};
 use topocomm_proto::topology::Routes;
 use topocomm_proto::{NodeId, Topology, TopologyKind};
@@ -78,6 +79,8 @@ pub struct RunSummary {
     pub algorithm: String,
     pub topology: String,
     pub dims: Vec<usize>,
+    /// Where the ranks sat on the hosts (a switched network's; linear on a direct one).
+    pub placement: Placement,
     /// A switched network's route policy (left out on a direct one, which has one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub route_policy: Option<String>,
@@ -259,6 +262,7 @@ pub fn summarize(
         algorithm: spec.what_runs(),
         topology: outcome.topology.kind.to_string(),
         dims: outcome.topology.dims.clone(),
+        placement: outcome.topology.placement,
         route_policy: switched_routes(outcome.topology.kind, outcome.topology.routes),
         nodes: outcome.topology.p,
         switches: outcome.reports.iter().filter(|r| r.node >= p).count(),
@@ -376,6 +380,7 @@ pub fn headline(summary: &RunSummary) -> String {
         .parse()
         .ok()
         .and_then(|kind| Topology::new(kind, summary.nodes, Some(&summary.dims)).ok())
+        .and_then(|topology| topology.placed(summary.placement).ok())
         .map(|t| t.to_string())
         .unwrap_or_else(|| summary.topology.clone());
     let collective: Option<Collective> = summary.collective.parse().ok();
@@ -443,6 +448,7 @@ pub(crate) mod tests {
             algorithm: "hypercube".into(),
             topology: "hypercube".into(),
             dims: vec![2, 2, 2],
+            placement: Placement::Linear,
             route_policy: None,
             nodes: 8,
             switches: 0,
@@ -485,7 +491,7 @@ pub(crate) mod tests {
         reports[1].verified = false;
         reports[1].mismatch = Some("element 3 differs".into());
         reports[3] = NodeReport { error: Some("no message".into()), ..NodeReport::empty(4, 3) };
-        let topology = TopologySpec { kind: TopologyKind::Hypercube, p: 4, dims: vec![2, 2], routes: None };
+        let topology = TopologySpec::of(&Topology::new(TopologyKind::Hypercube, 4, None).unwrap());
         let outcome = RunOutcome { spec, topology, reports, trace: None, setup: SetupTimes::default() };
         let failure = summarize(&outcome, None).unwrap_err();
         assert_eq!(failure.wrong, [(1, "element 3 differs".to_owned()), (3, "no message".to_owned())]);

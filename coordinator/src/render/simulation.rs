@@ -3,6 +3,7 @@
 //! (`tools::simulate`) hands down.
 
 use serde::Serialize;
+use topocomm_proto::network::Placement;
 use topocomm_proto::spec::{Collective, Dtype, LinkModel, ReduceOp};
 
 use crate::render::links::describe_links;
@@ -18,6 +19,8 @@ pub struct SimulationSummary {
     pub algorithm: String,
     pub topology: String,
     pub dims: Vec<usize>,
+    /// Where the ranks sat on the hosts (a switched network's; linear on a direct one).
+    pub placement: Placement,
     /// A switched network's route policy (left out on a direct one, which has one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub route_policy: Option<String>,
@@ -108,14 +111,19 @@ pub fn table(points: &[SimulationSummary]) -> HouseTable {
     table
 }
 
-/// The topology of a point as the table shows it: "torus 4x4", "hypercube".
+/// The topology of a point as the table shows it: "torus 4x4", "hypercube", "cluster
+/// placed round-robin".
 fn shape(point: &SimulationSummary) -> String {
-    match point.topology.as_str() {
+    let shape = match point.topology.as_str() {
         "mesh" | "torus" | "mesh3d" | "torus3d" => {
             let dims: Vec<String> = point.dims.iter().map(ToString::to_string).collect();
             format!("{} {}", point.topology, dims.join("x"))
         }
         kind => kind.to_owned(),
+    };
+    match point.placement {
+        Placement::Linear => shape,
+        placement => format!("{shape} placed {placement}"),
     }
 }
 

@@ -75,6 +75,7 @@ pub fn print(args: &TopologyArgs) -> anyhow::Result<()> {
             "topology": topology.kind().to_string(),
             "nodes": p,
             "dims": topology.dims(),
+            "placement": topology.placement(),
             "hosts": topology.hosts(),
             "switches": topology.switches(),
             "diameter": topology.diameter(),

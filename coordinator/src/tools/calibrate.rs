@@ -355,8 +355,13 @@ async fn measure(
     let mut points = Vec::with_capacity(total);
     for &size_bytes in sizes {
         for hops in routes {
-            let request =
-                RunRequest { topology: TopologyKind::Ring, dims: None, routes: None, spec: spec_of(size_bytes, hops) };
+            let request = RunRequest {
+                topology: TopologyKind::Ring,
+                dims: None,
+                routes: None,
+                placement: Default::default(),
+                spec: spec_of(size_bytes, hops),
+            };
             let outcome = local.coordinator.execute(request).await?;
             let summary = report::summarize(&outcome, None)?;
             let one_way_us = summary.time_us.median / 2.0;

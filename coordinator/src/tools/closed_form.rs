@@ -9,7 +9,7 @@
 //! hold the two equal to the nanosecond at every p they reach.
 
 use topocomm_proto::catalogue::{self, ClosedForm};
-use topocomm_proto::network::Family;
+use topocomm_proto::network::{Family, Routes};
 use topocomm_proto::spec::{Algorithm, ClassPhysics, Collective, LinkModel, Ports, Routing, class_models};
 use topocomm_proto::{Topology, TopologyKind};
 
@@ -59,14 +59,19 @@ impl SwitchedForm {
         routing: Routing,
         ports: Ports,
     ) -> Option<SwitchedForm> {
-        if routing != Routing::Sf || ports != Ports::All || topology.p() < 2 {
+        // Both forms count on the ranks sitting on the first hosts in order (consecutive
+        // ranks under one edge switch, machine by machine): another placement shares
+        // ports and links the chains do not.
+        if routing != Routing::Sf || ports != Ports::All || topology.p() < 2 || !topology.placement().is_linear() {
             return None;
         }
         let p = topology.p();
         match (topology.switched()?.family(), collective, algorithm) {
+            // d-mod-k's distinct links only: ECMP's hashes may put two messages on one.
             (Family::FatTree(tree), Collective::Broadcast | Collective::Reduce, Algorithm::Hypercube)
             | (Family::FatTree(tree), Collective::Allreduce, Algorithm::RecursiveDoubling) => {
-                ((tree.k() / 2).is_power_of_two() && p.is_power_of_two()).then_some(SwitchedForm::FatTreeBinomial)
+                ((tree.k() / 2).is_power_of_two() && p.is_power_of_two() && topology.routes() == Routes::DModK)
+                    .then_some(SwitchedForm::FatTreeBinomial)
             }
             // Pieces of m/p bytes whatever the element's size (up to 8 bytes); machines of
             // at least three cores (see `ClusterRing`).
@@ -239,6 +244,7 @@ pub fn formula(
 mod tests {
     use super::*;
     use crate::tools::model;
+    use topocomm_proto::network::Placement;
     use topocomm_proto::spec::RunSpec;
 
     /// Both port models: every closed form is checked under each it holds under.
@@ -359,5 +365,26 @@ mod tests {
         let ring = Topology::new(TopologyKind::Cluster, 32, Some(&[4, 8])).expect("cluster 4x8");
         let intra = [class("intra", 1, 1, 1)];
         assert_eq!(time_ns(Collective::Allreduce, Algorithm::Ring, &ring, m, &links, &intra), None);
+    }
+
+    /// The switched forms hold for the ranks placed linearly and, on a fat-tree, routed
+    /// d-mod-k only: under another placement or ECMP there is none.
+    #[test]
+    fn the_switched_forms_hold_only_placed_linearly_and_routed_d_mod_k() {
+        let links = LinkModel { ts_ns: 100_000, th_ns: 10_000, tw_ps: 10_000, ..LinkModel::NOMINAL };
+        let m = 8 * 32 * 64;
+        let tree = Topology::new(TopologyKind::FatTree, 16, Some(&[4])).expect("fat-tree 4");
+        let ring = Topology::new(TopologyKind::Cluster, 32, Some(&[4, 8])).expect("cluster 4x8");
+        let (broadcast, allreduce) = (Collective::Broadcast, Collective::Allreduce);
+        assert!(time_ns(broadcast, Algorithm::Hypercube, &tree, m, &links, &[]).is_some());
+        assert!(time_ns(allreduce, Algorithm::Ring, &ring, m, &links, &[]).is_some());
+        let ecmp = tree.clone().with_routes(Routes::Ecmp).expect("ecmp");
+        assert_eq!(time_ns(broadcast, Algorithm::Hypercube, &ecmp, m, &links, &[]), None);
+        for placement in [Placement::RoundRobin, Placement::Random { seed: 1 }] {
+            let tree = tree.clone().placed(placement).expect("placed");
+            assert_eq!(time_ns(broadcast, Algorithm::Hypercube, &tree, m, &links, &[]), None, "{tree}");
+            let ring = ring.clone().placed(placement).expect("placed");
+            assert_eq!(time_ns(allreduce, Algorithm::Ring, &ring, m, &links, &[]), None, "{ring}");
+        }
     }
 }

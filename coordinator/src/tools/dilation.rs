@@ -203,7 +203,13 @@ async fn relay(
         // The spec of a shift (one vector per node), which the probe's steps stand in for.
         ..RunSpec::new(Collective::Shift, Algorithm::Ring)
     };
-    let probe = RunRequest { topology: request.topology, dims: request.dims.clone(), routes: request.routes, spec };
+    let probe = RunRequest {
+        topology: request.topology,
+        dims: request.dims.clone(),
+        routes: request.routes,
+        placement: request.placement,
+        spec,
+    };
     let began = Instant::now();
     let outcome =
         target.execute(probe).await.with_context(|| format!("the dilation probe ({})", size_text(size_bytes)))?;

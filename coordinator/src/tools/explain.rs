@@ -442,6 +442,7 @@ pub(crate) fn to_json(x: &Explained) -> serde_json::Value {
         "requested_algorithm": x.requested.to_string(),
         "topology": x.topology.kind().to_string(),
         "dims": x.topology.dims(),
+        "placement": x.topology.placement(),
         "p": x.topology.p(),
         "size_bytes": x.spec.size_bytes,
         "root": x.spec.collective.has_root().then_some(x.spec.root),

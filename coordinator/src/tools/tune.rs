@@ -309,8 +309,13 @@ async fn execute(
     let algorithm = algorithm.unwrap_or_else(|| catalogue::default_algorithm(collective, args.shape.topology));
     let data = DataArgs { root: 0, dtype: Dtype::F64, op: ReduceOp::Sum, shift: 1, exclusive: false, seed: 1 };
     let spec = request::run_spec(collective, algorithm, size, &data, repetition)?;
-    let request =
-        RunRequest { topology: args.shape.topology, dims: args.shape.dims.clone(), routes: args.shape.routes, spec };
+    let request = RunRequest {
+        topology: args.shape.topology,
+        dims: args.shape.dims.clone(),
+        routes: args.shape.routes,
+        placement: args.shape.placement,
+        spec,
+    };
     target.execute(request).await
 }
 

@@ -57,6 +57,11 @@ impl Dragonfly {
         self.routers_per_group * self.globals_per_router + 1
     }
 
+    /// `a · p`: the hosts of one group.
+    pub fn hosts_per_group(&self) -> usize {
+        self.routers_per_group * self.hosts_per_router
+    }
+
     /// `g · a`.
     pub fn routers(&self) -> usize {
         self.groups() * self.routers_per_group
@@ -181,19 +186,17 @@ impl Dragonfly {
         }
     }
 
-    /// The most hops a route between two of the first `hosts` hosts takes: 2 on one
-    /// router, 3 in one group, across groups 3 to 5 by where the global links are, and
-    /// under Valiant (`valiant`) up to 7 by way of an intermediate group.
-    pub fn diameter(&self, hosts: usize, valiant: bool) -> usize {
+    /// The most hops a route between two of `hosts` takes: 2 on one router, 3 in one
+    /// group, across groups 3 to 5 by where the global links are, and under Valiant
+    /// (`valiant`) up to 7 by way of an intermediate group.
+    pub fn diameter(&self, hosts: &[usize], valiant: bool) -> usize {
         let (a, p) = (self.routers_per_group, self.hosts_per_router);
-        if hosts <= 1 {
-            return 0;
-        }
-        if hosts <= p {
-            return 2;
-        }
-        if hosts <= a * p {
-            return 3;
+        let shared = |under: usize| hosts.iter().all(|host| host / under == hosts[0] / under);
+        match hosts {
+            [] | [_] => return 0,
+            _ if shared(p) => return 2,
+            _ if shared(a * p) => return 3,
+            _ => {}
         }
         // Across groups: the longest of the routes between the routers in use (a route's
         // hops depend only on its two routers and its intermediate group), stopping at
@@ -207,10 +210,12 @@ impl Dragonfly {
             false => vec![None],
             true => std::iter::once(None).chain((0..self.groups()).map(Some)).collect(),
         };
-        let used_routers = hosts.div_ceil(p);
+        let mut used_routers: Vec<usize> = hosts.iter().map(|host| host / p).collect();
+        used_routers.sort_unstable();
+        used_routers.dedup();
         let mut longest = 3;
-        for from in 0..used_routers {
-            for to in 0..used_routers {
+        for &from in &used_routers {
+            for &to in &used_routers {
                 let target = to * p;
                 let (from_group, to_group) = (self.group_of(from * p), self.group_of(target));
                 for &via in vias.iter().filter(|via| via.is_none_or(|via| via != from_group && via != to_group)) {

@@ -181,14 +181,15 @@ impl FatTree {
         self.vertex(Place::Edge(host / self.half()))
     }
 
-    /// The most hops a route between two of the first `hosts` hosts takes: 2 under one
-    /// edge switch, 4 in one pod, 6 across pods.
-    pub fn diameter(&self, hosts: usize) -> usize {
+    /// The most hops a route between two of `hosts` takes: 2 under one edge switch, 4 in
+    /// one pod, 6 across pods.
+    pub fn diameter(&self, hosts: &[usize]) -> usize {
         let half = self.half();
+        let shared = |under: usize| hosts.iter().all(|host| host / under == hosts[0] / under);
         match hosts {
-            0 | 1 => 0,
-            _ if hosts <= half => 2,
-            _ if hosts <= half * half => 4,
+            [] | [_] => 0,
+            _ if shared(half) => 2,
+            _ if shared(half * half) => 4,
             _ => 6,
         }
     }

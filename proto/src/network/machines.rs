@@ -116,12 +116,13 @@ impl Machines {
         }
     }
 
-    /// The most hops a route between two of the first `hosts` cores takes: 2 in one
-    /// machine, 4 across machines.
-    pub fn diameter(&self, hosts: usize) -> usize {
+    /// The most hops a route between two of `hosts` takes: 2 in one machine, 4 across
+    /// machines.
+    pub fn diameter(&self, hosts: &[usize]) -> usize {
+        let machine = |host: &usize| host / self.cores;
         match hosts {
-            0 | 1 => 0,
-            _ if hosts <= self.cores => 2,
+            [] | [_] => 0,
+            [first, rest @ ..] if rest.iter().all(|host| machine(host) == machine(first)) => 2,
             _ => 4,
         }
     }

@@ -5,17 +5,20 @@
 //! its own vertices (hosts first, then switches) and routes arithmetically, so a network
 //! of 65,536 hosts holds no table.
 //!
-//! [`Switched`] puts `p` ranks on a family's hosts (rank `r` on host `r`: linear
-//! placement) and numbers the network's vertices as the rest of topocomm sees them:
+//! [`Switched`] puts `p` ranks on a family's hosts as a [`Placement`] says (linear: rank
+//! `r` on host `r`) and numbers the network's vertices as the rest of topocomm sees them:
 //! ranks `0..p`, then the switches `p..p + switches`. Hosts without a rank are no vertex:
-//! no route between two hosts crosses a host.
+//! no route between two hosts crosses a host. The ranks' groups ([`RankGroups`]: those
+//! of a machine, an edge switch, a dragonfly group) follow from where they sit.
 //!
 //! This module is pure arithmetic, like [`crate::topology`], which holds a [`Switched`]
 //! for the switched kinds.
 
 pub mod dragonfly;
 pub mod fat_tree;
+mod groups;
 pub mod machines;
+pub mod placement;
 pub mod routes;
 
 use std::sync::Arc;
@@ -25,6 +28,9 @@ use dragonfly::Dragonfly;
 use fat_tree::FatTree;
 use machines::Machines;
 pub use routes::{Flow, Routes};
+
+pub use groups::RankGroups;
+pub use placement::Placement;
 
 /// A vertex of a family: a host or a switch, in the family's own numbering.
 pub type Vertex = usize;
@@ -148,16 +154,27 @@ impl Family {
         }
     }
 
-    fn diameter(&self, hosts: usize, routes: Routes) -> usize {
+    /// The most hops a route between two of `hosts` takes under `routes`.
+    fn diameter(&self, hosts: &[usize], routes: Routes) -> usize {
         match self {
             Family::FatTree(tree) => tree.diameter(hosts),
             Family::Dragonfly(dragonfly) => dragonfly.diameter(hosts, matches!(routes, Routes::Valiant { .. })),
             Family::Machines(machines) => machines.diameter(hosts),
-            Family::File(graph) => (0..hosts)
-                .flat_map(|a| (0..hosts).map(move |b| (a, b)))
-                .map(|(a, b)| graph.hops(a, b))
-                .max()
-                .unwrap_or(0),
+            Family::File(graph) => {
+                hosts.iter().flat_map(|&a| hosts.iter().map(move |&b| graph.hops(a, b))).max().unwrap_or(0)
+            }
+        }
+    }
+
+    /// How many consecutive hosts make one group of ranks of the hierarchical
+    /// collectives: a machine's cores, an edge switch's hosts (k/2), a dragonfly group's
+    /// (A routers of P); `None` for a graph from a file, which names no groups.
+    pub fn group_hosts(&self) -> Option<usize> {
+        match self {
+            Family::FatTree(tree) => Some(tree.k() / 2),
+            Family::Dragonfly(dragonfly) => Some(dragonfly.hosts_per_group()),
+            Family::Machines(machines) => Some(machines.cores()),
+            Family::File(_) => None,
         }
     }
 
@@ -194,22 +211,49 @@ enum Pick {
     Via(Option<usize>),
 }
 
-/// `p` ranks on a family's first `p` hosts, and the network's vertices: ranks `0..p`,
-/// then the family's switches; routed by one of the family's policies.
+/// `p` ranks on a family's hosts as a [`Placement`] puts them, and the network's
+/// vertices: ranks `0..p`, then the family's switches; routed by one of the family's
+/// policies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Switched {
     family: Family,
     ranks: usize,
     routes: Routes,
+    placement: Placement,
+    /// Where the ranks sit, unless the placement is linear (rank `r` on host `r`).
+    placed: Option<Placed>,
 }
 
+/// The ranks' hosts under a placement that is not linear, both ways, and their groups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Placed {
+    /// Each rank's host.
+    host_of: Vec<usize>,
+    /// Each host's rank, [`NO_RANK`] for a host without one.
+    rank_on: Vec<usize>,
+    /// The ranks' groups, when the family has groups.
+    groups: Option<RankGroups>,
+}
+
+/// What [`Placed::rank_on`] holds for a host without a rank.
+const NO_RANK: usize = usize::MAX;
+
 impl Switched {
-    /// `ranks ≤ family.hosts()` (checked by the caller, which says why), routed as the
-    /// family routes by default.
-    pub fn new(family: Family, ranks: usize) -> Self {
+    /// `ranks ≤ family.hosts()` (checked by the caller, which says why), on the hosts
+    /// `placement` gives them, routed as the family routes by default.
+    pub fn new(family: Family, ranks: usize, placement: Placement) -> Self {
         debug_assert!(ranks <= family.hosts());
+        let placed = (!placement.is_linear()).then(|| {
+            let host_of = placement.hosts(&family, ranks);
+            let mut rank_on = vec![NO_RANK; family.hosts()];
+            for (rank, &host) in host_of.iter().enumerate() {
+                rank_on[host] = rank;
+            }
+            let groups = family.group_hosts().map(|size| RankGroups::new(&host_of, size));
+            Placed { host_of, rank_on, groups }
+        });
         let routes = family.default_routes();
-        Switched { family, ranks, routes }
+        Switched { family, ranks, routes, placement, placed }
     }
 
     /// The network routed by `routes`, one of its family's policies (checked by the
@@ -226,6 +270,11 @@ impl Switched {
     /// The family.
     pub fn family(&self) -> &Family {
         &self.family
+    }
+
+    /// Where the ranks sit.
+    pub fn placement(&self) -> Placement {
+        self.placement
     }
 
     /// The ranks: vertices `0..ranks`.
@@ -248,19 +297,35 @@ impl Switched {
         self.ranks + self.switches()
     }
 
+    /// The host rank `rank` sits on, in the family's numbering.
+    pub fn host_of(&self, rank: usize) -> usize {
+        self.placed.as_ref().map_or(rank, |placed| placed.host_of[rank])
+    }
+
+    /// The rank on `host`, if one sits there.
+    pub fn rank_on(&self, host: usize) -> Option<usize> {
+        match &self.placed {
+            None => (host < self.ranks).then_some(host),
+            Some(placed) => placed.rank_on.get(host).copied().filter(|&rank| rank != NO_RANK),
+        }
+    }
+
+    /// The ranks' groups of a placement that is not linear, on a family with groups
+    /// ([`Family::group_hosts`]); `None` where the groups are runs of consecutive ranks
+    /// (linear) or the family has none.
+    pub fn rank_groups(&self) -> Option<&RankGroups> {
+        self.placed.as_ref().and_then(|placed| placed.groups.as_ref())
+    }
+
     /// The family's vertex of a network vertex.
     fn inner(&self, v: usize) -> Vertex {
-        if v < self.ranks { v } else { self.family.hosts() + (v - self.ranks) }
+        if v < self.ranks { self.host_of(v) } else { self.family.hosts() + (v - self.ranks) }
     }
 
     /// The network vertex of a family vertex; `None` for a host without a rank.
     fn outer(&self, v: Vertex) -> Option<usize> {
         let hosts = self.family.hosts();
-        match v {
-            _ if v < self.ranks => Some(v),
-            _ if v < hosts => None,
-            _ => Some(self.ranks + (v - hosts)),
-        }
+        if v < hosts { self.rank_on(v) } else { Some(self.ranks + (v - hosts)) }
     }
 
     /// The vertices linked to `v`, sorted, with each link's class.
@@ -281,17 +346,22 @@ impl Switched {
     }
 
     /// The next vertex from `at` towards the flow's destination (`at != flow.dst`) on the
-    /// flow's route.
+    /// flow's route. The flow names ranks, and a policy that hashes it hashes the ranks
+    /// (what a frame's header carries); the route runs between the ranks' hosts.
     pub fn next_hop(&self, at: usize, flow: Flow) -> usize {
         self.next_hop_by(self.routes, at, flow)
     }
 
     /// [`Switched::next_hop`] by the policy `routes`.
     fn next_hop_by(&self, routes: Routes, at: usize, flow: Flow) -> usize {
-        let pick = self.family.pick(routes, flow.src, flow.dst, flow);
-        self.next_hop_picked(at, flow.dst, pick)
+        // The source in the family (a switch may stand for it where the policy routes by
+        // destination: a node's table of next hops).
+        let (src, dst) = (self.inner(flow.src), self.host_of(flow.dst));
+        let pick = self.family.pick(routes, src, dst, flow);
+        self.next_hop_picked(at, dst, pick)
     }
 
+    /// The next vertex from `at` towards host `dst` by `pick`.
     fn next_hop_picked(&self, at: usize, dst: usize, pick: Pick) -> usize {
         let next = self.family.next_hop(self.inner(at), dst, pick);
         self.outer(next).expect("a route crosses no host but its ends")
@@ -301,12 +371,13 @@ impl Switched {
     /// dst`), whatever its tag, each once, in the order of the policy's choices: one
     /// where the policy routes by destination.
     pub fn route_choices(&self, src: usize, dst: usize) -> Vec<Vec<usize>> {
+        let dst_host = self.host_of(dst);
         let mut choices: Vec<Vec<usize>> = Vec::new();
-        for pick in self.family.picks(self.routes, src, dst) {
+        for pick in self.family.picks(self.routes, self.host_of(src), dst_host) {
             let mut route = vec![src];
             let mut at = src;
             while at != dst {
-                at = self.next_hop_picked(at, dst, pick);
+                at = self.next_hop_picked(at, dst_host, pick);
                 route.push(at);
             }
             if !choices.contains(&route) {
@@ -329,19 +400,24 @@ impl Switched {
         hops
     }
 
-    /// Where a vertex sits in the family (see each family's `coords`).
+    /// Where a vertex sits in the family (see each family's `coords`): a rank where its
+    /// host does.
     pub fn coords(&self, v: usize) -> Vec<usize> {
         self.family.coords(self.inner(v))
     }
 
     /// The switch rank `rank` hangs off, as a network vertex.
     pub fn attachment(&self, rank: usize) -> usize {
-        self.outer(self.family.attachment(rank)).expect("a switch is a vertex")
+        self.outer(self.family.attachment(self.host_of(rank))).expect("a switch is a vertex")
     }
 
     /// The most hops a route between two ranks takes under the policy.
     pub fn diameter(&self) -> usize {
-        self.family.diameter(self.ranks, self.routes)
+        let hosts: Vec<usize> = match &self.placed {
+            None => (0..self.ranks).collect(),
+            Some(placed) => placed.host_of.clone(),
+        };
+        self.family.diameter(&hosts, self.routes)
     }
 }
 

@@ -186,3 +186,53 @@ fn a_policy_of_another_topology_is_refused_in_one_line() {
         assert_eq!(topology.clone().with_routes(routes.parse().unwrap()), Ok(topology));
     }
 }
+
+/// Routes and placement together: set in either order they give one network; a policy
+/// that spreads flows (ECMP, Valiant) routes between the hosts the ranks sit on while
+/// hashing the flow as its header names it (ranks and tag); its routes are valid and no
+/// longer than the diameter of the hosts in use, which the longest of their choices
+/// reaches (Valiant's beyond the minimal one).
+#[test]
+fn a_policy_routes_between_the_hosts_a_placement_gives_the_ranks() {
+    use crate::network::{Family, Placement};
+    let shapes = [
+        (TopologyKind::FatTree, 16, vec![4], Routes::Ecmp),
+        (TopologyKind::FatTree, 11, vec![4], Routes::Ecmp),
+        (TopologyKind::Dragonfly, 12, vec![2, 2, 1], Routes::Valiant { seed: 5 }),
+        (TopologyKind::Dragonfly, 20, vec![4, 2, 2], Routes::Valiant { seed: 1 }),
+    ];
+    for (kind, p, dims, routes) in shapes {
+        for placement in [Placement::RoundRobin, Placement::Random { seed: 3 }] {
+            let shape = topology(kind, p, &dims);
+            let both = routed(shape.clone(), routes).placed(placement).unwrap();
+            assert_eq!(Ok(&both), routed(shape.clone().placed(placement).unwrap(), routes).placed(placement).as_ref());
+            assert_eq!(Ok(&both), shape.clone().placed(placement).unwrap().with_routes(routes).as_ref());
+            assert_eq!((both.routes(), both.placement()), (routes, placement));
+            let minimal = shape.placed(placement).unwrap();
+            let switched = both.switched().unwrap();
+            for (flow, route) in checked_routes(&both, 3) {
+                let Family::Dragonfly(dragonfly) = switched.family() else { continue };
+                let Routes::Valiant { seed } = routes else { unreachable!() };
+                let group = |v: usize| both.coords(v)[0];
+                let (src_host, dst_host) = (switched.host_of(flow.src), switched.host_of(flow.dst));
+                match dragonfly.intermediate(src_host, dst_host, flow.hash(seed)) {
+                    Some(via) if group(flow.src) != group(flow.dst) => {
+                        let mut runs: Vec<usize> = route.iter().map(|&v| group(v)).collect();
+                        runs.dedup();
+                        assert_eq!(runs, [group(flow.src), via, group(flow.dst)], "{both}: {flow:?} is {route:?}");
+                    }
+                    _ => assert_eq!(route, minimal.flow_route(flow), "{both}: {flow:?}"),
+                }
+            }
+            let both_ref = &both;
+            let longest = (0..p)
+                .flat_map(|src| (0..p).flat_map(move |dst| both_ref.route_choices(src, dst)))
+                .map(|route| route.len() - 1)
+                .max();
+            assert_eq!(longest, Some(both.diameter()), "{both}");
+            if matches!(routes, Routes::Valiant { .. }) {
+                assert!(both.diameter() > minimal.diameter(), "{both}: {} hops", both.diameter());
+            }
+        }
+    }
+}

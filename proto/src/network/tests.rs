@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use super::{Flow, Placement};
 use crate::{Topology, TopologyKind};
 
 pub(super) fn topology(kind: TopologyKind, p: usize, dims: &[usize]) -> Topology {
@@ -264,4 +265,148 @@ fn a_large_fat_tree_and_dragonfly_route_without_tables() {
     assert_eq!(dragonfly.diameter(), 5);
     let route = dragonfly.route(0, dragonfly.p() - 1);
     assert!(route.len() <= 6, "{route:?}");
+}
+
+/// Every shape the placement tests take: each family, full and with fewer ranks than
+/// hosts.
+fn placed_shapes() -> Vec<(TopologyKind, usize, Vec<usize>)> {
+    vec![
+        (TopologyKind::Cluster, 16, vec![4, 4]),
+        (TopologyKind::Cluster, 6, vec![4, 4]),
+        (TopologyKind::Cluster, 15, vec![3, 5]),
+        (TopologyKind::FatTree, 16, vec![4]),
+        (TopologyKind::FatTree, 11, vec![4]),
+        (TopologyKind::Dragonfly, 12, vec![2, 2, 1]),
+        (TopologyKind::Dragonfly, 7, vec![2, 2, 1]),
+    ]
+}
+
+const PLACEMENTS: [Placement; 4] =
+    [Placement::Linear, Placement::RoundRobin, Placement::Random { seed: 1 }, Placement::Random { seed: 7 }];
+
+fn placed(kind: TopologyKind, p: usize, dims: &[usize], placement: Placement) -> Topology {
+    topology(kind, p, dims).placed(placement).unwrap_or_else(|e| panic!("{kind} {dims:?} {placement}: {e}"))
+}
+
+/// Every rank on a host of its own (a bijection onto the hosts when they are all
+/// taken), each host's rank the inverse, and the routes valid under every placement.
+#[test]
+fn every_placement_puts_each_rank_on_a_host_of_its_own_and_routes_stay_valid() {
+    for (kind, p, dims) in placed_shapes() {
+        for placement in PLACEMENTS {
+            let topology = placed(kind, p, &dims, placement);
+            let switched = topology.switched().unwrap();
+            assert_eq!(switched.placement(), placement);
+            let hosts: BTreeSet<usize> = (0..p).map(|rank| switched.host_of(rank)).collect();
+            assert_eq!(hosts.len(), p, "{topology}: two ranks on one host");
+            assert!(hosts.iter().all(|&h| h < topology.hosts()), "{topology}");
+            for host in 0..topology.hosts() {
+                let rank = switched.rank_on(host);
+                assert_eq!(rank.is_some(), hosts.contains(&host), "{topology}: host {host}");
+                if let Some(rank) = rank {
+                    assert_eq!(switched.host_of(rank), host, "{topology}");
+                }
+            }
+            // The links are the family's, the ranks on their hosts: each rank hangs off
+            // its host's switch, and a rank's coordinates are its host's.
+            for rank in 0..p {
+                let attached: Vec<usize> = topology.neighbours(rank);
+                assert_eq!(attached, [switched.attachment(rank)], "{topology}: rank {rank}");
+                let linear = self::topology(kind, topology.hosts(), &dims);
+                assert_eq!(topology.coords(rank), linear.coords(switched.host_of(rank)), "{topology}");
+            }
+            let shortest = kind != TopologyKind::Dragonfly;
+            check_routes(&topology, shortest);
+            for src in 0..p {
+                for dst in 0..p {
+                    let mut at = src;
+                    let mut walked = vec![at];
+                    while at != dst {
+                        at = topology.next_hop(at, Flow::new(src, dst, 0));
+                        walked.push(at);
+                    }
+                    assert_eq!(walked, topology.route(src, dst), "{topology}");
+                }
+            }
+        }
+    }
+}
+
+/// The lowest group (machine, edge switch, router) of each rank's host.
+fn lowest_group(topology: &Topology, rank: usize) -> usize {
+    topology.switched().unwrap().attachment(rank)
+}
+
+#[test]
+fn round_robin_deals_consecutive_ranks_to_different_machines_and_fills_them_evenly() {
+    for (kind, p, dims) in placed_shapes() {
+        let topology = placed(kind, p, &dims, Placement::RoundRobin);
+        let groups: BTreeSet<usize> = (0..topology.hosts())
+            .map(|host| self::topology(kind, topology.hosts(), &dims).switched().unwrap().attachment(host))
+            .collect();
+        let g = groups.len();
+        for rank in 1..p {
+            let (here, before) = (lowest_group(&topology, rank), lowest_group(&topology, rank - 1));
+            assert_ne!(here, before, "{topology}: ranks {} and {rank} share a switch", rank - 1);
+        }
+        // Rank r on the (r mod G)-th group: ranks G apart share one.
+        for rank in g..p {
+            assert_eq!(lowest_group(&topology, rank), lowest_group(&topology, rank - g), "{topology}");
+        }
+        let mut per_group: BTreeMap<usize, usize> = BTreeMap::new();
+        for rank in 0..p {
+            *per_group.entry(lowest_group(&topology, rank)).or_default() += 1;
+        }
+        let (fewest, most) = (per_group.values().min().unwrap(), per_group.values().max().unwrap());
+        assert!(most - fewest <= 1, "{topology}: {per_group:?}");
+    }
+    // Cluster 4x4: ranks 0, 4, 8, 12 on machine 0, in its cores' order.
+    let cluster = placed(TopologyKind::Cluster, 16, &[4, 4], Placement::RoundRobin);
+    let hosts: Vec<usize> = (0..16).map(|rank| cluster.switched().unwrap().host_of(rank)).collect();
+    assert_eq!(hosts, [0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15]);
+}
+
+#[test]
+fn random_placement_is_a_permutation_stable_for_its_seed_and_different_across_seeds() {
+    let hosts = |seed| {
+        let cluster = placed(TopologyKind::Cluster, 32, &[4, 8], Placement::Random { seed });
+        (0..32).map(|rank| cluster.switched().unwrap().host_of(rank)).collect::<Vec<_>>()
+    };
+    assert_eq!(hosts(1), hosts(1));
+    assert_ne!(hosts(1), hosts(2));
+    assert_ne!(hosts(1), (0..32).collect::<Vec<_>>());
+    let mut sorted = hosts(3);
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..32).collect::<Vec<_>>());
+    // The seed of `random` alone, and the placement in the topology's name.
+    assert_eq!("random".parse::<Placement>(), Ok(Placement::Random { seed: 1 }));
+    let cluster = placed(TopologyKind::Cluster, 16, &[4, 4], Placement::Random { seed: 9 });
+    assert_eq!(cluster.to_string(), "cluster of 4 machines x 4 cores (16 nodes placed random:9, 5 switches)");
+}
+
+#[test]
+fn placements_are_read_and_refused_in_one_line() {
+    for (text, placement) in [
+        ("linear", Placement::Linear),
+        ("round-robin", Placement::RoundRobin),
+        ("random:0", Placement::Random { seed: 0 }),
+        ("random:18446744073709551615", Placement::Random { seed: u64::MAX }),
+    ] {
+        assert_eq!(text.parse::<Placement>(), Ok(placement));
+        assert_eq!(placement.to_string(), text);
+        assert_eq!(serde_json::to_string(&placement).unwrap(), format!("\"{text}\""));
+        assert_eq!(serde_json::from_str::<Placement>(&format!("\"{text}\"")).unwrap(), placement);
+    }
+    let refused = |text: &str| text.parse::<Placement>().unwrap_err().to_string();
+    assert_eq!(
+        refused("spread"),
+        "unknown placement \"spread\": linear, round-robin or random[:SEED] (default seed 1)"
+    );
+    assert_eq!(refused("random:x"), "the seed of random:x is not a whole number from 0 to 18446744073709551615");
+    assert!(refused("random:-1").contains("not a whole number"));
+    assert!(refused("linear:3").contains("unknown placement"));
+    let ring = Topology::new(TopologyKind::Ring, 8, None).unwrap();
+    let error = ring.placed(Placement::RoundRobin).unwrap_err().to_string();
+    assert!(error.contains("applies to switched networks only") && !error.contains('\n'), "{error}");
+    assert!(Topology::new(TopologyKind::Ring, 8, None).unwrap().placed(Placement::Linear).is_ok());
 }

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use strum::{Display, EnumIter, EnumString, IntoStaticStr, VariantNames};
 
 use crate::netfile::FileGraph;
-use crate::network::{ClassId, DIRECT_CLASSES, Family, Switched};
+use crate::network::{ClassId, DIRECT_CLASSES, Family, Placement, Switched};
 pub use crate::network::{Flow, Routes};
 
 /// A node's id in the current topology, 0..p-1.
@@ -195,7 +195,7 @@ impl Topology {
             }
             TopologyKind::FatTree | TopologyKind::Dragonfly | TopologyKind::Cluster => {
                 let (dims, family) = switched_shape::family(kind, p, dims)?;
-                let switched = Some(Arc::new(Switched::new(family, p)));
+                let switched = Some(Arc::new(Switched::new(family, p, Placement::Linear)));
                 return Ok(Self { kind, p, dims, switched });
             }
         };
@@ -214,8 +214,33 @@ impl Topology {
             )));
         }
         let family = Family::File(Arc::new(graph));
-        let switched = Some(Arc::new(Switched::new(family, endpoints)));
+        let switched = Some(Arc::new(Switched::new(family, endpoints, Placement::Linear)));
         Ok(Self { kind: TopologyKind::Graph, p: endpoints, dims: vec![endpoints], switched })
+    }
+
+    /// The same network with its ranks placed on its hosts as `placement` says (see
+    /// [`crate::network::placement`]), routed as before. A direct network's vertices are
+    /// its ranks, and its algorithms are laid out on their ids: it takes the linear
+    /// placement only.
+    pub fn placed(self, placement: Placement) -> Result<Self, TopologyError> {
+        if placement == self.placement() {
+            return Ok(self);
+        }
+        let Some(switched) = &self.switched else {
+            return Err(TopologyError::Invalid(format!(
+                "a {} places rank r on node r: its vertices are its ranks, so --placement {placement} applies to \
+                 switched networks only (fat-tree, dragonfly, cluster, --network)",
+                self.kind
+            )));
+        };
+        let switched =
+            Some(Arc::new(Switched::new(switched.family().clone(), self.p, placement).with_routes(switched.routes())));
+        Ok(Self { switched, ..self })
+    }
+
+    /// Where the ranks sit on the hosts: linear on a direct network.
+    pub fn placement(&self) -> Placement {
+        self.switched.as_ref().map_or(Placement::Linear, |switched| switched.placement())
     }
 
     /// The topology routed by `routes`; refused, in one line, when the policy is not one
@@ -638,6 +663,10 @@ impl fmt::Display for Topology {
         if let Some(switched) = &self.switched {
             let (hosts, switches) = (switched.hosts(), switched.switches());
             let placed = if p == hosts { format!("{p} {nodes}") } else { format!("{p} {nodes} on {hosts} hosts") };
+            let placed = match switched.placement() {
+                Placement::Linear => placed,
+                placement => format!("{placed} placed {placement}"),
+            };
             let switches = format!("{switches} switch{}", if switches == 1 { "" } else { "es" });
             return match self.kind {
                 TopologyKind::FatTree => write!(f, "fat-tree k={} ({placed}, {switches})", self.dims[0]),

@@ -171,8 +171,9 @@ impl Coordinator {
         let participants = self.cluster.participants(timeout).await?;
         let mut setup = SetupTimes { ready_ms: asked_at.elapsed().as_secs_f64() * 1e3, wiring_ms: None };
         // Every participant is a vertex: the ranks, then a switched network's switches.
-        let topology =
-            topology_on(request.topology, participants.len(), request.dims.as_deref())?.routed(request.routes)?;
+        let topology = topology_on(request.topology, participants.len(), request.dims.as_deref())?
+            .routed(request.routes)?
+            .placed(request.placement)?;
         let p = topology.p();
         request.spec.validate(p)?;
         catalogue::check(request.spec.collective, request.spec.algorithm)?;
@@ -402,7 +403,7 @@ mod tests {
 
     pub(super) fn traced_request() -> RunRequest {
         let spec = RunSpec { trace: true, ..RunSpec::new(Collective::Barrier, Algorithm::Hypercube) };
-        RunRequest { topology: TopologyKind::Hypercube, dims: None, routes: None, spec }
+        RunRequest { topology: TopologyKind::Hypercube, dims: None, routes: None, placement: Default::default(), spec }
     }
 
     pub(super) fn participant(id: NodeId) -> Participant {

@@ -72,8 +72,13 @@ impl ClusterRuns<'_> {
         forecast: &mut Forecast,
     ) -> anyhow::Result<ProbeFigures> {
         let first = &cases[0];
-        let request =
-            RunRequest { topology: first.topology.kind(), dims: None, routes: None, spec: first.spec.clone() };
+        let request = RunRequest {
+            topology: first.topology.kind(),
+            dims: None,
+            routes: None,
+            placement: first.topology.placement(),
+            spec: first.spec.clone(),
+        };
         let mut probe = Probe::measure(self.target, &request, links).await?;
         let longest = cases.iter().filter_map(|case| case.messages).map(|m| m.longest).max();
         probe.measure_long(self.target, &request, links, longest).await?;
@@ -110,7 +115,13 @@ async fn run_case(
 ) -> anyhow::Result<()> {
     let mut row = Row::of(case);
     if let Ok(prediction) = &case.prediction {
-        let request = RunRequest { topology: case.topology.kind(), dims: None, routes: None, spec: case.spec.clone() };
+        let request = RunRequest {
+            topology: case.topology.kind(),
+            dims: None,
+            routes: None,
+            placement: case.topology.placement(),
+            spec: case.spec.clone(),
+        };
         let began = Instant::now();
         match target.execute(request).await {
             Ok(outcome) => match report::summarize(&outcome, Some((prediction.time_us(), case.links))) {

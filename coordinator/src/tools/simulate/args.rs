@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use topocomm_proto::TopologyKind;
+use topocomm_proto::network::Placement;
 use topocomm_proto::spec::Collective;
 use topocomm_proto::topology::Routes;
 
 use crate::control::parse::{
-    ParseError, parse_collective, parse_dims, parse_routes, parse_size, parse_timeout, parse_topology,
+    ParseError, parse_collective, parse_dims, parse_placement, parse_routes, parse_size, parse_timeout, parse_topology,
 };
 use crate::control::request::{DataArgs, LinkArgs};
 use crate::control::tuning::TuningArgs;
@@ -39,6 +40,10 @@ pub struct SimulateArgs {
     /// platform: `topocomm run --help` says more); its endpoints are the nodes.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["dims", "topology", "nodes"])]
     pub network: Option<PathBuf>,
+    /// Where the ranks sit on a switched network's hosts: linear, round-robin or
+    /// random[:SEED] (`topocomm run --help` says more); a direct network takes linear only.
+    #[arg(long, default_value = "linear", value_parser = parse_placement)]
+    pub placement: Placement,
     /// Route policy, for every topology given: fat-tree d-mod-k (default) or ecmp,
     /// dragonfly minimal (default) or valiant[:SEED] (`topocomm run --help` says more).
     #[arg(long, value_name = "NAME", value_parser = parse_routes)]

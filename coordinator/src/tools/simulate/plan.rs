@@ -71,7 +71,8 @@ pub(crate) fn plan(args: &SimulateArgs, links: LinkModel) -> anyhow::Result<Vec<
                         Topology::new(kind, p, args.dims.as_deref()).with_context(|| format!("{kind} of {p} nodes"))?
                     }
                 }
-                .routed(args.routes)?;
+                .routed(args.routes)?
+                .placed(args.placement)?;
                 let once = Repetition { warmup: 0, iterations: 1, timeout: args.timeout, dump: false };
                 let spec = RunSpec {
                     run: 1,
@@ -140,6 +141,7 @@ pub(crate) fn describe(point: &Planned, simulated: &SimulatedRun, links: &LinkMo
         algorithm: spec.what_runs(),
         topology: point.topology.kind().to_string(),
         dims: point.topology.dims().to_vec(),
+        placement: point.topology.placement(),
         route_policy: report::switched_routes(point.topology.kind(), Some(point.topology.routes())),
         nodes: point.topology.p(),
         size_bytes: spec.size_bytes,

@@ -85,8 +85,9 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<()> {
     let repetition = args.repeat.repetition(false);
     // A local cluster must fit on this machine.
     args.shape.check_routes()?;
-    let topology =
-        Topology::new(args.shape.kind(), args.nodes, args.shape.dims.as_deref())?.routed(args.shape.routes)?;
+    let topology = Topology::new(args.shape.kind(), args.nodes, args.shape.dims.as_deref())?
+        .routed(args.shape.routes)?
+        .placed(args.shape.placement)?;
     let capacity = match args.remote.coordinator {
         None => {
             let capacity = Capacity::of_this_machine();

@@ -75,7 +75,8 @@ pub fn runnable_sizes(
         let checked = match local {
             Some(capacity) => {
                 let topology = Topology::new(args.shape.topology, args.nodes, args.shape.dims.as_deref())?
-                    .routed(args.shape.routes)?;
+                    .routed(args.shape.routes)?
+                    .placed(args.shape.placement)?;
                 spec.validate(args.nodes)
                     .map_err(CapacityError::from)
                     .and_then(|()| capacity.check_run(spec, request.topology, args.nodes, tuning))
