@@ -200,9 +200,10 @@ const FOREVER: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 /// The cost model's earlier engine: `spec` on the real routers of every node, wired by
 /// byte pipes, under link physics `model` on tokio's paused clock (one emulated
 /// nanosecond per millisecond of it), from zero inputs of the right lengths. Its links
-/// carry frames in the order routers hand them over; the simulator's, in the order they
-/// become ready (see `topocomm_collectives::simulator::network`), so the two agree wherever no relayed
-/// frame is handed to a link before another that was ready first.
+/// carry frames in the order they became ready, of those ready at once the ones from the
+/// lowest-numbered neighbour first and a node's own last ([`crate::transport::departures`]),
+/// as the simulator's do (`topocomm_collectives::simulator::network`): the two give a run
+/// the same time and the same flow, event by event (`node/tests/switched.rs`).
 pub fn time_on_routers(spec: &RunSpec, topology: &Topology, model: LinkModel) -> Result<RouterTiming, RunFailure> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

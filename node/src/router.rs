@@ -37,7 +37,7 @@ use topocomm_collectives::comm::{CarrierError, Fabric, LinkCapabilities};
 
 use crate::allowance::{self, RunAllowance};
 use crate::forwarding::{Charge, Ledger, Overforwarded};
-use crate::transport::emulated::{Emulation, LinkModels, Toward};
+use crate::transport::emulated::{Emulation, LinkModels, Occupancy, Toward};
 use crate::transport::pacing::{Clock, Timeline};
 use crate::transport::stream::STREAM_LINKS;
 use crate::transport::{Endpoint, Link, Outgoing};
@@ -566,7 +566,6 @@ impl Router {
         );
         if header.packet == 0 && self.counts(&header) {
             self.counters.forwarded.fetch_add(1, Ordering::Relaxed);
-            self.record(FlowKind::Forward, &forwarded, frame.payload.len(), Some(self.next_hop_of(&header)));
         }
         let bytes = (FrameHeader::ENCODED_LEN + frame.payload.len()) as u64;
         let charge = self
@@ -575,7 +574,7 @@ impl Router {
             .map_err(|overdrawn| RouteError::Overforwarded { from, overdrawn })?;
         // Under emulation the frame is ready to go on when its tail arrived here.
         let ready_at = self.emulation.hop_ready(&header, from);
-        self.push_charged(forwarded, Payload::One(frame.payload), ready_at, None, charge)
+        self.push_charged(forwarded, Payload::One(frame.payload), ready_at, None, charge, Some(from))
     }
 
     /// Zeroes the traffic counters at the start of the timed iterations: from now on
@@ -638,11 +637,12 @@ impl Router {
         ready_at: Instant,
         written: Option<Written>,
     ) -> Result<(), RouteError> {
-        self.push_charged(header, payload, ready_at, written, None)
+        self.push_charged(header, payload, ready_at, written, None, None)
     }
 
     /// [`Router::push`], the frame carrying `charge` (a forwarded frame's, to its source)
-    /// until its link is done with it.
+    /// until its link is done with it, and the neighbour it came in `from` (`None`: sent
+    /// here).
     fn push_charged(
         &self,
         header: FrameHeader,
@@ -650,13 +650,14 @@ impl Router {
         ready_at: Instant,
         written: Option<Written>,
         charge: Option<Charge>,
+        from: Option<NodeId>,
     ) -> Result<(), RouteError> {
         let via = self.next_hop_of(&header);
         let link = self.links.get(&via).ok_or(RouteError::LinkClosed(via))?;
         if self.counts(&header) {
             link.bytes.fetch_add((FrameHeader::ENCODED_LEN + payload.len()) as u64, Ordering::Relaxed);
         }
-        let outgoing = Outgoing { header, payload, ready_at, written, charge };
+        let outgoing = Outgoing { header, payload, ready_at, written, charge, from };
         link.frames.send(outgoing).map_err(|_| RouteError::LinkClosed(via))
     }
 }
@@ -719,6 +720,17 @@ impl Endpoint for Router {
 
     fn emulation(&self) -> &Emulation {
         &self.emulation
+    }
+
+    /// Stamps a frame as its turn on the link to `peer` comes, and records a forwarded
+    /// message's leaving then: when its link takes it, as the simulator records it, not
+    /// when it was handed over ahead of its time.
+    fn depart(&self, peer: NodeId, occupancy: &mut Occupancy, outgoing: &mut Outgoing) {
+        self.emulation.depart(occupancy, outgoing);
+        let header = &outgoing.header;
+        if header.hops > 0 && header.packet == 0 && self.counts(header) {
+            self.record(FlowKind::Forward, header, outgoing.payload.len(), Some(peer));
+        }
     }
 
     fn on_frame(&self, from: NodeId, frame: Frame) -> Result<(), LinkFault> {

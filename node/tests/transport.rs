@@ -160,7 +160,7 @@ fn header(src: u32, dst: u32, tag: u32) -> FrameHeader {
 }
 
 fn outgoing(header: FrameHeader, payload: Payload) -> Outgoing {
-    Outgoing { header, payload, ready_at: Instant::now(), written: None, charge: None }
+    Outgoing { header, payload, ready_at: Instant::now(), written: None, charge: None, from: None }
 }
 
 /// A payload of `len` bytes that differ from one position to the next.

@@ -6,8 +6,11 @@
 //! schedule lets it go, at a hop when its tail has arrived, or its head under
 //! cut-through), and it is *delivered* when its tail reaches its destination. Events
 //! happen in time order, so a link carries frames in the order they became ready to go
-//! (first come, first served; at the same instant, in the order they were sent), never
-//! in the order software happened to hand them over.
+//! (first come, first served), never in the order software happened to hand them over.
+//! Of frames ready at the same instant, a node sends on first those that came in from
+//! its lowest-numbered neighbour, and its own messages last, in the order it sent them
+//! ([`Network::advance_to`]): a switch's output port arbitrating its input ports in a
+//! fixed order, which the routers' links follow too (`node::transport::departures`).
 
 use std::task::Waker;
 
@@ -68,6 +71,9 @@ impl NodeState {
 /// No letter (the end of a list).
 const NONE: u32 = u32::MAX;
 
+/// The `came_from` of a frame entering its source's link: after every neighbour's.
+const SENT_HERE: u32 = u32::MAX;
+
 /// A message in a node's mailbox.
 struct Letter {
     src: u32,
@@ -87,8 +93,9 @@ struct Event {
 /// What happens to a frame at an event.
 #[derive(Debug, Clone, Copy)]
 enum EventKind {
-    /// Its head starts on the link `from` → `to` (ready to go there at `ready_ns`).
-    Enter { from: u32, to: u32, ready_ns: u64 },
+    /// Its head starts on the link `from` → `to` (ready to go there at `ready_ns`),
+    /// having come in from `came_from` ([`SENT_HERE`]: `from` sent it).
+    Enter { from: u32, to: u32, came_from: u32, ready_ns: u64 },
     /// Its tail reached `node`, its destination.
     Deliver { node: u32 },
 }
@@ -285,8 +292,12 @@ pub struct Network {
     busiest: Busiest,
     /// Messages sent and taken so far, by any node (see [`Network::only_waits`]).
     acted: u64,
-    /// `EventKind::Enter` events pending (see [`Network::enter`]).
+    /// `EventKind::Enter` events pending, those due now and not carried yet included (see
+    /// [`Network::enter`]).
     entering: u64,
+    /// The frames whose heads are ready now, taken from the queue and not carried yet,
+    /// each with its key of the order they go in ([`Network::advance_to`]).
+    entering_now: Vec<((u32, u32), Event)>,
     /// Whether a frame may cross its link at once when it is ready now and nothing else
     /// waits to enter a link (see [`Network::enter`]); off, every entry is an event.
     carry_at_once: bool,
@@ -328,6 +339,7 @@ impl Network {
             busiest: Busiest::default(),
             acted: 0,
             entering: 0,
+            entering_now: Vec::new(),
             carry_at_once: true,
             totals: Totals::default(),
             recording: record.then(Vec::new),
@@ -390,19 +402,40 @@ impl Network {
         self.events_due.next_ns()
     }
 
-    /// Advances the clock to `at_ns` and carries out every event due then, in order
-    /// (events they schedule for the same instant included).
+    /// Advances the clock to `at_ns` and carries out every event due then (events they
+    /// schedule for the same instant included): deliveries in order; the frames whose
+    /// heads are ready then enter their links, those passed on first, by node and at one
+    /// node from its lowest-numbered neighbour first, then the nodes' own in the order
+    /// they were sent (a stable sort): what goes first on a link where two are ready at
+    /// once never hangs on the order the engine scheduled them in.
     pub fn advance_to(&mut self, at_ns: u64) {
         self.now_ns = at_ns;
-        while let Some(slot) = self.events_due.pop_at(at_ns) {
-            let event = self.events.remove(slot);
-            match event.kind {
-                EventKind::Enter { from, to, ready_ns } => {
-                    self.entering -= 1;
-                    self.carry(from as NodeId, to as NodeId, event.header, event.payload, ready_ns)
+        loop {
+            while let Some(slot) = self.events_due.pop_at(at_ns) {
+                let event = self.events.remove(slot);
+                match event.kind {
+                    EventKind::Enter { from, came_from, .. } => {
+                        // A node's own frames keep their order (the order they were sent).
+                        let key = if came_from == SENT_HERE { (SENT_HERE, SENT_HERE) } else { (from, came_from) };
+                        self.entering_now.push((key, event))
+                    }
+                    EventKind::Deliver { node } => self.deliver(node as NodeId, event.header, event.payload, true),
                 }
-                EventKind::Deliver { node } => self.deliver(node as NodeId, event.header, event.payload, true),
             }
+            if self.entering_now.is_empty() {
+                return;
+            }
+            let mut entering = std::mem::take(&mut self.entering_now);
+            if entering.len() > 1 {
+                entering.sort_by_key(|(key, _)| *key);
+            }
+            for (_, event) in entering.drain(..) {
+                let EventKind::Enter { from, to, ready_ns, .. } = event.kind else { unreachable!("an entry") };
+                self.entering -= 1;
+                self.carry(from as NodeId, to as NodeId, event.header, event.payload, ready_ns);
+            }
+            // Its storage back, for the next instant's (carrying schedules no entry into it).
+            self.entering_now = entering;
         }
     }
 
@@ -440,10 +473,10 @@ impl Network {
         };
         let model = algorithm.then_some(self.model);
         match split_into_packets(model, header, payload) {
-            Err(whole) => self.enter(me, next, header, whole.into_bytes(), ready_ns),
+            Err(whole) => self.enter(me, next, SENT_HERE, header, whole.into_bytes(), ready_ns),
             Ok(packets) => {
                 for (header, packet) in packets {
-                    self.enter(me, next, header, packet.into_bytes(), ready_ns);
+                    self.enter(me, next, SENT_HERE, header, packet.into_bytes(), ready_ns);
                 }
             }
         }
@@ -563,28 +596,38 @@ impl Network {
         self.recording.take().unwrap_or_default()
     }
 
-    /// A frame ready to go at `ready_ns` is to cross the link `from` → `to`: it enters
-    /// the link when its head is ready (now, if that has passed).
+    /// A frame ready to go at `ready_ns`, come in from `came_from` ([`SENT_HERE`]: sent
+    /// by `from`), is to cross the link `from` → `to`: it enters the link when its head
+    /// is ready (now, if that has passed).
     ///
-    /// A frame whose head is ready now, while no other frame waits to enter any link,
-    /// crosses at once rather than through an event at this instant: an event would run
+    /// A frame a node sends whose head is ready now, while no other frame waits to enter
+    /// any link, crosses at once rather than through an event at this instant (a frame
+    /// passed on always goes through one, to take its turn among those of its instant:
+    /// [`Network::advance_to`]): an event would run
     /// after those already due now, and none of them enters a link, so nothing could
     /// take the link before it, and the frames it passes on or delivers are scheduled in
     /// the same order either way. On a schedule between neighbours (no frame forwarded,
     /// every send ready when its node is polled) that is every frame, and a message costs
     /// one event, its delivery, instead of two.
-    fn enter(&mut self, from: NodeId, to: NodeId, header: FrameHeader, payload: Bytes, ready_ns: u64) {
+    fn enter(&mut self, from: NodeId, to: NodeId, came_from: u32, header: FrameHeader, payload: Bytes, ready_ns: u64) {
         let head_ns = if header.tag < SYSTEM_TAG_BASE {
             head_ready_ns(&self.model_of(from, to), &header, payload.len(), ready_ns)
         } else {
             ready_ns
         };
-        if self.carry_at_once && self.entering == 0 && head_ns <= self.now_ns {
+        // A frame passed on whose head cut through ahead of its tail and was ready by the
+        // time this hop had it (onto a slower link) enters a nanosecond after it came: no
+        // relayed frame enters at the instant it was passed on, so those whose heads are
+        // ready at one instant are all known then, and the routers' links order them as
+        // these do (`node::transport::departures`).
+        let cut_ahead = came_from != SENT_HERE && head_ns <= self.now_ns && head_ns < ready_ns;
+        let at_ns = if cut_ahead { self.now_ns + 1 } else { head_ns.max(self.now_ns) };
+        if self.carry_at_once && came_from == SENT_HERE && self.entering == 0 && at_ns <= self.now_ns {
             return self.carry(from, to, header, payload, ready_ns);
         }
         self.entering += 1;
         let (from, to) = (from as u32, to as u32);
-        self.schedule(head_ns.max(self.now_ns), header, payload, EventKind::Enter { from, to, ready_ns });
+        self.schedule(at_ns, header, payload, EventKind::Enter { from, to, came_from, ready_ns });
     }
 
     /// The link `from` → `to` carries a frame whose head is ready now: once the link is
@@ -640,7 +683,7 @@ impl Network {
         // Passed on when its tail has arrived (software at a hop takes no time).
         let next = self.topology.next_hop(to, header.flow());
         let ready_ns = if arrived.due_ns > 0 { ready_after(arrived.due_ns, now, model.th_ns) } else { now };
-        self.enter(to, next, FrameHeader { hops: header.hops + 1, ..arrived }, payload, ready_ns);
+        self.enter(to, next, from as u32, FrameHeader { hops: header.hops + 1, ..arrived }, payload, ready_ns);
     }
 
     /// A frame for node `me` is released: a whole message goes to the mailbox (waking a

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use topocomm_proto::NodeId;
 use topocomm_proto::frame::Frame;
 
-use super::emulated::Occupancy;
+use super::departures::Departures;
 use topocomm_collectives::comm::fault::LinkFault;
 
 use super::{Endpoint, Link, Outbox};
@@ -32,23 +32,22 @@ impl ChannelLink {
 }
 
 impl Link for ChannelLink {
-    /// Starts a writer and a reader task, as a stream link does: frames leave in order,
-    /// each through the link physics, and arrive in order.
-    fn start<E: Endpoint>(self, peer: NodeId, mut outbox: Outbox, endpoint: Arc<E>, cancel: CancellationToken) {
+    /// Starts a writer and a reader task, as a stream link does: frames leave when their
+    /// turn comes ([`Departures`]), each through the link physics, and arrive in order.
+    fn start<E: Endpoint>(self, peer: NodeId, outbox: Outbox, endpoint: Arc<E>, cancel: CancellationToken) {
         let ChannelLink { to_peer, mut from_peer } = self;
         let write_endpoint = endpoint.clone();
         let write_cancel = cancel.clone();
         tokio::spawn(async move {
-            let mut occupancy = Occupancy::default();
+            let mut departures = Departures::new(outbox);
             loop {
-                let mut outgoing = tokio::select! {
-                    outgoing = outbox.recv() => match outgoing {
+                let outgoing = tokio::select! {
+                    outgoing = departures.next(peer, &*write_endpoint) => match outgoing {
                         Some(outgoing) => outgoing,
                         None => break,
                     },
                     _ = write_cancel.cancelled() => break,
                 };
-                write_endpoint.depart(&mut occupancy, &mut outgoing);
                 let frame = Frame { header: outgoing.header, payload: outgoing.payload.into_bytes() };
                 if to_peer.send(frame).is_err() {
                     let reason = "the peer is gone".to_owned();

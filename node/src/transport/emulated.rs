@@ -7,10 +7,12 @@
 //! How it runs: a frame is stamped as it leaves a link with the instant its tail
 //! reaches the peer on the emulated timeline (`due_ns`, [`Emulation::depart`]) and goes
 //! out at once; the peer holds a frame for itself until then ([`Emulation::hold`]) and
-//! passes one on at once, scheduled from its due time. So the real transfer and the
-//! receiver's wake-up happen while the emulated link is busy, and the schedule's instants
-//! come from the model, never from when a write happened to finish: timing errors do not
-//! add up. Outside emulated runs every step here is a no-op.
+//! hands one to pass on to its next link at once, where it waits for its turn: its head
+//! ready, scheduled from its due time ([`Emulation::head_ready`], [`super::departures`]:
+//! a link serves frames in the order they became ready, as the simulator's do). So the
+//! real transfer and the receiver's wake-up happen while the emulated link is busy, and
+//! the schedule's instants come from the model, never from when a write happened to
+//! finish: timing errors do not add up. Outside emulated runs every step here is a no-op.
 //!
 //! Under the one-port model ([`Ports::One`]) the node's links share one output port and
 //! one input port, kept here for the whole node rather than by each link: a frame leaves
@@ -31,7 +33,7 @@ use topocomm_proto::{NodeId, Topology};
 use topocomm_collectives::comm::fault::LinkFault;
 use topocomm_collectives::comm::payload::Payload;
 use topocomm_collectives::physics::{
-    first_link_model, link_free_ns, occupancy_ns, port_step, ready_after, received_ns, sender_free_ns,
+    first_link_model, head_ready_ns, link_free_ns, occupancy_ns, port_step, ready_after, received_ns, sender_free_ns,
     split_into_packets,
 };
 
@@ -235,6 +237,19 @@ impl Emulation {
         }
     }
 
+    /// When the head of a frame waiting for its link is ready to go ([`head_ready_ns`],
+    /// as the simulator has it: its `ready_at`, less t_w · m for a message an
+    /// intermediate node cuts through whole); `None` when links are not emulated.
+    pub fn head_ready(&self, outgoing: &Outgoing) -> Option<Instant> {
+        let model = self.model_toward(outgoing.header.dst())?;
+        if outgoing.header.tag >= SYSTEM_TAG_BASE {
+            return Some(outgoing.ready_at);
+        }
+        let timeline = self.timeline();
+        let ready_ns = timeline.ns(outgoing.ready_at);
+        Some(timeline.instant(head_ready_ns(&model, &outgoing.header, outgoing.payload.len(), ready_ns)))
+    }
+
     /// Stamps an algorithm frame leaving a link free from `occupancy` with the instant
     /// its tail reaches the peer ([`link_free_ns`]), and marks the link busy until then
     /// (and under one-port the node's output port, which it waited for too).
@@ -295,11 +310,12 @@ impl Emulation {
 
     /// An emulated frame for node `me` travelled ahead of its time: it is released when
     /// its tail is due, as a network emulator releases a packet. One to forward goes on
-    /// at once: its next link is scheduled from its due time, so no hop adds its real
-    /// latency to the emulated one. A frame due beyond the run's deadline is no frame of
-    /// this run (or a forged one): refused, not held in memory until then.
+    /// at once to its next link, which holds it until its turn, scheduled from its due
+    /// time ([`super::departures`]), so no hop adds its real latency to the emulated one.
+    /// A frame due beyond the run's deadline is no frame of this run (or a forged one):
+    /// refused, not held in memory until then (here or in a link).
     pub async fn hold(&self, me: NodeId, from: NodeId, header: &FrameHeader) -> Result<(), LinkFault> {
-        if header.due_ns == 0 || header.tag >= SYSTEM_TAG_BASE || header.dst() != me {
+        if header.due_ns == 0 || header.tag >= SYSTEM_TAG_BASE {
             return Ok(());
         }
         let timeline = self.timeline();
@@ -313,6 +329,9 @@ impl Emulation {
                 due_ms: due.saturating_duration_since(Instant::now()).as_millis() as u64,
                 horizon_ms: horizon.as_millis() as u64,
             });
+        }
+        if header.dst() != me {
+            return Ok(());
         }
         timeline.clock().wait_until(due).await;
         tracing::trace!(late_us = crate::transport::pacing::late_us(due), "released");

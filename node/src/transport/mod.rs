@@ -7,6 +7,8 @@
 //! * [`tcp`]: the TCP sockets a daemon's stream links run over, opened with the
 //!   congestion control the links ask for.
 //! * [`channel::ChannelLink`]: frames handed over as values through a channel, no bytes.
+//! * [`departures::Departures`]: the order every link's frames leave in, first come,
+//!   first served by when each became ready to go on the emulated timeline.
 //! * [`emulated::Emulation`]: the link physics of emulated runs (t_s, t_h, t_w,
 //!   store-and-forward and cut-through), a layer every link passes its frames through on
 //!   their way out ([`Endpoint::depart`]) and in ([`Endpoint::arrive`]); no link
@@ -15,6 +17,7 @@
 //! `node/tests/transport.rs` is the conformance suite every implementation passes.
 
 pub mod channel;
+pub mod departures;
 pub mod emulated;
 pub mod pacing;
 pub mod stream;
@@ -47,6 +50,10 @@ pub struct Outgoing {
     /// A forwarded frame's charge to its source ([`crate::forwarding`]), given back when
     /// the link is done with it.
     pub charge: Option<Charge>,
+    /// The neighbour a forwarded frame came in from (`None`: this node sends it): of
+    /// frames ready at the same instant, a link takes those from lower-numbered
+    /// neighbours first and this node's own last ([`departures::Departures`]).
+    pub from: Option<NodeId>,
 }
 
 /// The queue a link takes its outgoing frames from, in order.
@@ -82,9 +89,10 @@ pub trait Endpoint: Send + Sync + 'static {
     /// A link failed: every wait of this wiring fails with `fault`.
     fn link_failed(&self, fault: LinkFault);
 
-    /// A frame leaves on a link whose emulated occupancy is `occupancy`: the physics
-    /// stamps when its tail will reach the peer. Links call this as they dequeue a frame.
-    fn depart(&self, occupancy: &mut Occupancy, outgoing: &mut Outgoing) {
+    /// A frame leaves on the link to `peer`, whose emulated occupancy is `occupancy`: the
+    /// physics stamps when its tail will reach the peer. Links call this as each frame's
+    /// turn comes ([`departures::Departures`]).
+    fn depart(&self, _peer: NodeId, occupancy: &mut Occupancy, outgoing: &mut Outgoing) {
         self.emulation().depart(occupancy, outgoing);
     }
 

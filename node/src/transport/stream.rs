@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use topocomm_proto::NodeId;
 use topocomm_proto::frame::{Frame, FrameHeader};
 
-use super::emulated::Occupancy;
+use super::departures::Departures;
 use topocomm_collectives::comm::LinkCapabilities;
 use topocomm_collectives::comm::fault::LinkFault;
 
@@ -46,7 +46,7 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Link for StreamLink<S> {
         let write_endpoint = endpoint.clone();
         tokio::spawn(async move {
             tokio::select! {
-                result = write_frames(writer, outbox, &*write_endpoint) => {
+                result = write_frames(writer, peer, outbox, &*write_endpoint) => {
                     if let Err(error) = result {
                         tracing::warn!(peer, %error, "link write failed");
                         write_endpoint.link_failed(LinkFault::WriteFailed { peer, reason: error.to_string() });
@@ -210,24 +210,28 @@ fn expect(filled: bool) -> Result<(), FrameError> {
     if filled { Ok(()) } else { Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into()) }
 }
 
-/// Writes frames until the router drops the queue. The frames already queued go out
-/// together (up to `BATCH_FRAMES`) in vectored writes: one system call for a burst of
-/// small frames, and a frame's payload parts are never copied together. Each frame
-/// passes the link physics as it is dequeued ([`Endpoint::depart`]).
-async fn write_frames<W: AsyncWrite, E: Endpoint>(writer: W, mut outbox: Outbox, endpoint: &E) -> std::io::Result<()> {
+/// Writes frames to `peer` until the router drops the queue. The frames whose turn has
+/// come ([`Departures`]) go out together (up to `BATCH_FRAMES`) in vectored writes: one
+/// system call for a burst of small frames, and a frame's payload parts are never copied
+/// together. Each frame passes the link physics as its turn comes ([`Endpoint::depart`]).
+async fn write_frames<W: AsyncWrite, E: Endpoint>(
+    writer: W,
+    peer: NodeId,
+    outbox: Outbox,
+    endpoint: &E,
+) -> std::io::Result<()> {
     let mut writer = std::pin::pin!(writer);
-    let mut occupancy = Occupancy::default();
+    let mut departures = Departures::new(outbox);
     let mut batch = Vec::with_capacity(BATCH_FRAMES);
     let mut heads = Vec::with_capacity(BATCH_FRAMES * HEAD_LEN);
-    while let Some(first) = outbox.recv().await {
+    while let Some(first) = departures.next(peer, endpoint).await {
         let mut next = Some(first);
-        while let Some(mut outgoing) = next.take() {
-            endpoint.depart(&mut occupancy, &mut outgoing);
+        while let Some(outgoing) = next.take() {
             batch.push(outgoing);
             if batch.len() == BATCH_FRAMES {
                 write_batch(&mut writer, &mut batch, &mut heads).await?;
             }
-            next = outbox.try_recv().ok();
+            next = departures.next_now(peer, endpoint);
         }
         write_batch(&mut writer, &mut batch, &mut heads).await?;
         // Nothing more is queued: what a stream holds back (an encrypted link's last
