@@ -241,7 +241,7 @@ impl Emulation {
     /// as the simulator has it: its `ready_at`, less t_w · m for a message an
     /// intermediate node cuts through whole); `None` when links are not emulated.
     pub fn head_ready(&self, outgoing: &Outgoing) -> Option<Instant> {
-        let model = self.model_toward(outgoing.header.dst())?;
+        let model = self.model_toward(&outgoing.header)?;
         if outgoing.header.tag >= SYSTEM_TAG_BASE {
             return Some(outgoing.ready_at);
         }
