@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use lab_support::{Browser, Lab, chromium, fill_form};
 use serde_json::{Value, json};
+use topocomm_proto::network::placement::Placement;
 use topocomm_proto::{Topology, TopologyKind};
 
 /// How long a run from the form may take, the cluster's forming included.
@@ -325,9 +326,21 @@ async fn a_fat_tree_simulated_from_the_form_is_drawn_in_its_levels_and_played_th
     let browser = Browser::launch(&chromium).await;
     browser.navigate(&lab.url).await;
     browser.wait_for("document.querySelectorAll('#collective option').length > 10", RUN_PATIENCE).await;
-    let fields =
-        [("collective", "allreduce"), ("topology", "fat-tree"), ("dims", "4"), ("nodes-count", "16"), ("size", "4KiB")];
+    let fields = [
+        ("collective", "allreduce"),
+        ("topology", "fat-tree"),
+        ("dims", "4"),
+        ("nodes-count", "16"),
+        ("size", "4KiB"),
+        ("routes", "ecmp"),
+        ("placement", "round-robin"),
+    ];
     browser.eval(&fill_form("simulate", &fields)).await;
+    let words = browser.eval("document.querySelector('#words').textContent").await;
+    assert!(
+        words.as_str().is_some_and(|words| words.ends_with("--routes ecmp --placement round-robin")),
+        "the form's routes and placement are words of the run: {words}"
+    );
     browser.eval("document.querySelector('[data-testid=run]').click()").await;
     browser
         .wait_for(
@@ -335,7 +348,8 @@ async fn a_fat_tree_simulated_from_the_form_is_drawn_in_its_levels_and_played_th
             RUN_PATIENCE,
         )
         .await;
-    let topology = Topology::new(TopologyKind::FatTree, 16, Some(&[4])).unwrap();
+    // Drawn as placed: rank r on the (r mod 8)-th edge switch's next host.
+    let topology = Topology::new(TopologyKind::FatTree, 16, Some(&[4])).unwrap().placed(Placement::RoundRobin).unwrap();
     let vertices = every_vertex_and_link_is_drawn(&browser, &topology).await;
     // Its levels, bottom up: hosts, edge, aggregation and core switches, each a row.
     let level = |v: usize| topology.coords(v)[0];

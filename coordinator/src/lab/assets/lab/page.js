@@ -18,7 +18,7 @@
     progress: '#progress', progressText: '#progress-text', cancel: '#cancel', history: '#history',
     collective: '#collective', algorithm: '#algorithm', topology: '#topology', dims: '#dims',
     nodesCount: '#nodes-count', size: '#size', sizes: '#sizes', dtype: '#dtype', op: '#op', root: '#root',
-    routing: '#routing', ports: '#ports', ts: '#ts', th: '#th', tw: '#tw', iterations: '#iterations', dilation: '#dilation',
+    routing: '#routing', ports: '#ports', routes: '#routes', placement: '#placement', ts: '#ts', th: '#th', tw: '#tw', iterations: '#iterations', dilation: '#dilation',
     stageTitle: '#stage-title', stageSource: '#stage-source', verdict: '#verdict', pictures: '.pictures',
     picture: '#picture', pictureOverlay: '#picture-overlay', heatCaption: '#heat-caption',
     spacetime: '#spacetime', spacetimeOverlay: '#spacetime-overlay',

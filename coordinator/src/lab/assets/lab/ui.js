@@ -257,6 +257,8 @@
     add('--ts', value('ts')); add('--th', value('th')); add('--tw', value('tw'));
     if (value('routing') !== 'sf') add('--routing', value('routing'));
     if (value('ports') !== 'all') add('--ports', value('ports'));
+    add('--routes', value('routes'));
+    add('--placement', value('placement'));
     if (mode === 'run' || mode === 'sweep') { add('--iterations', value('iterations')); add('--dilation', value('dilation')); }
     return list;
   }
