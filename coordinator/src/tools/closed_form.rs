@@ -8,8 +8,9 @@
 //! them. `topocomm simulate` prints them beside the simulator's times, and the tests
 //! hold the two equal to the nanosecond at every p they reach.
 
+use topocomm_collectives::physics::first_link_model;
 use topocomm_proto::catalogue::{self, ClosedForm};
-use topocomm_proto::network::{Family, Routes};
+use topocomm_proto::network::{Family, Flow, Routes};
 use topocomm_proto::spec::{Algorithm, ClassPhysics, Collective, LinkModel, Ports, Routing, class_models};
 use topocomm_proto::{Topology, TopologyKind};
 
@@ -116,9 +117,9 @@ impl SwitchedForm {
 /// the start-up of the slowest-starting class its route crosses, then every link's own
 /// t_h + t_w · bytes.
 fn message_ns(topology: &Topology, class_models: &[LinkModel], src: usize, dst: usize, bytes: u64) -> u64 {
+    let start = first_link_model(topology, class_models, src, Flow::new(src, dst, 0)).ts_ns;
     let route = topology.route(src, dst);
     let model_of = |a: usize, b: usize| class_models[topology.link_class(a, b).expect("a route follows links")];
-    let start = route.windows(2).map(|hop| model_of(hop[0], hop[1]).ts_ns).max().unwrap_or(0);
     let links: u64 = route
         .windows(2)
         .map(|hop| {

@@ -14,6 +14,25 @@
 //! This module is pure arithmetic, like [`crate::topology`], which holds a [`Switched`]
 //! for the switched kinds.
 
+/// Serde for a policy that is its own name (`"round-robin"`, `"valiant:7"`): written by
+/// its `Display`, read back by its `FromStr`, whose error says what is wrong.
+macro_rules! serde_by_name {
+    ($policy:ty) => {
+        impl serde::Serialize for $policy {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.collect_str(self)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $policy {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let text = String::deserialize(deserializer)?;
+                text.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
 pub mod dragonfly;
 pub mod fat_tree;
 mod groups;

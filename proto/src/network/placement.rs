@@ -21,7 +21,6 @@ use std::str::FromStr;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::SeedableRng;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::Family;
 
@@ -119,16 +118,4 @@ impl FromStr for Placement {
     }
 }
 
-impl Serialize for Placement {
-    /// As its name (`"round-robin"`, `"random:7"`).
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Placement {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        text.parse().map_err(serde::de::Error::custom)
-    }
-}
+serde_by_name!(Placement);

@@ -14,8 +14,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
 /// One flow: the frames of the messages from `src` to `dst` under one `tag` (ranks; the
 /// tag an algorithm's or the runtime's). Every frame of a flow takes one route, so a
 /// message's packets stay in order.
@@ -119,19 +117,7 @@ impl FromStr for Routes {
     }
 }
 
-/// As its name: `"ecmp"`, `"valiant:7"`.
-impl Serialize for Routes {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Routes {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        text.parse().map_err(serde::de::Error::custom)
-    }
-}
+serde_by_name!(Routes);
 
 #[cfg(test)]
 mod tests {
